@@ -1,0 +1,16 @@
+// Python module _jaxdnn_cuda: the CUDA FFI targets, by name.
+#include <nanobind/nanobind.h>
+
+#include "bindings/register.h"
+#include "norms/norm_ffi.h"
+
+namespace nb = nanobind;
+
+NB_MODULE(_jaxdnn_cuda, m) {
+  m.def("registrations", []() {
+    nb::dict d;
+    d["jaxdnn_norm_fwd"] = jaxdnn::HandlerCapsule(jaxdnn::norms::kNormFwdCuda);
+    d["jaxdnn_norm_bwd"] = jaxdnn::HandlerCapsule(jaxdnn::norms::kNormBwdCuda);
+    return d;
+  });
+}

@@ -1,0 +1,92 @@
+// 16-byte vector loads/stores of float32, bfloat16 and float16, unpacked to
+// float32 registers. Every memory-bound kernel moves rows through these.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cstdint>
+
+namespace jaxdnn {
+
+template <typename T> struct Vec16;
+
+template <> struct Vec16<float> {
+  static constexpr int kElems = 4;
+  __device__ static void Unpack(const uint4& r, float* f) {
+    f[0] = __uint_as_float(r.x); f[1] = __uint_as_float(r.y);
+    f[2] = __uint_as_float(r.z); f[3] = __uint_as_float(r.w);
+  }
+  __device__ static uint4 Pack(const float* f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]),
+                      __float_as_uint(f[2]), __float_as_uint(f[3]));
+  }
+  __device__ static float Load1(const float* p) { return *p; }
+  __device__ static void Store1(float* p, float v) { *p = v; }
+};
+
+template <typename Half, typename Half2, float2 (*ToF2)(Half2), Half2 (*FromF2)(float2),
+          float (*ToF)(Half), Half (*FromF)(float)>
+struct Vec16Half {
+  static constexpr int kElems = 8;
+  __device__ static void Unpack(const uint4& r, float* f) {
+    const Half2* h = reinterpret_cast<const Half2*>(&r);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 v = ToF2(h[i]);
+      f[2 * i] = v.x;
+      f[2 * i + 1] = v.y;
+    }
+  }
+  __device__ static uint4 Pack(const float* f) {
+    uint4 r;
+    Half2* h = reinterpret_cast<Half2*>(&r);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = FromF2(make_float2(f[2 * i], f[2 * i + 1]));
+    return r;
+  }
+  __device__ static float Load1(const Half* p) { return ToF(*p); }
+  __device__ static void Store1(Half* p, float v) { *p = FromF(v); }
+};
+
+__device__ inline float2 Bf2ToF2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ inline __nv_bfloat162 F2ToBf2(float2 v) { return __float22bfloat162_rn(v); }
+__device__ inline float BfToF(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ inline __nv_bfloat16 FToBf(float v) { return __float2bfloat16_rn(v); }
+__device__ inline float2 H2ToF2(__half2 v) { return __half22float2(v); }
+__device__ inline __half2 F2ToH2(float2 v) { return __float22half2_rn(v); }
+__device__ inline float HToF(__half v) { return __half2float(v); }
+__device__ inline __half FToH(float v) { return __float2half_rn(v); }
+
+template <> struct Vec16<__nv_bfloat16>
+    : Vec16Half<__nv_bfloat16, __nv_bfloat162, Bf2ToF2, F2ToBf2, BfToF, FToBf> {};
+template <> struct Vec16<__half> : Vec16Half<__half, __half2, H2ToF2, F2ToH2, HToF, FToH> {};
+
+// Streaming accesses: rows are touched once, so keep them from evicting the
+// parameters that every row re-reads.
+__device__ inline uint4 LoadStream(const void* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
+__device__ inline void StoreStream(void* p, const uint4& v) { __stcs(reinterpret_cast<uint4*>(p), v); }
+__device__ inline float4 LoadParam(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+
+__device__ inline float WarpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sums `v` over the blockDim.x threads that share threadIdx.y (one row), in a
+// fixed order, so the result is deterministic. `scratch` holds
+// blockDim.y * 32 floats. Every thread of the block must call it.
+__device__ inline float RowSum(float v, float* scratch) {
+  v = WarpSum(v);
+  const int warps = blockDim.x >> 5;
+  if (warps == 1) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* s = scratch + threadIdx.y * 32;
+  if (lane == 0) s[warp] = v;
+  __syncthreads();
+  float t = lane < warps ? s[lane] : 0.0f;
+  __syncthreads();
+  return WarpSum(t);
+}
+
+}  // namespace jaxdnn

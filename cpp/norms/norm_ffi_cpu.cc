@@ -1,0 +1,40 @@
+// XLA FFI handlers for the CPU norms: decode the call frame, run the kernel.
+#include "norms/norm_ffi.h"
+
+#include "norms/norm_cpu_kernels.h"
+
+namespace jaxdnn::norms {
+namespace {
+
+ffi::Error FwdCpu(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+                  int32_t residual, float epsilon) {
+  auto p = DecodeFwd(args, rets, kind, residual != 0, epsilon);
+  if (!p.has_value()) return p.error();
+  return NormFwdCpu(*p);
+}
+
+ffi::Error BwdCpu(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+                  int32_t residual) {
+  auto p = DecodeBwd(args, rets, kind, residual != 0, /*has_workspace=*/false);
+  if (!p.has_value()) return p.error();
+  return NormBwdCpu(*p);
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kNormFwdCpu, FwdCpu,
+                              ffi::Ffi::Bind()
+                                  .RemainingArgs()
+                                  .RemainingRets()
+                                  .Attr<int32_t>("kind")
+                                  .Attr<int32_t>("residual")
+                                  .Attr<float>("epsilon"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kNormBwdCpu, BwdCpu,
+                              ffi::Ffi::Bind()
+                                  .RemainingArgs()
+                                  .RemainingRets()
+                                  .Attr<int32_t>("kind")
+                                  .Attr<int32_t>("residual"));
+
+}  // namespace jaxdnn::norms

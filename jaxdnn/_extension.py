@@ -1,0 +1,54 @@
+"""Loads jaxdnn's compiled FFI modules and registers their targets with XLA.
+
+The CPU module is always built; the CUDA module exists when nvcc was found at
+build time. Registration happens once, at import of jaxdnn.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import jax
+import jaxlib.version
+
+try:
+  from jaxdnn import _build_info
+except ImportError as e:  # Running from a source tree that was never built.
+  raise ImportError(
+      "jaxdnn's compiled extension is missing: install the package "
+      "(`pip install .`) and import it from outside the source tree") from e
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+  parts = []
+  for p in v.split(".")[:3]:
+    digits = "".join(ch for ch in p if ch.isdigit())
+    parts.append(int(digits or 0))
+  return tuple(parts)
+
+
+def _check_jaxlib() -> None:
+  # The FFI headers compiled into the extension come from the jaxlib present
+  # at build time; an older runtime may not understand the handlers' ABI.
+  built, running = _build_info.BUILT_AGAINST_JAXLIB, jaxlib.version.__version__
+  if _version_tuple(running) < _version_tuple(built):
+    raise ImportError(
+        f"jaxdnn was built against jaxlib {built} but jaxlib {running} is "
+        f"running; upgrade jaxlib to >= {built} or rebuild jaxdnn")
+
+
+_check_jaxlib()
+
+cpu_module = importlib.import_module("jaxdnn._jaxdnn_cpu")
+for _name, _capsule in cpu_module.registrations().items():
+  jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
+
+cuda_module = None
+if _build_info.BUILT_CUDA:
+  cuda_module = importlib.import_module("jaxdnn._jaxdnn_cuda")
+  for _name, _capsule in cuda_module.registrations().items():
+    jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
+
+
+def has_cuda_kernels() -> bool:
+  return cuda_module is not None

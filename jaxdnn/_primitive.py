@@ -1,0 +1,161 @@
+"""The one primitive base every jaxdnn op is built on.
+
+An op subclasses `FfiOp` and declares:
+  * `abstract_eval(*avals, **params)`: the result avals;
+  * `batch(args, dims, **params)`: its vmap rule (a real rule, never a loop);
+  * `sharding(avals_in, avals_out, **params)`: a `Sharding` object (see
+    `jaxdnn._sharding`) giving the Shardy rule and the per-shard partitioning;
+  * `ffi_attributes(**params)` and optionally `workspace(...)`: what the FFI
+    handler receives, and scratch results XLA must allocate on a platform.
+
+Every op's params include `implementation` (None, "cpu" or "cuda"); the
+lowering for a platform refuses an explicit implementation of another.
+
+Sharding: the lowering wraps the FFI call in
+`jax.experimental.custom_partitioning` with a Shardy `sharding_rule`. A bare
+Shardy rule on the custom call only guides propagation; XLA's partitioner
+would still replicate (all-gather) the operands of an unknown custom call.
+custom_partitioning also lets an op run per shard and add the one collective
+it needs (a psum of parameter gradients), so sharded rows never move.
+On one device custom_partitioning inlines the plain FFI call.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
+
+from jaxdnn import _jax_internal, _platform
+
+# Platform names as `mlir.register_lowering` spells them.
+_PLATFORMS = ("cpu", "cuda")
+
+
+class FfiOp:
+  """A JAX primitive lowered to one XLA FFI target on CPU and CUDA."""
+
+  name: str = ""
+  target: str = ""
+
+  def __init__(self):
+    self.primitive = Primitive(self.name)
+    self.primitive.multiple_results = True
+    self.primitive.def_impl(self._eager_impl)
+    self.primitive.def_abstract_eval(self._abstract_eval)
+    batching.primitive_batchers[self.primitive] = self._batch
+    _jax_internal.mark_requires_devices(self.primitive)
+    for platform in _PLATFORMS:
+      mlir.register_lowering(
+          self.primitive, functools.partial(self._lower, platform=platform),
+          platform=platform)
+
+  # ---- to be declared by each op ----
+  def abstract_eval(self, *avals, **params) -> Sequence[jax.core.ShapedArray]:
+    raise NotImplementedError
+
+  def batch(self, args, dims, **params):
+    raise NotImplementedError
+
+  def sharding(self, avals_in, avals_out, **params):
+    raise NotImplementedError
+
+  def ffi_attributes(self, **params) -> dict[str, Any]:
+    return {}
+
+  def workspace(self, platform: str, avals_in, **params) -> list[jax.ShapeDtypeStruct]:
+    """Extra results the handler uses as scratch on `platform`; dropped after the call."""
+    return []
+
+  # ---- machinery ----
+  def bind(self, *args, **params):
+    return self.primitive.bind(*args, **params)
+
+  def _abstract_eval(self, *avals, **params):
+    return tuple(self.abstract_eval(*avals, **params))
+
+  @staticmethod
+  @functools.lru_cache(maxsize=None)
+  def _jitted(primitive, items):
+    params = dict(items)
+    return jax.jit(lambda *args: primitive.bind(*args, **params))
+
+  def _eager_impl(self, *args, **params):
+    return self._jitted(self.primitive, tuple(sorted(params.items())))(*args)
+
+  def _batch(self, args, dims, **params):
+    return self.batch(args, dims, **params)
+
+  def _ffi_call(self, platform, params, *args):
+    """The FFI call itself, on whole or per-shard operands."""
+    avals = [jax.core.ShapedArray(np.shape(a), a.dtype) for a in args]
+    outs = [jax.ShapeDtypeStruct(a.shape, a.dtype)
+            for a in self.abstract_eval(*avals, **params)]
+    scratch = self.workspace(platform, avals, **params)
+    results = jax.ffi.ffi_call(self.target, outs + scratch)(
+        *args, **self.ffi_attributes(**params))
+    return tuple(results[:len(outs)])
+
+  def _partitioned(self, platform, params, avals_in, avals_out):
+    key = (platform, tuple(sorted(params.items())),
+           tuple((a.shape, str(a.dtype)) for a in avals_in))
+    fn = _PARTITIONED_CACHE.get((self.name, key))
+    if fn is not None:
+      return fn
+    call = functools.partial(self._ffi_call, platform, params)
+    spec = self.sharding(avals_in, avals_out, **params)
+    if spec is None:  # nothing to shard (e.g. no leading dims)
+      _PARTITIONED_CACHE[(self.name, key)] = call
+      return call
+    fn = custom_partitioning(call)
+    fn.def_partition(
+        partition=lambda mesh, arg_shapes, result_shape: spec.partition(
+            call, mesh, arg_shapes, result_shape),
+        infer_sharding_from_operands=spec.infer_from_operands,
+        sharding_rule=spec.rule(),
+        need_replication_factors=spec.need_replication_factors())
+    _PARTITIONED_CACHE[(self.name, key)] = fn
+    return fn
+
+  def _lower(self, ctx, *args, platform, **params):
+    implementation = params.get("implementation")
+    if implementation is not None and implementation != platform:
+      raise _platform.lowering_platform_error(self.name, implementation, platform)
+    if _single_device(ctx):
+      fn = functools.partial(self._ffi_call, platform, params)
+    else:
+      fn = self._partitioned(platform, params, ctx.avals_in, ctx.avals_out)
+    return mlir.lower_fun(lambda *a: fn(*a), multiple_results=True)(ctx, *args)
+
+
+_PARTITIONED_CACHE: dict = {}
+
+
+def _single_device(ctx) -> bool:
+  # A jit over one device has nothing to partition (and custom_partitioning
+  # needs a device assignment that such a lowering may not carry).
+  num_devices = getattr(ctx.module_context.axis_context, "num_devices", None)
+  return num_devices is not None and num_devices <= 1
+
+
+# ---- helpers for batching rules ----
+not_mapped = None  # how batching rules mark an unbatched operand
+
+
+def batch_size(args, dims) -> int:
+  for a, d in zip(args, dims):
+    if d is not not_mapped:
+      return a.shape[d]
+  raise ValueError("no batched operand")
+
+
+def to_front(x, dim, size):
+  """x with its batch axis first, broadcast when x was not batched."""
+  if dim is not_mapped:
+    return jax.lax.broadcast(x, (size,))
+  return jax.numpy.moveaxis(x, dim, 0)

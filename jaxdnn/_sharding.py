@@ -1,0 +1,87 @@
+"""Sharding for ops whose operands share leading (row) dims.
+
+Each operand and result has a role:
+  "row"    [*lead, D]        rows split across devices, D kept whole;
+  "stat"   [*lead]           one value per row;
+  "param"  [*lead[:g], D]    per-group parameters (g = 0: shared by all rows).
+A "param" *result* of a reducing op (a parameter gradient) is a sum over the
+rows, so each shard computes its part and a psum over the row-sharding mesh
+axes completes it. Nothing else communicates: sharded rows stay in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+ROW, STAT, PARAM = "row", "stat", "param"
+
+
+@dataclass(frozen=True)
+class LeadingDimsSharding:
+  n_lead: int            # leading (row) dims of a "row" operand
+  n_groups: int          # leading dims that the params also carry
+  in_roles: tuple
+  out_roles: tuple
+  reduces_params: bool   # "param" results are sums over rows
+
+  def _names(self, role):
+    lead = [f"r{i}" for i in range(self.n_lead)]
+    if role == ROW:
+      return lead + ["d"]
+    if role == STAT:
+      return lead
+    return lead[:self.n_groups] + ["d"]
+
+  def rule(self) -> str:
+    lhs = ", ".join(" ".join(self._names(r)) for r in self.in_roles)
+    rhs = ", ".join(" ".join(self._names(r)) for r in self.out_roles)
+    return f"{lhs} -> {rhs}"
+
+  def need_replication_factors(self) -> tuple:
+    return ("d",)
+
+  def _lead_spec(self, mesh, arg_shapes):
+    # Rows follow the first "row" operand; the normalized dim never splits.
+    idx = self.in_roles.index(ROW)
+    sharding = arg_shapes[idx].sharding
+    spec = tuple(sharding.spec) if isinstance(sharding, NamedSharding) else ()
+    spec = spec + (None,) * (self.n_lead + 1 - len(spec))
+    return spec[:self.n_lead]
+
+  def _spec(self, role, lead):
+    if role == ROW:
+      return P(*lead, None)
+    if role == STAT:
+      return P(*lead)
+    return P(*lead[:self.n_groups], None)
+
+  def infer_from_operands(self, mesh, arg_shapes, result_shape):
+    lead = self._lead_spec(mesh, arg_shapes)
+    return tuple(NamedSharding(mesh, self._spec(r, lead)) for r in self.out_roles)
+
+  def partition(self, call, mesh, arg_shapes, result_shape):
+    lead = self._lead_spec(mesh, arg_shapes)
+    arg_shardings = tuple(NamedSharding(mesh, self._spec(r, lead)) for r in self.in_roles)
+    out_shardings = tuple(NamedSharding(mesh, self._spec(r, lead)) for r in self.out_roles)
+    reduce_axes = _mesh_axes(lead[self.n_groups:])
+
+    def per_shard(*args):
+      outs = call(*args)
+      if not (self.reduces_params and reduce_axes):
+        return outs
+      return tuple(jax.lax.psum(o, reduce_axes) if r == PARAM else o
+                   for o, r in zip(outs, self.out_roles))
+
+    return mesh, per_shard, out_shardings, arg_shardings
+
+
+def _mesh_axes(spec_entries) -> tuple:
+  axes = []
+  for e in spec_entries:
+    if e is None:
+      continue
+    axes.extend(e if isinstance(e, tuple) else (e,))
+  return tuple(axes)

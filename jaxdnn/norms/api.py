@@ -1,0 +1,126 @@
+"""Public LayerNorm and RMSNorm: custom_vjp functions over the two primitives."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from jaxdnn import _extension, _platform
+from jaxdnn.norms import reference, validation
+from jaxdnn.norms.primitives import norm_backward, norm_forward
+
+
+def _resolve(implementation, op):
+  """None -> the kernel for the platform; "xla" -> the plain-JAX composition."""
+  _platform.check_implementation(implementation, op)
+  if implementation is not None:
+    return implementation
+  backend = jax.default_backend()
+  if backend == "cpu" or (backend == "gpu" and _extension.has_cuda_kernels()):
+    return None
+  warnings.warn(f"{op}: no jaxdnn kernel for backend {backend!r}; using the XLA composition",
+                stacklevel=3)
+  return "xla"
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
+def _norm(kind, epsilon, implementation, x, residual, scale, bias):
+  return _forward(kind, epsilon, implementation, x, residual, scale, bias)[0]
+
+
+def _forward(kind, epsilon, implementation, x, residual, scale, bias):
+  has_res = residual is not None
+  args = [x] + ([residual] if has_res else []) + [scale] + ([bias] if kind == "layer" else [])
+  outs = list(norm_forward.bind(*args, kind=kind, epsilon=float(epsilon), residual=has_res,
+                                implementation=implementation))
+  y = outs.pop(0)
+  z = outs.pop(0) if has_res else x
+  mean = outs.pop(0) if kind == "layer" else None
+  rstd = outs.pop(0)
+  primal = (y, z) if has_res else y
+  return primal, (z, scale, mean, rstd, has_res)
+
+
+def _norm_fwd(kind, epsilon, implementation, x, residual, scale, bias):
+  return _forward(kind, epsilon, implementation, x, residual, scale, bias)
+
+
+def _norm_bwd(kind, epsilon, implementation, saved, ct):
+  z, scale, mean, rstd, has_res = saved
+  dy, dsum = ct if has_res else (ct, None)
+  args = [dy, z, scale] + ([mean] if kind == "layer" else []) + [rstd] + ([dsum] if has_res else [])
+  outs = norm_backward.bind(*args, kind=kind, residual=has_res, implementation=implementation)
+  dx, dscale = outs[0], outs[1]
+  dbias = outs[2] if kind == "layer" else None
+  return dx, (dx if has_res else None), dscale, dbias
+
+
+_norm.defvjp(_norm_fwd, _norm_bwd)
+
+
+def _prepare(op, x, scale, bias, residual, epsilon, zero_centered_scale, implementation, layer):
+  dtype = validation.check(op, x, scale, bias, residual, epsilon)
+  impl = _resolve(implementation, op)
+  return dtype, impl
+
+
+def _params_f32(scale, bias, dim, zero_centered_scale, layer):
+  # The kernels read float32 parameters; the cast (and the zero-centred +1)
+  # is outside the custom_vjp, so autodiff carries the gradient back to the
+  # caller's dtype.
+  if scale is None:
+    s = jnp.ones((dim,), jnp.float32)
+  else:
+    s = scale.astype(jnp.float32)
+    if zero_centered_scale:
+      s = s + 1.0
+  if not layer:
+    return s, None
+  b = jnp.zeros((dim,), jnp.float32) if bias is None else bias.astype(jnp.float32)
+  return s, b
+
+
+def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None,
+               zero_centered_scale=False, implementation=None):
+  """LayerNorm over the last axis of `x`, statistics in float32.
+
+  Args:
+    x: [..., D] float32, bfloat16 or float16.
+    scale, bias: optional [D] parameters (any floating dtype).
+    epsilon: added to the variance; must be > 0.
+    residual: optional array like `x`; normalizes `x + residual` and returns
+      `(y, x + residual)`, the pre-norm residual stream of a transformer.
+    zero_centered_scale: multiply by `1 + scale` instead of `scale`.
+    implementation: None (the kernel for the platform), "cuda", "cpu" or
+      "xla" (plain JAX, also the test oracle).
+
+  Returns:
+    y in x's dtype (promoted with residual), or `(y, x + residual)`.
+  """
+  dtype, impl = _prepare("layer_norm", x, scale, bias, residual, epsilon,
+                         zero_centered_scale, implementation, True)
+  if impl == "xla":
+    return reference.layer_norm(x, scale, bias, epsilon=epsilon, residual=residual,
+                                zero_centered_scale=zero_centered_scale)
+  s, b = _params_f32(scale, bias, x.shape[-1], zero_centered_scale, True)
+  res = None if residual is None else residual.astype(dtype)
+  return _norm("layer", float(epsilon), impl, x.astype(dtype), res, s, b)
+
+
+def rms_norm(x, scale=None, *, epsilon=1e-6, residual=None,
+             zero_centered_scale=False, implementation=None):
+  """RMSNorm over the last axis of `x`, statistics in float32.
+
+  Same arguments and result as `layer_norm`, without centring or bias.
+  """
+  dtype, impl = _prepare("rms_norm", x, scale, None, residual, epsilon,
+                         zero_centered_scale, implementation, False)
+  if impl == "xla":
+    return reference.rms_norm(x, scale, epsilon=epsilon, residual=residual,
+                              zero_centered_scale=zero_centered_scale)
+  s, _ = _params_f32(scale, None, x.shape[-1], zero_centered_scale, False)
+  res = None if residual is None else residual.astype(dtype)
+  return _norm("rms", float(epsilon), impl, x.astype(dtype), res, s, None)
