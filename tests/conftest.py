@@ -1,0 +1,16 @@
+import os
+
+# Several CPU devices for the sharding tests; must be set before jax starts.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+jax.config.update("jax_enable_x64", False)
+
+
+def on_gpu() -> bool:
+  return jax.default_backend() == "gpu"
+
+
+requires_gpu = pytest.mark.skipif(not on_gpu(), reason="needs a CUDA GPU")

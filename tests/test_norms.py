@@ -1,0 +1,201 @@
+"""LayerNorm / RMSNorm against the "xla" oracle, under every transformation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jaxdnn
+from conftest import requires_gpu
+from norm_cases import DTYPES, SHAPES, assert_close, call, grad_tol, params, rand, tol
+
+KINDS = ["layer", "rms"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_forward_matches_oracle(kind, dtype, shape):
+  x = rand(shape, dtype, scale=2.0, offset=0.5)
+  scale, bias = params(kind, shape[-1])
+  got = jax.jit(lambda x, s, b: call(kind, x, s, b))(x, scale, bias)
+  want = call(kind, x, scale, bias, implementation="xla")
+  assert got.dtype == want.dtype == jnp.dtype(dtype)
+  assert_close(got, want, tol(dtype))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
+@pytest.mark.parametrize("shape", [(4, 3), (6, 1000), (2, 3, 256), (3, 4097)], ids=str)
+def test_residual_and_zero_centered(kind, dtype, shape):
+  x, r = rand(shape, dtype), rand(shape, dtype)
+  scale, bias = params(kind, shape[-1])
+  kw = dict(residual=r, zero_centered_scale=True)
+  y, z = jax.jit(lambda x, r, s, b: call(kind, x, s, b, residual=r, zero_centered_scale=True))(
+      x, r, scale, bias)
+  y0, z0 = call(kind, x, scale, bias, implementation="xla", **kw)
+  np.testing.assert_array_equal(np.asarray(z, np.float32), np.asarray(z0, np.float32))
+  assert_close(y, y0, tol(dtype))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_without_parameters(kind):
+  x = rand((5, 48))
+  assert_close(call(kind, x), call(kind, x, implementation="xla"), 2e-5)
+
+
+def _loss(kind, impl, residual=False):
+  def f(x, s, b, r):
+    out = call(kind, x, s, b, residual=r if residual else None, implementation=impl)
+    if residual:
+      y, z = out
+      return jnp.sum(jnp.sin(y.astype(jnp.float32))) + jnp.sum(jnp.cos(z.astype(jnp.float32)))
+    return jnp.sum(jnp.sin(out.astype(jnp.float32)) * jnp.arange(out.shape[-1]))
+  return f
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
+@pytest.mark.parametrize("shape", [(4, 3), (7, 1000), (3, 4097), (2, 3, 4, 64), (33, 128)], ids=str)
+@pytest.mark.parametrize("residual", [False, True])
+def test_gradients_match_oracle(kind, dtype, shape, residual):
+  x, r = rand(shape, dtype), rand(shape, dtype)
+  s, b = params(kind, shape[-1])
+  argnums = (0, 1, 2, 3) if kind == "layer" else (0, 1, 3)
+  got = jax.jit(jax.grad(_loss(kind, None, residual), argnums=argnums))(x, s, b, r)
+  want = jax.grad(_loss(kind, "xla", residual), argnums=argnums)(x, s, b, r)
+  for g, w in zip(got, want):
+    assert g.dtype == w.dtype
+    assert_close(g, w, grad_tol(dtype))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("residual", [False, True])
+def test_check_grads_float32(kind, residual):
+  x, r = rand((3, 17)), rand((3, 17))
+  s, b = params(kind, 17)
+  if kind == "layer":
+    f = lambda x, s, b, r: _loss(kind, None, residual)(x, s, b, r)
+    args = (x, s, b, r)
+  else:
+    f = lambda x, s, r: _loss(kind, None, residual)(x, s, None, r)
+    args = (x, s, r)
+  check_grads(f, args, order=1, modes=["rev"], atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_vmap_over_non_leading_axis(kind):
+  x = rand((6, 5, 40))       # batched over axis 1
+  s = rand((40,), offset=1.0)
+  f = lambda x: call(kind, x, s)
+  got = jax.vmap(f, in_axes=1, out_axes=1)(x)
+  assert_close(got, call(kind, x, s, implementation="xla"), 2e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_vmap_over_parameters(kind):
+  # Different scale (and bias) per batch element: the grouped-parameter path.
+  x = rand((3, 5, 40))
+  s, b = rand((3, 40), offset=1.0), rand((3, 40))
+  got = jax.vmap(lambda x, s, b: call(kind, x, s, b if kind == "layer" else None))(x, s, b)
+  want = jax.vmap(lambda x, s, b: call(kind, x, s, b if kind == "layer" else None,
+                                       implementation="xla"))(x, s, b)
+  assert_close(got, want, 2e-5)
+  # Parameters batched, x shared.
+  got = jax.vmap(lambda s: call(kind, x[0], s))(s)
+  want = jax.vmap(lambda s: call(kind, x[0], s, implementation="xla"))(s)
+  assert_close(got, want, 2e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("residual", [False, True])
+def test_vmap_of_grad(kind, residual):
+  x, r = rand((4, 6, 24)), rand((4, 6, 24))
+  s, b = params(kind, 24)
+  argnums = (0, 1, 2) if kind == "layer" else (0, 1)
+  per_example = lambda impl: jax.vmap(jax.grad(_loss(kind, impl, residual), argnums=argnums),
+                                      in_axes=(0, None, None, 0))
+  got = jax.jit(per_example(None))(x, s, b, r)
+  want = per_example("xla")(x, s, b, r)
+  for g, w in zip(got, want):
+    assert g.shape == w.shape
+    assert_close(g, w, 1e-4)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nested_vmap_and_checkpoint(kind):
+  x = rand((2, 3, 4, 32))
+  s = rand((2, 32), offset=1.0)
+  f = lambda impl: jax.vmap(jax.vmap(lambda x, s: call(kind, x, s, implementation=impl),
+                                     in_axes=(0, None)), in_axes=(0, 0))
+  assert_close(f(None)(x, s), f("xla")(x, s), 2e-5)
+  loss = lambda impl: jax.checkpoint(lambda x, s: jnp.sum(call(kind, x, s, implementation=impl) ** 3))
+  got = jax.jit(jax.grad(loss(None), argnums=(0, 1)))(x[0], s[0])
+  want = jax.grad(loss("xla"), argnums=(0, 1))(x[0], s[0])
+  for g, w in zip(got, want):
+    assert_close(g, w, 1e-4)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_hlo_contains_jaxdnn_custom_call(kind):
+  x = rand((8, 64))
+  s, b = params(kind, 64)
+  fwd = jax.jit(lambda x: call(kind, x, s, b)).lower(x).compile().as_text()
+  assert 'custom_call_target="jaxdnn_norm_fwd"' in fwd
+  bwd = jax.jit(jax.grad(lambda x: jnp.sum(call(kind, x, s, b) ** 2))).lower(x).compile().as_text()
+  assert 'custom_call_target="jaxdnn_norm_bwd"' in bwd
+  xla = jax.jit(lambda x: call(kind, x, s, b, implementation="xla")).lower(x).compile().as_text()
+  assert "jaxdnn_norm" not in xla
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nan_and_inf_propagate_like_reference(kind):
+  x = rand((4, 16))
+  x = x.at[1, 3].set(jnp.nan).at[2, 5].set(jnp.inf)
+  got, want = call(kind, x), call(kind, x, implementation="xla")
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+  assert_close(jnp.nan_to_num(got[::3]), jnp.nan_to_num(want[::3]), 2e-5)
+
+
+def test_empty_rows():
+  x = jnp.zeros((0, 8), jnp.float32)
+  assert jaxdnn.layer_norm(x).shape == (0, 8)
+  g = jax.grad(lambda s: jnp.sum(jaxdnn.rms_norm(x, s)))(jnp.ones(8))
+  np.testing.assert_array_equal(g, np.zeros(8))
+
+
+def test_mixed_parameter_dtype():
+  # float32 parameters with bfloat16 activations: output stays bfloat16.
+  x = rand((4, 64), jnp.bfloat16)
+  s = rand((64,), jnp.float32, offset=1.0)
+  y = jaxdnn.rms_norm(x, s)
+  assert y.dtype == jnp.bfloat16
+  assert_close(y, jaxdnn.rms_norm(x, s, implementation="xla"), 2e-2)
+  g = jax.grad(lambda s: jnp.sum(jaxdnn.rms_norm(x, s).astype(jnp.float32)))(s)
+  assert g.dtype == jnp.float32
+
+
+@requires_gpu
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("shape", [(32768, 4096), (8192, 8192), (4096, 1024), (1000, 12288)], ids=str)
+def test_gpu_large_bf16(kind, shape):
+  x = rand(shape, jnp.bfloat16)
+  s, b = params(kind, shape[-1])
+  got = jax.jit(lambda x: call(kind, x, s, b, implementation="cuda"))(x)
+  assert_close(got, call(kind, x, s, b, implementation="xla"), 2e-2)
+  gf = jax.jit(jax.grad(lambda x, s: jnp.sum(call(kind, x, s, implementation="cuda").astype(jnp.float32) * x.astype(jnp.float32)), argnums=(0, 1)))
+  gr = jax.jit(jax.grad(lambda x, s: jnp.sum(call(kind, x, s, implementation="xla").astype(jnp.float32) * x.astype(jnp.float32)), argnums=(0, 1)))
+  for g, w in zip(gf(x, s), gr(x, s)):
+    assert_close(g, w, 5e-2)
+
+
+@requires_gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_gpu_backward_is_deterministic(kind):
+  x = rand((8192, 2048), jnp.bfloat16)
+  s = rand((2048,), offset=1.0)
+  g = jax.jit(jax.grad(lambda x, s: jnp.sum(call(kind, x, s).astype(jnp.float32) ** 2), argnums=(0, 1)))
+  a, b = g(x, s), g(x, s)
+  for u, v in zip(a, b):
+    np.testing.assert_array_equal(np.asarray(u, np.float32), np.asarray(v, np.float32))

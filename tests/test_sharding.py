@@ -1,0 +1,45 @@
+"""Rows sharded over several CPU devices: right answer, no all-gather."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from norm_cases import assert_close, call, params, rand
+
+pytestmark = pytest.mark.skipif(len(jax.devices()) < 4, reason="needs 4 devices")
+
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_sharded_rows(kind, residual):
+  mesh = jax.make_mesh((2, 2), ("data", "model"))
+  x, r = rand((8, 6, 64)), rand((8, 6, 64))
+  s, b = params(kind, 64)
+  sh = NamedSharding(mesh, P("data", "model", None))
+  xs, rs = jax.device_put(x, sh), jax.device_put(r, sh)
+
+  def loss(impl):
+    def f(x, r, s, b):
+      out = call(kind, x, s, b, residual=r if residual else None, implementation=impl)
+      y = out[0] if residual else out
+      return jnp.sum(jnp.sin(y) * jnp.arange(64.0)), y
+    return f
+
+  fwd = jax.jit(lambda x, r: loss(None)(x, r, s, b)[1])
+  y = fwd(xs, rs)
+  assert_close(y, loss("xla")(x, r, s, b)[1], 2e-5)
+  assert y.sharding.spec[:2] == ("data", "model")
+  hlo = fwd.lower(xs, rs).compile().as_text()
+  assert "jaxdnn_norm_fwd" in hlo and "all-gather" not in hlo and "all-to-all" not in hlo
+
+  argnums = (0, 1, 2, 3) if kind == "layer" else (0, 1, 2)
+  grad = jax.jit(jax.grad(lambda *a: loss(None)(*a)[0], argnums=argnums))
+  got = grad(xs, rs, s, b)
+  want = jax.grad(lambda *a: loss("xla")(*a)[0], argnums=argnums)(x, r, s, b)
+  for g, w in zip(got, want):
+    assert_close(g, w, 1e-4)
+  hlo = grad.lower(xs, rs, s, b).compile().as_text()
+  assert "jaxdnn_norm_bwd" in hlo and "all-gather" not in hlo
+  # The only communication: summing the parameter gradients over the shards.
+  assert "all-reduce" in hlo
