@@ -1,0 +1,71 @@
+"""python -m jaxdnn.bench norms [--out FILE] [--quick]: print a table, write JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # room for PyTorch too
+
+import jax  # noqa: E402
+
+from jaxdnn.bench import ceilings, norms  # noqa: E402
+
+SUITES = {"norms": norms}
+
+
+def add_ratios(records):
+  """Ratio of jaxdnn's time to each anchor's, per (op, case, direction)."""
+  by_key = {}
+  for r in records:
+    if "time_us" in r:
+      by_key.setdefault((r["op"], r["case"], r["direction"]), {})[r["impl"]] = r["time_us"]
+  for r in records:
+    if r.get("impl") == "jaxdnn" and "time_us" in r:
+      others = by_key[(r["op"], r["case"], r["direction"])]
+      r["speedup_vs"] = {k: v / r["time_us"] for k, v in others.items() if k != "jaxdnn"}
+
+
+def print_table(records, copy_tbps):
+  print(f"\ncopy bandwidth (bf16 x+1, read+write): {copy_tbps:.2f} TB/s")
+  hdr = f"{'op':<11}{'case':<12}{'dir':<11}{'impl':<8}{'us':>9}{'TB/s':>7}{'%copy':>7}  speedup"
+  print(hdr)
+  print("-" * len(hdr))
+  for r in records:
+    if "error" in r:
+      print(f"{r['op']:<11}{r['case']:<12}{'':<11}{r['impl']:<8} failed: {r['error'][:60]}")
+      continue
+    sp = " ".join(f"{k}:{v:.2f}x" for k, v in r.get("speedup_vs", {}).items())
+    print(f"{r['op']:<11}{r['case']:<12}{r['direction']:<11}{r['impl']:<8}"
+          f"{r['time_us']:>9.1f}{r['tbps']:>7.2f}{100 * r['tbps'] / copy_tbps:>6.0f}%  {sp}")
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(prog="python -m jaxdnn.bench")
+  ap.add_argument("suites", nargs="*", default=["norms"], choices=sorted(SUITES))
+  ap.add_argument("--out", help="write the records as JSON here")
+  ap.add_argument("--quick", action="store_true", help="small cases (CPU smoke run)")
+  args = ap.parse_args(argv)
+  copy_bps = ceilings.copy_bandwidth(8 * 2**20 if args.quick else 512 * 2**20)
+  records = []
+  for name in args.suites:
+    kw = dict(cases=[(256, 1024)], with_torch=False) if args.quick else {}
+    records += SUITES[name].run(**kw)
+  add_ratios(records)
+  for r in records:
+    if "tbps" in r:
+      r["fraction_of_copy"] = r["tbps"] * 1e12 / copy_bps
+  device = jax.devices()[0]
+  print(f"device: {device.device_kind} ({jax.default_backend()}), jax {jax.__version__}")
+  print_table(records, copy_bps / 1e12)
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump(dict(device=device.device_kind, backend=jax.default_backend(),
+                     jax=jax.__version__, copy_tbps=copy_bps / 1e12, records=records), f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

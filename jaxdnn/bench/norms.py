@@ -1,0 +1,133 @@
+"""LayerNorm / RMSNorm: jaxdnn against XLA, Pallas and PyTorch in one process.
+
+Bytes counted: forward reads x and writes y; backward reads x and dy and
+writes dx (the parameters are negligible). Backward time is measured two
+ways: the jaxdnn backward primitive alone ("bwd_kernel"), and for every
+implementation (fwd+bwd) - fwd ("bwd").
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxdnn
+from jaxdnn.bench.timing import time_jax, time_torch
+from jaxdnn.norms.primitives import norm_backward, norm_forward
+
+CASES = [(32768, 4096), (8192, 8192), (16384, 1024), (4096, 12288)]
+
+
+def _fn(kind, impl):
+  if kind == "layer":
+    return lambda x, s, b: jaxdnn.layer_norm(x, s, b, implementation=impl)
+  return lambda x, s, b: jaxdnn.rms_norm(x, s, implementation=impl)
+
+
+def _pallas_fn(kind):
+  try:
+    if kind == "layer":
+      from jax.experimental.pallas.ops.gpu import layer_norm as m
+      return lambda x, s, b: m.layer_norm(x, s, b)
+    from jax.experimental.pallas.ops.gpu import rms_norm as m
+    return lambda x, s, b: m.rms_norm(x, s, b)
+  except Exception:  # noqa: BLE001 - an anchor that cannot import is reported as such
+    return None
+
+
+def _fwd_bwd(f):
+  def run(x, s, b, dy):
+    y, vjp = jax.vjp(f, x, s, b)
+    return y, vjp(dy)
+  return jax.jit(run)
+
+
+def _jax_rows(kind, name, f, x, s, b, dy, nbytes_fwd, nbytes_bwd):
+  rows = []
+  try:
+    fwd = jax.jit(f)
+    t_f = time_jax(fwd, x, s, b)
+    t_fb = time_jax(_fwd_bwd(f), x, s, b, dy)
+  except Exception as e:  # noqa: BLE001
+    return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
+  rows.append(dict(impl=name, direction="fwd", time_us=t_f * 1e6, tbps=nbytes_fwd / t_f / 1e12))
+  t_b = max(t_fb - t_f, 1e-9)
+  rows.append(dict(impl=name, direction="bwd", time_us=t_b * 1e6, tbps=nbytes_bwd / t_b / 1e12))
+  rows.append(dict(impl=name, direction="fwd+bwd", time_us=t_fb * 1e6,
+                   tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12))
+  return rows
+
+
+def _jaxdnn_bwd_kernel(kind, x, s, b, dy, nbytes_bwd):
+  layer = kind == "layer"
+  args = [x, s] + ([b] if layer else [])
+  outs = norm_forward.bind(*args, kind=kind, epsilon=1e-5, residual=False, implementation=None)
+  mean = outs[1] if layer else None
+  rstd = outs[-1]
+  ins = [dy, x, s] + ([mean] if layer else []) + [rstd]
+  f = jax.jit(lambda *a: norm_backward.bind(*a, kind=kind, residual=False, implementation=None))
+  t = time_jax(f, *ins)
+  return dict(impl="jaxdnn", direction="bwd_kernel", time_us=t * 1e6, tbps=nbytes_bwd / t / 1e12)
+
+
+def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
+  try:
+    import torch
+    import torch.nn.functional as F
+    if not torch.cuda.is_available():
+      return []
+    tx = torch.from_numpy(np.asarray(x.astype(jnp.float32))).cuda().to(torch.bfloat16)
+    tdy = torch.from_numpy(np.asarray(dy.astype(jnp.float32))).cuda().to(torch.bfloat16)
+    ts = torch.from_numpy(np.asarray(s)).cuda().to(torch.bfloat16)
+    tb = torch.from_numpy(np.asarray(b)).cuda().to(torch.bfloat16)
+    dim = tx.shape[-1]
+    if kind == "layer":
+      fwd = lambda x: F.layer_norm(x, (dim,), ts, tb, 1e-5)
+    else:
+      fwd = lambda x: F.rms_norm(x, (dim,), ts, 1e-5)
+    with torch.no_grad():
+      t_f = time_torch(lambda: fwd(tx))
+    txg = tx.clone().requires_grad_(True)
+
+    def fb():
+      y = fwd(txg)
+      y.backward(tdy)
+      txg.grad = None
+    t_fb = time_torch(fb)
+  except Exception as e:  # noqa: BLE001
+    return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
+  t_b = max(t_fb - t_f, 1e-9)
+  return [dict(impl="torch", direction="fwd", time_us=t_f * 1e6, tbps=nbytes_fwd / t_f / 1e12),
+          dict(impl="torch", direction="bwd", time_us=t_b * 1e6, tbps=nbytes_bwd / t_b / 1e12),
+          dict(impl="torch", direction="fwd+bwd", time_us=t_fb * 1e6,
+               tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12)]
+
+
+def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True):
+  records = []
+  on_gpu = jax.default_backend() == "gpu"
+  for kind in ("layer", "rms"):
+    for rows, dim in cases:
+      k = jax.random.split(jax.random.key(rows + dim), 4)
+      x = jax.random.normal(k[0], (rows, dim), dtype)
+      dy = jax.random.normal(k[1], (rows, dim), dtype)
+      s = 1.0 + 0.1 * jax.random.normal(k[2], (dim,), jnp.float32)
+      b = 0.1 * jax.random.normal(k[3], (dim,), jnp.float32)
+      item = np.dtype(dtype).itemsize
+      nb_f, nb_b = 2 * rows * dim * item, 3 * rows * dim * item
+      case = f"{rows}x{dim}"
+      rs = []
+      rs += _jax_rows(kind, "jaxdnn", _fn(kind, None), x, s, b, dy, nb_f, nb_b)
+      rs.append(_jaxdnn_bwd_kernel(kind, x, s, b, dy, nb_b))
+      rs += _jax_rows(kind, "xla", _fn(kind, "xla"), x, s, b, dy, nb_f, nb_b)
+      if on_gpu:
+        pf = _pallas_fn(kind)
+        if pf is not None:
+          rs += _jax_rows(kind, "pallas", pf, x, s, b, dy, nb_f, nb_b)
+        if with_torch:
+          rs += _torch_rows(kind, x, s, b, dy, nb_f, nb_b)
+      for r in rs:
+        r.update(op=f"{kind}_norm", case=case, dtype=np.dtype(dtype).name)
+      records += rs
+  return records

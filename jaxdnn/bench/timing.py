@@ -1,0 +1,44 @@
+"""Timing: warm up, then median over repeats of back-to-back calls."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+
+
+def _block(out):
+  jax.block_until_ready(out)
+
+
+def time_jax(fn, *args, warmup=3, repeats=15, calls=10):
+  """Median seconds per call of a jitted `fn` (dispatch queued back to back)."""
+  for _ in range(warmup):
+    _block(fn(*args))
+  samples = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    for _ in range(calls):
+      out = fn(*args)
+    _block(out)
+    samples.append((time.perf_counter() - t0) / calls)
+  return statistics.median(samples)
+
+
+def time_torch(fn, warmup=3, repeats=15, calls=10):
+  """Median seconds per call of a CUDA PyTorch callable, with CUDA events."""
+  import torch
+  for _ in range(warmup):
+    fn()
+  torch.cuda.synchronize()
+  samples = []
+  for _ in range(repeats):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+      fn()
+    end.record()
+    torch.cuda.synchronize()
+    samples.append(start.elapsed_time(end) / 1e3 / calls)
+  return statistics.median(samples)
