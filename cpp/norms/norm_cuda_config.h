@@ -15,8 +15,10 @@ struct RowLaunch {
 
 inline int RoundUp32(int64_t n) { return int((n + 31) / 32 * 32); }
 
-// Smallest vpt (of 1, 2, 4, max_vpt) that covers the row with <= 128 threads;
-// otherwise max_vpt with up to 512 threads; else the scalar path.
+// Smallest vpt (1, 2, 4, ... max_vpt) that covers the row with <= 128 threads;
+// otherwise max_vpt with up to 512 threads; else the scalar path. With
+// max_vpt = 4 a thread holds at most 32 (fp16/bf16) values per operand, which
+// keeps every kernel under the 128-register cap of 512-thread blocks.
 inline RowLaunch ChooseRowLaunch(int64_t dim, int elems_per_vec, bool aligned, int max_vpt,
                                  int threads_per_block) {
   RowLaunch l;

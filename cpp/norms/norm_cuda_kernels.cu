@@ -23,14 +23,13 @@ template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
-  const RowLaunch l = ChooseRowLaunch(p.shape.dim, Vec16<T>::kElems, aligned, 8, kFwdBlockThreads);
+  const RowLaunch l = ChooseRowLaunch(p.shape.dim, Vec16<T>::kElems, aligned, 4, kFwdBlockThreads);
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
   switch (l.vpt) {
     case 1: NormFwdVecKernel<T, kLayer, kResidual, 1><<<grid, block, 0, stream>>>(p); break;
     case 2: NormFwdVecKernel<T, kLayer, kResidual, 2><<<grid, block, 0, stream>>>(p); break;
     case 4: NormFwdVecKernel<T, kLayer, kResidual, 4><<<grid, block, 0, stream>>>(p); break;
-    case 8: NormFwdVecKernel<T, kLayer, kResidual, 8><<<grid, block, 0, stream>>>(p); break;
     default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
   }
   return CheckLaunch("jaxdnn norm forward launch");
