@@ -6,6 +6,7 @@
 // no atomics.
 #pragma once
 
+#include "common/cuda_async.cuh"
 #include "common/cuda_vec.cuh"
 #include "norms/norm_problem.h"
 
@@ -15,17 +16,49 @@ struct BwdGrid {
   int64_t chunk;  // rows per block
 };
 
+// Rows move through a shared-memory ring: while a block reduces row i, the
+// copies of rows i+1 and i+2 are already in flight (cp.async), so a block's
+// loads never wait behind its own reductions. Each thread reads back only the
+// 16-byte slots it copied itself, so the ring needs no block barrier.
+constexpr int kBwdStages = 3;
+
+inline size_t BwdRingBytes(int vpt, int tpr, int rpc) {
+  return size_t(kBwdStages) * rpc * 2 * vpt * tpr * 16;
+}
+
 template <typename T, bool kLayer, bool kResidual, int kVpt>
 __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid grid) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
-  extern __shared__ float combine[];  // [2, dim] when blockDim.y > 1
+  extern __shared__ uint4 ring[];  // [stage][row slot][dy|z][kVpt][tpr]
   __shared__ float scratch[32 * 32];
   const int64_t dim = p.shape.dim, nvec = dim / N, rpg = p.shape.rows_per_group();
   const int64_t group = blockIdx.y, part = blockIdx.x;
   const int64_t first = group * rpg + part * grid.chunk;
   const int64_t last = min(first + grid.chunk, (group + 1) * rpg);
+  const int64_t iters = last > first ? (last - first + blockDim.y - 1) / blockDim.y : 0;
   const float* scale = p.scale + group * dim;
+  const T* dy_g = static_cast<const T*>(p.dy);
+  const T* z_g = static_cast<const T*>(p.z);
+  auto slot = [&](int64_t it, int op, int k) {
+    const int stage = int(it % kBwdStages);
+    return ring + ((size_t(stage * blockDim.y + threadIdx.y) * 2 + op) * kVpt + k) * blockDim.x +
+           threadIdx.x;
+  };
+  auto prefetch = [&](int64_t it) {
+    const int64_t row = first + it * blockDim.y + threadIdx.y;
+    if (it < iters && row < last) {
+#pragma unroll
+      for (int k = 0; k < kVpt; ++k) {
+        const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
+        if (j < nvec) {
+          AsyncCopy16(slot(it, 0, k), dy_g + row * dim + j * N);
+          AsyncCopy16(slot(it, 1, k), z_g + row * dim + j * N);
+        }
+      }
+    }
+    AsyncCommit();  // one group per iteration, empty or not, keeps the count uniform
+  };
 
   float acc_s[kVpt][N], acc_b[kVpt][N];
 #pragma unroll
@@ -34,21 +67,14 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
     for (int e = 0; e < N; ++e) acc_s[k][e] = acc_b[k][e] = 0.0f;
 
   const float inv_dim = 1.0f / float(dim);
-  for (int64_t r0 = first; r0 < last; r0 += blockDim.y) {
-    const int64_t row = r0 + threadIdx.y;
+#pragma unroll
+  for (int it = 0; it < kBwdStages - 1; ++it) prefetch(it);
+  for (int64_t it = 0; it < iters; ++it) {
+    prefetch(it + kBwdStages - 1);
+    AsyncWait<kBwdStages - 1>();
+    const int64_t row = first + it * blockDim.y + threadIdx.y;
     const bool live = row < last;
     const int64_t base = row * dim;
-    uint4 dy_raw[kVpt], z_raw[kVpt];
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
-      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-      if (live && j < nvec) {
-        dy_raw[k] = LoadStream(static_cast<const T*>(p.dy) + base + j * N);
-        z_raw[k] = LoadStream(static_cast<const T*>(p.z) + base + j * N);
-      } else {
-        dy_raw[k] = z_raw[k] = make_uint4(0, 0, 0, 0);
-      }
-    }
     const float mean = (kLayer && live) ? p.mean[row] : 0.0f;
     const float rstd = live ? p.rstd[row] : 0.0f;
 
@@ -56,10 +82,10 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-      if (j >= nvec) continue;
+      if (!live || j >= nvec) continue;
       float dy[N], z[N];
-      V::Unpack(dy_raw[k], dy);
-      V::Unpack(z_raw[k], z);
+      V::Unpack(*slot(it, 0, k), dy);
+      V::Unpack(*slot(it, 1, k), z);
 #pragma unroll
       for (int q = 0; q < N / 4; ++q) {
         const float4 s4 = LoadParam(scale + j * N + 4 * q);
@@ -84,8 +110,8 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
       const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
       if (j >= nvec) continue;
       float dy[N], z[N], dx[N];
-      V::Unpack(dy_raw[k], dy);
-      V::Unpack(z_raw[k], z);
+      V::Unpack(*slot(it, 0, k), dy);
+      V::Unpack(*slot(it, 1, k), z);
       if constexpr (kResidual) {
         V::Unpack(LoadStream(static_cast<const T*>(p.dsum) + base + j * N), dx);
       } else {
@@ -106,6 +132,9 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
       StoreStream(static_cast<T*>(p.dx) + base + j * N, V::Pack(dx));
     }
   }
+  AsyncWait<0>();
+  __syncthreads();  // the ring is reused below as the combine buffer
+  float* combine = reinterpret_cast<float*>(ring);  // [2, dim]
 
   // Combine the row slots of this block in slot order, then write the partial.
   if (blockDim.y > 1) {

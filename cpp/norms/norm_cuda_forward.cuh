@@ -12,7 +12,7 @@ template <typename T, bool kLayer, bool kResidual, int kVpt>
 __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
-  __shared__ float scratch[32 * 32];
+  __shared__ float scratch[32 * 96];
   const int64_t dim = p.shape.dim;
   const int64_t nvec = dim / N;
   const int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -42,26 +42,41 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   }
 
   const float inv_dim = 1.0f / float(dim);
-  float mean = 0.0f;
+  float mean = 0.0f, rstd;
   if constexpr (kLayer) {
-    float s = 0.0f;
+    // Per-thread mean and M2 from registers, merged across the row in one
+    // reduction (one barrier round instead of a mean pass then a variance pass).
+    float cnt = 0.0f, s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      if (threadIdx.x + int64_t(k) * blockDim.x < nvec) {
+        cnt += float(N);
+#pragma unroll
+        for (int e = 0; e < N; ++e) s += v[k][e];
+      }
+    }
+    const float local_mean = cnt > 0.0f ? s / cnt : 0.0f;
+    float m2 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const bool valid = threadIdx.x + int64_t(k) * blockDim.x < nvec;
+#pragma unroll
+      for (int e = 0; e < N; ++e) {
+        const float d = valid ? v[k][e] - local_mean : 0.0f;
+        m2 += d * d;
+      }
+    }
+    const MeanM2 row_stats = RowMerge({cnt, local_mean, m2}, scratch);
+    mean = row_stats.mean;
+    rstd = rsqrtf(row_stats.m2 * inv_dim + p.epsilon);
+  } else {
+    float sq = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k)
 #pragma unroll
-      for (int e = 0; e < N; ++e) s += v[k][e];
-    mean = RowSum(s, scratch) * inv_dim;
+      for (int e = 0; e < N; ++e) sq += v[k][e] * v[k][e];
+    rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   }
-  float sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kVpt; ++k) {
-    const bool valid = threadIdx.x + int64_t(k) * blockDim.x < nvec;
-#pragma unroll
-    for (int e = 0; e < N; ++e) {
-      const float d = valid ? v[k][e] - mean : 0.0f;
-      sq += d * d;
-    }
-  }
-  const float rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   if (!live) return;
   if (threadIdx.x == 0) {
     if constexpr (kLayer) p.mean[row] = mean;

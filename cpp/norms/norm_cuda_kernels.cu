@@ -15,7 +15,6 @@ namespace {
 
 constexpr int kFwdBlockThreads = 128;
 constexpr int kBwdBlockThreads = 256;
-constexpr int kMaxCombineBytes = 48 * 1024;
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -35,24 +34,30 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   return CheckLaunch("jaxdnn norm forward launch");
 }
 
+template <typename T, bool kLayer, bool kResidual, int kVpt>
+void LaunchBwdVec(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const NormBwdArgs& p,
+                  BwdGrid bg) {
+  auto* kernel = NormBwdVecKernel<T, kLayer, kResidual, kVpt>;
+  // The ring exceeds the default 48 KB of dynamic shared memory; raising the
+  // limit is a function attribute, not a stream operation (graph-safe).
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  kernel<<<grid, block, smem, stream>>>(p, bg);
+}
+
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) &&
                        (!kResidual || Aligned16(p.dsum));
-  RowLaunch l = ChooseRowLaunch(p.shape.dim, Vec16<T>::kElems, aligned, 4, kBwdBlockThreads);
-  size_t combine_bytes = 0;
-  if (l.vpt != 0 && l.rpc > 1) {
-    combine_bytes = size_t(2) * p.shape.dim * sizeof(float);
-    if (combine_bytes > size_t(kMaxCombineBytes)) { l.rpc = 1; combine_bytes = 0; }
-  }
+  const RowLaunch l = ChooseRowLaunch(p.shape.dim, Vec16<T>::kElems, aligned, 4, kBwdBlockThreads);
   const int64_t rpg = p.shape.rows_per_group();
   const BwdGrid bg{(rpg + p.num_partials - 1) / p.num_partials};
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
+  const size_t ring = l.vpt ? BwdRingBytes(l.vpt, l.tpr, l.rpc) : 0;
   switch (l.vpt) {
-    case 1: NormBwdVecKernel<T, kLayer, kResidual, 1><<<grid, block, combine_bytes, stream>>>(p, bg); break;
-    case 2: NormBwdVecKernel<T, kLayer, kResidual, 2><<<grid, block, combine_bytes, stream>>>(p, bg); break;
-    case 4: NormBwdVecKernel<T, kLayer, kResidual, 4><<<grid, block, combine_bytes, stream>>>(p, bg); break;
+    case 1: LaunchBwdVec<T, kLayer, kResidual, 1>(grid, block, ring, stream, p, bg); break;
+    case 2: LaunchBwdVec<T, kLayer, kResidual, 2>(grid, block, ring, stream, p, bg); break;
+    case 4: LaunchBwdVec<T, kLayer, kResidual, 4>(grid, block, ring, stream, p, bg); break;
     default: NormBwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p, bg); break;
   }
   if (auto e = CheckLaunch("jaxdnn norm backward launch"); e.failure()) return e;

@@ -1,17 +1,47 @@
-"""The memory ceiling measured in the same run: an elementwise bf16 pass."""
+"""The memory ceiling measured in the same run.
+
+Two measurements, bytes read + bytes written over time: an XLA elementwise
+pass over 512 MiB of bfloat16 (y = x + 1), and, when PyTorch with CUDA is
+there, a device-to-device copy (`dst.copy_(src)`, a cudaMemcpy) of 1 GiB.
+The ceiling is the faster of the two, so fractions of it are conservative.
+"""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
-from jaxdnn.bench.timing import time_jax
+from jaxdnn.bench.timing import time_jax, time_torch
 
 
-def copy_bandwidth(nbytes=512 * 2**20) -> float:
-  """Bytes/s of y = x + 1 over `nbytes` of bfloat16, counting read + write."""
+def xla_elementwise_bandwidth(nbytes=512 * 2**20) -> float:
   n = nbytes // 2
   x = jax.random.normal(jax.random.key(0), (n // 4096, 4096), jnp.bfloat16)
   f = jax.jit(lambda x: x + jnp.bfloat16(1))
   t = time_jax(f, x, repeats=20)
   return 2 * x.size * 2 / t
+
+
+def torch_copy_bandwidth(nbytes=2**30) -> float | None:
+  try:
+    import torch
+    if not torch.cuda.is_available():
+      return None
+    src = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    t = time_torch(lambda: dst.copy_(src), repeats=20)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * nbytes / t
+  except Exception:  # noqa: BLE001 - no torch: the XLA number stands alone
+    return None
+
+
+def measure(quick=False) -> dict:
+  out = {"xla_elementwise": xla_elementwise_bandwidth(8 * 2**20 if quick else 512 * 2**20)}
+  if not quick:
+    t = torch_copy_bandwidth()
+    if t is not None:
+      out["torch_copy"] = t
+  out["ceiling"] = max(out.values())
+  return out
