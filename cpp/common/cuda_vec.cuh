@@ -89,45 +89,4 @@ __device__ inline float RowSum(float v, float* scratch) {
   return WarpSum(t);
 }
 
-// Mean and centred sum of squares (M2) of `count` values, merged with
-// another such summary by Chan et al.'s pairwise update: one reduction gives
-// a numerically stable variance (no E[x^2] - E[x]^2 cancellation).
-struct MeanM2 {
-  float count, mean, m2;
-};
-
-__device__ inline MeanM2 Merge(MeanM2 a, MeanM2 b) {
-  const float n = a.count + b.count;
-  if (n == 0.0f) return a;
-  const float delta = b.mean - a.mean;
-  const float wb = b.count / n;
-  return {n, a.mean + delta * wb, a.m2 + b.m2 + delta * delta * a.count * wb};
-}
-
-__device__ inline MeanM2 WarpMerge(MeanM2 v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    MeanM2 other{__shfl_xor_sync(0xffffffffu, v.count, o), __shfl_xor_sync(0xffffffffu, v.mean, o),
-                 __shfl_xor_sync(0xffffffffu, v.m2, o)};
-    // Merge in lane order so every lane computes the same bits.
-    v = (threadIdx.x & o) ? Merge(other, v) : Merge(v, other);
-  }
-  return v;
-}
-
-// Row-wide MeanM2 over the blockDim.x threads sharing threadIdx.y.
-// `scratch` holds blockDim.y * 32 * 3 floats. Every thread must call it.
-__device__ inline MeanM2 RowMerge(MeanM2 v, float* scratch) {
-  v = WarpMerge(v);
-  const int warps = blockDim.x >> 5;
-  if (warps == 1) return v;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float* s = scratch + threadIdx.y * 96;
-  if (lane == 0) { s[warp] = v.count; s[32 + warp] = v.mean; s[64 + warp] = v.m2; }
-  __syncthreads();
-  MeanM2 t = lane < warps ? MeanM2{s[lane], s[32 + lane], s[64 + lane]} : MeanM2{0.0f, 0.0f, 0.0f};
-  __syncthreads();
-  return WarpMerge(t);
-}
-
 }  // namespace jaxdnn

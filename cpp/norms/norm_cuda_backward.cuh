@@ -16,32 +16,43 @@ struct BwdGrid {
   int64_t chunk;  // rows per block
 };
 
-// Rows move through a shared-memory ring: while a block reduces row i, the
-// copies of rows i+1 and i+2 are already in flight (cp.async), so a block's
-// loads never wait behind its own reductions. Each thread reads back only the
-// 16-byte slots it copied itself, so the ring needs no block barrier.
-constexpr int kBwdStages = 3;
-
-inline size_t BwdRingBytes(int vpt, int tpr, int rpc) {
-  return size_t(kBwdStages) * rpc * 2 * vpt * tpr * 16;
+// kStages == 0: a row's dy and z are loaded straight into registers.
+// kStages >= 2: rows move through a shared-memory ring: while a block reduces
+// row i, the copies of rows up to i + kStages - 1 are in flight (cp.async).
+// Each thread reads back only the 16-byte slots it copied itself, so the
+// ring needs no block barrier. The float32 scale row is staged in shared
+// memory once per block either way.
+inline size_t BwdSmemBytes(int stages, int vpt, int tpr, int rpc, int64_t dim) {
+  const size_t ring = size_t(stages) * rpc * 2 * vpt * tpr * 16;
+  const size_t combine = rpc > 1 ? size_t(2) * dim * sizeof(float) : 0;
+  return dim * sizeof(float) + (ring > combine ? ring : combine);
 }
 
-template <typename T, bool kLayer, bool kResidual, int kVpt>
+template <typename T, bool kLayer, bool kResidual, int kVpt, int kStages>
 __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid grid) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
-  extern __shared__ uint4 ring[];  // [stage][row slot][dy|z][kVpt][tpr]
+  extern __shared__ uint4 smem_raw[];
   __shared__ float scratch[32 * 32];
   const int64_t dim = p.shape.dim, nvec = dim / N, rpg = p.shape.rows_per_group();
   const int64_t group = blockIdx.y, part = blockIdx.x;
   const int64_t first = group * rpg + part * grid.chunk;
   const int64_t last = min(first + grid.chunk, (group + 1) * rpg);
   const int64_t iters = last > first ? (last - first + blockDim.y - 1) / blockDim.y : 0;
-  const float* scale = p.scale + group * dim;
   const T* dy_g = static_cast<const T*>(p.dy);
   const T* z_g = static_cast<const T*>(p.z);
+
+  float* scale = reinterpret_cast<float*>(smem_raw);
+  uint4* ring = reinterpret_cast<uint4*>(scale + dim);
+  {
+    const float* src = p.scale + group * dim;
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x, nthreads = blockDim.x * blockDim.y;
+    for (int64_t i = tid; i < dim / 4; i += nthreads)
+      reinterpret_cast<float4*>(scale)[i] = LoadParam(src + 4 * i);
+    __syncthreads();
+  }
   auto slot = [&](int64_t it, int op, int k) {
-    const int stage = int(it % kBwdStages);
+    const int stage = kStages ? int(it % (kStages ? kStages : 1)) : 0;
     return ring + ((size_t(stage * blockDim.y + threadIdx.y) * 2 + op) * kVpt + k) * blockDim.x +
            threadIdx.x;
   };
@@ -67,14 +78,34 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
     for (int e = 0; e < N; ++e) acc_s[k][e] = acc_b[k][e] = 0.0f;
 
   const float inv_dim = 1.0f / float(dim);
+  if constexpr (kStages > 0) {
 #pragma unroll
-  for (int it = 0; it < kBwdStages - 1; ++it) prefetch(it);
+    for (int it = 0; it < kStages - 1; ++it) prefetch(it);
+  }
   for (int64_t it = 0; it < iters; ++it) {
-    prefetch(it + kBwdStages - 1);
-    AsyncWait<kBwdStages - 1>();
     const int64_t row = first + it * blockDim.y + threadIdx.y;
     const bool live = row < last;
     const int64_t base = row * dim;
+    uint4 dy_raw[kVpt], z_raw[kVpt];
+    if constexpr (kStages > 0) {
+      prefetch(it + kStages - 1);
+      AsyncWait<kStages - 1>();
+    }
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
+      if (live && j < nvec) {
+        if constexpr (kStages > 0) {
+          dy_raw[k] = *slot(it, 0, k);
+          z_raw[k] = *slot(it, 1, k);
+        } else {
+          dy_raw[k] = LoadStream(dy_g + base + j * N);
+          z_raw[k] = LoadStream(z_g + base + j * N);
+        }
+      } else {
+        dy_raw[k] = z_raw[k] = make_uint4(0, 0, 0, 0);
+      }
+    }
     const float mean = (kLayer && live) ? p.mean[row] : 0.0f;
     const float rstd = live ? p.rstd[row] : 0.0f;
 
@@ -82,24 +113,18 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-      if (!live || j >= nvec) continue;
+      if (j >= nvec) continue;
       float dy[N], z[N];
-      V::Unpack(*slot(it, 0, k), dy);
-      V::Unpack(*slot(it, 1, k), z);
+      V::Unpack(dy_raw[k], dy);
+      V::Unpack(z_raw[k], z);
 #pragma unroll
-      for (int q = 0; q < N / 4; ++q) {
-        const float4 s4 = LoadParam(scale + j * N + 4 * q);
-        const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = 4 * q + e;
-          const float xhat = (z[i] - mean) * rstd;
-          const float g = dy[i] * sc[e];
-          sum_g += g;
-          sum_gx += g * xhat;
-          acc_s[k][i] += dy[i] * xhat;
-          if constexpr (kLayer) acc_b[k][i] += dy[i];
-        }
+      for (int i = 0; i < N; ++i) {
+        const float xhat = (z[i] - mean) * rstd;
+        const float g = dy[i] * scale[j * N + i];
+        sum_g += g;
+        sum_gx += g * xhat;
+        acc_s[k][i] += dy[i] * xhat;
+        if constexpr (kLayer) acc_b[k][i] += dy[i];
       }
     }
     const float mg = kLayer ? RowSum(sum_g, scratch) * inv_dim : 0.0f;
@@ -110,8 +135,8 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
       const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
       if (j >= nvec) continue;
       float dy[N], z[N], dx[N];
-      V::Unpack(*slot(it, 0, k), dy);
-      V::Unpack(*slot(it, 1, k), z);
+      V::Unpack(dy_raw[k], dy);
+      V::Unpack(z_raw[k], z);
       if constexpr (kResidual) {
         V::Unpack(LoadStream(static_cast<const T*>(p.dsum) + base + j * N), dx);
       } else {
@@ -119,20 +144,14 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
         for (int i = 0; i < N; ++i) dx[i] = 0.0f;
       }
 #pragma unroll
-      for (int q = 0; q < N / 4; ++q) {
-        const float4 s4 = LoadParam(scale + j * N + 4 * q);
-        const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = 4 * q + e;
-          const float xhat = (z[i] - mean) * rstd;
-          dx[i] += rstd * (dy[i] * sc[e] - mg - xhat * mgx);
-        }
+      for (int i = 0; i < N; ++i) {
+        const float xhat = (z[i] - mean) * rstd;
+        dx[i] += rstd * (dy[i] * scale[j * N + i] - mg - xhat * mgx);
       }
       StoreStream(static_cast<T*>(p.dx) + base + j * N, V::Pack(dx));
     }
   }
-  AsyncWait<0>();
+  if constexpr (kStages > 0) AsyncWait<0>();
   __syncthreads();  // the ring is reused below as the combine buffer
   float* combine = reinterpret_cast<float*>(ring);  // [2, dim]
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace jaxdnn::norms {
 
@@ -15,28 +16,56 @@ struct RowLaunch {
 
 inline int RoundUp32(int64_t n) { return int((n + 31) / 32 * 32); }
 
-// Smallest vpt (1, 2, 4, ... max_vpt) that covers the row with <= 128 threads;
-// otherwise max_vpt with up to 512 threads; else the scalar path. With
-// max_vpt = 4 a thread holds at most 32 (fp16/bf16) values per operand, which
-// keeps every kernel under the 128-register cap of 512-thread blocks.
-inline RowLaunch ChooseRowLaunch(int64_t dim, int elems_per_vec, bool aligned, int max_vpt,
-                                 int threads_per_block) {
+inline int NextPow2(int64_t n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+inline RowLaunch ScalarLaunch(int64_t dim) {
   RowLaunch l;
-  if (aligned && dim % elems_per_vec == 0) {
-    const int64_t nvec = dim / elems_per_vec;
-    for (int vpt = 1; vpt <= max_vpt; vpt *= 2) {
-      if ((nvec + vpt - 1) / vpt <= 128) { l.vpt = vpt; break; }
-    }
-    if (l.vpt == 0 && (nvec + max_vpt - 1) / max_vpt <= 512) l.vpt = max_vpt;
-    if (l.vpt != 0) {
-      l.tpr = RoundUp32((nvec + l.vpt - 1) / l.vpt);
-      l.rpc = l.tpr >= threads_per_block ? 1 : threads_per_block / l.tpr;
-      return l;
-    }
-  }
   l.tpr = dim >= 256 ? 256 : RoundUp32(dim);
-  l.rpc = 1;
   return l;
+}
+
+// Forward: the fewest threads per row (a warp when it fits) such that each
+// holds at most max_vpt packed vectors in registers; up to 256 threads.
+inline RowLaunch ChooseFwdLaunch(int64_t dim, int elems_per_vec, bool aligned, int max_vpt,
+                                 int block_threads) {
+  if (!aligned || dim % elems_per_vec != 0) return ScalarLaunch(dim);
+  const int64_t nvec = dim / elems_per_vec;
+  RowLaunch l;
+  l.tpr = RoundUp32((nvec + max_vpt - 1) / max_vpt);
+  if (l.tpr > 256) return ScalarLaunch(dim);
+  l.vpt = NextPow2((nvec + l.tpr - 1) / l.tpr);
+  l.rpc = l.tpr >= block_threads ? 1 : block_threads / l.tpr;
+  return l;
+}
+
+// Backward: each thread also keeps float32 dscale/dbias partials for its
+// columns, so rows are spread wider: the smallest vpt (1, 2, 4) that covers
+// the row with <= 128 threads, else 4 with up to 512 threads.
+inline RowLaunch ChooseBwdLaunch(int64_t dim, int elems_per_vec, bool aligned,
+                                 int block_threads) {
+  if (!aligned || dim % elems_per_vec != 0) return ScalarLaunch(dim);
+  const int64_t nvec = dim / elems_per_vec;
+  RowLaunch l;
+  for (int vpt = 1; vpt <= 4; vpt *= 2) {
+    if ((nvec + vpt - 1) / vpt <= 128) { l.vpt = vpt; break; }
+  }
+  if (l.vpt == 0) {
+    if ((nvec + 3) / 4 > 512) return ScalarLaunch(dim);
+    l.vpt = 4;
+  }
+  l.tpr = RoundUp32((nvec + l.vpt - 1) / l.vpt);
+  l.rpc = l.tpr >= block_threads ? 1 : block_threads / l.tpr;
+  return l;
+}
+
+// Tuning knobs for benchmark sweeps (unset in normal use).
+inline int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
 }
 
 }  // namespace jaxdnn::norms

@@ -1,6 +1,9 @@
-// Forward kernels. The vector kernel keeps its row in registers: x (and the
+// Forward kernels. The vector kernel keeps its row in registers as packed
+// 16-byte vectors (4 registers each, whatever the dtype): x (and the
 // residual) are read once, the mean and the centred variance come from those
-// registers, and y (and the residual sum z) are written once.
+// registers, and y (and the residual sum z) are written once. Rows are short
+// enough per thread (up to 16 vectors) that one warp usually owns a row, so
+// its reductions are shuffles with no block barrier.
 #pragma once
 
 #include "common/cuda_vec.cuh"
@@ -9,74 +12,66 @@
 namespace jaxdnn::norms {
 
 template <typename T, bool kLayer, bool kResidual, int kVpt>
-__global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
+__global__ void __launch_bounds__(256) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
-  __shared__ float scratch[32 * 96];
+  __shared__ float scratch[8 * 32];
   const int64_t dim = p.shape.dim;
   const int64_t nvec = dim / N;
   const int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
   const bool live = row < p.shape.rows;
   const int64_t base = row * dim;
 
-  float v[kVpt][N];
+  uint4 raw[kVpt];
 #pragma unroll
   for (int k = 0; k < kVpt; ++k) {
     const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-    if (live && j < nvec) {
-      V::Unpack(LoadStream(static_cast<const T*>(p.x) + base + j * N), v[k]);
-      if constexpr (kResidual) {
-        float r[N];
-        V::Unpack(LoadStream(static_cast<const T*>(p.residual) + base + j * N), r);
+    raw[k] = (live && j < nvec) ? LoadStream(static_cast<const T*>(p.x) + base + j * N)
+                                : make_uint4(0, 0, 0, 0);
+  }
+  if constexpr (kResidual) {
 #pragma unroll
-        for (int e = 0; e < N; ++e) r[e] += v[k][e];
-        // Normalize the sum as rounded to T, the value that is returned.
-        const uint4 packed = V::Pack(r);
-        StoreStream(static_cast<T*>(p.z) + base + j * N, packed);
-        V::Unpack(packed, v[k]);
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
+      if (live && j < nvec) {
+        float a[N], b[N];
+        V::Unpack(raw[k], a);
+        V::Unpack(LoadStream(static_cast<const T*>(p.residual) + base + j * N), b);
+#pragma unroll
+        for (int e = 0; e < N; ++e) a[e] += b[e];
+        // Normalize the sum as rounded to T: the value that is returned.
+        raw[k] = V::Pack(a);
+        StoreStream(static_cast<T*>(p.z) + base + j * N, raw[k]);
       }
-    } else {
-#pragma unroll
-      for (int e = 0; e < N; ++e) v[k][e] = 0.0f;
     }
   }
 
   const float inv_dim = 1.0f / float(dim);
-  float mean = 0.0f, rstd;
+  float mean = 0.0f;
   if constexpr (kLayer) {
-    // Per-thread mean and M2 from registers, merged across the row in one
-    // reduction (one barrier round instead of a mean pass then a variance pass).
-    float cnt = 0.0f, s = 0.0f;
+    float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
-      if (threadIdx.x + int64_t(k) * blockDim.x < nvec) {
-        cnt += float(N);
+      float v[N];
+      V::Unpack(raw[k], v);
 #pragma unroll
-        for (int e = 0; e < N; ++e) s += v[k][e];
-      }
+      for (int e = 0; e < N; ++e) s += v[e];
     }
-    const float local_mean = cnt > 0.0f ? s / cnt : 0.0f;
-    float m2 = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
-      const bool valid = threadIdx.x + int64_t(k) * blockDim.x < nvec;
-#pragma unroll
-      for (int e = 0; e < N; ++e) {
-        const float d = valid ? v[k][e] - local_mean : 0.0f;
-        m2 += d * d;
-      }
-    }
-    const MeanM2 row_stats = RowMerge({cnt, local_mean, m2}, scratch);
-    mean = row_stats.mean;
-    rstd = rsqrtf(row_stats.m2 * inv_dim + p.epsilon);
-  } else {
-    float sq = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k)
-#pragma unroll
-      for (int e = 0; e < N; ++e) sq += v[k][e] * v[k][e];
-    rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
+    mean = RowSum(s, scratch) * inv_dim;
   }
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVpt; ++k) {
+    const bool valid = threadIdx.x + int64_t(k) * blockDim.x < nvec;
+    float v[N];
+    V::Unpack(raw[k], v);
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      const float d = valid ? v[e] - mean : 0.0f;
+      sq += d * d;
+    }
+  }
+  const float rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   if (!live) return;
   if (threadIdx.x == 0) {
     if constexpr (kLayer) p.mean[row] = mean;
@@ -88,7 +83,8 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   for (int k = 0; k < kVpt; ++k) {
     const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
     if (j >= nvec) continue;
-    float out[N];
+    float v[N], out[N];
+    V::Unpack(raw[k], v);
 #pragma unroll
     for (int q = 0; q < N / 4; ++q) {
       const float4 s4 = LoadParam(p.scale + prow + j * N + 4 * q);
@@ -99,7 +95,7 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
         bi[0] = b4.x; bi[1] = b4.y; bi[2] = b4.z; bi[3] = b4.w;
       }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[k][4 * q + e] - mean) * rstd * sc[e] + bi[e];
+      for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[4 * q + e] - mean) * rstd * sc[e] + bi[e];
     }
     StoreStream(static_cast<T*>(p.y) + base + j * N, V::Pack(out));
   }
@@ -110,7 +106,7 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
 template <typename T, bool kLayer, bool kResidual>
 __global__ void __launch_bounds__(256) NormFwdScalarKernel(NormFwdArgs p) {
   using V = Vec16<T>;
-  __shared__ float scratch[32 * 32];
+  __shared__ float scratch[8 * 32];
   const int64_t dim = p.shape.dim;
   const int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
   const bool live = row < p.shape.rows;

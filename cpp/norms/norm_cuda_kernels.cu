@@ -22,42 +22,56 @@ template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
-  const RowLaunch l = ChooseRowLaunch(p.shape.dim, Vec16<T>::kElems, aligned, 4, kFwdBlockThreads);
+  static const int max_vpt = EnvInt("JAXDNN_NORM_FWD_MAX_VPT", 16);
+  const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, max_vpt, kFwdBlockThreads);
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
   switch (l.vpt) {
     case 1: NormFwdVecKernel<T, kLayer, kResidual, 1><<<grid, block, 0, stream>>>(p); break;
     case 2: NormFwdVecKernel<T, kLayer, kResidual, 2><<<grid, block, 0, stream>>>(p); break;
     case 4: NormFwdVecKernel<T, kLayer, kResidual, 4><<<grid, block, 0, stream>>>(p); break;
+    case 8: NormFwdVecKernel<T, kLayer, kResidual, 8><<<grid, block, 0, stream>>>(p); break;
+    case 16: NormFwdVecKernel<T, kLayer, kResidual, 16><<<grid, block, 0, stream>>>(p); break;
     default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
   }
   return CheckLaunch("jaxdnn norm forward launch");
 }
 
-template <typename T, bool kLayer, bool kResidual, int kVpt>
-void LaunchBwdVec(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const NormBwdArgs& p,
-                  BwdGrid bg) {
-  auto* kernel = NormBwdVecKernel<T, kLayer, kResidual, kVpt>;
-  // The ring exceeds the default 48 KB of dynamic shared memory; raising the
-  // limit is a function attribute, not a stream operation (graph-safe).
+template <typename T, bool kLayer, bool kResidual, int kVpt, int kStages>
+void LaunchBwdVecStages(dim3 grid, dim3 block, cudaStream_t stream, const NormBwdArgs& p,
+                        BwdGrid bg) {
+  auto* kernel = NormBwdVecKernel<T, kLayer, kResidual, kVpt, kStages>;
+  const size_t smem = BwdSmemBytes(kStages, kVpt, block.x, block.y, p.shape.dim);
+  // Past 48 KB of dynamic shared memory the limit must be raised: a function
+  // attribute, not a stream operation, so it is safe under graph capture.
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   kernel<<<grid, block, smem, stream>>>(p, bg);
+}
+
+template <typename T, bool kLayer, bool kResidual, int kVpt>
+void LaunchBwdVec(int stages, dim3 grid, dim3 block, cudaStream_t stream, const NormBwdArgs& p,
+                  BwdGrid bg) {
+  switch (stages) {
+    case 2: LaunchBwdVecStages<T, kLayer, kResidual, kVpt, 2>(grid, block, stream, p, bg); break;
+    case 3: LaunchBwdVecStages<T, kLayer, kResidual, kVpt, 3>(grid, block, stream, p, bg); break;
+    default: LaunchBwdVecStages<T, kLayer, kResidual, kVpt, 0>(grid, block, stream, p, bg); break;
+  }
 }
 
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) &&
                        (!kResidual || Aligned16(p.dsum));
-  const RowLaunch l = ChooseRowLaunch(p.shape.dim, Vec16<T>::kElems, aligned, 4, kBwdBlockThreads);
+  static const int stages = EnvInt("JAXDNN_NORM_BWD_STAGES", 0);
+  const RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, kBwdBlockThreads);
   const int64_t rpg = p.shape.rows_per_group();
   const BwdGrid bg{(rpg + p.num_partials - 1) / p.num_partials};
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
-  const size_t ring = l.vpt ? BwdRingBytes(l.vpt, l.tpr, l.rpc) : 0;
   switch (l.vpt) {
-    case 1: LaunchBwdVec<T, kLayer, kResidual, 1>(grid, block, ring, stream, p, bg); break;
-    case 2: LaunchBwdVec<T, kLayer, kResidual, 2>(grid, block, ring, stream, p, bg); break;
-    case 4: LaunchBwdVec<T, kLayer, kResidual, 4>(grid, block, ring, stream, p, bg); break;
+    case 1: LaunchBwdVec<T, kLayer, kResidual, 1>(stages, grid, block, stream, p, bg); break;
+    case 2: LaunchBwdVec<T, kLayer, kResidual, 2>(stages, grid, block, stream, p, bg); break;
+    case 4: LaunchBwdVec<T, kLayer, kResidual, 4>(stages, grid, block, stream, p, bg); break;
     default: NormBwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p, bg); break;
   }
   if (auto e = CheckLaunch("jaxdnn norm backward launch"); e.failure()) return e;

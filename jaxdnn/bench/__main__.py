@@ -47,12 +47,18 @@ def main(argv=None):
   ap.add_argument("suites", nargs="*", default=["norms"], choices=sorted(SUITES))
   ap.add_argument("--out", help="write the records as JSON here")
   ap.add_argument("--quick", action="store_true", help="small cases (CPU smoke run)")
+  ap.add_argument("--cases", help="comma-separated ROWSxDIM, e.g. 32768x4096,8192x8192")
+  ap.add_argument("--impls", help="comma-separated anchors to run besides jaxdnn (xla,pallas,torch)")
   args = ap.parse_args(argv)
   ceil = ceilings.measure(quick=args.quick)
   copy_bps = ceil["ceiling"]
   records = []
   for name in args.suites:
     kw = dict(cases=[(256, 1024)], with_torch=False) if args.quick else {}
+    if args.cases:
+      kw["cases"] = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")]
+    if args.impls is not None:
+      kw["impls"] = set(filter(None, args.impls.split(",")))
     records += SUITES[name].run(**kw)
   add_ratios(records)
   for r in records:

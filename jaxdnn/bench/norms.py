@@ -104,7 +104,7 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
                tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12)]
 
 
-def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True):
+def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
   records = []
   on_gpu = jax.default_backend() == "gpu"
   for kind in ("layer", "rms"):
@@ -117,15 +117,17 @@ def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True):
       item = np.dtype(dtype).itemsize
       nb_f, nb_b = 2 * rows * dim * item, 3 * rows * dim * item
       case = f"{rows}x{dim}"
+      want = lambda name: impls is None or name in impls
       rs = []
       rs += _jax_rows(kind, "jaxdnn", _fn(kind, None), x, s, b, dy, nb_f, nb_b)
       rs.append(_jaxdnn_bwd_kernel(kind, x, s, b, dy, nb_b))
-      rs += _jax_rows(kind, "xla", _fn(kind, "xla"), x, s, b, dy, nb_f, nb_b)
+      if want("xla"):
+        rs += _jax_rows(kind, "xla", _fn(kind, "xla"), x, s, b, dy, nb_f, nb_b)
       if on_gpu:
-        pf = _pallas_fn(kind)
+        pf = _pallas_fn(kind) if want("pallas") else None
         if pf is not None:
           rs += _jax_rows(kind, "pallas", pf, x, s, b, dy, nb_f, nb_b)
-        if with_torch:
+        if with_torch and want("torch"):
           rs += _torch_rows(kind, x, s, b, dy, nb_f, nb_b)
       for r in rs:
         r.update(op=f"{kind}_norm", case=case, dtype=np.dtype(dtype).name)
