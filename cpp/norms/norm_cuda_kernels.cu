@@ -22,7 +22,7 @@ template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
-  static const int max_vpt = EnvInt("JAXDNN_NORM_FWD_MAX_VPT", 16);
+  static const int max_vpt = EnvInt("JAXDNN_NORM_FWD_MAX_VPT", 4);
   const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, max_vpt, kFwdBlockThreads);
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
