@@ -23,7 +23,8 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
   static const int max_vpt = EnvInt("JAXDNN_NORM_FWD_MAX_VPT", 4);
-  const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, max_vpt, kFwdBlockThreads);
+  static const int block_threads = EnvInt("JAXDNN_NORM_FWD_BLOCK", kFwdBlockThreads);
+  const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, max_vpt, block_threads);
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
   switch (l.vpt) {

@@ -11,15 +11,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxdnn.bench.timing import time_jax, time_torch
+from jaxdnn.bench.timing import time_jax_batched, time_torch
 
 
-def xla_elementwise_bandwidth(nbytes=512 * 2**20) -> float:
+def xla_elementwise_bandwidth(nbytes=512 * 2**20, sets=4) -> float:
   n = nbytes // 2
-  x = jax.random.normal(jax.random.key(0), (n // 4096, 4096), jnp.bfloat16)
-  f = jax.jit(lambda x: x + jnp.bfloat16(1))
-  t = time_jax(f, x, repeats=20)
-  return 2 * x.size * 2 / t
+  xs = [(jax.random.normal(jax.random.key(i), (n // 4096, 4096), jnp.bfloat16),)
+        for i in range(sets)]
+  t = time_jax_batched(lambda x: x + jnp.bfloat16(1), xs)
+  return 2 * n * 2 / t
 
 
 def torch_copy_bandwidth(nbytes=2**30) -> float | None:

@@ -3,7 +3,9 @@
 Bytes counted: forward reads x and writes y; backward reads x and dy and
 writes dx (the parameters are negligible). Backward time is measured two
 ways: the jaxdnn backward primitive alone ("bwd_kernel"), and for every
-implementation (fwd+bwd) - fwd ("bwd").
+implementation (fwd+bwd) - fwd ("bwd"). JAX timings apply each function to
+K independent input sets inside one jit (see timing.time_jax_batched), so
+host dispatch does not pad kernels that take ~100 us.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdnn
-from jaxdnn.bench.timing import time_jax, time_torch
+from jaxdnn.bench.timing import time_jax_batched, time_torch
 from jaxdnn.norms.primitives import norm_backward, norm_forward
 
 CASES = [(32768, 4096), (8192, 8192), (16384, 1024), (4096, 12288)]
@@ -40,15 +42,14 @@ def _fwd_bwd(f):
   def run(x, s, b, dy):
     y, vjp = jax.vjp(f, x, s, b)
     return y, vjp(dy)
-  return jax.jit(run)
+  return run
 
 
-def _jax_rows(kind, name, f, x, s, b, dy, nbytes_fwd, nbytes_bwd):
+def _jax_rows(kind, name, f, sets, nbytes_fwd, nbytes_bwd):
   rows = []
   try:
-    fwd = jax.jit(f)
-    t_f = time_jax(fwd, x, s, b)
-    t_fb = time_jax(_fwd_bwd(f), x, s, b, dy)
+    t_f = time_jax_batched(f, [a[:3] for a in sets])
+    t_fb = time_jax_batched(_fwd_bwd(f), sets)
   except Exception as e:  # noqa: BLE001
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
   rows.append(dict(impl=name, direction="fwd", time_us=t_f * 1e6, tbps=nbytes_fwd / t_f / 1e12))
@@ -59,15 +60,15 @@ def _jax_rows(kind, name, f, x, s, b, dy, nbytes_fwd, nbytes_bwd):
   return rows
 
 
-def _jaxdnn_bwd_kernel(kind, x, s, b, dy, nbytes_bwd):
+def _jaxdnn_bwd_kernel(kind, sets, nbytes_bwd):
   layer = kind == "layer"
-  args = [x, s] + ([b] if layer else [])
-  outs = norm_forward.bind(*args, kind=kind, epsilon=1e-5, residual=False, implementation=None)
-  mean = outs[1] if layer else None
-  rstd = outs[-1]
-  ins = [dy, x, s] + ([mean] if layer else []) + [rstd]
-  f = jax.jit(lambda *a: norm_backward.bind(*a, kind=kind, residual=False, implementation=None))
-  t = time_jax(f, *ins)
+  ins = []
+  for x, s, b, dy in sets:
+    outs = norm_forward.bind(*([x, s] + ([b] if layer else [])), kind=kind, epsilon=1e-5,
+                             residual=False, implementation=None)
+    ins.append([dy, x, s] + ([outs[1]] if layer else []) + [outs[-1]])
+  t = time_jax_batched(
+      lambda *a: norm_backward.bind(*a, kind=kind, residual=False, implementation=None), ins)
   return dict(impl="jaxdnn", direction="bwd_kernel", time_us=t * 1e6, tbps=nbytes_bwd / t / 1e12)
 
 
@@ -77,8 +78,8 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
     import torch.nn.functional as F
     if not torch.cuda.is_available():
       return []
-    tx = torch.from_numpy(np.asarray(x.astype(jnp.float32))).cuda().to(torch.bfloat16)
-    tdy = torch.from_numpy(np.asarray(dy.astype(jnp.float32))).cuda().to(torch.bfloat16)
+    tx = torch.from_numpy(np.array(x.astype(jnp.float32))).cuda().to(torch.bfloat16)
+    tdy = torch.from_numpy(np.array(dy.astype(jnp.float32))).cuda().to(torch.bfloat16)
     ts = torch.from_numpy(np.asarray(s)).cuda().to(torch.bfloat16)
     tb = torch.from_numpy(np.asarray(b)).cuda().to(torch.bfloat16)
     dim = tx.shape[-1]
@@ -104,32 +105,41 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
                tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12)]
 
 
-def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
+def _input_sets(rows, dim, dtype, count):
+  sets = []
+  for i in range(count):
+    k = jax.random.split(jax.random.key(rows + dim + 101 * i), 4)
+    sets.append((jax.random.normal(k[0], (rows, dim), dtype),
+                 1.0 + 0.1 * jax.random.normal(k[2], (dim,), jnp.float32),
+                 0.1 * jax.random.normal(k[3], (dim,), jnp.float32),
+                 jax.random.normal(k[1], (rows, dim), dtype)))
+  return sets
+
+
+def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, sets_per_call=8):
   records = []
   on_gpu = jax.default_backend() == "gpu"
   for kind in ("layer", "rms"):
     for rows, dim in cases:
-      k = jax.random.split(jax.random.key(rows + dim), 4)
-      x = jax.random.normal(k[0], (rows, dim), dtype)
-      dy = jax.random.normal(k[1], (rows, dim), dtype)
-      s = 1.0 + 0.1 * jax.random.normal(k[2], (dim,), jnp.float32)
-      b = 0.1 * jax.random.normal(k[3], (dim,), jnp.float32)
+      sets = _input_sets(rows, dim, dtype, sets_per_call)
+      x, s, b, dy = sets[0]
       item = np.dtype(dtype).itemsize
       nb_f, nb_b = 2 * rows * dim * item, 3 * rows * dim * item
       case = f"{rows}x{dim}"
       want = lambda name: impls is None or name in impls
       rs = []
-      rs += _jax_rows(kind, "jaxdnn", _fn(kind, None), x, s, b, dy, nb_f, nb_b)
-      rs.append(_jaxdnn_bwd_kernel(kind, x, s, b, dy, nb_b))
+      rs += _jax_rows(kind, "jaxdnn", _fn(kind, None), sets, nb_f, nb_b)
+      rs.append(_jaxdnn_bwd_kernel(kind, sets, nb_b))
       if want("xla"):
-        rs += _jax_rows(kind, "xla", _fn(kind, "xla"), x, s, b, dy, nb_f, nb_b)
+        rs += _jax_rows(kind, "xla", _fn(kind, "xla"), sets, nb_f, nb_b)
       if on_gpu:
         pf = _pallas_fn(kind) if want("pallas") else None
         if pf is not None:
-          rs += _jax_rows(kind, "pallas", pf, x, s, b, dy, nb_f, nb_b)
+          rs += _jax_rows(kind, "pallas", pf, sets, nb_f, nb_b)
         if with_torch and want("torch"):
           rs += _torch_rows(kind, x, s, b, dy, nb_f, nb_b)
       for r in rs:
         r.update(op=f"{kind}_norm", case=case, dtype=np.dtype(dtype).name)
       records += rs
+      del sets, x, s, b, dy
   return records
