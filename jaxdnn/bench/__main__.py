@@ -54,7 +54,7 @@ def main(argv=None):
   copy_bps = ceil["ceiling"]
   records = []
   for name in args.suites:
-    kw = dict(cases=[(256, 1024)], with_torch=False, sets_per_call=2) if args.quick else {}
+    kw = dict(cases=[(256, 1024)], with_torch=False) if args.quick else {}
     if args.cases:
       kw["cases"] = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")]
     if args.impls is not None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxdnn.bench.timing import time_jax_batched, time_torch
+from jaxdnn.bench.timing import time_jax_chained, time_torch
 
 
-def xla_elementwise_bandwidth(nbytes=512 * 2**20, sets=4) -> float:
+def xla_elementwise_bandwidth(nbytes=512 * 2**20) -> float:
   n = nbytes // 2
-  xs = [(jax.random.normal(jax.random.key(i), (n // 4096, 4096), jnp.bfloat16),)
-        for i in range(sets)]
-  t = time_jax_batched(lambda x: x + jnp.bfloat16(1), xs)
+  x = jax.random.normal(jax.random.key(0), (n // 4096, 4096), jnp.bfloat16)
+  t = time_jax_chained(lambda x: x * jnp.bfloat16(-1), x)
   return 2 * n * 2 / t
 
 

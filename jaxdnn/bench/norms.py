@@ -3,9 +3,9 @@
 Bytes counted: forward reads x and writes y; backward reads x and dy and
 writes dx (the parameters are negligible). Backward time is measured two
 ways: the jaxdnn backward primitive alone ("bwd_kernel"), and for every
-implementation (fwd+bwd) - fwd ("bwd"). JAX timings apply each function to
-K independent input sets inside one jit (see timing.time_jax_batched), so
-host dispatch does not pad kernels that take ~100 us.
+implementation (fwd+bwd) - fwd ("bwd"). JAX timings chain 8 applications
+inside one jit, each feeding the next (timing.time_jax_chained), so host
+dispatch does not pad kernels that take ~100 us.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdnn
-from jaxdnn.bench.timing import time_jax_batched, time_torch
+from jaxdnn.bench.timing import time_jax_chained, time_torch
 from jaxdnn.norms.primitives import norm_backward, norm_forward
 
 CASES = [(32768, 4096), (8192, 8192), (16384, 1024), (4096, 12288)]
@@ -38,18 +38,21 @@ def _pallas_fn(kind):
     return None
 
 
-def _fwd_bwd(f):
-  def run(x, s, b, dy):
-    y, vjp = jax.vjp(f, x, s, b)
-    return y, vjp(dy)
-  return run
-
-
 def _jax_rows(kind, name, f, sets, nbytes_fwd, nbytes_bwd):
+  x, s, b, dy = sets[0]
+
+  def fwd_bwd(state):
+    # One training step's worth: y and all three gradients; y and dx feed
+    # the next step's x and dy; ds and db ride along (no extra passes).
+    x, dy, _, _ = state
+    y, vjp = jax.vjp(f, x, s, b)
+    dx, ds, db = vjp(dy)
+    return y, dx, ds, db
+
   rows = []
   try:
-    t_f = time_jax_batched(f, [a[:3] for a in sets])
-    t_fb = time_jax_batched(_fwd_bwd(f), sets)
+    t_f = time_jax_chained(lambda x: f(x, s, b), x)
+    t_fb = time_jax_chained(fwd_bwd, (x, dy, s, b))
   except Exception as e:  # noqa: BLE001
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
   rows.append(dict(impl=name, direction="fwd", time_us=t_f * 1e6, tbps=nbytes_fwd / t_f / 1e12))
@@ -62,13 +65,16 @@ def _jax_rows(kind, name, f, sets, nbytes_fwd, nbytes_bwd):
 
 def _jaxdnn_bwd_kernel(kind, sets, nbytes_bwd):
   layer = kind == "layer"
-  ins = []
-  for x, s, b, dy in sets:
-    outs = norm_forward.bind(*([x, s] + ([b] if layer else [])), kind=kind, epsilon=1e-5,
-                             residual=False, implementation=None)
-    ins.append([dy, x, s] + ([outs[1]] if layer else []) + [outs[-1]])
-  t = time_jax_batched(
-      lambda *a: norm_backward.bind(*a, kind=kind, residual=False, implementation=None), ins)
+  x, s, b, dy = sets[0]
+  outs = norm_forward.bind(*([x, s] + ([b] if layer else [])), kind=kind, epsilon=1e-5,
+                           residual=False, implementation=None)
+  stats = ([outs[1]] if layer else []) + [outs[-1]]
+
+  def step(state):  # dx of one step is the next step's dy
+    outs = norm_backward.bind(state[0], x, s, *stats, kind=kind, residual=False,
+                              implementation=None)
+    return outs[0], outs[1]
+  t = time_jax_chained(step, (dy, s))
   return dict(impl="jaxdnn", direction="bwd_kernel", time_us=t * 1e6, tbps=nbytes_bwd / t / 1e12)
 
 
@@ -116,7 +122,7 @@ def _input_sets(rows, dim, dtype, count):
   return sets
 
 
-def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, sets_per_call=8):
+def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, sets_per_call=1):
   records = []
   on_gpu = jax.default_backend() == "gpu"
   for kind in ("layer", "rms"):

@@ -26,17 +26,20 @@ def time_jax(fn, *args, warmup=3, repeats=15, calls=10):
   return statistics.median(samples)
 
 
-def time_jax_batched(fn, arg_sets, warmup=2, repeats=10):
-  """Median seconds per application of `fn`, applied to each of the
-  independent `arg_sets` inside one jit.
+def time_jax_chained(step, init, length=8, warmup=2, repeats=10):
+  """Median seconds per application of `step` (state -> next state, same
+  structure), applied `length` times in a row inside one jit.
 
-  One executable launches the k kernels back to back, so the host's
-  per-call dispatch (tens of microseconds, as much as a whole norm kernel)
-  is paid once per k applications instead of once per application.
+  One executable runs the kernels back to back, so host dispatch (tens of
+  microseconds, as much as a whole norm kernel) is paid once per `length`
+  applications. An optimization barrier between applications stops XLA
+  from fusing one into the next, so each costs what it costs alone.
   """
-  k = len(arg_sets)
-  many = jax.jit(lambda sets: [fn(*a) for a in sets])
-  return time_jax(many, arg_sets, warmup=warmup, repeats=repeats, calls=1) / k
+  def chain(state):
+    for _ in range(length):
+      state = jax.lax.optimization_barrier(step(state))
+    return state
+  return time_jax(jax.jit(chain), init, warmup=warmup, repeats=repeats, calls=1) / length
 
 
 def time_torch(fn, warmup=3, repeats=15, calls=10):
