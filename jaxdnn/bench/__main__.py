@@ -11,7 +11,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # room for PyTo
 
 import jax  # noqa: E402
 
-from jaxdnn.bench import ceilings, norms  # noqa: E402
+from jaxdnn.bench import ceilings, norms, timing  # noqa: E402
 
 SUITES = {"norms": norms}
 
@@ -49,7 +49,10 @@ def main(argv=None):
   ap.add_argument("--quick", action="store_true", help="small cases (CPU smoke run)")
   ap.add_argument("--cases", help="comma-separated ROWSxDIM, e.g. 32768x4096,8192x8192")
   ap.add_argument("--impls", help="comma-separated anchors to run besides jaxdnn (xla,pallas,torch)")
+  ap.add_argument("--chain", type=int, default=8,
+                  help="applications per jit call (1: one call per application)")
   args = ap.parse_args(argv)
+  timing.MODE["chain_length"] = args.chain
   ceil = ceilings.measure(quick=args.quick)
   copy_bps = ceil["ceiling"]
   records = []
@@ -71,6 +74,7 @@ def main(argv=None):
   if args.out:
     with open(args.out, "w") as f:
       json.dump(dict(device=device.device_kind, backend=jax.default_backend(),
+                     chain_length=args.chain, xla_flags=os.environ.get("XLA_FLAGS", ""),
                      jax=jax.__version__, copy_tbps=copy_bps / 1e12,
                      bandwidth_tbps={k: v / 1e12 for k, v in ceil.items()}, records=records), f, indent=1)
   return 0

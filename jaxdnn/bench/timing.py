@@ -26,7 +26,11 @@ def time_jax(fn, *args, warmup=3, repeats=15, calls=10):
   return statistics.median(samples)
 
 
-def time_jax_chained(step, init, length=8, warmup=2, repeats=10):
+# "chained": 8 applications per jit (below); "single": one per jit call.
+MODE = {"chain_length": 8}
+
+
+def time_jax_chained(step, init, length=None, warmup=2, repeats=10):
   """Median seconds per application of `step` (state -> next state, same
   structure), applied `length` times in a row inside one jit.
 
@@ -35,6 +39,10 @@ def time_jax_chained(step, init, length=8, warmup=2, repeats=10):
   applications. An optimization barrier between applications stops XLA
   from fusing one into the next, so each costs what it costs alone.
   """
+  length = length or MODE["chain_length"]
+  if length == 1:
+    return time_jax(jax.jit(step), init, warmup=warmup, repeats=repeats)
+
   def chain(state):
     for _ in range(length):
       state = jax.lax.optimization_barrier(step(state))
