@@ -28,15 +28,18 @@ inline RowLaunch ScalarLaunch(int64_t dim) {
   return l;
 }
 
-// Forward: the fewest threads per row (a warp when it fits) such that each
-// holds at most max_vpt packed vectors in registers; up to 256 threads.
+// Forward: the fewest threads per row such that each holds at most max_vpt
+// (else up to 8) packed vectors in registers; up to 512 threads.
 inline RowLaunch ChooseFwdLaunch(int64_t dim, int elems_per_vec, bool aligned, int max_vpt,
                                  int block_threads) {
   if (!aligned || dim % elems_per_vec != 0) return ScalarLaunch(dim);
   const int64_t nvec = dim / elems_per_vec;
   RowLaunch l;
-  l.tpr = RoundUp32((nvec + max_vpt - 1) / max_vpt);
-  if (l.tpr > 256) return ScalarLaunch(dim);
+  for (int vpt = max_vpt; vpt <= 8; vpt *= 2) {
+    l.tpr = RoundUp32((nvec + vpt - 1) / vpt);
+    if (l.tpr <= 512) break;
+  }
+  if (l.tpr > 512) return ScalarLaunch(dim);
   l.vpt = NextPow2((nvec + l.tpr - 1) / l.tpr);
   l.rpc = l.tpr >= block_threads ? 1 : block_threads / l.tpr;
   return l;

@@ -6,16 +6,17 @@
 // its reductions are shuffles with no block barrier.
 #pragma once
 
+#include "common/cuda_bulk.cuh"
 #include "common/cuda_vec.cuh"
 #include "norms/norm_problem.h"
 
 namespace jaxdnn::norms {
 
 template <typename T, bool kLayer, bool kResidual, int kVpt>
-__global__ void __launch_bounds__(256) NormFwdVecKernel(NormFwdArgs p) {
+__global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
-  __shared__ float scratch[8 * 32];
+  __shared__ float scratch[16 * 32];
   const int64_t dim = p.shape.dim;
   const int64_t nvec = dim / N;
   const int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -147,6 +148,136 @@ __global__ void __launch_bounds__(256) NormFwdScalarKernel(NormFwdArgs p) {
     float out = (V::Load1(src + base + j) - mean) * rstd * p.scale[prow + j];
     if constexpr (kLayer) out += p.bias[prow + j];
     V::Store1(y + base + j, out);
+  }
+}
+
+}  // namespace jaxdnn::norms
+
+namespace jaxdnn::norms {
+
+// Persistent forward: each block walks rows blockIdx.x, +gridDim.x, ... and
+// keeps the next kStages - 1 rows in flight as bulk copies into a shared
+// memory ring, so loads never wait behind the block's reductions and the
+// bytes in flight are bounded by shared memory, not registers.
+struct FwdRing {
+  int stages;
+  uint32_t row_bytes;  // bytes of one row of x (and of the residual)
+};
+
+template <typename T, bool kLayer, bool kResidual, int kVpt>
+__global__ void __launch_bounds__(512) NormFwdBulkKernel(NormFwdArgs p, FwdRing ring) {
+  using V = Vec16<T>;
+  constexpr int N = V::kElems;
+  constexpr int kOps = kResidual ? 2 : 1;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ uint64_t full[8];
+  __shared__ float scratch[16 * 32];
+  const int64_t dim = p.shape.dim, nvec = dim / N, rows = p.shape.rows;
+  const int stages = ring.stages;
+  auto stage_ptr = [&](int s, int op) {
+    return reinterpret_cast<uint4*>(smem + (size_t(s) * kOps + op) * ring.row_bytes);
+  };
+  const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
+  auto issue = [&](int64_t row, int s) {
+    BarrierExpectBytes(&full[s], kOps * ring.row_bytes);
+    BulkLoad(stage_ptr(s, 0), static_cast<const T*>(p.x) + row * dim, ring.row_bytes, &full[s]);
+    if constexpr (kResidual) {
+      BulkLoad(stage_ptr(s, 1), static_cast<const T*>(p.residual) + row * dim, ring.row_bytes,
+               &full[s]);
+    }
+  };
+  if (leader) {
+    for (int s = 0; s < stages; ++s) BarrierInit(&full[s], 1);
+    BarrierInitFence();
+  }
+  __syncthreads();
+  const int64_t first = blockIdx.x, step = gridDim.x;
+  if (leader) {
+    for (int s = 0; s < stages; ++s) {
+      const int64_t row = first + s * step;
+      if (row < rows) issue(row, s);
+    }
+  }
+  const float inv_dim = 1.0f / float(dim);
+  int64_t it = 0;
+  for (int64_t row = first; row < rows; row += step, ++it) {
+    const int s = int(it % stages);
+    BarrierWait(&full[s], uint32_t((it / stages) & 1));
+    const int64_t base = row * dim;
+    uint4 raw[kVpt];
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
+      raw[k] = j < nvec ? stage_ptr(s, 0)[j] : make_uint4(0, 0, 0, 0);
+      if constexpr (kResidual) {
+        if (j < nvec) {
+          float a[N], b[N];
+          V::Unpack(raw[k], a);
+          V::Unpack(stage_ptr(s, 1)[j], b);
+#pragma unroll
+          for (int e = 0; e < N; ++e) a[e] += b[e];
+          raw[k] = V::Pack(a);  // normalize the sum as rounded to T
+          StoreStream(static_cast<T*>(p.z) + base + j * N, raw[k]);
+        }
+      }
+    }
+    // Every thread has its slots in registers: the stage can be refilled.
+    __syncthreads();
+    if (leader && row + stages * step < rows) {
+      AsyncProxyFence();
+      issue(row + stages * step, s);
+    }
+
+    float mean = 0.0f;
+    if constexpr (kLayer) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kVpt; ++k) {
+        float v[N];
+        V::Unpack(raw[k], v);
+#pragma unroll
+        for (int e = 0; e < N; ++e) sum += v[e];
+      }
+      mean = RowSum(sum, scratch) * inv_dim;
+    }
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const bool valid = threadIdx.x + int64_t(k) * blockDim.x < nvec;
+      float v[N];
+      V::Unpack(raw[k], v);
+#pragma unroll
+      for (int e = 0; e < N; ++e) {
+        const float d = valid ? v[e] - mean : 0.0f;
+        sq += d * d;
+      }
+    }
+    const float rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
+    if (threadIdx.x == 0) {
+      if constexpr (kLayer) p.mean[row] = mean;
+      p.rstd[row] = rstd;
+    }
+    const int64_t prow = (row / p.shape.rows_per_group()) * dim;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
+      if (j >= nvec) continue;
+      float v[N], out[N];
+      V::Unpack(raw[k], v);
+#pragma unroll
+      for (int q = 0; q < N / 4; ++q) {
+        const float4 s4 = LoadParam(p.scale + prow + j * N + 4 * q);
+        const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
+        float bi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if constexpr (kLayer) {
+          const float4 b4 = LoadParam(p.bias + prow + j * N + 4 * q);
+          bi[0] = b4.x; bi[1] = b4.y; bi[2] = b4.z; bi[3] = b4.w;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[4 * q + e] - mean) * rstd * sc[e] + bi[e];
+      }
+      StoreStream(static_cast<T*>(p.y) + base + j * N, V::Pack(out));
+    }
   }
 }
 

@@ -49,7 +49,7 @@ def main(argv=None):
   ap.add_argument("--quick", action="store_true", help="small cases (CPU smoke run)")
   ap.add_argument("--cases", help="comma-separated ROWSxDIM, e.g. 32768x4096,8192x8192")
   ap.add_argument("--impls", help="comma-separated anchors to run besides jaxdnn (xla,pallas,torch)")
-  ap.add_argument("--chain", type=int, default=8,
+  ap.add_argument("--chain", type=int, default=1,
                   help="applications per jit call (1: one call per application)")
   args = ap.parse_args(argv)
   timing.MODE["chain_length"] = args.chain
