@@ -6,7 +6,6 @@
 // no atomics.
 #pragma once
 
-#include "common/cuda_async.cuh"
 #include "common/cuda_vec.cuh"
 #include "norms/norm_problem.h"
 
@@ -16,23 +15,18 @@ struct BwdGrid {
   int64_t chunk;  // rows per block
 };
 
-// kStages == 0: a row's dy and z are loaded straight into registers.
-// kStages >= 2: rows move through a shared-memory ring: while a block reduces
-// row i, the copies of rows up to i + kStages - 1 are in flight (cp.async).
-// Each thread reads back only the 16-byte slots it copied itself, so the
-// ring needs no block barrier. The float32 scale row is staged in shared
-// memory once per block either way.
-inline size_t BwdSmemBytes(int stages, int vpt, int tpr, int rpc, int64_t dim) {
-  const size_t ring = size_t(stages) * rpc * 2 * vpt * tpr * 16;
-  const size_t combine = rpc > 1 ? size_t(2) * dim * sizeof(float) : 0;
-  return dim * sizeof(float) + (ring > combine ? ring : combine);
+// The float32 scale row is staged in shared memory once per block; with
+// more than one row slot per block, the same shared memory then combines the
+// slots' partial sums.
+inline size_t BwdSmemBytes(int rpc, int64_t dim) {
+  return dim * sizeof(float) * (rpc > 1 ? 3 : 1);
 }
 
-template <typename T, bool kLayer, bool kResidual, int kVpt, int kStages>
+template <typename T, bool kLayer, bool kResidual, int kVpt>
 __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid grid) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
-  extern __shared__ uint4 smem_raw[];
+  extern __shared__ float4 smem_f4[];
   __shared__ float scratch[32 * 32];
   const int64_t dim = p.shape.dim, nvec = dim / N, rpg = p.shape.rows_per_group();
   const int64_t group = blockIdx.y, part = blockIdx.x;
@@ -42,8 +36,8 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
   const T* dy_g = static_cast<const T*>(p.dy);
   const T* z_g = static_cast<const T*>(p.z);
 
-  float* scale = reinterpret_cast<float*>(smem_raw);
-  uint4* ring = reinterpret_cast<uint4*>(scale + dim);
+  float* scale = reinterpret_cast<float*>(smem_f4);
+  float* combine = scale + dim;  // [2, dim], only when blockDim.y > 1
   {
     const float* src = p.scale + group * dim;
     const int tid = threadIdx.y * blockDim.x + threadIdx.x, nthreads = blockDim.x * blockDim.y;
@@ -51,25 +45,6 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
       reinterpret_cast<float4*>(scale)[i] = LoadParam(src + 4 * i);
     __syncthreads();
   }
-  auto slot = [&](int64_t it, int op, int k) {
-    const int stage = kStages ? int(it % (kStages ? kStages : 1)) : 0;
-    return ring + ((size_t(stage * blockDim.y + threadIdx.y) * 2 + op) * kVpt + k) * blockDim.x +
-           threadIdx.x;
-  };
-  auto prefetch = [&](int64_t it) {
-    const int64_t row = first + it * blockDim.y + threadIdx.y;
-    if (it < iters && row < last) {
-#pragma unroll
-      for (int k = 0; k < kVpt; ++k) {
-        const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-        if (j < nvec) {
-          AsyncCopy16(slot(it, 0, k), dy_g + row * dim + j * N);
-          AsyncCopy16(slot(it, 1, k), z_g + row * dim + j * N);
-        }
-      }
-    }
-    AsyncCommit();  // one group per iteration, empty or not, keeps the count uniform
-  };
 
   float acc_s[kVpt][N], acc_b[kVpt][N];
 #pragma unroll
@@ -78,30 +53,17 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
     for (int e = 0; e < N; ++e) acc_s[k][e] = acc_b[k][e] = 0.0f;
 
   const float inv_dim = 1.0f / float(dim);
-  if constexpr (kStages > 0) {
-#pragma unroll
-    for (int it = 0; it < kStages - 1; ++it) prefetch(it);
-  }
   for (int64_t it = 0; it < iters; ++it) {
     const int64_t row = first + it * blockDim.y + threadIdx.y;
     const bool live = row < last;
     const int64_t base = row * dim;
     uint4 dy_raw[kVpt], z_raw[kVpt];
-    if constexpr (kStages > 0) {
-      prefetch(it + kStages - 1);
-      AsyncWait<kStages - 1>();
-    }
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
       if (live && j < nvec) {
-        if constexpr (kStages > 0) {
-          dy_raw[k] = *slot(it, 0, k);
-          z_raw[k] = *slot(it, 1, k);
-        } else {
-          dy_raw[k] = LoadStream(dy_g + base + j * N);
-          z_raw[k] = LoadStream(z_g + base + j * N);
-        }
+        dy_raw[k] = LoadStream(dy_g + base + j * N);
+        z_raw[k] = LoadStream(z_g + base + j * N);
       } else {
         dy_raw[k] = z_raw[k] = make_uint4(0, 0, 0, 0);
       }
@@ -151,10 +113,6 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
       StoreStream(static_cast<T*>(p.dx) + base + j * N, V::Pack(dx));
     }
   }
-  if constexpr (kStages > 0) AsyncWait<0>();
-  __syncthreads();  // the ring is reused below as the combine buffer
-  float* combine = reinterpret_cast<float*>(ring);  // [2, dim]
-
   // Combine the row slots of this block in slot order, then write the partial.
   if (blockDim.y > 1) {
     for (int slot = 1; slot < int(blockDim.y); ++slot) {

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 
 namespace jaxdnn::norms {
 
@@ -63,12 +62,6 @@ inline RowLaunch ChooseBwdLaunch(int64_t dim, int elems_per_vec, bool aligned,
   l.tpr = RoundUp32((nvec + l.vpt - 1) / l.vpt);
   l.rpc = l.tpr >= block_threads ? 1 : block_threads / l.tpr;
   return l;
-}
-
-// Tuning knobs for benchmark sweeps (unset in normal use).
-inline int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
 }
 
 }  // namespace jaxdnn::norms
