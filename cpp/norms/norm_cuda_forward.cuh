@@ -11,6 +11,14 @@
 
 namespace jaxdnn::norms {
 
+// The statistics the backward recomputes from (one thread per row writes).
+template <bool kLayer>
+__device__ inline void SaveRowStats(const NormFwdArgs& p, int64_t row, float mean, float rstd) {
+  if (threadIdx.x != 0) return;
+  if constexpr (kLayer) p.mean[row] = mean;
+  p.rstd[row] = rstd;
+}
+
 template <typename T, bool kLayer, bool kResidual, int kVpt>
 __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
@@ -73,10 +81,7 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   }
   const float rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   if (!live) return;
-  if (threadIdx.x == 0) {
-    if constexpr (kLayer) p.mean[row] = mean;
-    p.rstd[row] = rstd;
-  }
+  SaveRowStats<kLayer>(p, row, mean, rstd);
 
   const int64_t prow = (row / p.shape.rows_per_group()) * dim;
 #pragma unroll
@@ -137,10 +142,7 @@ __global__ void __launch_bounds__(256) NormFwdScalarKernel(NormFwdArgs p) {
   }
   const float rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   if (!live) return;
-  if (threadIdx.x == 0) {
-    if constexpr (kLayer) p.mean[row] = mean;
-    p.rstd[row] = rstd;
-  }
+  SaveRowStats<kLayer>(p, row, mean, rstd);
   const int64_t prow = (row / p.shape.rows_per_group()) * dim;
   T* y = static_cast<T*>(p.y);
   for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
