@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
   using V = Vec16<T>;
   constexpr int N = V::kElems;
   extern __shared__ float4 smem_f4[];
-  __shared__ float scratch[16 * 64];
+  __shared__ float scratch[32 * 32];
   const int64_t dim = p.shape.dim, nvec = dim / N, rpg = p.shape.rows_per_group();
   const int64_t group = blockIdx.y, part = blockIdx.x;
   const int64_t first = group * rpg + part * grid.chunk;
@@ -89,10 +89,8 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
         if constexpr (kLayer) acc_b[k][i] += dy[i];
       }
     }
-    // Both row sums in one barrier round.
-    const float2 sums = RowSum2(make_float2(sum_g, sum_gx), scratch);
-    const float mg = kLayer ? sums.x * inv_dim : 0.0f;
-    const float mgx = sums.y * inv_dim;
+    const float mg = kLayer ? RowSum(sum_g, scratch) * inv_dim : 0.0f;
+    const float mgx = RowSum(sum_gx, scratch) * inv_dim;
     if (!live) continue;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {

@@ -23,7 +23,7 @@ template <typename T, bool kLayer, bool kResidual, int kVpt>
 __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
-  __shared__ float scratch[16 * 96];
+  __shared__ float scratch[16 * 32];
   const int64_t dim = p.shape.dim;
   const int64_t nvec = dim / N;
   const int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -55,23 +55,31 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   }
 
   const float inv_dim = 1.0f / float(dim);
-  float mean = 0.0f, rstd;
+  float mean = 0.0f;
   if constexpr (kLayer) {
-    // Exact per-warp mean and M2, then one barrier round to merge the warps.
-    const float2 mm2 = RowMeanM2<T, kVpt>(raw, nvec, scratch);
-    mean = mm2.x;
-    rstd = rsqrtf(mm2.y * inv_dim + p.epsilon);
-  } else {
-    float sq = 0.0f;
+    float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       float v[N];
       V::Unpack(raw[k], v);
 #pragma unroll
-      for (int e = 0; e < N; ++e) sq += v[e] * v[e];
+      for (int e = 0; e < N; ++e) s += v[e];
     }
-    rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
+    mean = RowSum(s, scratch) * inv_dim;
   }
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVpt; ++k) {
+    const bool valid = threadIdx.x + int64_t(k) * blockDim.x < nvec;
+    float v[N];
+    V::Unpack(raw[k], v);
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      const float d = valid ? v[e] - mean : 0.0f;
+      sq += d * d;
+    }
+  }
+  const float rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   if (!live) return;
   SaveRowStats<kLayer>(p, row, mean, rstd);
 
