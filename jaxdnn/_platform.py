@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import jax
-
 from jaxdnn import _extension
 
 IMPLEMENTATIONS = (None, "cuda", "cpu", "xla")
@@ -25,7 +23,3 @@ def lowering_platform_error(op: str, implementation, platform: str) -> Exception
       f"{op}: implementation={implementation!r} cannot run on platform "
       f"{platform!r}; use implementation=None to pick the kernel for the "
       "platform, or 'xla' for the plain-JAX composition")
-
-
-def default_backend() -> str:
-  return jax.default_backend()

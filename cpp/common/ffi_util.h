@@ -10,8 +10,6 @@ namespace jaxdnn {
 
 namespace ffi = xla::ffi;
 
-inline int64_t ElementCount(const ffi::AnyBuffer& b) { return int64_t(b.element_count()); }
-
 inline int64_t LastDim(const ffi::AnyBuffer& b) {
   auto dims = b.dimensions();
   return dims.size() == 0 ? 1 : dims.back();

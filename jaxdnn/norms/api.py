@@ -41,15 +41,12 @@ def _forward(kind, epsilon, implementation, x, residual, scale, bias):
   mean = outs.pop(0) if kind == "layer" else None
   rstd = outs.pop(0)
   primal = (y, z) if has_res else y
-  return primal, (z, scale, mean, rstd, has_res)
-
-
-def _norm_fwd(kind, epsilon, implementation, x, residual, scale, bias):
-  return _forward(kind, epsilon, implementation, x, residual, scale, bias)
+  return primal, (z, scale, mean, rstd)
 
 
 def _norm_bwd(kind, epsilon, implementation, saved, ct):
-  z, scale, mean, rstd, has_res = saved
+  z, scale, mean, rstd = saved
+  has_res = isinstance(ct, tuple)  # (dy, dsum) when the residual sum was returned
   dy, dsum = ct if has_res else (ct, None)
   args = [dy, z, scale] + ([mean] if kind == "layer" else []) + [rstd] + ([dsum] if has_res else [])
   outs = norm_backward.bind(*args, kind=kind, residual=has_res, implementation=implementation)
@@ -58,13 +55,7 @@ def _norm_bwd(kind, epsilon, implementation, saved, ct):
   return dx, (dx if has_res else None), dscale, dbias
 
 
-_norm.defvjp(_norm_fwd, _norm_bwd)
-
-
-def _prepare(op, x, scale, bias, residual, epsilon, zero_centered_scale, implementation, layer):
-  dtype = validation.check(op, x, scale, bias, residual, epsilon)
-  impl = _resolve(implementation, op)
-  return dtype, impl
+_norm.defvjp(_forward, _norm_bwd)
 
 
 def _params_f32(scale, bias, dim, zero_centered_scale, layer):
@@ -100,8 +91,8 @@ def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None,
   Returns:
     y in x's dtype (promoted with residual), or `(y, x + residual)`.
   """
-  dtype, impl = _prepare("layer_norm", x, scale, bias, residual, epsilon,
-                         zero_centered_scale, implementation, True)
+  dtype = validation.check("layer_norm", x, scale, bias, residual, epsilon)
+  impl = _resolve(implementation, "layer_norm")
   if impl == "xla":
     return reference.layer_norm(x, scale, bias, epsilon=epsilon, residual=residual,
                                 zero_centered_scale=zero_centered_scale)
@@ -116,8 +107,8 @@ def rms_norm(x, scale=None, *, epsilon=1e-6, residual=None,
 
   Same arguments and result as `layer_norm`, without centring or bias.
   """
-  dtype, impl = _prepare("rms_norm", x, scale, None, residual, epsilon,
-                         zero_centered_scale, implementation, False)
+  dtype = validation.check("rms_norm", x, scale, None, residual, epsilon)
+  impl = _resolve(implementation, "rms_norm")
   if impl == "xla":
     return reference.rms_norm(x, scale, epsilon=epsilon, residual=residual,
                               zero_centered_scale=zero_centered_scale)
