@@ -13,4 +13,4 @@ echo "get_kernel_stats_tool = None" > /tmp/site/xprof/cli/tools/__init__.py
 export PYTHONPATH=/tmp/site
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps . ) > "$out/build.log" 2>&1 || exit 1
 cd /tmp && python3 -c "import tokamax; print('tokamax', tokamax.__version__ if hasattr(tokamax, '__version__') else '')"
-timeout 400 python3 -m jaxdnn.bench norms --out "$out/norms.json" 2>&1 | tee "$out/bench.txt"
+timeout 400 python3 -m jaxdnn.bench norms ${BENCH_ARGS:-} --out "$out/norms.json" 2>&1 | tee "$out/bench.txt"

@@ -38,15 +38,16 @@ def _pallas_fn(kind):
     return None
 
 
-def _tokamax_fn(kind):
+def _tokamax_fn(kind, implementation=None):
   """tokamax (openxla's Pallas kernels), the JAX-native peer, when installed."""
   try:
     import tokamax
   except Exception:  # noqa: BLE001 - not installed: the anchor is skipped
     return None
+  kw = dict(epsilon=1e-5, implementation=implementation)
   if kind == "layer":
-    return lambda x, s, b: tokamax.layer_norm(x, s, b, epsilon=1e-5)
-  return lambda x, s, b: tokamax.layer_norm(x, s, None, epsilon=1e-5, subtract_mean=False)
+    return lambda x, s, b: tokamax.layer_norm(x, s, b, **kw)
+  return lambda x, s, b: tokamax.layer_norm(x, s, None, subtract_mean=False, **kw)
 
 
 def _jax_rows(kind, name, f, sets, nbytes_fwd, nbytes_bwd):
@@ -153,9 +154,10 @@ def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, sets_per_c
         pf = _pallas_fn(kind) if want("pallas") else None
         if pf is not None:
           rs += _jax_rows(kind, "pallas", pf, sets, nb_f, nb_b)
-        tf = _tokamax_fn(kind) if want("tokamax") else None
-        if tf is not None:
-          rs += _jax_rows(kind, "tokamax", tf, sets, nb_f, nb_b)
+        for name, impl in (("tokamax", None), ("tokamax_triton", "triton")):
+          tf = _tokamax_fn(kind, impl) if want(name) else None
+          if tf is not None:
+            rs += _jax_rows(kind, name, tf, sets, nb_f, nb_b)
         if with_torch and want("torch"):
           rs += _torch_rows(kind, x, s, b, dy, nb_f, nb_b)
       for r in rs:
