@@ -50,6 +50,15 @@ def _tokamax_fn(kind, implementation=None):
   return lambda x, s, b: tokamax.layer_norm(x, s, None, subtract_mean=False, **kw)
 
 
+def _difference_row(name, t_fb, t_f, nbytes_bwd):
+  """Backward as (fwd+bwd) - fwd; flagged when noise makes it meaningless."""
+  t_b = t_fb - t_f
+  if t_b < 0.2 * t_f:
+    return dict(impl=name, direction="bwd",
+                error=f"unreliable: fwd+bwd {t_fb * 1e6:.1f} us vs fwd {t_f * 1e6:.1f} us")
+  return dict(impl=name, direction="bwd", time_us=t_b * 1e6, tbps=nbytes_bwd / t_b / 1e12)
+
+
 def _jax_rows(kind, name, f, sets, nbytes_fwd, nbytes_bwd):
   x, s, b, dy = sets[0]
 
@@ -68,8 +77,7 @@ def _jax_rows(kind, name, f, sets, nbytes_fwd, nbytes_bwd):
   except Exception as e:  # noqa: BLE001
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
   rows.append(dict(impl=name, direction="fwd", time_us=t_f * 1e6, tbps=nbytes_fwd / t_f / 1e12))
-  t_b = max(t_fb - t_f, 1e-9)
-  rows.append(dict(impl=name, direction="bwd", time_us=t_b * 1e6, tbps=nbytes_bwd / t_b / 1e12))
+  rows.append(_difference_row(name, t_fb, t_f, nbytes_bwd))
   rows.append(dict(impl=name, direction="fwd+bwd", time_us=t_fb * 1e6,
                    tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12))
   return rows
@@ -116,9 +124,8 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
     t_fb = time_torch(fb)
   except Exception as e:  # noqa: BLE001
     return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  t_b = max(t_fb - t_f, 1e-9)
   return [dict(impl="torch", direction="fwd", time_us=t_f * 1e6, tbps=nbytes_fwd / t_f / 1e12),
-          dict(impl="torch", direction="bwd", time_us=t_b * 1e6, tbps=nbytes_bwd / t_b / 1e12),
+          _difference_row("torch", t_fb, t_f, nbytes_bwd),
           dict(impl="torch", direction="fwd+bwd", time_us=t_fb * 1e6,
                tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12)]
 
