@@ -38,10 +38,11 @@ template <typename T> T FromFloat(float f);
 template <> inline float FromFloat<float>(float f) { return f; }
 
 template <> inline bf16_t FromFloat<bf16_t>(float f) {
-  uint32_t u = FloatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_t{uint16_t((u >> 16) | 0x40u)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return bf16_t{uint16_t(u >> 16)};
+  // Branch-free (a select), so row loops vectorize.
+  const uint32_t u = FloatBits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return bf16_t{uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded)};
 }
 
 template <> inline f16_t FromFloat<f16_t>(float f) {
