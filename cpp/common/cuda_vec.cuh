@@ -89,4 +89,64 @@ __device__ inline float RowSum(float v, float* scratch) {
   return WarpSum(t);
 }
 
+__device__ inline float2 WarpSum2(float2 v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+  return v;
+}
+
+// Mean and centred sum of squares (M2) of a row held as packed 16-byte
+// vectors: thread t has vectors t, t + blockDim.x, ... (the first `nvec`
+// of the row are real). Each warp takes its own exact two-pass mean and M2
+// with shuffles, then one barrier round merges the warps (Chan et al.'s
+// pairwise formula, evaluated in warp order by every thread, so all agree
+// bit for bit). `scratch` holds blockDim.y * 96 floats.
+template <typename T, int kVpt>
+__device__ inline float2 RowMeanM2(const uint4 (&raw)[kVpt], int64_t nvec, float* scratch) {
+  using V = Vec16<T>;
+  constexpr int N = V::kElems;
+  float sum = 0.0f, cnt = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVpt; ++k) {
+    if (threadIdx.x + int64_t(k) * blockDim.x < nvec) {
+      float v[N];
+      V::Unpack(raw[k], v);
+#pragma unroll
+      for (int e = 0; e < N; ++e) sum += v[e];
+      cnt += float(N);
+    }
+  }
+  const float2 sc = WarpSum2(make_float2(sum, cnt));
+  const float warp_mean = sc.y > 0.0f ? sc.x / sc.y : 0.0f;
+  float q = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVpt; ++k) {
+    if (threadIdx.x + int64_t(k) * blockDim.x < nvec) {
+      float v[N];
+      V::Unpack(raw[k], v);
+#pragma unroll
+      for (int e = 0; e < N; ++e) q += (v[e] - warp_mean) * (v[e] - warp_mean);
+    }
+  }
+  q = WarpSum(q);
+  const int warps = blockDim.x >> 5;
+  if (warps == 1) return make_float2(warp_mean, q);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* s = scratch + threadIdx.y * 96;
+  if (lane == 0) { s[warp] = sc.y; s[32 + warp] = warp_mean; s[64 + warp] = q; }
+  __syncthreads();
+  float n = 0.0f, weighted = 0.0f;
+  for (int w = 0; w < warps; ++w) { n += s[w]; weighted += s[w] * s[32 + w]; }
+  const float mean = n > 0.0f ? weighted / n : 0.0f;
+  float m2 = 0.0f;
+  for (int w = 0; w < warps; ++w) {
+    const float d = s[32 + w] - mean;
+    m2 += s[64 + w] + s[w] * d * d;
+  }
+  return make_float2(mean, m2);
+}
+
 }  // namespace jaxdnn

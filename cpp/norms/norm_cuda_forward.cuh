@@ -1,9 +1,7 @@
 // Forward kernels. The vector kernel keeps its row in registers as packed
 // 16-byte vectors (4 registers each, whatever the dtype): x (and the
 // residual) are read once, the mean and the centred variance come from those
-// registers, and y (and the residual sum z) are written once. Rows are short
-// enough per thread (up to 16 vectors) that one warp usually owns a row, so
-// its reductions are shuffles with no block barrier.
+// registers, and y (and the residual sum z) are written once.
 #pragma once
 
 #include "common/cuda_vec.cuh"
@@ -23,7 +21,7 @@ template <typename T, bool kLayer, bool kResidual, int kVpt>
 __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
-  __shared__ float scratch[16 * 32];
+  __shared__ float scratch[16 * 96];
   const int64_t dim = p.shape.dim;
   const int64_t nvec = dim / N;
   const int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -55,31 +53,24 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   }
 
   const float inv_dim = 1.0f / float(dim);
-  float mean = 0.0f;
+  float mean = 0.0f, rstd;
   if constexpr (kLayer) {
-    float s = 0.0f;
+    // Exact two-pass mean and M2 per warp (shuffles only), merged across the
+    // row's warps in one barrier round.
+    const float2 mm2 = RowMeanM2<T, kVpt>(raw, nvec, scratch);
+    mean = mm2.x;
+    rstd = rsqrtf(mm2.y * inv_dim + p.epsilon);
+  } else {
+    float sq = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       float v[N];
       V::Unpack(raw[k], v);
 #pragma unroll
-      for (int e = 0; e < N; ++e) s += v[e];
+      for (int e = 0; e < N; ++e) sq += v[e] * v[e];
     }
-    mean = RowSum(s, scratch) * inv_dim;
+    rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   }
-  float sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kVpt; ++k) {
-    const bool valid = threadIdx.x + int64_t(k) * blockDim.x < nvec;
-    float v[N];
-    V::Unpack(raw[k], v);
-#pragma unroll
-    for (int e = 0; e < N; ++e) {
-      const float d = valid ? v[e] - mean : 0.0f;
-      sq += d * d;
-    }
-  }
-  const float rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   if (!live) return;
   SaveRowStats<kLayer>(p, row, mean, rstd);
 
