@@ -48,7 +48,8 @@ class FfiOp:
     self.primitive.multiple_results = True
     self.primitive.def_impl(self._eager_impl)
     self.primitive.def_abstract_eval(self._abstract_eval)
-    batching.primitive_batchers[self.primitive] = self._batch
+    batching.primitive_batchers[self.primitive] = self.batch
+    self._partitioned_cache: dict = {}
     _jax_internal.mark_requires_devices(self.primitive)
     for platform in _PLATFORMS:
       mlir.register_lowering(
@@ -88,9 +89,6 @@ class FfiOp:
   def _eager_impl(self, *args, **params):
     return self._jitted(self.primitive, tuple(sorted(params.items())))(*args)
 
-  def _batch(self, args, dims, **params):
-    return self.batch(args, dims, **params)
-
   def _ffi_call(self, platform, params, *args):
     """The FFI call itself, on whole or per-shard operands."""
     avals = [jax.core.ShapedArray(np.shape(a), a.dtype) for a in args]
@@ -104,13 +102,13 @@ class FfiOp:
   def _partitioned(self, platform, params, avals_in, avals_out):
     key = (platform, tuple(sorted(params.items())),
            tuple((a.shape, str(a.dtype)) for a in avals_in))
-    fn = _PARTITIONED_CACHE.get((self.name, key))
+    fn = self._partitioned_cache.get(key)
     if fn is not None:
       return fn
     call = functools.partial(self._ffi_call, platform, params)
     spec = self.sharding(avals_in, avals_out, **params)
     if spec is None:  # nothing to shard (e.g. no leading dims)
-      _PARTITIONED_CACHE[(self.name, key)] = call
+      self._partitioned_cache[key] = call
       return call
     fn = custom_partitioning(call)
     fn.def_partition(
@@ -119,7 +117,7 @@ class FfiOp:
         infer_sharding_from_operands=spec.infer_from_operands,
         sharding_rule=spec.rule(),
         need_replication_factors=spec.need_replication_factors())
-    _PARTITIONED_CACHE[(self.name, key)] = fn
+    self._partitioned_cache[key] = fn
     return fn
 
   def _lower(self, ctx, *args, platform, **params):
@@ -131,9 +129,6 @@ class FfiOp:
     else:
       fn = self._partitioned(platform, params, ctx.avals_in, ctx.avals_out)
     return mlir.lower_fun(lambda *a: fn(*a), multiple_results=True)(ctx, *args)
-
-
-_PARTITIONED_CACHE: dict = {}
 
 
 def _single_device(ctx) -> bool:

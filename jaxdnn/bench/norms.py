@@ -1,11 +1,11 @@
-"""LayerNorm / RMSNorm: jaxdnn against XLA, Pallas and PyTorch in one process.
+"""LayerNorm / RMSNorm: jaxdnn against XLA, Pallas, tokamax and PyTorch in one process.
 
 Bytes counted: forward reads x and writes y; backward reads x and dy and
 writes dx (the parameters are negligible). Backward time is measured two
 ways: the jaxdnn backward primitive alone ("bwd_kernel"), and for every
-implementation (fwd+bwd) - fwd ("bwd"). JAX timings chain 8 applications
-inside one jit, each feeding the next (timing.time_jax_chained), so host
-dispatch does not pad kernels that take ~100 us.
+implementation (fwd+bwd) - fwd ("bwd"). JAX timings go through
+timing.time_jax_chained: one application per jit call by default (calls
+queued back to back), or a chain of N (`--chain N`).
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def _difference_row(name, t_fb, t_f, nbytes_bwd):
   return dict(impl=name, direction="bwd", time_us=t_b * 1e6, tbps=nbytes_bwd / t_b / 1e12)
 
 
-def _jax_rows(kind, name, f, sets, nbytes_fwd, nbytes_bwd):
-  x, s, b, dy = sets[0]
+def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
+  x, s, b, dy = inputs
 
   def fwd_bwd(state):
     # One training step's worth: y and all three gradients; y and dx feed
@@ -83,9 +83,9 @@ def _jax_rows(kind, name, f, sets, nbytes_fwd, nbytes_bwd):
   return rows
 
 
-def _jaxdnn_bwd_kernel(kind, sets, nbytes_bwd):
+def _jaxdnn_bwd_kernel(kind, inputs, nbytes_bwd):
   layer = kind == "layer"
-  x, s, b, dy = sets[0]
+  x, s, b, dy = inputs
   outs = norm_forward.bind(*([x, s] + ([b] if layer else [])), kind=kind, epsilon=1e-5,
                            residual=False, implementation=None)
   stats = ([outs[1]] if layer else []) + [outs[-1]]
@@ -130,45 +130,42 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
                tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12)]
 
 
-def _input_sets(rows, dim, dtype, count):
-  sets = []
-  for i in range(count):
-    k = jax.random.split(jax.random.key(rows + dim + 101 * i), 4)
-    sets.append((jax.random.normal(k[0], (rows, dim), dtype),
-                 1.0 + 0.1 * jax.random.normal(k[2], (dim,), jnp.float32),
-                 0.1 * jax.random.normal(k[3], (dim,), jnp.float32),
-                 jax.random.normal(k[1], (rows, dim), dtype)))
-  return sets
+def _inputs(rows, dim, dtype):
+  k = jax.random.split(jax.random.key(rows + dim), 4)
+  return (jax.random.normal(k[0], (rows, dim), dtype),
+          1.0 + 0.1 * jax.random.normal(k[2], (dim,), jnp.float32),
+          0.1 * jax.random.normal(k[3], (dim,), jnp.float32),
+          jax.random.normal(k[1], (rows, dim), dtype))
 
 
-def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, sets_per_call=1):
+def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
   records = []
   on_gpu = jax.default_backend() == "gpu"
   for kind in ("layer", "rms"):
     for rows, dim in cases:
-      sets = _input_sets(rows, dim, dtype, sets_per_call)
-      x, s, b, dy = sets[0]
+      inputs = _inputs(rows, dim, dtype)
+      x, s, b, dy = inputs
       item = np.dtype(dtype).itemsize
       nb_f, nb_b = 2 * rows * dim * item, 3 * rows * dim * item
       case = f"{rows}x{dim}"
       want = lambda name: impls is None or name in impls
       rs = []
-      rs += _jax_rows(kind, "jaxdnn", _fn(kind, None), sets, nb_f, nb_b)
-      rs.append(_jaxdnn_bwd_kernel(kind, sets, nb_b))
+      rs += _jax_rows(kind, "jaxdnn", _fn(kind, None), inputs, nb_f, nb_b)
+      rs.append(_jaxdnn_bwd_kernel(kind, inputs, nb_b))
       if want("xla"):
-        rs += _jax_rows(kind, "xla", _fn(kind, "xla"), sets, nb_f, nb_b)
+        rs += _jax_rows(kind, "xla", _fn(kind, "xla"), inputs, nb_f, nb_b)
       if on_gpu:
         pf = _pallas_fn(kind) if want("pallas") else None
         if pf is not None:
-          rs += _jax_rows(kind, "pallas", pf, sets, nb_f, nb_b)
+          rs += _jax_rows(kind, "pallas", pf, inputs, nb_f, nb_b)
         for name, impl in (("tokamax", None), ("tokamax_triton", "triton")):
           tf = _tokamax_fn(kind, impl) if want(name) else None
           if tf is not None:
-            rs += _jax_rows(kind, name, tf, sets, nb_f, nb_b)
+            rs += _jax_rows(kind, name, tf, inputs, nb_f, nb_b)
         if with_torch and want("torch"):
           rs += _torch_rows(kind, x, s, b, dy, nb_f, nb_b)
       for r in rs:
         r.update(op=f"{kind}_norm", case=case, dtype=np.dtype(dtype).name)
       records += rs
-      del sets, x, s, b, dy
+      del inputs, x, s, b, dy
   return records
