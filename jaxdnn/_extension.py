@@ -52,3 +52,11 @@ if _build_info.BUILT_CUDA:
 
 def has_cuda_kernels() -> bool:
   return cuda_module is not None
+
+
+def has_cuda_target(name: str) -> bool:
+  """Whether the CUDA extension carries the FFI target `name`."""
+  return cuda_module is not None and name in _cuda_targets
+
+
+_cuda_targets = frozenset(cuda_module.registrations()) if cuda_module is not None else frozenset()

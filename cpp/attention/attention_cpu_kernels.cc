@@ -1,0 +1,231 @@
+// CPU attention: for each (batch, kv head) the keys and values are widened to
+// float32 once; each query row then streams over its allowed keys in blocks
+// with an online softmax (forward) or recomputes its probabilities from the
+// saved log-sum-exp (backward). Memory is O(kv_len * head_dim), never
+// O(q_len * kv_len). Sums run in a fixed order, so results are deterministic.
+#include "attention/attention_cpu_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attention/attention_mask.h"
+#include "common/host_half.h"
+
+namespace jaxdnn::attention {
+namespace {
+
+constexpr int64_t kKeyBlock = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+float LoadAny(const void* data, ffi::DataType dtype, int64_t i) {
+  switch (dtype) {
+    case ffi::DataType::BF16: return ToFloat(static_cast<const bf16_t*>(data)[i]);
+    case ffi::DataType::F16: return ToFloat(static_cast<const f16_t*>(data)[i]);
+    default: return static_cast<const float*>(data)[i];
+  }
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  float s = 0.f;
+  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// Offsets of element [b, pos, head, 0] in a [batch, len, heads, D] array.
+int64_t RowOffset(int64_t b, int64_t pos, int64_t head, int64_t len, int64_t heads, int64_t dim) {
+  return ((b * len + pos) * heads + head) * dim;
+}
+
+template <typename T>
+void Widen(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads, int64_t dim,
+           std::vector<float>& dst) {
+  dst.resize(len * dim);
+  for (int64_t j = 0; j < len; ++j) {
+    const T* row = src + RowOffset(b, j, head, len, heads, dim);
+    for (int64_t d = 0; d < dim; ++d) dst[j * dim + d] = ToFloat(row[d]);
+  }
+}
+
+// Logit of (i, j) after bias, mask and segments; -inf when (i, j) is masked.
+// `raw` receives the logit before the bias (for the softcap derivative).
+struct LogitSource {
+  const AttnMaskParams& m;
+  const AttnShape& s;
+  const Broadcast4& bias;
+  ffi::DataType bias_dtype;
+  const Broadcast4& mask;
+
+  float operator()(int64_t b, int64_t h, int64_t i, int64_t j, float dot, float* raw) const {
+    *raw = 0.f;
+    if (!SameSegment(m, s, b, i, j)) return kNegInf;
+    if (mask.data && !static_cast<const uint8_t*>(mask.data)[mask.Offset(b, h, i, j)]) return kNegInf;
+    float x = Logit(m, dot);
+    *raw = x;
+    if (bias.data) x += LoadAny(bias.data, bias_dtype, bias.Offset(b, h, i, j));
+    return x;
+  }
+};
+
+template <typename T>
+void Forward(const AttnFwdArgs& p) {
+  const AttnShape& s = p.shape;
+  const int64_t dim = s.head_dim, group = s.group();
+  const AttnMaskParams& m = p.mask_params;
+  const LogitSource logit{m, s, p.bias, p.bias_dtype, p.mask};
+  const bool dropout = m.seeds != nullptr && m.dropout_rate > 0.f;
+  const uint32_t threshold = DropoutThreshold(m.dropout_rate);
+  const float keep_scale = dropout ? 1.f / (1.f - m.dropout_rate) : 1.f;
+  const T* q = static_cast<const T*>(p.q);
+  T* out = static_cast<T*>(p.out);
+
+  std::vector<float> kf, vf, qrow(dim), acc(dim), block(kKeyBlock);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t kvh = 0; kvh < s.kv_heads; ++kvh) {
+      Widen(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kf);
+      Widen(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, vf);
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int64_t i = 0; i < s.q_len; ++i) {
+          const int64_t qo = RowOffset(b, i, h, s.q_len, s.heads, dim);
+          for (int64_t d = 0; d < dim; ++d) qrow[d] = ToFloat(q[qo + d]);
+          std::fill(acc.begin(), acc.end(), 0.f);
+          const KeyRange r = AllowedKeys(m, s, b, i);
+          const uint32_t row_state = dropout ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i)) : 0;
+          float run_max = kNegInf, run_sum = 0.f;
+          for (int64_t j0 = r.lo; j0 < r.hi; j0 += kKeyBlock) {
+            const int64_t n = std::min(kKeyBlock, r.hi - j0);
+            float block_max = kNegInf;
+            for (int64_t t = 0; t < n; ++t) {
+              float raw;
+              block[t] = logit(b, h, i, j0 + t, Dot(qrow.data(), &kf[(j0 + t) * dim], dim), &raw);
+              block_max = std::max(block_max, block[t]);
+            }
+            if (block_max == kNegInf) continue;
+            const float new_max = std::max(run_max, block_max);
+            const float correction = run_max == kNegInf ? 0.f : std::exp(run_max - new_max);
+            run_sum *= correction;
+            for (int64_t d = 0; d < dim; ++d) acc[d] *= correction;
+            for (int64_t t = 0; t < n; ++t) {
+              if (block[t] == kNegInf) continue;
+              const float pr = std::exp(block[t] - new_max);
+              run_sum += pr;
+              if (dropout && !DropoutKeep(row_state, uint32_t(j0 + t), threshold)) continue;
+              const float w = pr * keep_scale;
+              const float* vrow = &vf[(j0 + t) * dim];
+              for (int64_t d = 0; d < dim; ++d) acc[d] += w * vrow[d];
+            }
+            run_max = new_max;
+          }
+          const bool empty = !(run_sum > 0.f);
+          const float inv = empty ? 0.f : 1.f / run_sum;
+          for (int64_t d = 0; d < dim; ++d) out[qo + d] = FromFloat<T>(acc[d] * inv);
+          p.lse[(b * s.heads + h) * s.q_len + i] = empty ? kNegInf : run_max + std::log(run_sum);
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void Backward(const AttnBwdArgs& p) {
+  const AttnShape& s = p.shape;
+  const int64_t dim = s.head_dim, group = s.group();
+  const AttnMaskParams& m = p.mask_params;
+  const LogitSource logit{m, s, p.bias, p.bias_dtype, p.mask};
+  const bool dropout = m.seeds != nullptr && m.dropout_rate > 0.f;
+  const uint32_t threshold = DropoutThreshold(m.dropout_rate);
+  const float keep_scale = dropout ? 1.f / (1.f - m.dropout_rate) : 1.f;
+  const T* q = static_cast<const T*>(p.q);
+  const T* o = static_cast<const T*>(p.out);
+  const T* dout = static_cast<const T*>(p.dout);
+  T* dq = static_cast<T*>(p.dq);
+  T* dk = static_cast<T*>(p.dk);
+  T* dv = static_cast<T*>(p.dv);
+
+  if (p.dbias) {
+    const int64_t n = p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3];
+    std::fill(p.dbias, p.dbias + n, 0.f);
+  }
+  std::vector<float> kf, vf, dkf, dvf, qrow(dim), dorow(dim), dqrow(dim);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t kvh = 0; kvh < s.kv_heads; ++kvh) {
+      Widen(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kf);
+      Widen(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, vf);
+      dkf.assign(s.kv_len * dim, 0.f);
+      dvf.assign(s.kv_len * dim, 0.f);
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int64_t i = 0; i < s.q_len; ++i) {
+          const int64_t qo = RowOffset(b, i, h, s.q_len, s.heads, dim);
+          const int64_t stat = (b * s.heads + h) * s.q_len + i;
+          const float lse = p.lse[stat];
+          float delta = 0.f;  // rowsum(dO * O) minus the log-sum-exp cotangent
+          for (int64_t d = 0; d < dim; ++d) {
+            qrow[d] = ToFloat(q[qo + d]);
+            dorow[d] = ToFloat(dout[qo + d]);
+            delta += dorow[d] * ToFloat(o[qo + d]);
+          }
+          if (p.dlse) delta -= p.dlse[stat];
+          std::fill(dqrow.begin(), dqrow.end(), 0.f);
+          const KeyRange r = AllowedKeys(m, s, b, i);
+          const uint32_t row_state = dropout ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i)) : 0;
+          for (int64_t j = r.lo; j < r.hi && lse != kNegInf; ++j) {
+            const float* krow = &kf[j * dim];
+            const float* vrow = &vf[j * dim];
+            float raw;
+            const float x = logit(b, h, i, j, Dot(qrow.data(), krow, dim), &raw);
+            if (x == kNegInf) continue;
+            const float pr = std::exp(x - lse);
+            const float keep = (dropout && !DropoutKeep(row_state, uint32_t(j), threshold)) ? 0.f : keep_scale;
+            float* dvrow = &dvf[j * dim];
+            const float pd = pr * keep;
+            for (int64_t d = 0; d < dim; ++d) dvrow[d] += pd * dorow[d];
+            const float dp = Dot(dorow.data(), vrow, dim) * keep;
+            const float dlogit = pr * (dp - delta);
+            if (p.dbias) p.dbias[p.bias.Offset(b, h, i, j)] += dlogit;
+            const float ds = dlogit * LogitGrad(m, raw);
+            float* dkrow = &dkf[j * dim];
+            for (int64_t d = 0; d < dim; ++d) {
+              dqrow[d] += ds * krow[d];
+              dkrow[d] += ds * qrow[d];
+            }
+          }
+          for (int64_t d = 0; d < dim; ++d) dq[qo + d] = FromFloat<T>(dqrow[d]);
+        }
+      }
+      for (int64_t j = 0; j < s.kv_len; ++j) {
+        const int64_t ko = RowOffset(b, j, kvh, s.kv_len, s.kv_heads, dim);
+        for (int64_t d = 0; d < dim; ++d) {
+          dk[ko + d] = FromFloat<T>(dkf[j * dim + d]);
+          dv[ko + d] = FromFloat<T>(dvf[j * dim + d]);
+        }
+      }
+    }
+  }
+}
+
+template <typename Args>
+ffi::Error Dispatch(const Args& p, void (*f32)(const Args&), void (*bf16)(const Args&),
+                    void (*f16)(const Args&)) {
+  switch (p.dtype) {
+    case ffi::DataType::F32: f32(p); break;
+    case ffi::DataType::BF16: bf16(p); break;
+    case ffi::DataType::F16: f16(p); break;
+    default:
+      return InvalidArg("jaxdnn attention", std::string("unsupported dtype ") + DtypeName(p.dtype));
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+ffi::Error AttentionFwdCpu(const AttnFwdArgs& p) {
+  return Dispatch<AttnFwdArgs>(p, Forward<float>, Forward<bf16_t>, Forward<f16_t>);
+}
+
+ffi::Error AttentionBwdCpu(const AttnBwdArgs& p) {
+  return Dispatch<AttnBwdArgs>(p, Backward<float>, Backward<bf16_t>, Backward<f16_t>);
+}
+
+}  // namespace jaxdnn::attention

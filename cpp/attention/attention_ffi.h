@@ -1,0 +1,26 @@
+// Handler symbols of the attention family, one per platform and direction.
+#pragma once
+
+#include "xla/ffi/api/ffi.h"
+
+// The attributes both directions take, on both platforms (the backward adds
+// "deterministic").
+#define JAXDNN_ATTENTION_ATTRS                 \
+  .RemainingArgs()                             \
+      .RemainingRets()                         \
+      .Attr<int32_t>("operands")               \
+      .Attr<float>("scale")                    \
+      .Attr<float>("softcap")                  \
+      .Attr<int32_t>("causal")                 \
+      .Attr<int32_t>("window_left")            \
+      .Attr<int32_t>("window_right")           \
+      .Attr<float>("dropout_rate")
+
+namespace jaxdnn::attention {
+
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kAttentionFwdCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kAttentionBwdCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kAttentionFwdCuda);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kAttentionBwdCuda);
+
+}  // namespace jaxdnn::attention

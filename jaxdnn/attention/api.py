@@ -1,0 +1,210 @@
+"""Public dot_product_attention: a custom_vjp over the forward and backward primitives.
+
+Arguments that jax.nn.dot_product_attention has keep its names, layouts and
+meaning; the rest (segment ids, softcap, dropout, the log-sum-exp) follow
+the usual flash-attention conventions. The mask rules are documented once,
+in reference.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from jaxdnn import _extension, _platform
+from jaxdnn.attention import dropout, reference, validation
+from jaxdnn.attention.primitives import OPERAND_BITS, attention_backward, attention_forward
+
+_OP = "dot_product_attention"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+  scale: float
+  softcap: float          # 0.0: none
+  causal: bool
+  window: tuple           # (left, right), -1 = unbounded
+  dropout_rate: float
+  implementation: str | None
+  deterministic: bool
+  with_lse: bool
+
+  def params(self, operands):
+    return dict(operands=operands, scale=self.scale, softcap=self.softcap, causal=self.causal,
+                window_left=self.window[0], window_right=self.window[1],
+                dropout_rate=self.dropout_rate, implementation=self.implementation)
+
+
+def _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds):
+  bits = 0
+  for name, x in (("bias", bias), ("mask", mask), ("q_lengths", q_len),
+                  ("kv_lengths", kv_len), ("segments", q_seg), ("dropout", seeds)):
+    if x is not None:
+      bits |= OPERAND_BITS[name]
+  return bits
+
+
+def _optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds):
+  return [x for x in (bias, mask, q_len, kv_len, q_seg, kv_seg, seeds) if x is not None]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _attention(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds):
+  return _attention_fwd(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds)[0]
+
+
+def _attention_fwd(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds):
+  bits = _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds)
+  out, lse = attention_forward.bind(
+      q, k, v, *_optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds), **cfg.params(bits))
+  primal = (out, lse) if cfg.with_lse else out
+  return primal, (q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, out, lse)
+
+
+def _attention_bwd(cfg, saved, ct):
+  q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, out, lse = saved
+  dout, dlse = ct if cfg.with_lse else (ct, None)
+  bits = _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds)
+  if dlse is not None:
+    bits |= OPERAND_BITS["dlse"]
+  if bias is not None:
+    bits |= OPERAND_BITS["dbias"]
+  fixed = [q, k, v, out, lse, dout.astype(q.dtype)] + ([dlse] if dlse is not None else [])
+  grads = attention_backward.bind(
+      *fixed, *_optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds),
+      deterministic=cfg.deterministic, **cfg.params(bits))
+  dq, dk, dv = grads[:3]
+  dbias = grads[3].astype(bias.dtype) if bias is not None else None
+  return dq, dk, dv, dbias, None, None, None, None, None, None
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def cuda_supports(query, bias, mask) -> str | None:
+  """Why the CUDA kernel cannot serve a call, or None when it can."""
+  if not _extension.has_cuda_target("jaxdnn_attention_fwd"):
+    return "this build has no CUDA attention kernel"
+  if query.dtype not in (jnp.bfloat16, jnp.float16):
+    return f"the CUDA kernel takes bfloat16 or float16, not {query.dtype}"
+  return None
+
+
+def _resolve(implementation, query, bias, mask):
+  """None -> the kernel for the platform when it covers the call, else "xla" (with a warning)."""
+  _platform.check_implementation(implementation, _OP)
+  backend = jax.default_backend()
+  if implementation == "cuda" or (implementation is None and backend == "gpu"):
+    reason = cuda_supports(query, bias, mask)
+    if reason is None:
+      return "cuda" if implementation == "cuda" else None
+    if implementation == "cuda":
+      raise ValueError(f"{_OP}: implementation='cuda' cannot serve this call: {reason}")
+    warnings.warn(f"{_OP}: {reason}; using the XLA composition", stacklevel=3)
+    return "xla"
+  if implementation is not None:
+    return implementation
+  if backend == "cpu":
+    return None
+  warnings.warn(f"{_OP}: no jaxdnn kernel for backend {backend!r}; using the XLA composition",
+                stacklevel=3)
+  return "xla"
+
+
+def _to_4d(x):
+  return None if x is None else jnp.reshape(x, (1,) * (4 - x.ndim) + x.shape)
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
+                          is_causal=False, query_seq_lengths=None, key_value_seq_lengths=None,
+                          local_window_size=None, query_segment_ids=None,
+                          key_value_segment_ids=None, softcap=None, dropout_rate=0.0,
+                          dropout_rng=None, return_logsumexp=False, deterministic=False,
+                          implementation=None):
+  """Scaled dot-product attention, a drop-in for `jax.nn.dot_product_attention`.
+
+  Args:
+    query: [batch, q_len, heads, head_dim] (or without the batch dim).
+    key, value: [batch, kv_len, kv_heads, head_dim]; kv_heads divides heads (GQA/MQA).
+    bias: additive logits bias, broadcastable to [batch, heads, q_len, kv_len]
+      (rank < 4 gets leading 1s, as in jax.nn); differentiable.
+    mask: bool, broadcastable like bias; True = attend.
+    scale: logits scale; default 1 / sqrt(head_dim).
+    is_causal: causal mask, aligned top-left for self attention and
+      bottom-right when the query is shorter than the key/value.
+    query_seq_lengths, key_value_seq_lengths: int [batch] valid lengths.
+    local_window_size: int or (left, right) keys on each side of the diagonal.
+    query_segment_ids, key_value_segment_ids: int [batch, q_len] / [batch,
+      kv_len]; a query attends only keys with its segment id (packed documents).
+    softcap: logits become softcap * tanh(logits / softcap) (before bias).
+    dropout_rate, dropout_rng: dropout on the attention probabilities; the
+      same key gives the same mask in the forward and the backward.
+    return_logsumexp: also return the float32 log-sum-exp [batch, q_len,
+      heads] of the logits (-inf for a query with no key); differentiable.
+    deterministic: bit-identical gradients across runs on GPU (the CPU
+      kernel always is).
+    implementation: None (the kernel for the platform, else "xla" with a
+      warning), "cuda", "cpu" or "xla" (plain JAX, the test oracle).
+
+  A query row with no key to attend gives zeros. Returns the output in
+  query's dtype and layout, and the log-sum-exp when asked.
+  """
+  query, key, value = jnp.asarray(query), jnp.asarray(key), jnp.asarray(value)
+  validation.check_qkv(query, key, value)
+  unbatched = query.ndim == 3
+  if unbatched:
+    query, key, value = query[None], key[None], value[None]
+    if query_segment_ids is not None:
+      query_segment_ids = jnp.asarray(query_segment_ids)[None]
+    if key_value_segment_ids is not None:
+      key_value_segment_ids = jnp.asarray(key_value_segment_ids)[None]
+  batch, q_len, heads, head_dim = query.shape
+  kv_len = key.shape[1]
+  full = (batch, heads, q_len, kv_len)
+  bias = _to_4d(None if bias is None else jnp.asarray(bias))
+  mask = _to_4d(None if mask is None else jnp.asarray(mask))
+  validation.check_broadcast("bias", bias, full, boolean=False)
+  validation.check_broadcast("mask", mask, full, boolean=True)
+  lengths = []
+  for name, x in (("query_seq_lengths", query_seq_lengths),
+                  ("key_value_seq_lengths", key_value_seq_lengths)):
+    x = None if x is None else jnp.asarray(x)
+    validation.check_lengths(name, x, batch)
+    lengths.append(None if x is None else x.astype(jnp.int32))
+  q_len_arr, kv_len_arr = lengths
+  q_seg = None if query_segment_ids is None else jnp.asarray(query_segment_ids)
+  kv_seg = None if key_value_segment_ids is None else jnp.asarray(key_value_segment_ids)
+  validation.check_segments(q_seg, kv_seg, batch, q_len, kv_len)
+  if q_seg is not None:
+    q_seg, kv_seg = q_seg.astype(jnp.int32), kv_seg.astype(jnp.int32)
+  window = validation.window_sides(local_window_size)
+  validation.check_scalars(scale, softcap, dropout_rate, dropout_rng)
+  scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+  rate = float(dropout_rate)
+  seeds = dropout.seeds_from_rng(dropout_rng, batch) if rate > 0.0 else None
+  impl = _resolve(implementation, query, bias, mask)
+
+  if impl == "xla":
+    out, lse = reference.attention(
+        query, key, value, bias, mask, scale=scale, is_causal=bool(is_causal),
+        window=None if window == (-1, -1) else window, q_lengths=q_len_arr,
+        kv_lengths=kv_len_arr, q_segment_ids=q_seg, kv_segment_ids=kv_seg,
+        softcap=softcap, dropout_rate=rate, seeds=seeds)
+  else:
+    cfg = _Config(scale=scale, softcap=float(softcap or 0.0), causal=bool(is_causal),
+                  window=window, dropout_rate=rate, implementation=impl,
+                  deterministic=bool(deterministic), with_lse=bool(return_logsumexp))
+    res = _attention(cfg, query, key, value, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg,
+                     seeds)
+    out, lse = res if return_logsumexp else (res, None)
+  if unbatched:
+    out = out[0]
+  if not return_logsumexp:
+    return out
+  lse = jnp.swapaxes(lse, -1, -2)  # [batch, heads, q_len] -> [batch, q_len, heads]
+  return out, (lse[0] if unbatched else lse)

@@ -1,0 +1,139 @@
+"""The attention family's two primitives, forward and backward, on the FfiOp base.
+
+Operand order matches cpp/attention/attention_decode.cc:
+  forward:  q, k, v, [bias], [mask], [q_lengths], [kv_lengths],
+            [q_segment_ids, kv_segment_ids], [seeds]          -> out, lse
+  backward: q, k, v, out, lse, dout, [dlse], then the forward's optional
+            operands                                          -> dq, dk, dv, [dbias]
+`operands` (bits of OPERAND_BITS) says which optional operands are present.
+Every operand's first axis is the batch, which is what the batching rule
+folds vmapped axes into.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdnn._primitive import FfiOp, batch_size, not_mapped, to_front
+from jaxdnn.attention.sharding import BatchHeadsSharding
+
+OPERAND_BITS = dict(bias=1, mask=2, q_lengths=4, kv_lengths=8, segments=16, dropout=32,
+                    dlse=64, dbias=128)
+
+FORWARD_FIXED = ("q", "k", "v")
+BACKWARD_FIXED = ("q", "k", "v", "out", "lse", "dout")
+
+
+def operand_kinds(fixed, operands: int) -> tuple:
+  kinds = list(fixed)
+  if fixed is BACKWARD_FIXED and operands & OPERAND_BITS["dlse"]:
+    kinds.append("dlse")
+  for name in ("bias", "mask", "q_lengths", "kv_lengths"):
+    if operands & OPERAND_BITS[name]:
+      kinds.append(name)
+  if operands & OPERAND_BITS["segments"]:
+    kinds += ["q_segment_ids", "kv_segment_ids"]
+  if operands & OPERAND_BITS["dropout"]:
+    kinds.append("seeds")
+  return tuple(kinds)
+
+
+def _shaped(shape, dtype):
+  return jax.core.ShapedArray(tuple(shape), np.dtype(dtype))
+
+
+def _attrs(operands, scale, softcap, causal, window_left, window_right, dropout_rate):
+  return dict(operands=np.int32(operands), scale=np.float32(scale), softcap=np.float32(softcap),
+              causal=np.int32(causal), window_left=np.int32(window_left),
+              window_right=np.int32(window_right), dropout_rate=np.float32(dropout_rate))
+
+
+def _fold_batch(args, dims, kinds, expand_bias: bool):
+  """Moves vmapped axes to the front and merges them into the batch axis.
+
+  Unbatched operands are broadcast along the vmapped axis, except a bias or
+  mask that broadcasts over the batch (size 1), which can stay as it is in
+  the forward. Returns the new operands, the vmap size and the batch size.
+  """
+  size = batch_size(args, dims)
+  q = to_front(args[0], dims[0], size)
+  batch = q.shape[1]
+  new = []
+  for a, d, kind in zip(args, dims, kinds):
+    keep_broadcast = (kind == "mask" or (kind == "bias" and not expand_bias))
+    if d is not_mapped and keep_broadcast and a.shape[0] == 1:
+      new.append(a)
+      continue
+    x = to_front(a, d, size)
+    if kind in ("bias", "mask") and x.shape[1] == 1 and batch != 1:
+      x = jnp.broadcast_to(x, (size, batch) + x.shape[2:])
+    new.append(x.reshape((size * x.shape[1],) + x.shape[2:]))
+  return new, size, batch
+
+
+def _unfold(x, size):
+  return x.reshape((size, x.shape[0] // size) + x.shape[1:])
+
+
+class AttentionForward(FfiOp):
+  name = "jaxdnn_attention_fwd"
+  target = "jaxdnn_attention_fwd"
+
+  def abstract_eval(self, q, *rest, **params):
+    batch, q_len, heads, _ = q.shape
+    return [_shaped(q.shape, q.dtype), _shaped((batch, heads, q_len), jnp.float32)]
+
+  def ffi_attributes(self, *, implementation, **params):
+    return _attrs(**params)
+
+  def sharding(self, avals_in, avals_out, *, operands, dropout_rate, **_):
+    kinds = operand_kinds(FORWARD_FIXED, operands)
+    return BatchHeadsSharding(kinds, ("out", "lse"), tuple(a.shape for a in avals_in),
+                              reduces_bias=False)
+
+  def batch(self, args, dims, **params):
+    kinds = operand_kinds(FORWARD_FIXED, params["operands"])
+    new, size, _ = _fold_batch(args, dims, kinds, expand_bias=False)
+    outs = self.bind(*new, **params)
+    return [_unfold(o, size) for o in outs], [0, 0]
+
+
+class AttentionBackward(FfiOp):
+  name = "jaxdnn_attention_bwd"
+  target = "jaxdnn_attention_bwd"
+
+  def abstract_eval(self, q, k, v, *rest, operands, **params):
+    outs = [_shaped(q.shape, q.dtype), _shaped(k.shape, k.dtype), _shaped(v.shape, v.dtype)]
+    if operands & OPERAND_BITS["dbias"]:
+      kinds = operand_kinds(BACKWARD_FIXED, operands)
+      bias = (q, k, v) + rest
+      bias = bias[kinds.index("bias")]
+      outs.append(_shaped(bias.shape, jnp.float32))
+    return outs
+
+  def ffi_attributes(self, *, implementation, deterministic, **params):
+    return dict(_attrs(**params), deterministic=np.int32(deterministic))
+
+  def sharding(self, avals_in, avals_out, *, operands, **_):
+    kinds = operand_kinds(BACKWARD_FIXED, operands)
+    outs = ("dq", "dk", "dv") + (("dbias",) if operands & OPERAND_BITS["dbias"] else ())
+    return BatchHeadsSharding(kinds, outs, tuple(a.shape for a in avals_in), reduces_bias=True)
+
+  def batch(self, args, dims, **params):
+    # dbias must come out per vmapped element, so the bias is expanded to the
+    # full batch and its gradient summed back to the bias's batch size.
+    kinds = operand_kinds(BACKWARD_FIXED, params["operands"])
+    new, size, batch = _fold_batch(args, dims, kinds, expand_bias=True)
+    outs = [_unfold(o, size) for o in self.bind(*new, **params)]
+    if params["operands"] & OPERAND_BITS["dbias"]:
+      i = kinds.index("bias")
+      bias_shape = [n for ax, n in enumerate(args[i].shape) if ax != dims[i]]
+      if bias_shape[0] == 1 and batch != 1:
+        outs[3] = jnp.sum(outs[3], axis=1, keepdims=True)
+    return outs, [0] * len(outs)
+
+
+attention_forward = AttentionForward()
+attention_backward = AttentionBackward()

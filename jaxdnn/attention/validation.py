@@ -1,0 +1,95 @@
+"""Trace-time checks of dot_product_attention's arguments, naming the argument."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+MAX_HEAD_DIM = 256
+
+
+def _err(msg):
+  return ValueError(f"dot_product_attention: {msg}")
+
+
+def check_qkv(query, key, value):
+  for name, x in (("query", query), ("key", key), ("value", value)):
+    if x.ndim not in (3, 4):
+      raise _err(f"{name} must be [batch, seq, heads, head_dim] or [seq, heads, head_dim], "
+                 f"got shape {x.shape}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+      raise _err(f"{name} must be a floating array, got {x.dtype}")
+  if not query.ndim == key.ndim == value.ndim:
+    raise _err(f"query, key and value must have the same rank, got {query.shape}, "
+               f"{key.shape}, {value.shape}")
+  if key.shape != value.shape:
+    raise _err(f"value must have key's shape {key.shape}, got {value.shape}")
+  if not query.dtype == key.dtype == value.dtype:
+    raise _err(f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, "
+               f"{value.dtype}")
+  if query.ndim == 4 and query.shape[0] != key.shape[0]:
+    raise _err(f"query batch {query.shape[0]} != key batch {key.shape[0]}")
+  if query.shape[-1] != key.shape[-1]:
+    raise _err(f"query head_dim {query.shape[-1]} != key head_dim {key.shape[-1]}")
+  if query.shape[-1] > MAX_HEAD_DIM:
+    raise _err(f"head_dim must be at most {MAX_HEAD_DIM}, got {query.shape[-1]}")
+  heads, kv_heads = query.shape[-2], key.shape[-2]
+  if kv_heads == 0 or heads % kv_heads:
+    raise _err(f"key/value heads ({kv_heads}) must divide query heads ({heads})")
+
+
+def check_broadcast(name, x, full_shape, *, boolean):
+  if x is None:
+    return
+  if boolean and x.dtype != np.dtype(bool):
+    raise _err(f"{name} must be a bool array (True = attend), got {x.dtype}")
+  if not boolean and not jnp.issubdtype(x.dtype, jnp.floating):
+    raise _err(f"{name} must be a floating array, got {x.dtype}")
+  if x.ndim != 4 or any(d not in (1, f) for d, f in zip(x.shape, full_shape)):
+    raise _err(f"{name} must be 4-D and broadcastable to [batch, heads, q_len, kv_len] = "
+               f"{tuple(full_shape)}, got {x.shape}")
+
+
+def check_lengths(name, x, batch):
+  if x is None:
+    return
+  if x.shape != (batch,) or not jnp.issubdtype(x.dtype, jnp.integer):
+    raise _err(f"{name} must be an integer array of shape ({batch},), got {x.dtype}{list(x.shape)}")
+
+
+def check_segments(q_ids, kv_ids, batch, q_len, kv_len):
+  if (q_ids is None) != (kv_ids is None):
+    raise _err("query_segment_ids and key_value_segment_ids must be given together")
+  if q_ids is None:
+    return
+  for name, x, n in (("query_segment_ids", q_ids, q_len), ("key_value_segment_ids", kv_ids, kv_len)):
+    if x.shape != (batch, n) or not jnp.issubdtype(x.dtype, jnp.integer):
+      raise _err(f"{name} must be an integer array of shape {(batch, n)}, got "
+                 f"{x.dtype}{list(x.shape)}")
+
+
+def window_sides(local_window_size):
+  """(left, right) with -1 for 'unbounded', from None, an int or a pair."""
+  if local_window_size is None:
+    return (-1, -1)
+  if isinstance(local_window_size, (int, np.integer)):
+    local_window_size = (local_window_size, local_window_size)
+  try:
+    left, right = (int(s) for s in local_window_size)
+  except (TypeError, ValueError):
+    raise _err(f"local_window_size must be an int or a (left, right) pair, got "
+               f"{local_window_size!r}") from None
+  if left < 0 or right < 0:
+    raise _err(f"local_window_size sides must be >= 0, got {(left, right)}")
+  return (left, right)
+
+
+def check_scalars(scale, softcap, dropout_rate, dropout_rng):
+  if scale is not None and not np.isfinite(float(scale)):
+    raise _err(f"scale must be a finite number, got {scale!r}")
+  if softcap is not None and not float(softcap) > 0:
+    raise _err(f"softcap must be > 0 (or None), got {softcap!r}")
+  if not 0.0 <= float(dropout_rate) < 1.0:
+    raise _err(f"dropout_rate must be in [0, 1), got {dropout_rate!r}")
+  if float(dropout_rate) > 0.0 and dropout_rng is None:
+    raise _err("dropout_rate > 0 needs a dropout_rng key")
