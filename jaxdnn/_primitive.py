@@ -69,6 +69,11 @@ class FfiOp:
   def ffi_attributes(self, **params) -> dict[str, Any]:
     return {}
 
+  def fallback(self, platform: str, **params):
+    """A plain-JAX function of the operands to lower instead of the FFI call
+    on `platform` (for a direction a platform has no kernel for yet), or None."""
+    return None
+
   def workspace(self, platform: str, avals_in, **params) -> list[jax.ShapeDtypeStruct]:
     """Extra results the handler uses as scratch on `platform`; dropped after the call."""
     return []
@@ -124,6 +129,9 @@ class FfiOp:
     implementation = params.get("implementation")
     if implementation is not None and implementation != platform:
       raise _platform.lowering_platform_error(self.name, implementation, platform)
+    composed = self.fallback(platform, **params)
+    if composed is not None:
+      return mlir.lower_fun(composed, multiple_results=True)(ctx, *args)
     if _single_device(ctx):
       fn = functools.partial(self._ffi_call, platform, params)
     else:

@@ -82,7 +82,7 @@ JAXDNN_HD bool DropoutKeep(uint32_t row_state, uint32_t j, uint32_t threshold) {
 }
 
 // Bits below the threshold are dropped: P(drop) = rate.
-inline uint32_t DropoutThreshold(float rate) {
+JAXDNN_HD uint32_t DropoutThreshold(float rate) {
   const double t = double(rate) * 4294967296.0;
   return t >= 4294967295.0 ? 4294967295U : uint32_t(t);
 }

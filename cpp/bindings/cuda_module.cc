@@ -2,6 +2,7 @@
 #include <nanobind/nanobind.h>
 
 #include "bindings/register.h"
+#include "attention/attention_ffi.h"
 #include "norms/norm_ffi.h"
 
 namespace nb = nanobind;
@@ -11,6 +12,7 @@ NB_MODULE(_jaxdnn_cuda, m) {
     nb::dict d;
     d["jaxdnn_norm_fwd"] = jaxdnn::HandlerCapsule(jaxdnn::norms::kNormFwdCuda);
     d["jaxdnn_norm_bwd"] = jaxdnn::HandlerCapsule(jaxdnn::norms::kNormBwdCuda);
+    d["jaxdnn_attention_fwd"] = jaxdnn::HandlerCapsule(jaxdnn::attention::kAttentionFwdCuda);
     return d;
   });
 }

@@ -86,13 +86,28 @@ def _attention_bwd(cfg, saved, ct):
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
+# Head dims the CUDA kernels are built for; other head dims are zero-padded up
+# (zeros change neither q.k nor the kept columns of the output).
+CUDA_HEAD_DIMS = (64, 128, 256)
+
+
 def cuda_supports(query, bias, mask) -> str | None:
   """Why the CUDA kernel cannot serve a call, or None when it can."""
   if not _extension.has_cuda_target("jaxdnn_attention_fwd"):
     return "this build has no CUDA attention kernel"
   if query.dtype not in (jnp.bfloat16, jnp.float16):
     return f"the CUDA kernel takes bfloat16 or float16, not {query.dtype}"
+  if query.shape[0] > 65535 or query.shape[2] > 65535:
+    return "the CUDA kernel takes at most 65535 batch rows and heads"
   return None
+
+
+def _padded_head_dim(head_dim):
+  return next(d for d in CUDA_HEAD_DIMS if d >= head_dim)
+
+
+def _pad_head_dim(x, to):
+  return x if x.shape[-1] == to else jnp.pad(x, [(0, 0)] * 3 + [(0, to - x.shape[-1])])
 
 
 def _resolve(implementation, query, bias, mask):
@@ -196,12 +211,18 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
         kv_lengths=kv_len_arr, q_segment_ids=q_seg, kv_segment_ids=kv_seg,
         softcap=softcap, dropout_rate=rate, seeds=seeds)
   else:
+    run_on_cuda = impl == "cuda" or (impl is None and jax.default_backend() == "gpu")
+    q_in, k_in, v_in = query, key, value
+    if run_on_cuda:
+      width = _padded_head_dim(head_dim)
+      q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
     cfg = _Config(scale=scale, softcap=float(softcap or 0.0), causal=bool(is_causal),
                   window=window, dropout_rate=rate, implementation=impl,
                   deterministic=bool(deterministic), with_lse=bool(return_logsumexp))
-    res = _attention(cfg, query, key, value, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg,
+    res = _attention(cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg,
                      seeds)
     out, lse = res if return_logsumexp else (res, None)
+    out = out[..., :head_dim]
   if unbatched:
     out = out[0]
   if not return_logsumexp:

@@ -16,7 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdnn import _extension
 from jaxdnn._primitive import FfiOp, batch_size, not_mapped, to_front
+from jaxdnn.attention import reference
 from jaxdnn.attention.sharding import BatchHeadsSharding
 
 OPERAND_BITS = dict(bias=1, mask=2, q_lengths=4, kv_lengths=8, segments=16, dropout=32,
@@ -116,6 +118,11 @@ class AttentionBackward(FfiOp):
   def ffi_attributes(self, *, implementation, deterministic, **params):
     return dict(_attrs(**params), deterministic=np.int32(deterministic))
 
+  def fallback(self, platform, **params):
+    if platform == "cuda" and not _extension.has_cuda_target(self.target):
+      return lambda *args: _composed_backward(*args, **params)
+    return None
+
   def sharding(self, avals_in, avals_out, *, operands, **_):
     kinds = operand_kinds(BACKWARD_FIXED, operands)
     outs = ("dq", "dk", "dv") + (("dbias",) if operands & OPERAND_BITS["dbias"] else ())
@@ -133,6 +140,29 @@ class AttentionBackward(FfiOp):
       if bias_shape[0] == 1 and batch != 1:
         outs[3] = jnp.sum(outs[3], axis=1, keepdims=True)
     return outs, [0] * len(outs)
+
+
+def _composed_backward(*args, operands, scale, softcap, causal, window_left, window_right,
+                       dropout_rate, implementation, deterministic):
+  """The backward as a plain-JAX vjp of the reference (used where no kernel exists yet)."""
+  named = dict(zip(operand_kinds(BACKWARD_FIXED, operands), args))
+  window = None if (window_left, window_right) == (-1, -1) else (window_left, window_right)
+  has_bias = "bias" in named
+
+  def forward(q, k, v, bias):
+    return reference.attention(
+        q, k, v, bias, named.get("mask"), scale=scale, is_causal=causal, window=window,
+        q_lengths=named.get("q_lengths"), kv_lengths=named.get("kv_lengths"),
+        q_segment_ids=named.get("q_segment_ids"), kv_segment_ids=named.get("kv_segment_ids"),
+        softcap=softcap or None, dropout_rate=dropout_rate, seeds=named.get("seeds"))
+
+  _, vjp = jax.vjp(forward, named["q"], named["k"], named["v"], named.get("bias"))
+  dlse = named.get("dlse", jnp.zeros_like(named["lse"]))
+  dq, dk, dv, dbias = vjp((named["dout"], dlse))
+  grads = [dq, dk, dv]
+  if operands & OPERAND_BITS["dbias"] and has_bias:
+    grads.append(dbias.astype(jnp.float32))
+  return grads
 
 
 attention_forward = AttentionForward()

@@ -43,6 +43,10 @@ def print_table(records, copy_tbps):
 
 
 def main(argv=None):
+  argv = sys.argv[1:] if argv is None else argv
+  if argv and argv[0] == "attention":  # compute-bound: its own table (TFLOP/s)
+    from jaxdnn.bench import attention
+    return attention.main(argv[1:])
   ap = argparse.ArgumentParser(prog="python -m jaxdnn.bench")
   ap.add_argument("suites", nargs="*", default=["norms"], choices=sorted(SUITES))
   ap.add_argument("--out", help="write the records as JSON here")

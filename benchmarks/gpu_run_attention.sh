@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Build jaxdnn on a GPU machine, self-check and test attention (and the rest of
+# the suite), then benchmark attention; everything goes to the folder given.
+#   bash benchmarks/gpu_run_attention.sh OUTDIR [bench args...]
+set -uo pipefail
+out=${1:-${OUT:?give an output folder}}
+shift || true
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
+echo "== build"
+( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \
+  || { tail -50 "$out/build.log"; exit 1; }
+grep -E "registers|Successfully" "$out/build.log" | tail -3
+echo "== self-check"
+( cd /tmp && timeout 200 python3 "$repo/benchmarks/attention_gpu_check.py" ) 2>&1 | tee "$out/check.txt"
+echo "== tests"
+( cd /tmp && timeout ${TEST_TIMEOUT:-240} python3 -m pytest "$repo/tests" -q -x -p no:cacheprovider \
+    ${TESTS:-} ) > "$out/tests.log" 2>&1
+echo "pytest exit $?"; tail -5 "$out/tests.log"
+echo "== benchmarks"
+( cd /tmp && timeout ${BENCH_TIMEOUT:-300} python3 -m jaxdnn.bench attention --out "$out/attention.json" "$@" ) \
+  2>&1 | tee "$out/bench.txt"

@@ -1,0 +1,278 @@
+// CUDA attention forward: one block of 4 warps computes 64 query rows of one
+// head (16 rows per warp) against the key/value tiles its rows can see.
+//
+//   mainloop:  K/V tiles double-buffered through cp.async into swizzled shared
+//              memory; S = Q K^T and O += P V on mma.sync m16n8k16 tensor cores.
+//   softmax:   online, in registers, float32; masks from attention_mask.h.
+//   skipping:  tiles outside the block's causal/window/padding band are never
+//              loaded; with segment ids, a tile none of whose keys can share a
+//              segment with the block's queries is skipped after one vote.
+//   epilogue:  O / rowsum written in the input dtype; log-sum-exp in float32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <climits>
+
+#include "attention/attention_mask.h"
+#include "common/cuda_mma.cuh"
+
+namespace jaxdnn::attention {
+
+constexpr int kFwdBlockM = 64;
+constexpr int kFwdThreads = 128;
+
+template <int kD>
+constexpr int FwdBlockN() { return kD <= 128 ? 64 : 32; }
+
+template <int kD>
+constexpr int FwdSmemBytes() {
+  return (kFwdBlockM * kD + 4 * FwdBlockN<kD>() * kD) * 2;
+}
+
+// Copies `rows` rows of a [*, heads, kD] strided tensor into a swizzled tile,
+// zero-filling rows at or past `valid`.
+template <typename T, int kD, int kRows>
+__device__ __forceinline__ void LoadTile(T* tile, const T* src, int64_t row_stride, int valid) {
+  constexpr int kChunks = kD / 8;
+  for (int c = threadIdx.x; c < kRows * kChunks; c += kFwdThreads) {
+    const int r = c / kChunks, ch = c % kChunks;
+    const bool ok = r < valid;
+    mma::CpAsync16(tile + mma::SwizzledTile<kD>::Offset(r, ch), ok ? src + r * row_stride + ch * 8 : src,
+                   ok ? 16 : 0);
+  }
+}
+
+// One bias element as float32, whatever the bias dtype.
+template <typename Args>
+__device__ __forceinline__ float LoadBias(const Args& p, int b, int h, int i, int j) {
+  const int64_t off = p.bias.Offset(b, h, i, j);
+  switch (p.bias_dtype) {
+    case ffi::DataType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p.bias.data)[off]);
+    case ffi::DataType::F16: return __half2float(static_cast<const __half*>(p.bias.data)[off]);
+    default: return static_cast<const float*>(p.bias.data)[off];
+  }
+}
+
+template <typename T, int kD>
+__global__ void __launch_bounds__(kFwdThreads) AttentionFwdKernel(const AttnFwdArgs p) {
+  constexpr int kBlockN = FwdBlockN<kD>();
+  constexpr int kNTiles = kBlockN / 8;   // n8 blocks of S per warp
+  constexpr int kDTiles = kD / 8;        // n8 blocks of O per warp
+  using Swz = mma::SwizzledTile<kD>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sK = sQ + kFwdBlockM * kD;          // [2][kBlockN][kD]
+  T* sV = sK + 2 * kBlockN * kD;         // [2][kBlockN][kD]
+
+  const AttnShape& s = p.shape;
+  const AttnMaskParams& m = p.mask_params;
+  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * kFwdBlockM;
+  const int kvh = h / int(s.group());
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t q_stride = s.heads * kD, kv_stride = s.kv_heads * kD;
+
+  // The key band of this block: lo of its first row, hi of its last valid row
+  // (both are non-decreasing in the row).
+  const int q_valid = int(ClampLength(m.q_lengths, b, s.q_len));
+  const int last_row = min(q0 + kFwdBlockM, q_valid) - 1;
+  int band_lo = 0, band_hi = 0;
+  if (last_row >= q0) {
+    band_lo = int(AllowedKeys(m, s, b, q0).lo);
+    band_hi = int(AllowedKeys(m, s, b, last_row).hi);
+  }
+  const int tile_lo = band_lo / kBlockN;
+  const int tile_hi = band_hi > band_lo ? (band_hi + kBlockN - 1) / kBlockN : tile_lo;
+
+  // This thread's two rows (g and g + 8 of the warp's 16) and their key ranges.
+  const int g = lane / 4, quad = lane % 4;
+  int row[2], lo[2], hi[2];
+  uint32_t drop_state[2] = {0, 0};
+  const bool dropout = m.seeds != nullptr && m.dropout_rate > 0.f;
+  for (int r = 0; r < 2; ++r) {
+    row[r] = q0 + warp * 16 + g + 8 * r;
+    const KeyRange kr = AllowedKeys(m, s, b, row[r]);
+    lo[r] = int(kr.lo);
+    hi[r] = int(kr.hi);
+    if (dropout) drop_state[r] = DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(row[r]));
+  }
+  const uint32_t drop_threshold = dropout ? DropoutThreshold(m.dropout_rate) : 0u;
+  const float keep_scale = dropout ? 1.f / (1.f - m.dropout_rate) : 1.f;
+
+  // Segment ids: the block's query segment range, for the per-tile vote.
+  __shared__ int seg_range[4];
+  int seg_min = 0, seg_max = 0;
+  if (m.q_segments != nullptr) {
+    if (threadIdx.x < 4) seg_range[threadIdx.x] = (threadIdx.x & 1) ? INT_MIN : INT_MAX;
+    __syncthreads();
+    if (threadIdx.x < kFwdBlockM && q0 + int(threadIdx.x) <= last_row) {
+      const int id = m.q_segments[int64_t(b) * s.q_len + q0 + threadIdx.x];
+      atomicMin(&seg_range[0], id);
+      atomicMax(&seg_range[1], id);
+    }
+    __syncthreads();
+    seg_min = seg_range[0];
+    seg_max = seg_range[1];
+  }
+
+  const T* q_src = static_cast<const T*>(p.q) + (int64_t(b) * s.q_len + q0) * q_stride + int64_t(h) * kD;
+  const T* k_src = static_cast<const T*>(p.k) + int64_t(b) * s.kv_len * kv_stride + int64_t(kvh) * kD;
+  const T* v_src = static_cast<const T*>(p.v) + int64_t(b) * s.kv_len * kv_stride + int64_t(kvh) * kD;
+
+  float o[kDTiles][4];
+  for (int i = 0; i < kDTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+  if (tile_hi > tile_lo) {
+    LoadTile<T, kD, kFwdBlockM>(sQ, q_src, q_stride, int(s.q_len) - q0);
+    LoadTile<T, kD, kBlockN>(sK, k_src + int64_t(tile_lo) * kBlockN * kv_stride, kv_stride,
+                             int(s.kv_len) - tile_lo * kBlockN);
+    LoadTile<T, kD, kBlockN>(sV, v_src + int64_t(tile_lo) * kBlockN * kv_stride, kv_stride,
+                             int(s.kv_len) - tile_lo * kBlockN);
+    mma::CpAsyncCommit();
+  }
+
+  for (int t = tile_lo; t < tile_hi; ++t) {
+    const int buf = (t - tile_lo) & 1;
+    const int n0 = t * kBlockN;
+    if (t + 1 < tile_hi) {
+      const int n1 = n0 + kBlockN;
+      LoadTile<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, k_src + int64_t(n1) * kv_stride, kv_stride,
+                               int(s.kv_len) - n1);
+      LoadTile<T, kD, kBlockN>(sV + (buf ^ 1) * kBlockN * kD, v_src + int64_t(n1) * kv_stride, kv_stride,
+                               int(s.kv_len) - n1);
+    }
+    mma::CpAsyncCommit();
+    mma::CpAsyncWait<1>();
+    __syncthreads();
+
+    if (m.q_segments != nullptr) {
+      const int j = n0 + threadIdx.x;
+      bool may_match = false;
+      if (threadIdx.x < kBlockN && j < s.kv_len) {
+        const int id = m.kv_segments[int64_t(b) * s.kv_len + j];
+        may_match = id >= seg_min && id <= seg_max;
+      }
+      if (!__syncthreads_or(may_match)) {
+        __syncthreads();
+        continue;
+      }
+    }
+
+    const T* tK = sK + buf * kBlockN * kD;
+    const T* tV = sV + buf * kBlockN * kD;
+
+    // S = Q K^T for this warp's 16 rows.
+    float sc[kNTiles][4];
+    for (int i = 0; i < kNTiles; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t a[4];
+      mma::LdMatrixX4(a, sQ + Swz::Offset(warp * 16 + (lane % 16), kk * 2 + lane / 16));
+#pragma unroll
+      for (int nb = 0; nb < kBlockN / 16; ++nb) {
+        uint32_t bk[4];
+        mma::LdMatrixX4(bk, tK + Swz::Offset(nb * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2));
+        mma::MmaOp<T>::Run(sc[2 * nb], a, bk[0], bk[1]);
+        mma::MmaOp<T>::Run(sc[2 * nb + 1], a, bk[2], bk[3]);
+      }
+    }
+
+    // Logits and masks, then the online softmax update of both rows.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nb = 0; nb < kNTiles; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const int j = n0 + nb * 8 + 2 * quad + (e & 1);
+        float x = -INFINITY;
+        if (j >= lo[r] && j < hi[r] && SameSegment(m, s, b, row[r], j) &&
+            (p.mask.data == nullptr ||
+             static_cast<const uint8_t*>(p.mask.data)[p.mask.Offset(b, h, row[r], j)])) {
+          x = Logit(m, sc[nb][e]);
+          if (p.bias.data != nullptr) x += LoadBias(p, b, h, row[r], j);
+        }
+        sc[nb][e] = x;
+        tile_max[r] = fmaxf(tile_max[r], x);
+      }
+    }
+    float correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float new_max = fmaxf(row_max[r], tile_max[r]);
+      const float base = new_max == -INFINITY ? 0.f : new_max;
+      correction[r] = __expf(row_max[r] - base);
+      row_max[r] = new_max;
+      tile_max[r] = base;  // reused below as the exponent base
+      row_sum[r] *= correction[r];
+    }
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) {
+      o[i][0] *= correction[0];
+      o[i][1] *= correction[0];
+      o[i][2] *= correction[1];
+      o[i][3] *= correction[1];
+    }
+#pragma unroll
+    for (int nb = 0; nb < kNTiles; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const float pr = __expf(sc[nb][e] - tile_max[r]);
+        row_sum[r] += pr;
+        float pd = pr;
+        if (dropout) {
+          const int j = n0 + nb * 8 + 2 * quad + (e & 1);
+          pd = DropoutKeep(drop_state[r], uint32_t(j), drop_threshold) ? pr * keep_scale : 0.f;
+        }
+        sc[nb][e] = pd;
+      }
+    }
+
+    // O += P V: the S accumulators of two n8 blocks are the A operand of one k16 step.
+#pragma unroll
+    for (int kt = 0; kt < kBlockN / 16; ++kt) {
+      uint32_t a[4];
+      a[0] = mma::Pack2<T>(sc[2 * kt][0], sc[2 * kt][1]);
+      a[1] = mma::Pack2<T>(sc[2 * kt][2], sc[2 * kt][3]);
+      a[2] = mma::Pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
+      a[3] = mma::Pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
+#pragma unroll
+      for (int db = 0; db < kD / 16; ++db) {
+        uint32_t bv[4];
+        mma::LdMatrixX4Trans(bv, tV + Swz::Offset(kt * 16 + ((lane / 8) % 2) * 8 + (lane % 8), db * 2 + lane / 16));
+        mma::MmaOp<T>::Run(o[2 * db], a, bv[0], bv[1]);
+        mma::MmaOp<T>::Run(o[2 * db + 1], a, bv[2], bv[3]);
+      }
+    }
+    __syncthreads();  // the next iteration's loads overwrite this buffer
+  }
+  mma::CpAsyncWait<0>();
+
+  // Epilogue: each row's sum is spread over its quad.
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+    if (row[r] >= s.q_len) continue;
+    const bool empty = !(row_sum[r] > 0.f);
+    const float inv = empty ? 0.f : 1.f / row_sum[r];
+    T* dst = out + (int64_t(b) * s.q_len + row[r]) * q_stride + int64_t(h) * kD;
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) {
+      *reinterpret_cast<uint32_t*>(dst + i * 8 + 2 * quad) =
+          mma::Pack2<T>(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+    }
+    if (quad == 0) {
+      p.lse[(int64_t(b) * s.heads + h) * s.q_len + row[r]] =
+          empty ? -INFINITY : row_max[r] + __logf(row_sum[r]);
+    }
+  }
+}
+
+}  // namespace jaxdnn::attention

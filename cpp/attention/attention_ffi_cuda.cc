@@ -1,0 +1,44 @@
+// XLA FFI handler for CUDA attention: the stream comes from XLA, nothing
+// allocates or synchronizes, so it runs inside XLA's command buffers.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "attention/attention_cuda_kernels.h"
+#include "attention/attention_ffi.h"
+
+namespace jaxdnn::attention {
+namespace {
+
+ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                   int32_t operands, float scale, float softcap, int32_t causal, int32_t window_left,
+                   int32_t window_right, float dropout_rate) {
+  auto p = DecodeFwd(args, rets, operands, scale, softcap, causal, window_left, window_right,
+                     dropout_rate);
+  if (!p.has_value()) return p.error();
+  if (!CudaHeadDimSupported(p->shape.head_dim)) {
+    return InvalidArg("jaxdnn attention", "the CUDA kernel takes head_dim 64, 128 or 256, got " +
+                                              std::to_string(p->shape.head_dim));
+  }
+  if (p->dtype != ffi::DataType::BF16 && p->dtype != ffi::DataType::F16) {
+    return InvalidArg("jaxdnn attention", "the CUDA kernel takes bfloat16 or float16");
+  }
+  if (p->shape.batch > 65535 || p->shape.heads > 65535) {
+    return InvalidArg("jaxdnn attention", "batch and heads must be at most 65535 on CUDA");
+  }
+  const cudaError_t err = AttentionFwdCuda(*p, stream);
+  if (err != cudaSuccess) {
+    return ffi::Error::Internal(std::string("jaxdnn attention forward launch failed: ") +
+                                cudaGetErrorString(err));
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionFwdCuda, FwdCuda,
+                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  JAXDNN_ATTENTION_ATTRS,
+                              {ffi::Traits::kCmdBufferCompatible});
+
+}  // namespace jaxdnn::attention

@@ -1,0 +1,235 @@
+"""Attention benchmark: jaxdnn against cuDNN and XLA (jax.nn.dot_product_attention),
+PyTorch SDPA and tokamax when present, side by side in one process.
+
+  python -m jaxdnn.bench attention [--quick] [--dims 64,128,256] [--seqs 512,...] [--out f.json]
+
+Grid: batch x seq = 16k tokens, 16 heads, head dims 64/128/256, causal and
+not, forward and forward+backward; plus packed documents and decode.
+FLOPs: forward 4*B*H*Sq*Sk*D, halved when causal; backward 2.5x forward.
+Packed documents count only the FLOPs inside their documents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxdnn  # noqa: E402
+from jaxdnn.bench import timing  # noqa: E402
+
+TOKENS = 16384
+HEADS = 16
+SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+DIMS = (64, 128, 256)
+XLA_MAX_SEQ = 4096      # XLA materializes [B, H, S, S] float32 logits
+
+
+def _tokamax():
+  try:
+    import tokamax
+    return tokamax
+  except Exception:  # noqa: BLE001 - not installed: the anchor is skipped
+    return None
+
+
+def _impls(with_torch):
+  impls = {
+      "jaxdnn": lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw),
+      "cudnn": lambda q, k, v, **kw: jax.nn.dot_product_attention(q, k, v, implementation="cudnn", **kw),
+      "xla": lambda q, k, v, **kw: jax.nn.dot_product_attention(q, k, v, implementation="xla", **kw),
+  }
+  tk = _tokamax()
+  if tk is not None:
+    impls["tokamax"] = lambda q, k, v, **kw: tk.dot_product_attention(q, k, v, **kw)
+  return impls
+
+
+def _fwd_and_fwdbwd(f, kw):
+  fwd = jax.jit(lambda q, k, v: f(q, k, v, **kw))
+
+  def loss(q, k, v):
+    return jnp.sum(f(q, k, v, **kw).astype(jnp.float32))
+  fwdbwd = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+  return fwd, fwdbwd
+
+
+def _record(name, case, direction, impl, seconds, flops, **extra):
+  return dict(op=name, case=case, direction=direction, impl=impl, time_us=seconds * 1e6,
+              tflops=flops / seconds / 1e12, **extra)
+
+
+def _time_pair(impl_name, f, kw, q, k, v, flops_fwd, case, name, records, with_bwd=True):
+  try:
+    fwd, fwdbwd = _fwd_and_fwdbwd(f, kw)
+    t_f = timing.time_jax(fwd, q, k, v, warmup=2, repeats=7, calls=5)
+    records.append(_record(name, case, "fwd", impl_name, t_f, flops_fwd))
+    if with_bwd:
+      t_fb = timing.time_jax(fwdbwd, q, k, v, warmup=2, repeats=7, calls=3)
+      records.append(_record(name, case, "fwd+bwd", impl_name, t_fb, 3.5 * flops_fwd))
+  except Exception as e:  # noqa: BLE001 - an anchor that refuses a case is recorded, not fatal
+    records.append(dict(op=name, case=case, direction="fwd", impl=impl_name,
+                        error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"))
+
+
+def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
+  try:
+    import torch
+    import torch.nn.functional as F
+  except Exception:  # noqa: BLE001
+    return
+  tq, tk, tv = (torch.from_numpy(np.asarray(x.astype(jnp.float32))).to("cuda", torch.bfloat16)
+                .transpose(1, 2).contiguous() for x in (q, k, v))
+  try:
+    t_f = timing.time_torch(lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal),
+                            warmup=2, repeats=7, calls=5)
+    records.append(_record(name, case, "fwd", "torch", t_f, flops_fwd))
+    tq.requires_grad_(True), tk.requires_grad_(True), tv.requires_grad_(True)
+
+    def fb():
+      o = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+      o.sum().backward()
+    t_fb = timing.time_torch(fb, warmup=2, repeats=7, calls=3)
+    records.append(_record(name, case, "fwd+bwd", "torch", t_fb, 3.5 * flops_fwd))
+  except Exception as e:  # noqa: BLE001
+    records.append(dict(op=name, case=case, direction="fwd", impl="torch", error=str(e)[:160]))
+  finally:
+    del tq, tk, tv
+    torch.cuda.empty_cache()
+
+
+def dense_grid(seqs, dims, causals, with_torch, records, tokens=TOKENS):
+  impls = _impls(with_torch)
+  for dim in dims:
+    for seq in seqs:
+      batch = max(1, tokens // seq)
+      keys = jax.random.split(jax.random.PRNGKey(seq * dim), 3)
+      q, k, v = (jax.random.normal(kk, (batch, seq, HEADS, dim), jnp.bfloat16) for kk in keys)
+      for causal in causals:
+        flops = 4 * batch * HEADS * seq * seq * dim / (2 if causal else 1)
+        case = f"b{batch}s{seq}d{dim}" + ("c" if causal else "")
+        for name, f in impls.items():
+          if name == "xla" and seq > XLA_MAX_SEQ:
+            continue
+          _time_pair(name, f, dict(is_causal=causal), q, k, v, flops, case, "attention", records)
+        if with_torch:
+          _torch_rows(q, k, v, causal, flops, case, "attention", records)
+        _print_case(records, case)
+
+
+def packed_documents(dim, with_torch, records, seq=8192, batch=2, mean_doc=1024):
+  """Causal attention over packed documents; FLOPs only inside documents."""
+  rng = np.random.default_rng(0)
+  ids = np.zeros((batch, seq), np.int32)
+  flops = 0.0
+  for b in range(batch):
+    pos, doc = 0, 0
+    while pos < seq:
+      n = int(min(seq - pos, max(16, rng.exponential(mean_doc))))
+      ids[b, pos:pos + n] = doc
+      flops += 4 * HEADS * n * n * dim / 2
+      pos, doc = pos + n, doc + 1
+  keys = jax.random.split(jax.random.PRNGKey(7), 3)
+  q, k, v = (jax.random.normal(kk, (batch, seq, HEADS, dim), jnp.bfloat16) for kk in keys)
+  seg = jnp.asarray(ids)
+  case = f"packed b{batch}s{seq}d{dim}"
+  kw = dict(is_causal=True, query_segment_ids=seg, key_value_segment_ids=seg)
+  _time_pair("jaxdnn", lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw), kw,
+             q, k, v, flops, case, "packed", records)
+  # cuDNN through jax has no segment ids: the same documents as a dense bool mask.
+  mask = (seg[:, None, :, None] == seg[:, None, None, :])
+  _time_pair("cudnn", lambda q, k, v, **kw: jax.nn.dot_product_attention(
+      q, k, v, mask=mask, implementation="cudnn", **kw), dict(is_causal=True), q, k, v, flops,
+      case, "packed", records)
+  _print_case(records, case)
+
+
+def decode(dim, records, kv_len=16384, batch=16):
+  keys = jax.random.split(jax.random.PRNGKey(11), 3)
+  q = jax.random.normal(keys[0], (batch, 1, HEADS, dim), jnp.bfloat16)
+  k, v = (jax.random.normal(kk, (batch, kv_len, HEADS, dim), jnp.bfloat16) for kk in keys[1:])
+  flops = 4 * batch * HEADS * kv_len * dim
+  nbytes = 2 * batch * kv_len * HEADS * dim * 2
+  case = f"decode b{batch}kv{kv_len}d{dim}"
+  for name, f in _impls(False).items():
+    _time_pair(name, f, dict(is_causal=True), q, k, v, flops, case, "decode", records,
+               with_bwd=False)
+  for r in records:
+    if r.get("case") == case and "time_us" in r:
+      r["tbps"] = nbytes / r["time_us"] / 1e6
+  _print_case(records, case)
+
+
+def _print_case(records, case):
+  rows = [r for r in records if r.get("case") == case]
+  for r in rows:
+    if "error" in r:
+      print(f"  {case:<22}{r['impl']:<9} failed: {r['error'][:90]}", flush=True)
+    else:
+      print(f"  {case:<22}{r['direction']:<9}{r['impl']:<9}{r['time_us']:>10.1f} us"
+            f"{r['tflops']:>8.1f} TFLOP/s", flush=True)
+
+
+def add_ratios(records):
+  by_key = {}
+  for r in records:
+    if "time_us" in r:
+      by_key.setdefault((r["op"], r["case"], r["direction"]), {})[r["impl"]] = r["time_us"]
+  for r in records:
+    if r.get("impl") == "jaxdnn" and "time_us" in r:
+      others = by_key[(r["op"], r["case"], r["direction"])]
+      r["speedup_vs"] = {k: t / r["time_us"] for k, t in others.items() if k != "jaxdnn"}
+
+
+def summary(records, dim=128, seq_min=2048):
+  """Geometric means of jaxdnn / cuDNN TFLOP/s over the target grid (seq >= 2k, head dim 128)."""
+  out = {}
+  for direction in ("fwd", "fwd+bwd"):
+    ratios = [r["speedup_vs"]["cudnn"] for r in records
+              if r.get("impl") == "jaxdnn" and r["op"] == "attention" and r["direction"] == direction
+              and "cudnn" in r.get("speedup_vs", {}) and f"d{dim}" in r["case"]
+              and int(r["case"].split("s")[1].split("d")[0]) >= seq_min]
+    if ratios:
+      out[direction] = dict(geomean=math.exp(sum(map(math.log, ratios)) / len(ratios)),
+                            min=min(ratios), cases=len(ratios))
+  return out
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(prog="python -m jaxdnn.bench attention")
+  ap.add_argument("--quick", action="store_true", help="one small case per head dim")
+  ap.add_argument("--dims", default=",".join(map(str, DIMS)))
+  ap.add_argument("--seqs", default=",".join(map(str, SEQS)))
+  ap.add_argument("--no-torch", action="store_true")
+  ap.add_argument("--out")
+  args = ap.parse_args(argv)
+  dims = [int(d) for d in args.dims.split(",")]
+  seqs = [256] if args.quick else [int(s) for s in args.seqs.split(",")]
+  with_torch = not args.no_torch and jax.default_backend() == "gpu"
+  device = jax.devices()[0]
+  print(f"device: {device.device_kind} ({jax.default_backend()}), jax {jax.__version__}", flush=True)
+  records = []
+  dense_grid(seqs, dims, (False, True), with_torch, records, tokens=512 if args.quick else TOKENS)
+  if not args.quick:
+    packed_documents(128, with_torch, records)
+    decode(128, records)
+  add_ratios(records)
+  summ = summary(records)
+  print("jaxdnn vs cuDNN (head dim 128, seq >= 2k):", json.dumps(summ))
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump(dict(device=device.device_kind, backend=jax.default_backend(), jax=jax.__version__,
+                     summary=summ, records=records), f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
