@@ -31,16 +31,21 @@ constexpr int FwdSmemBytes() {
   return (kFwdBlockM * kD + 4 * FwdBlockN<kD>() * kD) * 2;
 }
 
-// Copies `rows` rows of a [*, heads, kD] strided tensor into a swizzled tile,
-// zero-filling rows at or past `valid`.
+// Copies `kRows` rows of a [*, heads, kD] strided tensor into a swizzled tile,
+// zero-filling rows at or past `valid`. Each thread always copies the same
+// chunk column, so its offsets advance by a constant per pass.
 template <typename T, int kD, int kRows>
 __device__ __forceinline__ void LoadTile(T* tile, const T* src, int64_t row_stride, int valid) {
   constexpr int kChunks = kD / 8;
-  for (int c = threadIdx.x; c < kRows * kChunks; c += kFwdThreads) {
-    const int r = c / kChunks, ch = c % kChunks;
+  constexpr int kRowsPerPass = kFwdThreads / kChunks;
+  const int ch = threadIdx.x % kChunks;
+  int r = threadIdx.x / kChunks;
+  const T* from = src + r * row_stride + ch * 8;
+#pragma unroll
+  for (int pass = 0; pass < kRows / kRowsPerPass; ++pass, r += kRowsPerPass) {
     const bool ok = r < valid;
-    mma::CpAsync16(tile + mma::SwizzledTile<kD>::Offset(r, ch), ok ? src + r * row_stride + ch * 8 : src,
-                   ok ? 16 : 0);
+    mma::CpAsync16(tile + mma::SwizzledTile<kD>::Offset(r, ch), ok ? from : src, ok ? 16 : 0);
+    from += kRowsPerPass * row_stride;
   }
 }
 
@@ -82,6 +87,14 @@ __global__ void __launch_bounds__(kFwdThreads) AttentionFwdKernel(const AttnFwdA
     band_lo = int(AllowedKeys(m, s, b, q0).lo);
     band_hi = int(AllowedKeys(m, s, b, last_row).hi);
   }
+  // Tiles every row of the block sees whole need no per-element masking
+  // (unless segments, a mask or a bias make every element differ).
+  int full_lo = INT_MAX, full_hi = INT_MIN;
+  if (last_row == q0 + kFwdBlockM - 1) {
+    full_lo = int(AllowedKeys(m, s, b, last_row).lo);
+    full_hi = int(AllowedKeys(m, s, b, q0).hi);
+  }
+  const bool elementwise = m.q_segments != nullptr || p.mask.data != nullptr || p.bias.data != nullptr;
   const int tile_lo = band_lo / kBlockN;
   const int tile_hi = band_hi > band_lo ? (band_hi + kBlockN - 1) / kBlockN : tile_lo;
 
@@ -168,34 +181,50 @@ __global__ void __launch_bounds__(kFwdThreads) AttentionFwdKernel(const AttnFwdA
     for (int i = 0; i < kNTiles; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t a[4];
+      // All of this k-step's fragments first, then its MMAs: the loads overlap.
+      uint32_t a[4], bk[kBlockN / 16][4];
       mma::LdMatrixX4(a, sQ + Swz::Offset(warp * 16 + (lane % 16), kk * 2 + lane / 16));
 #pragma unroll
       for (int nb = 0; nb < kBlockN / 16; ++nb) {
-        uint32_t bk[4];
-        mma::LdMatrixX4(bk, tK + Swz::Offset(nb * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2));
-        mma::MmaOp<T>::Run(sc[2 * nb], a, bk[0], bk[1]);
-        mma::MmaOp<T>::Run(sc[2 * nb + 1], a, bk[2], bk[3]);
+        mma::LdMatrixX4(bk[nb], tK + Swz::Offset(nb * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2));
+      }
+#pragma unroll
+      for (int nb = 0; nb < kBlockN / 16; ++nb) {
+        mma::MmaOp<T>::Run(sc[2 * nb], a, bk[nb][0], bk[nb][1]);
+        mma::MmaOp<T>::Run(sc[2 * nb + 1], a, bk[nb][2], bk[nb][3]);
       }
     }
 
     // Logits and masks, then the online softmax update of both rows.
     float tile_max[2] = {-INFINITY, -INFINITY};
+    if (!elementwise && n0 >= full_lo && n0 + kBlockN <= full_hi) {
 #pragma unroll
-    for (int nb = 0; nb < kNTiles; ++nb) {
+      for (int nb = 0; nb < kNTiles; ++nb) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int j = n0 + nb * 8 + 2 * quad + (e & 1);
-        float x = -INFINITY;
-        if (j >= lo[r] && j < hi[r] && SameSegment(m, s, b, row[r], j) &&
-            (p.mask.data == nullptr ||
-             static_cast<const uint8_t*>(p.mask.data)[p.mask.Offset(b, h, row[r], j)])) {
-          x = Logit(m, sc[nb][e]);
-          if (p.bias.data != nullptr) x += LoadBias(p, b, h, row[r], j);
+        for (int e = 0; e < 4; ++e) {
+          sc[nb][e] = Logit(m, sc[nb][e]);
+          tile_max[e / 2] = fmaxf(tile_max[e / 2], sc[nb][e]);
         }
-        sc[nb][e] = x;
-        tile_max[r] = fmaxf(tile_max[r], x);
+      }
+    } else {
+#pragma unroll
+      for (int nb = 0; nb < kNTiles; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          const int j = n0 + nb * 8 + 2 * quad + (e & 1);
+          bool keep = (j >= lo[r]) & (j < hi[r]);
+          if (elementwise && keep) {
+            keep = SameSegment(m, s, b, row[r], j) &&
+                   (p.mask.data == nullptr ||
+                    static_cast<const uint8_t*>(p.mask.data)[p.mask.Offset(b, h, row[r], j)]);
+          }
+          float x = Logit(m, sc[nb][e]);
+          if (elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, row[r], j);
+          x = keep ? x : -INFINITY;
+          sc[nb][e] = x;
+          tile_max[r] = fmaxf(tile_max[r], x);
+        }
       }
     }
     float correction[2];
@@ -241,12 +270,20 @@ __global__ void __launch_bounds__(kFwdThreads) AttentionFwdKernel(const AttnFwdA
       a[1] = mma::Pack2<T>(sc[2 * kt][2], sc[2 * kt][3]);
       a[2] = mma::Pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
       a[3] = mma::Pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
+      constexpr int kGroup = 4;  // V fragments loaded ahead of their MMAs
 #pragma unroll
-      for (int db = 0; db < kD / 16; ++db) {
-        uint32_t bv[4];
-        mma::LdMatrixX4Trans(bv, tV + Swz::Offset(kt * 16 + ((lane / 8) % 2) * 8 + (lane % 8), db * 2 + lane / 16));
-        mma::MmaOp<T>::Run(o[2 * db], a, bv[0], bv[1]);
-        mma::MmaOp<T>::Run(o[2 * db + 1], a, bv[2], bv[3]);
+      for (int db0 = 0; db0 < kD / 16; db0 += kGroup) {
+        uint32_t bv[kGroup][4];
+#pragma unroll
+        for (int g4 = 0; g4 < kGroup; ++g4) {
+          mma::LdMatrixX4Trans(bv[g4], tV + Swz::Offset(kt * 16 + ((lane / 8) % 2) * 8 + (lane % 8),
+                                                      (db0 + g4) * 2 + lane / 16));
+        }
+#pragma unroll
+        for (int g4 = 0; g4 < kGroup; ++g4) {
+          mma::MmaOp<T>::Run(o[2 * (db0 + g4)], a, bv[g4][0], bv[g4][1]);
+          mma::MmaOp<T>::Run(o[2 * (db0 + g4) + 1], a, bv[g4][2], bv[g4][3]);
+        }
       }
     }
     __syncthreads();  // the next iteration's loads overwrite this buffer
