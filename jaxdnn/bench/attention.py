@@ -203,6 +203,13 @@ def summary(records, dim=128, seq_min=2048):
   return out
 
 
+def matmul_tflops(n=8192):
+  """The measured bf16 matmul rate: the compute floor's denominator."""
+  a = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.bfloat16)
+  f = jax.jit(lambda a: a @ a)
+  return 2 * n ** 3 / timing.time_jax(f, a, warmup=2, repeats=7, calls=5) / 1e12
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(prog="python -m jaxdnn.bench attention")
   ap.add_argument("--quick", action="store_true", help="one small case per head dim")
@@ -217,6 +224,8 @@ def main(argv=None):
   device = jax.devices()[0]
   print(f"device: {device.device_kind} ({jax.default_backend()}), jax {jax.__version__}", flush=True)
   records = []
+  mm = matmul_tflops(512 if args.quick else 8192)
+  print(f"bf16 matmul (XLA/cuBLAS): {mm:.1f} TFLOP/s", flush=True)
   dense_grid(seqs, dims, (False, True), with_torch, records, tokens=512 if args.quick else TOKENS)
   if not args.quick:
     packed_documents(128, with_torch, records)
@@ -227,7 +236,7 @@ def main(argv=None):
   if args.out:
     with open(args.out, "w") as f:
       json.dump(dict(device=device.device_kind, backend=jax.default_backend(), jax=jax.__version__,
-                     summary=summ, records=records), f, indent=1)
+                     matmul_tflops=mm, summary=summ, records=records), f, indent=1)
   return 0
 
 
