@@ -23,8 +23,13 @@ namespace jaxdnn::attention {
 constexpr int kFwdBlockM = 64;
 constexpr int kFwdThreads = 128;
 
+// Keys per tile. 48 at head dim 128 keeps a block under 75 KB of shared
+// memory (and 170 registers), so three blocks (12 warps) fit on an SM.
 template <int kD>
-constexpr int FwdBlockN() { return kD <= 128 ? 64 : 32; }
+constexpr int FwdBlockN() { return kD <= 64 ? 64 : (kD <= 128 ? 48 : 32); }
+
+template <int kD>
+constexpr int FwdMinBlocks() { return kD <= 128 ? 3 : 2; }
 
 template <int kD>
 constexpr int FwdSmemBytes() {
@@ -61,7 +66,7 @@ __device__ __forceinline__ float LoadBias(const Args& p, int b, int h, int i, in
 }
 
 template <typename T, int kD>
-__global__ void __launch_bounds__(kFwdThreads) AttentionFwdKernel(const AttnFwdArgs p) {
+__global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdKernel(const AttnFwdArgs p) {
   constexpr int kBlockN = FwdBlockN<kD>();
   constexpr int kNTiles = kBlockN / 8;   // n8 blocks of S per warp
   constexpr int kDTiles = kD / 8;        // n8 blocks of O per warp
