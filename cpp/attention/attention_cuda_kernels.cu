@@ -2,7 +2,9 @@
 // launches them on XLA's stream.
 #include "attention/attention_cuda_kernels.h"
 
-#include "attention/attention_cuda_forward.cuh"
+#include <algorithm>
+
+#include "attention/attention_cuda_backward.cuh"
 
 namespace jaxdnn::attention {
 namespace {
@@ -31,7 +33,102 @@ cudaError_t FwdByHeadDim(const AttnFwdArgs& p, cudaStream_t stream) {
   }
 }
 
+template <typename Kernel>
+cudaError_t AllowSmem(Kernel kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <typename T, int kD>
+cudaError_t LaunchBwd(const AttnBwdArgs& p, cudaStream_t stream) {
+  const AttnShape& s = p.shape;
+  const bool staging = p.dbias != nullptr && DbiasNeedsStaging(p.bias, s);
+  BwdWorkspace ws;
+  ws.delta = p.workspace;
+  ws.dk_part = ws.delta + s.batch * s.heads * s.q_len;
+  ws.dv_part = ws.dk_part + s.batch * s.kv_len * s.heads * kD;
+  ws.dbias_full = staging ? ws.dv_part + s.batch * s.kv_len * s.heads * kD : nullptr;
+
+  cudaError_t err;
+  if (p.dbias != nullptr) {  // tiles outside every band are never visited: start from zero
+    float* target = staging ? ws.dbias_full : p.dbias;
+    const int64_t n = staging ? s.batch * s.heads * s.q_len * s.kv_len
+                              : p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3];
+    if ((err = cudaMemsetAsync(target, 0, n * sizeof(float), stream)) != cudaSuccess) return err;
+  }
+  const int64_t rows = s.batch * s.q_len * s.heads;
+  AttentionDeltaKernel<T><<<unsigned((rows + 7) / 8), 256, 0, stream>>>(p, ws.delta);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+
+  static const cudaError_t dq_ok = AllowSmem(AttentionDqKernel<T, kD>, DqSmemBytes<kD>());
+  if (dq_ok != cudaSuccess) return dq_ok;
+  const dim3 dq_grid(unsigned((s.q_len + kDqBlockM - 1) / kDqBlockM), unsigned(s.heads), unsigned(s.batch));
+  AttentionDqKernel<T, kD><<<dq_grid, kBwdThreads, DqSmemBytes<kD>(), stream>>>(p, ws);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+
+  const dim3 kv_grid(unsigned((s.kv_len + kKvBlockN - 1) / kKvBlockN), unsigned(s.heads), unsigned(s.batch));
+  if constexpr (kD <= 128) {
+    static const cudaError_t ok = AllowSmem(AttentionDkDvKernel<T, kD, true, true>, KvSmemBytes<kD>());
+    if (ok != cudaSuccess) return ok;
+    AttentionDkDvKernel<T, kD, true, true><<<kv_grid, kBwdThreads, KvSmemBytes<kD>(), stream>>>(p, ws);
+  } else {
+    static const cudaError_t ok_k = AllowSmem(AttentionDkDvKernel<T, kD, true, false>, KvSmemBytes<kD>());
+    static const cudaError_t ok_v = AllowSmem(AttentionDkDvKernel<T, kD, false, true>, KvSmemBytes<kD>());
+    if (ok_k != cudaSuccess) return ok_k;
+    if (ok_v != cudaSuccess) return ok_v;
+    AttentionDkDvKernel<T, kD, true, false><<<kv_grid, kBwdThreads, KvSmemBytes<kD>(), stream>>>(p, ws);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    AttentionDkDvKernel<T, kD, false, true><<<kv_grid, kBwdThreads, KvSmemBytes<kD>(), stream>>>(p, ws);
+  }
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+
+  const int64_t n_kv = s.batch * s.kv_len * s.kv_heads * kD;
+  const unsigned sum_blocks = unsigned(std::min<int64_t>((n_kv + 255) / 256, 65535));
+  if (n_kv > 0) {
+    AttentionGroupSumKernel<T><<<sum_blocks, 256, 0, stream>>>(ws.dk_part, static_cast<T*>(p.dk), s);
+    AttentionGroupSumKernel<T><<<sum_blocks, 256, 0, stream>>>(ws.dv_part, static_cast<T*>(p.dv), s);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+  if (staging) {
+    const int64_t n = p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3];
+    AttentionDbiasReduceKernel<<<unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 256, 0, stream>>>(
+        ws.dbias_full, p.dbias, p.bias, s);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+template <typename T>
+cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
+  switch (p.shape.head_dim) {
+    case 64: return LaunchBwd<T, 64>(p, stream);
+    case 128: return LaunchBwd<T, 128>(p, stream);
+    case 256: return LaunchBwd<T, 256>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
+
+cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
+  if (p.shape.batch == 0 || p.shape.heads == 0) return cudaSuccess;
+  if (p.shape.q_len == 0 || p.shape.kv_len == 0) {
+    // Nothing attends: every gradient is zero.
+    const int64_t eb = p.dtype == ffi::DataType::F32 ? 4 : 2;
+    const AttnShape& s = p.shape;
+    cudaError_t err = cudaMemsetAsync(p.dq, 0, s.batch * s.q_len * s.heads * s.head_dim * eb, stream);
+    if (err == cudaSuccess) err = cudaMemsetAsync(p.dk, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
+    if (err == cudaSuccess) err = cudaMemsetAsync(p.dv, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
+    if (err == cudaSuccess && p.dbias != nullptr) {
+      err = cudaMemsetAsync(p.dbias, 0, p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3] * 4, stream);
+    }
+    return err;
+  }
+  switch (p.dtype) {
+    case ffi::DataType::BF16: return BwdByHeadDim<__nv_bfloat16>(p, stream);
+    case ffi::DataType::F16: return BwdByHeadDim<__half>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
 
 cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.q_len == 0 || p.shape.heads == 0) return cudaSuccess;

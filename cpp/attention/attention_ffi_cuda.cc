@@ -34,7 +34,41 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   return ffi::Error::Success();
 }
 
+ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                   int32_t operands, float scale, float softcap, int32_t causal, int32_t window_left,
+                   int32_t window_right, float dropout_rate, int32_t deterministic) {
+  // The CUDA backward has no atomics: it is deterministic whatever `deterministic` says.
+  auto p = DecodeBwd(args, rets, operands, scale, softcap, causal, window_left, window_right,
+                     dropout_rate, /*has_workspace=*/true);
+  if (!p.has_value()) return p.error();
+  if (!CudaHeadDimSupported(p->shape.head_dim)) {
+    return InvalidArg("jaxdnn attention", "the CUDA kernel takes head_dim 64, 128 or 256, got " +
+                                              std::to_string(p->shape.head_dim));
+  }
+  if (p->dtype != ffi::DataType::BF16 && p->dtype != ffi::DataType::F16) {
+    return InvalidArg("jaxdnn attention", "the CUDA kernel takes bfloat16 or float16");
+  }
+  if (p->shape.batch > 65535 || p->shape.heads > 65535) {
+    return InvalidArg("jaxdnn attention", "batch and heads must be at most 65535 on CUDA");
+  }
+  const bool staging = p->dbias != nullptr && DbiasNeedsStaging(p->bias, p->shape);
+  if (p->workspace_elems < BackwardWorkspaceElems(p->shape, staging)) {
+    return InvalidArg("jaxdnn attention", "the backward workspace is too small");
+  }
+  const cudaError_t err = AttentionBwdCuda(*p, stream);
+  if (err != cudaSuccess) {
+    return ffi::Error::Internal(std::string("jaxdnn attention backward launch failed: ") +
+                                cudaGetErrorString(err));
+  }
+  return ffi::Error::Success();
+}
+
 }  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionBwdCuda, BwdCuda,
+                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  JAXDNN_ATTENTION_ATTRS.Attr<int32_t>("deterministic"),
+                              {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionFwdCuda, FwdCuda,
                               ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()

@@ -13,6 +13,7 @@ NB_MODULE(_jaxdnn_cuda, m) {
     d["jaxdnn_norm_fwd"] = jaxdnn::HandlerCapsule(jaxdnn::norms::kNormFwdCuda);
     d["jaxdnn_norm_bwd"] = jaxdnn::HandlerCapsule(jaxdnn::norms::kNormBwdCuda);
     d["jaxdnn_attention_fwd"] = jaxdnn::HandlerCapsule(jaxdnn::attention::kAttentionFwdCuda);
+    d["jaxdnn_attention_bwd"] = jaxdnn::HandlerCapsule(jaxdnn::attention::kAttentionBwdCuda);
     return d;
   });
 }

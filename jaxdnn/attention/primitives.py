@@ -118,6 +118,22 @@ class AttentionBackward(FfiOp):
   def ffi_attributes(self, *, implementation, deterministic, **params):
     return dict(_attrs(**params), deterministic=np.int32(deterministic))
 
+  def workspace(self, platform, avals_in, *, operands, **params):
+    """CUDA: float32 delta [B, N, Sq], per-query-head dK and dV partials
+    [B, Sk, N, D] each, and a full-size dbias staging area when the bias
+    broadcasts (cpp/attention/attention_cuda_kernels.h: BackwardWorkspaceElems)."""
+    if platform != "cuda" or not _extension.has_cuda_target(self.target):
+      return []
+    q, k = avals_in[0], avals_in[1]
+    batch, q_len, heads, dim = q.shape
+    kv_len = k.shape[1]
+    elems = batch * heads * q_len + 2 * batch * kv_len * heads * dim
+    if operands & OPERAND_BITS["dbias"]:
+      bias = avals_in[operand_kinds(BACKWARD_FIXED, operands).index("bias")]
+      if tuple(bias.shape) != (batch, heads, q_len, kv_len):
+        elems += batch * heads * q_len * kv_len
+    return [jax.ShapeDtypeStruct((max(elems, 1),), jnp.float32)]
+
   def fallback(self, platform, **params):
     if platform == "cuda" and not _extension.has_cuda_target(self.target):
       return lambda *args: _composed_backward(*args, **params)
