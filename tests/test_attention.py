@@ -738,12 +738,14 @@ def test_hlo_contains_jaxdnn_custom_call(option, impl):
 
 # ---------------------------------------------------------------- GPU
 
+# Head dims 64/128/256 natively; 96 and 40 are zero-padded up by the API.
 GPU_DIMS = [Dims(4, 512, 512, 16, 4, 128), Dims(2, 1, 1024, 32, 8, 128),
-            Dims(2, 1000, 1000, 8, 8, 64), Dims(1, 384, 256, 8, 1, 256)]
+            Dims(2, 1000, 1000, 8, 8, 64), Dims(1, 384, 256, 8, 1, 256),
+            Dims(2, 200, 300, 8, 2, 96), Dims(1, 77, 77, 4, 4, 40)]
 
 
-def _gpu_kernel_expected():
-  return _extension.has_cuda_target("jaxdnn_attention_fwd")
+def _gpu_kernel_expected(direction="fwd"):
+  return _extension.has_cuda_target(f"jaxdnn_attention_{direction}")
 
 
 @requires_gpu
@@ -765,7 +767,9 @@ def test_gpu_matches_oracle(option, dims, dtype):
       w = cotangent_like(q)
       bias = arrays.pop("bias", None)
       text = hlo(jax.grad(loss_fn(None, static, w), argnums=(0, 1, 2)), q, k, v, bias, arrays)
-      assert FWD_TARGET in text and BWD_TARGET in text
+      assert FWD_TARGET in text
+      # The CUDA backward may still be the composed JAX one (no kernel target yet).
+      assert (BWD_TARGET in text) == _gpu_kernel_expected("bwd")
 
 
 @requires_gpu
