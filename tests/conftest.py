@@ -14,3 +14,6 @@ def on_gpu() -> bool:
 
 
 requires_gpu = pytest.mark.skipif(not on_gpu(), reason="needs a CUDA GPU")
+# Tests of the CPU kernel itself (implementation="cpu", or None expecting the
+# CPU kernel): on a GPU machine the arrays live on the GPU.
+requires_cpu_backend = pytest.mark.skipif(on_gpu(), reason="runs the CPU kernel on CPU arrays")

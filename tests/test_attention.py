@@ -15,9 +15,11 @@ from attention_cases import (BWD_TARGET, DTYPES, FWD_TARGET, OPTIONS, Dims, asse
                              attention_fn, bernoulli, bias_of, cotangent_like, dtype_name,
                              grad_tol, grads, hlo, jit, key, lengths, loss_fn, mask_of, qkv, rand,
                              run, segment_ids, split_kwargs, tol)
-from conftest import requires_gpu
+from conftest import on_gpu, requires_cpu_backend, requires_gpu
 
-KERNELS = [None, "cpu"]
+# On a GPU machine None runs the CUDA kernel (bf16/f16) or the XLA path; the
+# CPU kernel's own tests run on CPU machines (CI).
+KERNELS = [None] if on_gpu() else [None, "cpu"]
 
 # q_len / kv_len from {1, 7, 33, 100}, both orders; head dims 40..256; GQA 1, 4, 8.
 SHAPES = [
@@ -77,6 +79,7 @@ def test_forward_shapes(dims, dtype):
   _fwd_check(None, dims, dtype, {})
 
 
+@requires_cpu_backend
 @pytest.mark.parametrize("dims", SHAPES, ids=str)
 def test_forward_shapes_explicit_cpu_causal(dims):
   _fwd_check("cpu", dims, jnp.float32, dict(is_causal=True))
@@ -197,8 +200,8 @@ def test_padded_query_rows_are_zero():
   np.testing.assert_array_equal(np.asarray(out[2]), 0)
   assert np.all(np.isneginf(lse[1, 5:])) and np.all(np.isneginf(lse[2]))
   assert np.all(np.abs(np.asarray(out[1, :5])) > 0)
-  # The valid rows are unaffected by the padding.
-  assert_close(out[1, :5], run(None, q[1:2, :5], k[1:2], v[1:2], is_causal=True)[0], 2e-5)
+  # The valid rows are unaffected by the padding (top-left causal: row i sees keys 0..i).
+  assert_close(out[1, :5], run(None, q[1:2, :5], k[1:2, :5], v[1:2, :5], is_causal=True)[0], 2e-5)
   dq, dk, dv = grads(None, q, k, v, dict(query_seq_lengths=ql, is_causal=True), cotangent_like(q))
   np.testing.assert_array_equal(np.asarray(dq[1, 5:]), 0)
   np.testing.assert_array_equal(np.asarray(dk[2]), 0)
@@ -683,7 +686,8 @@ def test_check_grads_float32():
     return out, lse
 
   check_grads(f, (q, k, v, bias), order=1, modes=["rev"], atol=2e-2, rtol=2e-2)
-  g = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True, implementation="cpu")
+  g = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True,
+                                                   implementation=None if on_gpu() else "cpu")
   check_grads(g, (q, k, v), order=1, modes=["rev"], atol=2e-2, rtol=2e-2)
 
 
@@ -714,6 +718,7 @@ def test_eager_matches_jit():
 
 # ---------------------------------------------------------------- the kernel really runs
 
+@requires_cpu_backend
 @pytest.mark.parametrize("option", ["plain", "everything"])
 @pytest.mark.parametrize("impl", KERNELS, ids=str)
 def test_hlo_contains_jaxdnn_custom_call(option, impl):

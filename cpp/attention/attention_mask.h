@@ -3,10 +3,12 @@
 // reference.py spells out the same rules in JAX.
 //
 // Alignment: a query row i of batch b sits on the diagonal key
-//   diag = i + max(kv_len_b - q_len_b, 0)
-// (lengths from the *_lengths operands, else the array sizes), so causal and
-// window masks are top-left for self attention and bottom-right when the query
-// is shorter than the key/value (decode, chunked prefill).
+//   diag = i                                  when q_len >= kv_len (the arrays)
+//   diag = i + max(kv_len_b - q_len_b, 0)     when q_len <  kv_len
+// (kv_len_b, q_len_b: the *_lengths operands, else the array sizes), so causal
+// and window masks are top-left for self attention, exactly as in
+// jax.nn.dot_product_attention, and bottom-right when the query is shorter
+// than the key/value (decode, chunked prefill into a padded cache).
 #pragma once
 
 #include <cmath>
@@ -32,7 +34,7 @@ JAXDNN_HD KeyRange AllowedKeys(const AttnMaskParams& m, const AttnShape& s, int6
   const int64_t kv_len = ClampLength(m.kv_lengths, b, s.kv_len);
   KeyRange r;
   if (i >= q_len) return r;
-  const int64_t diag = i + (kv_len > q_len ? kv_len - q_len : 0);
+  const int64_t diag = i + (s.q_len < s.kv_len && kv_len > q_len ? kv_len - q_len : 0);
   r.hi = kv_len;
   if (m.causal && diag + 1 < r.hi) r.hi = diag + 1;
   if (m.window_left >= 0 && diag - m.window_left > r.lo) r.lo = diag - m.window_left;

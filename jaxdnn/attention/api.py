@@ -150,8 +150,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
       (rank < 4 gets leading 1s, as in jax.nn); differentiable.
     mask: bool, broadcastable like bias; True = attend.
     scale: logits scale; default 1 / sqrt(head_dim).
-    is_causal: causal mask, aligned top-left for self attention and
-      bottom-right when the query is shorter than the key/value.
+    is_causal: causal mask, aligned top-left when q_len >= kv_len (as
+      jax.nn) and bottom-right when the query array is shorter than the
+      key/value (using the valid lengths when given: decode, chunked prefill).
     query_seq_lengths, key_value_seq_lengths: int [batch] valid lengths.
     local_window_size: int or (left, right) keys on each side of the diagonal.
     query_segment_ids, key_value_segment_ids: int [batch, q_len] / [batch,

@@ -3,7 +3,10 @@
 It follows the rules of cpp/attention/attention_mask.h exactly:
   logits = scale * q.k, soft-capped (softcap * tanh(logits / softcap)), plus bias;
   a (query i, key j) pair takes part when i < q_len, j < kv_len, j lies in the
-  causal / window band around the row's diagonal i + max(kv_len - q_len, 0),
+  causal / window band around the row's diagonal: i when the query array is at
+  least as long as the key/value array (top-left, as jax.nn), else
+  i + max(kv_len - q_len, 0) with the valid lengths (bottom-right: decode,
+  chunked prefill),
   the segment ids match and `mask` is True;
   a query row with no key gives zeros and a log-sum-exp of -inf;
   dropout drops probabilities (after normalisation) by the bits of dropout.py.
@@ -26,7 +29,7 @@ def allowed_pairs(batch, q_len, kv_len, *, is_causal, window, q_lengths, kv_leng
   ql = jnp.full((batch,), q_len, jnp.int32) if q_lengths is None else jnp.clip(q_lengths, 0, q_len)
   kl = jnp.full((batch,), kv_len, jnp.int32) if kv_lengths is None else jnp.clip(kv_lengths, 0, kv_len)
   ql, kl = ql[:, None, None], kl[:, None, None]
-  diag = i + jnp.maximum(kl - ql, 0)
+  diag = i + jnp.maximum(kl - ql, 0) if q_len < kv_len else i
   ok = (i < ql) & (j < kl)
   if is_causal:
     ok &= j <= diag

@@ -54,7 +54,7 @@ class BatchHeadsSharding:
   def _full(self, kind):
     """(batch dim is full, head dim is full) of a bias/mask-like operand."""
     source = "bias" if kind == "dbias" else kind
-    if source not in self.in_kinds:
+    if source not in ("bias", "mask") or source not in self.in_kinds:
       return True, True
     shape = self.in_shapes[self.in_kinds.index(source)]
     return shape[0] != 1, shape[1] != 1
@@ -76,7 +76,15 @@ class BatchHeadsSharding:
     return f"{lhs} -> {rhs}"
 
   def need_replication_factors(self) -> tuple:
-    return ("t", "s", "d", "c")
+    # The factors the rule uses that must stay whole, in the rule's order of
+    # first appearance (Shardy requires that order).
+    present = []
+    for kinds in (self.in_kinds, self.out_kinds):
+      for kind in kinds:
+        for a in _AXES[kind]:
+          if a in "tsdc" and a not in present:
+            present.append(a)
+    return tuple(present)
 
   def _mesh_split(self, mesh, arg_shapes):
     """Mesh axes splitting the batch and the heads, as the query has them."""
@@ -119,7 +127,7 @@ class BatchHeadsSharding:
     return self._shardings(mesh, arg_shapes)[2]
 
   def partition(self, call, mesh, arg_shapes, result_shape):
-    (batch_axes, head_axes, _), ins, outs = self._shardings(mesh, arg_shapes)
+    (batch_axes, head_axes, kv_split), ins, outs = self._shardings(mesh, arg_shapes)
     b_full, n_full = self._full("dbias")
     bias_reduce = (() if b_full else batch_axes) + (() if n_full else head_axes)
     local_heads = self.in_shapes[0][2]
@@ -132,12 +140,17 @@ class BatchHeadsSharding:
         i = self.in_kinds.index("seeds")
         first_head = jax.lax.axis_index(head_axes).astype(jnp.uint32) * jnp.uint32(local_heads)
         args[i] = args[i].at[:, 1].add(first_head * jnp.uint32(0x9E3779B9))
-      results = call(*args)
+      results = list(call(*args))
       if self.reduces_bias and bias_reduce and "dbias" in self.out_kinds:
-        results = list(results)
         j = self.out_kinds.index("dbias")
         results[j] = jax.lax.psum(results[j], bias_reduce)
-        results = tuple(results)
-      return results
+      if head_axes and not kv_split:
+        # One key/value head replicated over head shards (MQA): each shard
+        # holds its query heads' part of dk/dv.
+        for name in ("dk", "dv"):
+          if name in self.out_kinds:
+            j = self.out_kinds.index(name)
+            results[j] = jax.lax.psum(results[j], head_axes)
+      return tuple(results)
 
     return mesh, per_shard, outs, ins
