@@ -114,7 +114,7 @@ def test_option_edge_lengths(option, dims):
 
 def _option_case(option, dims):
   kw = OPTIONS[option](dims)
-  impl = KERNELS[list(OPTIONS).index(option) % 2]  # both entry points, alternately
+  impl = KERNELS[list(OPTIONS).index(option) % len(KERNELS)]  # both entry points, alternately
   q, k, v = _fwd_check(impl, dims, jnp.float32, kw)
   _grad_check(impl, q, k, v, kw)
 
