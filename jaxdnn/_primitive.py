@@ -83,7 +83,14 @@ class FfiOp:
     return self.primitive.bind(*args, **params)
 
   def _abstract_eval(self, *avals, **params):
-    return tuple(self.abstract_eval(*avals, **params))
+    outs = tuple(self.abstract_eval(*avals, **params))
+    # Inside shard_map, results vary over the manual mesh axes their operands
+    # vary over (custom_vjp checks that the backward's types match).
+    axes = frozenset().union(*(_jax_internal.varying_axes(a) for a in avals))
+    if not axes:
+      return outs
+    like = next(a for a in avals if _jax_internal.varying_axes(a))
+    return tuple(_jax_internal.with_varying_axes(o, axes, like) for o in outs)
 
   @staticmethod
   @functools.lru_cache(maxsize=None)

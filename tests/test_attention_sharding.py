@@ -173,3 +173,54 @@ def test_sharded_vmap_over_extra_batch_axis():
   assert FWD_TARGET in text
   for move in MOVES:
     assert move not in text, move
+
+
+# ---------------------------------------------------------------- context parallelism
+
+@pytest.mark.parametrize("kw", [dict(is_causal=True), dict(), dict(is_causal=True, local_window_size=5),
+                                dict(is_causal=True, segments=True)],
+                         ids=["causal", "full", "causal_window", "causal_segments"])
+def test_context_parallel_matches_unsharded(kw):
+  """The sequence split over 4 devices (shard_map), keys/values all-gathered."""
+  kw = dict(kw)
+  use_segments = kw.pop("segments", False)
+  mesh = jax.make_mesh((4,), ("seq",))
+  ks = jax.random.split(jax.random.PRNGKey(11), 4)
+  b, t, n, kh, d = 2, 64, 4, 2, 32
+  q = jax.random.normal(ks[0], (b, t, n, d))
+  k = jax.random.normal(ks[1], (b, t, kh, d))
+  v = jax.random.normal(ks[2], (b, t, kh, d))
+  seg = jnp.sort(jax.random.randint(ks[3], (b, t), 0, 3), axis=1)
+  w = jax.random.normal(ks[3], (b, t, n, d))
+  seq = NamedSharding(mesh, P(None, "seq"))
+  qs, kss, vs, segs, ws = (jax.device_put(x, seq) for x in (q, k, v, seg, w))
+
+  def segments(s):
+    return dict(query_segment_ids=s, key_value_segment_ids=s) if use_segments else {}
+
+  def local(q, k, v, s):
+    return jaxdnn.dot_product_attention_context_parallel(q, k, v, axis_name="seq", **kw,
+                                                         **segments(s))
+  cp = jax.shard_map(local, mesh=mesh, in_specs=(P(None, "seq"),) * 4, out_specs=P(None, "seq"))
+
+  def ref(q, k, v, s):
+    return jaxdnn.dot_product_attention(q, k, v, implementation="xla", **kw, **segments(s))
+
+  assert_close(jax.jit(cp)(qs, kss, vs, segs), ref(q, k, v, seg), 2e-5)
+  loss = lambda f, s, w: lambda q, k, v: jnp.sum(f(q, k, v, s) * w)
+  got = jax.jit(jax.grad(loss(cp, segs, ws), argnums=(0, 1, 2)))(qs, kss, vs)
+  want = jax.grad(loss(ref, seg, w), argnums=(0, 1, 2))(q, k, v)
+  for g, r in zip(got, want):
+    assert_close(g, r, 1e-4)
+  text = jax.jit(cp).lower(qs, kss, vs, segs).compile().as_text()
+  assert FWD_TARGET in text
+
+
+def test_context_parallel_rejects_a_right_window():
+  mesh = jax.make_mesh((4,), ("seq",))
+  x = jnp.ones((1, 8, 2, 16))
+  f = jax.shard_map(lambda q: jaxdnn.dot_product_attention_context_parallel(
+      q, q, q, axis_name="seq", is_causal=True, local_window_size=(2, 1)),
+      mesh=mesh, in_specs=P(None, "seq"), out_specs=P(None, "seq"))
+  with pytest.raises(ValueError, match="left window"):
+    jax.jit(f)(jax.device_put(x, NamedSharding(mesh, P(None, "seq"))))
