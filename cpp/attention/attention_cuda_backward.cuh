@@ -116,6 +116,11 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
   const uint32_t drop_threshold = dropout ? DropoutThreshold(m.dropout_rate) : 0u;
   const float keep_scale = dropout ? 1.f / (1.f - m.dropout_rate) : 1.f;
   const bool elementwise = m.q_segments != nullptr || p.mask.data != nullptr || p.bias.data != nullptr;
+  __shared__ int seg_range[4];
+  int seg_min = 0, seg_max = 0;
+  if (m.q_segments != nullptr && last_row >= q0) {
+    SegmentRange(m.q_segments + int64_t(b) * s.q_len, q0, last_row, seg_range, seg_min, seg_max);
+  }
   float* dbias = p.dbias == nullptr ? nullptr : (ws.dbias_full ? ws.dbias_full : p.dbias);
   // dbias is written at [b, h, i, j] of a full-size buffer (strides of the full shape).
   const int64_t db_row = s.kv_len, db_head = s.q_len * s.kv_len, db_batch = s.heads * db_head;
@@ -150,6 +155,19 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
     mma::CpAsyncCommit();
     mma::CpAsyncWait<1>();
     __syncthreads();
+    bool tile_elementwise = elementwise;
+    if (m.q_segments != nullptr) {
+      const SegmentVote vote = VoteSegments<kBlockN>(m.kv_segments + int64_t(b) * s.kv_len, n0,
+                                                     int(s.kv_len), seg_min, seg_max);
+      // A skipped tile leaves its dS (and dbias, zeroed beforehand) at zero.
+      if (vote == SegmentVote::kSkip) {
+        __syncthreads();
+        continue;
+      }
+      if (vote == SegmentVote::kUniform && p.mask.data == nullptr && p.bias.data == nullptr) {
+        tile_elementwise = false;
+      }
+    }
     const T* tK = sK + buf * kBlockN * kD;
     const T* tV = sV + buf * kBlockN * kD;
 
@@ -187,14 +205,14 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
         const int r = e / 2;
         const int j = n0 + nb * 8 + 2 * quad + (e & 1);
         bool keep = (j >= lo[r]) & (j < hi[r]);
-        if (elementwise && keep) {
+        if (tile_elementwise && keep) {
           keep = SameSegment(m, s, b, row[r], j) &&
                  (p.mask.data == nullptr ||
                   static_cast<const uint8_t*>(p.mask.data)[p.mask.Offset(b, h, row[r], j)]);
         }
         const float raw = Logit(m, sc[nb][e]);
         float x = raw;
-        if (elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, row[r], j);
+        if (tile_elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, row[r], j);
         const float pr = keep ? __expf(x - lse[r]) : 0.f;
         float kd = 1.f;
         if (dropout) kd = DropoutKeep(drop_state[r], uint32_t(j), drop_threshold) ? keep_scale : 0.f;
@@ -275,6 +293,12 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
   const float keep_scale = dropout ? 1.f / (1.f - m.dropout_rate) : 1.f;
   const bool elementwise = m.q_segments != nullptr || p.mask.data != nullptr || p.bias.data != nullptr;
   const int n_end = n0 + kKvBlockN;
+  __shared__ int seg_range[4];
+  int kv_seg_min = 0, kv_seg_max = 0;
+  const int kv_last = min(n_end, int(s.kv_len)) - 1;
+  if (m.q_segments != nullptr && kv_last >= n0) {
+    SegmentRange(m.kv_segments + int64_t(b) * s.kv_len, n0, kv_last, seg_range, kv_seg_min, kv_seg_max);
+  }
 
   // Query tiles whose band reaches these keys (lo and hi grow with the row).
   const int q_valid = int(ClampLength(m.q_lengths, b, s.q_len));
@@ -337,6 +361,18 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
     mma::CpAsyncCommit();
     mma::CpAsyncWait<1>();
     __syncthreads();
+    bool tile_elementwise = elementwise;
+    if (m.q_segments != nullptr) {
+      const SegmentVote vote = VoteSegments<kKvBlockQ>(m.q_segments + int64_t(b) * s.q_len, i0,
+                                                       int(s.q_len), kv_seg_min, kv_seg_max);
+      if (vote == SegmentVote::kSkip) {
+        __syncthreads();
+        continue;
+      }
+      if (vote == SegmentVote::kUniform && p.mask.data == nullptr && p.bias.data == nullptr) {
+        tile_elementwise = false;
+      }
+    }
     const T* tQ = sQ + buf * kKvBlockQ * kD;
     const T* tdO = sdO + buf * kKvBlockQ * kD;
 
@@ -375,14 +411,14 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
         const int c = nb * 8 + 2 * quad + (e & 1);
         const int i = i0 + c;
         bool keep = (j >= s_lo[buf][c]) & (j < s_hi[buf][c]);
-        if (elementwise && keep) {
+        if (tile_elementwise && keep) {
           keep = SameSegment(m, s, b, i, j) &&
                  (p.mask.data == nullptr ||
                   static_cast<const uint8_t*>(p.mask.data)[p.mask.Offset(b, h, i, j)]);
         }
         const float raw = Logit(m, st[nb][e]);
         float x = raw;
-        if (elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, i, j);
+        if (tile_elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, i, j);
         const float pr = keep ? __expf(x - s_lse[buf][c]) : 0.f;
         float kd = 1.f;
         if (dropout) kd = DropoutKeep(s_drop[buf][c], uint32_t(j), drop_threshold) ? keep_scale : 0.f;

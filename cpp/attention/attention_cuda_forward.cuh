@@ -65,6 +65,40 @@ __device__ __forceinline__ float LoadBias(const Args& p, int b, int h, int i, in
   }
 }
 
+// Packed documents: how a tile of keys [n0, n0 + kKeys) relates to a block
+// whose query segment ids span [seg_min, seg_max] (one block-wide vote each).
+enum class SegmentVote { kSkip, kUniform, kMixed };
+
+template <int kKeys>
+__device__ __forceinline__ SegmentVote VoteSegments(const int32_t* ids, int n0, int len, int seg_min,
+                                                    int seg_max) {
+  const int j = n0 + int(threadIdx.x);
+  bool may_match = false, same = true;
+  if (threadIdx.x < kKeys && j < len) {
+    const int id = ids[j];
+    may_match = id >= seg_min && id <= seg_max;
+    same = id == seg_min;
+  }
+  if (!__syncthreads_or(may_match)) return SegmentVote::kSkip;  // no pair can match
+  // One segment on both sides: every pair matches, no per-element test needed.
+  if (seg_min == seg_max && __syncthreads_and(same)) return SegmentVote::kUniform;
+  return SegmentVote::kMixed;
+}
+
+// The segment-id range [min, max] of rows [first, last] (block-wide; needs 4 ints of smem).
+__device__ __forceinline__ void SegmentRange(const int32_t* ids, int first, int last, int* smem4,
+                                             int& lo, int& hi) {
+  if (threadIdx.x < 2) smem4[threadIdx.x] = threadIdx.x ? INT_MIN : INT_MAX;
+  __syncthreads();
+  for (int r = first + int(threadIdx.x); r <= last; r += int(blockDim.x)) {
+    atomicMin(&smem4[0], ids[r]);
+    atomicMax(&smem4[1], ids[r]);
+  }
+  __syncthreads();
+  lo = smem4[0];
+  hi = smem4[1];
+}
+
 template <typename T, int kD>
 __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdKernel(const AttnFwdArgs p) {
   constexpr int kBlockN = FwdBlockN<kD>();
@@ -121,17 +155,8 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
   // Segment ids: the block's query segment range, for the per-tile vote.
   __shared__ int seg_range[4];
   int seg_min = 0, seg_max = 0;
-  if (m.q_segments != nullptr) {
-    if (threadIdx.x < 4) seg_range[threadIdx.x] = (threadIdx.x & 1) ? INT_MIN : INT_MAX;
-    __syncthreads();
-    if (threadIdx.x < kFwdBlockM && q0 + int(threadIdx.x) <= last_row) {
-      const int id = m.q_segments[int64_t(b) * s.q_len + q0 + threadIdx.x];
-      atomicMin(&seg_range[0], id);
-      atomicMax(&seg_range[1], id);
-    }
-    __syncthreads();
-    seg_min = seg_range[0];
-    seg_max = seg_range[1];
+  if (m.q_segments != nullptr && last_row >= q0) {
+    SegmentRange(m.q_segments + int64_t(b) * s.q_len, q0, last_row, seg_range, seg_min, seg_max);
   }
 
   const T* q_src = static_cast<const T*>(p.q) + (int64_t(b) * s.q_len + q0) * q_stride + int64_t(h) * kD;
@@ -165,16 +190,16 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
     mma::CpAsyncWait<1>();
     __syncthreads();
 
+    bool tile_elementwise = elementwise;
     if (m.q_segments != nullptr) {
-      const int j = n0 + threadIdx.x;
-      bool may_match = false;
-      if (threadIdx.x < kBlockN && j < s.kv_len) {
-        const int id = m.kv_segments[int64_t(b) * s.kv_len + j];
-        may_match = id >= seg_min && id <= seg_max;
-      }
-      if (!__syncthreads_or(may_match)) {
+      const SegmentVote vote = VoteSegments<kBlockN>(m.kv_segments + int64_t(b) * s.kv_len, n0,
+                                                     int(s.kv_len), seg_min, seg_max);
+      if (vote == SegmentVote::kSkip) {
         __syncthreads();
         continue;
+      }
+      if (vote == SegmentVote::kUniform && p.mask.data == nullptr && p.bias.data == nullptr) {
+        tile_elementwise = false;
       }
     }
 
@@ -202,7 +227,7 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
 
     // Logits and masks, then the online softmax update of both rows.
     float tile_max[2] = {-INFINITY, -INFINITY};
-    if (!elementwise && n0 >= full_lo && n0 + kBlockN <= full_hi) {
+    if (!tile_elementwise && n0 >= full_lo && n0 + kBlockN <= full_hi) {
 #pragma unroll
       for (int nb = 0; nb < kNTiles; ++nb) {
 #pragma unroll
@@ -219,13 +244,13 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
           const int r = e / 2;
           const int j = n0 + nb * 8 + 2 * quad + (e & 1);
           bool keep = (j >= lo[r]) & (j < hi[r]);
-          if (elementwise && keep) {
+          if (tile_elementwise && keep) {
             keep = SameSegment(m, s, b, row[r], j) &&
                    (p.mask.data == nullptr ||
                     static_cast<const uint8_t*>(p.mask.data)[p.mask.Offset(b, h, row[r], j)]);
           }
           float x = Logit(m, sc[nb][e]);
-          if (elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, row[r], j);
+          if (tile_elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, row[r], j);
           x = keep ? x : -INFINITY;
           sc[nb][e] = x;
           tile_max[r] = fmaxf(tile_max[r], x);

@@ -216,6 +216,8 @@ def main(argv=None):
   ap.add_argument("--dims", default=",".join(map(str, DIMS)))
   ap.add_argument("--seqs", default=",".join(map(str, SEQS)))
   ap.add_argument("--no-torch", action="store_true")
+  ap.add_argument("--only", default="dense,packed,decode",
+                  help="comma-separated parts: dense (the grid), packed, decode")
   ap.add_argument("--out")
   args = ap.parse_args(argv)
   dims = [int(d) for d in args.dims.split(",")]
@@ -226,9 +228,12 @@ def main(argv=None):
   records = []
   mm = matmul_tflops(512 if args.quick else 8192)
   print(f"bf16 matmul (XLA/cuBLAS): {mm:.1f} TFLOP/s", flush=True)
-  dense_grid(seqs, dims, (False, True), with_torch, records, tokens=512 if args.quick else TOKENS)
-  if not args.quick:
+  parts = set(args.only.split(","))
+  if "dense" in parts:
+    dense_grid(seqs, dims, (False, True), with_torch, records, tokens=512 if args.quick else TOKENS)
+  if not args.quick and "packed" in parts:
     packed_documents(128, with_torch, records)
+  if not args.quick and "decode" in parts:
     decode(128, records)
   add_ratios(records)
   summ = summary(records)
