@@ -41,7 +41,7 @@ def test_dtypes():
   q, k, v = _qkv()
   _bad(r"query, key and value must share a dtype", q, k.astype(jnp.bfloat16), v)
   _bad(r"query, key and value must share a dtype", q, k, v.astype(jnp.float16))
-  _bad(r"query must be a floating array", q.astype(jnp.int32), k, v)
+  _bad(r"query must be float32, bfloat16 or float16", q.astype(jnp.int32), k, v)
 
 
 def test_heads_and_head_dim():
@@ -144,3 +144,10 @@ def test_valid_edge_arguments_are_accepted():
     assert out.shape == q.shape and np.all(np.isfinite(np.asarray(out)))
   q256 = rand((1, 3, 2, 256))
   assert jaxdnn.dot_product_attention(q256, q256, q256).shape == q256.shape
+
+
+def test_traced_scale_is_refused_with_a_clear_error():
+  q = jnp.ones((1, 4, 2, 16))
+  f = jax.jit(lambda q, s: jaxdnn.dot_product_attention(q, q, q, scale=s))
+  with pytest.raises(ValueError, match="scale must be a Python number"):
+    f(q, 0.5)

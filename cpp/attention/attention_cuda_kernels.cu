@@ -12,9 +12,10 @@ namespace {
 template <typename T, int kD>
 cudaError_t LaunchFwd(const AttnFwdArgs& p, cudaStream_t stream) {
   constexpr int kSmem = FwdSmemBytes<kD>();
-  // Opting in to more than 48 KB of dynamic shared memory is a per-function
-  // attribute: set once, not a stream operation (safe under graph capture).
-  static const cudaError_t configured = cudaFuncSetAttribute(
+  // Opting in to more than 48 KB of dynamic shared memory is a per-function,
+  // per-device attribute: set on every launch (a host-side call, not a stream
+  // operation, so safe under graph capture), as each GPU of a process needs it.
+  const cudaError_t configured = cudaFuncSetAttribute(
       AttentionFwdKernel<T, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (configured != cudaSuccess) return configured;
   const dim3 grid(unsigned((p.shape.q_len + kFwdBlockM - 1) / kFwdBlockM), unsigned(p.shape.heads),
@@ -59,7 +60,7 @@ cudaError_t LaunchBwd(const AttnBwdArgs& p, cudaStream_t stream) {
   AttentionDeltaKernel<T><<<unsigned((rows + 7) / 8), 256, 0, stream>>>(p, ws.delta);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
-  static const cudaError_t dq_ok = AllowSmem(AttentionDqKernel<T, kD>, DqSmemBytes<kD>());
+  const cudaError_t dq_ok = AllowSmem(AttentionDqKernel<T, kD>, DqSmemBytes<kD>());
   if (dq_ok != cudaSuccess) return dq_ok;
   const dim3 dq_grid(unsigned((s.q_len + kDqBlockM - 1) / kDqBlockM), unsigned(s.heads), unsigned(s.batch));
   AttentionDqKernel<T, kD><<<dq_grid, kBwdThreads, DqSmemBytes<kD>(), stream>>>(p, ws);
@@ -67,12 +68,12 @@ cudaError_t LaunchBwd(const AttnBwdArgs& p, cudaStream_t stream) {
 
   const dim3 kv_grid(unsigned((s.kv_len + kKvBlockN - 1) / kKvBlockN), unsigned(s.heads), unsigned(s.batch));
   if constexpr (kD <= 128) {
-    static const cudaError_t ok = AllowSmem(AttentionDkDvKernel<T, kD, true, true>, KvSmemBytes<kD>());
+    const cudaError_t ok = AllowSmem(AttentionDkDvKernel<T, kD, true, true>, KvSmemBytes<kD>());
     if (ok != cudaSuccess) return ok;
     AttentionDkDvKernel<T, kD, true, true><<<kv_grid, kBwdThreads, KvSmemBytes<kD>(), stream>>>(p, ws);
   } else {
-    static const cudaError_t ok_k = AllowSmem(AttentionDkDvKernel<T, kD, true, false>, KvSmemBytes<kD>());
-    static const cudaError_t ok_v = AllowSmem(AttentionDkDvKernel<T, kD, false, true>, KvSmemBytes<kD>());
+    const cudaError_t ok_k = AllowSmem(AttentionDkDvKernel<T, kD, true, false>, KvSmemBytes<kD>());
+    const cudaError_t ok_v = AllowSmem(AttentionDkDvKernel<T, kD, false, true>, KvSmemBytes<kD>());
     if (ok_k != cudaSuccess) return ok_k;
     if (ok_v != cudaSuccess) return ok_v;
     AttentionDkDvKernel<T, kD, true, false><<<kv_grid, kBwdThreads, KvSmemBytes<kD>(), stream>>>(p, ws);

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxdnn.attention.api import dot_product_attention
 
@@ -41,8 +42,8 @@ def dot_product_attention_context_parallel(query, key, value, *, axis_name, scal
     raise _err(f"query and key chunks must have the same length, got {query.shape[1]} and "
                f"{key.shape[1]}")
   if local_window_size is not None:
-    left, right = ((local_window_size, 0) if isinstance(local_window_size, int)
-                   else tuple(local_window_size))
+    left, right = ((int(local_window_size), 0) if np.ndim(local_window_size) == 0
+                   else tuple(int(x) for x in local_window_size))
     if not is_causal or right != 0:
       raise _err("only a causal left window (left, 0) is supported across devices")
     local_window_size = (left, 0)

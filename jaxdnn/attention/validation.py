@@ -17,8 +17,8 @@ def check_qkv(query, key, value):
     if x.ndim not in (3, 4):
       raise _err(f"{name} must be [batch, seq, heads, head_dim] or [seq, heads, head_dim], "
                  f"got shape {x.shape}")
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-      raise _err(f"{name} must be a floating array, got {x.dtype}")
+    if x.dtype not in (jnp.float32, jnp.bfloat16, jnp.float16):
+      raise _err(f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
   if not query.ndim == key.ndim == value.ndim:
     raise _err(f"query, key and value must have the same rank, got {query.shape}, "
                f"{key.shape}, {value.shape}")
@@ -84,7 +84,18 @@ def window_sides(local_window_size):
   return (left, right)
 
 
+def _static_number(name, x):
+  try:
+    return float(x)
+  except Exception:  # noqa: BLE001 - a tracer or an array: say what is allowed
+    raise _err(f"{name} must be a Python number (it is compiled into the kernel), got "
+               f"{type(x).__name__}") from None
+
+
 def check_scalars(scale, softcap, dropout_rate, dropout_rng):
+  for name, x in (("scale", scale), ("softcap", softcap), ("dropout_rate", dropout_rate)):
+    if x is not None:
+      _static_number(name, x)
   if scale is not None and not np.isfinite(float(scale)):
     raise _err(f"scale must be a finite number, got {scale!r}")
   if softcap is not None and not float(softcap) > 0:
