@@ -8,6 +8,8 @@
 //             operands                                    -> dq, dk, dv, [dbias], [workspace]
 #include <string>
 
+#include "common/ffi_decode.h"
+
 #include "attention/attention_problem.h"
 
 namespace jaxdnn::attention {
@@ -19,16 +21,12 @@ ffi::Error Fail(const std::string& what) { return InvalidArg(kOp, what); }
 
 template <typename List>
 ffi::ErrorOr<ffi::AnyBuffer> Arg(const List& list, size_t& i, const char* name) {
-  auto b = list.template get<ffi::AnyBuffer>(i++);
-  if (!b.has_value()) return ffi::Unexpected(Fail(std::string("missing operand ") + name));
-  return *b;
+  return NextArg(list, i, kOp, name);
 }
 
 template <typename List>
 ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> Ret(const List& list, size_t& i, const char* name) {
-  auto b = list.template get<ffi::AnyBuffer>(i++);
-  if (!b.has_value()) return ffi::Unexpected(Fail(std::string("missing result ") + name));
-  return *b;
+  return NextRet(list, i, kOp, name);
 }
 
 bool IsFloat(ffi::DataType t) {
@@ -93,17 +91,6 @@ ffi::ErrorOr<Broadcast4> BroadcastOf(const ffi::AnyBuffer& b, const AttnShape& s
   r.stride_s = strides[3];
   return r;
 }
-
-#define JAXDNN_TRY(var, expr)                                           \
-  auto var##_or = (expr);                                               \
-  if (!var##_or.has_value()) return ffi::Unexpected(var##_or.error()); \
-  auto var = *var##_or;
-
-#define JAXDNN_CHECK(expr)                                     \
-  do {                                                         \
-    ffi::Error e_ = (expr);                                    \
-    if (e_.failure()) return ffi::Unexpected(std::move(e_));   \
-  } while (0)
 
 // The optional operands after the fixed ones, shared by both directions.
 struct Optionals {

@@ -10,22 +10,28 @@
 namespace jaxdnn::attention {
 namespace {
 
+// What the CUDA kernels cover; the Python side routes everything else elsewhere.
+ffi::Error CheckCudaProblem(const AttnShape& s, ffi::DataType dtype) {
+  if (!CudaHeadDimSupported(s.head_dim)) {
+    return InvalidArg("jaxdnn attention",
+                      "the CUDA kernel takes head_dim 64, 128 or 256, got " + std::to_string(s.head_dim));
+  }
+  if (dtype != ffi::DataType::BF16 && dtype != ffi::DataType::F16) {
+    return InvalidArg("jaxdnn attention", "the CUDA kernel takes bfloat16 or float16");
+  }
+  if (s.batch > 65535 || s.heads > 65535) {
+    return InvalidArg("jaxdnn attention", "batch and heads must be at most 65535 on CUDA");
+  }
+  return ffi::Error::Success();
+}
+
 ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    int32_t operands, float scale, float softcap, int32_t causal, int32_t window_left,
                    int32_t window_right, float dropout_rate) {
   auto p = DecodeFwd(args, rets, operands, scale, softcap, causal, window_left, window_right,
                      dropout_rate);
   if (!p.has_value()) return p.error();
-  if (!CudaHeadDimSupported(p->shape.head_dim)) {
-    return InvalidArg("jaxdnn attention", "the CUDA kernel takes head_dim 64, 128 or 256, got " +
-                                              std::to_string(p->shape.head_dim));
-  }
-  if (p->dtype != ffi::DataType::BF16 && p->dtype != ffi::DataType::F16) {
-    return InvalidArg("jaxdnn attention", "the CUDA kernel takes bfloat16 or float16");
-  }
-  if (p->shape.batch > 65535 || p->shape.heads > 65535) {
-    return InvalidArg("jaxdnn attention", "batch and heads must be at most 65535 on CUDA");
-  }
+  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
   const cudaError_t err = AttentionFwdCuda(*p, stream);
   if (err != cudaSuccess) {
     return ffi::Error::Internal(std::string("jaxdnn attention forward launch failed: ") +
@@ -41,16 +47,7 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   auto p = DecodeBwd(args, rets, operands, scale, softcap, causal, window_left, window_right,
                      dropout_rate, /*has_workspace=*/true);
   if (!p.has_value()) return p.error();
-  if (!CudaHeadDimSupported(p->shape.head_dim)) {
-    return InvalidArg("jaxdnn attention", "the CUDA kernel takes head_dim 64, 128 or 256, got " +
-                                              std::to_string(p->shape.head_dim));
-  }
-  if (p->dtype != ffi::DataType::BF16 && p->dtype != ffi::DataType::F16) {
-    return InvalidArg("jaxdnn attention", "the CUDA kernel takes bfloat16 or float16");
-  }
-  if (p->shape.batch > 65535 || p->shape.heads > 65535) {
-    return InvalidArg("jaxdnn attention", "batch and heads must be at most 65535 on CUDA");
-  }
+  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
   const bool staging = p->dbias != nullptr && DbiasNeedsStaging(p->bias, p->shape);
   if (p->workspace_elems < BackwardWorkspaceElems(p->shape, staging)) {
     return InvalidArg("jaxdnn attention", "the backward workspace is too small");

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "common/ffi_decode.h"
+
 namespace jaxdnn::norms {
 namespace {
 
@@ -15,20 +17,12 @@ bool IsSupportedFloat(ffi::DataType t) {
 
 template <typename List>
 ffi::ErrorOr<ffi::AnyBuffer> Arg(const List& list, size_t& i, const char* name) {
-  auto b = list.template get<ffi::AnyBuffer>(i++);
-  if (!b.has_value()) {
-    return ffi::Unexpected(InvalidArg(kOp, std::string("missing operand ") + name));
-  }
-  return *b;
+  return NextArg(list, i, kOp, name);
 }
 
 template <typename List>
 ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> Ret(const List& list, size_t& i, const char* name) {
-  auto b = list.template get<ffi::AnyBuffer>(i++);
-  if (!b.has_value()) {
-    return ffi::Unexpected(InvalidArg(kOp, std::string("missing result ") + name));
-  }
-  return *b;
+  return NextRet(list, i, kOp, name);
 }
 
 ffi::Error CheckLike(const ffi::AnyBuffer& ref, const ffi::AnyBuffer& b, const char* name) {
@@ -71,17 +65,6 @@ ffi::ErrorOr<NormShape> ShapeOf(const ffi::AnyBuffer& x, const ffi::AnyBuffer& s
   }
   return s;
 }
-
-#define JAXDNN_TRY(var, expr)            \
-  auto var##_or = (expr);                \
-  if (!var##_or.has_value()) return ffi::Unexpected(var##_or.error()); \
-  auto var = *var##_or;
-
-#define JAXDNN_CHECK(expr)                                 \
-  do {                                                     \
-    ffi::Error e_ = (expr);                                \
-    if (e_.failure()) return ffi::Unexpected(std::move(e_)); \
-  } while (0)
 
 }  // namespace
 

@@ -12,20 +12,9 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # room for PyTo
 import jax  # noqa: E402
 
 from jaxdnn.bench import ceilings, norms, timing  # noqa: E402
+from jaxdnn.bench.ratios import add_ratios  # noqa: E402
 
 SUITES = {"norms": norms}
-
-
-def add_ratios(records):
-  """Ratio of jaxdnn's time to each anchor's, per (op, case, direction)."""
-  by_key = {}
-  for r in records:
-    if "time_us" in r:
-      by_key.setdefault((r["op"], r["case"], r["direction"]), {})[r["impl"]] = r["time_us"]
-  for r in records:
-    if r.get("impl") == "jaxdnn" and "time_us" in r:
-      others = by_key[(r["op"], r["case"], r["direction"])]
-      r["speedup_vs"] = {k: v / r["time_us"] for k, v in others.items() if k != "jaxdnn"}
 
 
 def print_table(records, copy_tbps):

@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 import jaxdnn  # noqa: E402
 from jaxdnn.bench import timing  # noqa: E402
+from jaxdnn.bench.ratios import add_ratios  # noqa: E402
 
 TOKENS = 16384
 HEADS = 16
@@ -176,17 +177,6 @@ def _print_case(records, case):
     else:
       print(f"  {case:<22}{r['direction']:<9}{r['impl']:<9}{r['time_us']:>10.1f} us"
             f"{r['tflops']:>8.1f} TFLOP/s", flush=True)
-
-
-def add_ratios(records):
-  by_key = {}
-  for r in records:
-    if "time_us" in r:
-      by_key.setdefault((r["op"], r["case"], r["direction"]), {})[r["impl"]] = r["time_us"]
-  for r in records:
-    if r.get("impl") == "jaxdnn" and "time_us" in r:
-      others = by_key[(r["op"], r["case"], r["direction"])]
-      r["speedup_vs"] = {k: t / r["time_us"] for k, t in others.items() if k != "jaxdnn"}
 
 
 def summary(records, dim=128, seq_min=2048):
