@@ -36,8 +36,6 @@ def case(name, b, t, s, n, kh, d, dtype, **kw):
   if kw.pop("dropout", False):
     extra.update(dropout_rate=0.25, dropout_rng=jax.random.PRNGKey(5))
   kw.update(extra)
-  if "bias" in extra:
-    kw["bias"] = extra["bias"]
   got, lse = jax.jit(lambda q, k, v: jaxdnn.dot_product_attention(
       q, k, v, return_logsumexp=True, **kw))(q, k, v)
   want, lse_ref = jaxdnn.dot_product_attention(q, k, v, return_logsumexp=True,

@@ -75,9 +75,7 @@ void Forward(const AttnFwdArgs& p) {
   const int64_t dim = s.head_dim, group = s.group();
   const AttnMaskParams& m = p.mask_params;
   const LogitSource logit{m, s, p.bias, p.bias_dtype, p.mask};
-  const bool dropout = m.seeds != nullptr && m.dropout_rate > 0.f;
-  const uint32_t threshold = DropoutThreshold(m.dropout_rate);
-  const float keep_scale = dropout ? 1.f / (1.f - m.dropout_rate) : 1.f;
+  const DropoutPlan drop(m);
   const T* q = static_cast<const T*>(p.q);
   T* out = static_cast<T*>(p.out);
 
@@ -92,7 +90,7 @@ void Forward(const AttnFwdArgs& p) {
           for (int64_t d = 0; d < dim; ++d) qrow[d] = ToFloat(q[qo + d]);
           std::fill(acc.begin(), acc.end(), 0.f);
           const KeyRange r = AllowedKeys(m, s, b, i);
-          const uint32_t row_state = dropout ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i)) : 0;
+          const uint32_t row_state = drop.on ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i)) : 0;
           float run_max = kNegInf, run_sum = 0.f;
           for (int64_t j0 = r.lo; j0 < r.hi; j0 += kKeyBlock) {
             const int64_t n = std::min(kKeyBlock, r.hi - j0);
@@ -111,8 +109,8 @@ void Forward(const AttnFwdArgs& p) {
               if (block[t] == kNegInf) continue;
               const float pr = std::exp(block[t] - new_max);
               run_sum += pr;
-              if (dropout && !DropoutKeep(row_state, uint32_t(j0 + t), threshold)) continue;
-              const float w = pr * keep_scale;
+              if (drop.on && !DropoutKeep(row_state, uint32_t(j0 + t), drop.threshold)) continue;
+              const float w = pr * drop.keep_scale;
               const float* vrow = &vf[(j0 + t) * dim];
               for (int64_t d = 0; d < dim; ++d) acc[d] += w * vrow[d];
             }
@@ -134,9 +132,7 @@ void Backward(const AttnBwdArgs& p) {
   const int64_t dim = s.head_dim, group = s.group();
   const AttnMaskParams& m = p.mask_params;
   const LogitSource logit{m, s, p.bias, p.bias_dtype, p.mask};
-  const bool dropout = m.seeds != nullptr && m.dropout_rate > 0.f;
-  const uint32_t threshold = DropoutThreshold(m.dropout_rate);
-  const float keep_scale = dropout ? 1.f / (1.f - m.dropout_rate) : 1.f;
+  const DropoutPlan drop(m);
   const T* q = static_cast<const T*>(p.q);
   const T* o = static_cast<const T*>(p.out);
   const T* dout = static_cast<const T*>(p.dout);
@@ -169,7 +165,7 @@ void Backward(const AttnBwdArgs& p) {
           if (p.dlse) delta -= p.dlse[stat];
           std::fill(dqrow.begin(), dqrow.end(), 0.f);
           const KeyRange r = AllowedKeys(m, s, b, i);
-          const uint32_t row_state = dropout ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i)) : 0;
+          const uint32_t row_state = drop.on ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i)) : 0;
           for (int64_t j = r.lo; j < r.hi && lse != kNegInf; ++j) {
             const float* krow = &kf[j * dim];
             const float* vrow = &vf[j * dim];
@@ -177,7 +173,7 @@ void Backward(const AttnBwdArgs& p) {
             const float x = logit(b, h, i, j, Dot(qrow.data(), krow, dim), &raw);
             if (x == kNegInf) continue;
             const float pr = std::exp(x - lse);
-            const float keep = (dropout && !DropoutKeep(row_state, uint32_t(j), threshold)) ? 0.f : keep_scale;
+            const float keep = (drop.on && !DropoutKeep(row_state, uint32_t(j), drop.threshold)) ? 0.f : drop.keep_scale;
             float* dvrow = &dvf[j * dim];
             const float pd = pr * keep;
             for (int64_t d = 0; d < dim; ++d) dvrow[d] += pd * dorow[d];

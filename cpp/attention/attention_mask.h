@@ -89,4 +89,15 @@ JAXDNN_HD uint32_t DropoutThreshold(float rate) {
   return t >= 4294967295.0 ? 4294967295U : uint32_t(t);
 }
 
+// Dropout as a kernel uses it: off when no seeds or a zero rate.
+struct DropoutPlan {
+  bool on;
+  uint32_t threshold;
+  float keep_scale;  // 1 / (1 - rate): kept probabilities are scaled up
+  JAXDNN_HD explicit DropoutPlan(const AttnMaskParams& m)
+      : on(m.seeds != nullptr && m.dropout_rate > 0.f),
+        threshold(DropoutThreshold(m.dropout_rate)),
+        keep_scale(on ? 1.f / (1.f - m.dropout_rate) : 1.f) {}
+};
+
 }  // namespace jaxdnn::attention
