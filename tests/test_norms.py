@@ -199,3 +199,44 @@ def test_gpu_backward_is_deterministic(kind):
   a, b = g(x, s), g(x, s)
   for u, v in zip(a, b):
     np.testing.assert_array_equal(np.asarray(u, np.float32), np.asarray(v, np.float32))
+
+
+# Every launch layout of the CUDA vector kernels: several rows per block
+# (64, 256), one row per block with 1/2/4 vectors per thread (4096, 8192,
+# 16384), the two-stage backward ring (16384), the scalar backward (32768),
+# row counts that are not a multiple of anything, float32, a fused residual,
+# and parameters grouped by vmap (persistent forward blocks cross groups).
+@requires_gpu
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("shape,dtype", [
+    ((3001, 64), jnp.bfloat16), ((777, 256), jnp.float16), ((4099, 4096), jnp.float32),
+    ((1031, 8192), jnp.bfloat16), ((257, 16384), jnp.bfloat16), ((33, 32768), jnp.bfloat16),
+    ((5, 7, 1536), jnp.bfloat16)], ids=str)
+@pytest.mark.parametrize("residual", [False, True])
+def test_gpu_launch_layouts(kind, shape, dtype, residual):
+  x, r = rand(shape, dtype), rand(shape, dtype)
+  s, b = params(kind, shape[-1])
+  argnums = (0, 1, 2, 3) if kind == "layer" else (0, 1, 3)
+  fwd = lambda impl: jax.jit(lambda x, s, b, r: call(
+      kind, x, s, b, residual=r if residual else None, implementation=impl))
+  got, want = fwd("cuda")(x, s, b, r), fwd("xla")(x, s, b, r)
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    assert_close(g, w, tol(dtype) if dtype != jnp.float32 else 1e-4)
+  got = jax.jit(jax.grad(_loss(kind, "cuda", residual), argnums=argnums))(x, s, b, r)
+  want = jax.jit(jax.grad(_loss(kind, "xla", residual), argnums=argnums))(x, s, b, r)
+  for g, w in zip(got, want):
+    assert_close(g, w, 5e-2 if dtype != jnp.float32 else 1e-3)
+
+
+@requires_gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_gpu_grouped_parameters(kind):
+  x = rand((6, 333, 1024), jnp.bfloat16)
+  s, b = rand((6, 1024), offset=1.0), rand((6, 1024))
+  f = lambda impl: jax.jit(jax.vmap(lambda x, s, b: call(
+      kind, x, s, b if kind == "layer" else None, implementation=impl)))
+  assert_close(f("cuda")(x, s, b), f("xla")(x, s, b), 2e-2)
+  loss = lambda impl: lambda x, s, b: jnp.sum(f(impl)(x, s, b).astype(jnp.float32) ** 2)
+  for g, w in zip(jax.grad(loss("cuda"), argnums=(0, 1, 2))(x, s, b),
+                  jax.grad(loss("xla"), argnums=(0, 1, 2))(x, s, b)):
+    assert_close(g, w, 5e-2)

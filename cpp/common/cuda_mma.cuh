@@ -1,5 +1,5 @@
 // Warp-level tensor-core building blocks (sm_80+ PTX, also run on Hopper):
-// cp.async 16-byte copies, ldmatrix, mma.sync m16n8k16 with float accumulators,
+// ldmatrix, mma.sync m16n8k16 with float accumulators,
 // and the XOR swizzle that keeps ldmatrix free of shared-memory bank conflicts.
 #pragma once
 
@@ -8,22 +8,14 @@
 
 #include <cstdint>
 
+#include "common/cuda_async_copy.cuh"
+
 namespace jaxdnn::mma {
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; `bytes` < 16 zero-fills the rest (0: all zeros).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
-               "r"(bytes));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+using jaxdnn::CpAsync16;
+using jaxdnn::CpAsyncCommit;
+using jaxdnn::CpAsyncWait;
+using jaxdnn::SmemAddr;
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

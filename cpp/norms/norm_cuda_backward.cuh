@@ -1,9 +1,7 @@
-// Backward kernels. A block owns a contiguous run of rows of one group and
-// keeps its columns' dscale/dbias partial sums in registers across those
-// rows; dy and z are read once (kept packed between the two sweeps) and dx is
-// written once. Each block then writes one partial row to the workspace and
-// NormReducePartialsKernel sums partials in a fixed order: deterministic,
-// no atomics.
+// Backward pieces shared by the vector kernel (norm_cuda_backward_ring.cuh):
+// the block's row range, the combine of its partial sums, the scalar kernel
+// for rows that are not 16-byte vectors, and the fixed-order reduction of
+// the blocks' partial rows (deterministic, no atomics).
 #pragma once
 
 #include "common/cuda_vec.cuh"
@@ -15,107 +13,17 @@ struct BwdGrid {
   int64_t chunk;  // rows per block
 };
 
-// The float32 scale row is staged in shared memory once per block; with
-// more than one row slot per block, the same shared memory then combines the
-// slots' partial sums.
-inline size_t BwdSmemBytes(int rpc, int64_t dim) {
-  return dim * sizeof(float) * (rpc > 1 ? 3 : 1);
-}
-
-template <typename T, bool kLayer, bool kResidual, int kVpt>
-__global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid grid) {
-  using V = Vec16<T>;
-  constexpr int N = V::kElems;
-  extern __shared__ float4 smem_f4[];
-  __shared__ float scratch[32 * 32];
-  const int64_t dim = p.shape.dim, nvec = dim / N, rpg = p.shape.rows_per_group();
-  const int64_t group = blockIdx.y, part = blockIdx.x;
-  const int64_t first = group * rpg + part * grid.chunk;
-  const int64_t last = min(first + grid.chunk, (group + 1) * rpg);
-  const int64_t iters = last > first ? (last - first + blockDim.y - 1) / blockDim.y : 0;
-  const T* dy_g = static_cast<const T*>(p.dy);
-  const T* z_g = static_cast<const T*>(p.z);
-
-  float* scale = reinterpret_cast<float*>(smem_f4);
-  float* combine = scale + dim;  // [2, dim], only when blockDim.y > 1
-  {
-    const float* src = p.scale + group * dim;
-    const int tid = threadIdx.y * blockDim.x + threadIdx.x, nthreads = blockDim.x * blockDim.y;
-    for (int64_t i = tid; i < dim / 4; i += nthreads)
-      reinterpret_cast<float4*>(scale)[i] = LoadParam(src + 4 * i);
-    __syncthreads();
-  }
-
-  float acc_s[kVpt][N], acc_b[kVpt][N];
-#pragma unroll
-  for (int k = 0; k < kVpt; ++k)
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc_s[k][e] = acc_b[k][e] = 0.0f;
-
-  const float inv_dim = 1.0f / float(dim);
-  for (int64_t it = 0; it < iters; ++it) {
-    const int64_t row = first + it * blockDim.y + threadIdx.y;
-    const bool live = row < last;
-    const int64_t base = row * dim;
-    uint4 dy_raw[kVpt], z_raw[kVpt];
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
-      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-      if (live && j < nvec) {
-        dy_raw[k] = LoadStream(dy_g + base + j * N);
-        z_raw[k] = LoadStream(z_g + base + j * N);
-      } else {
-        dy_raw[k] = z_raw[k] = make_uint4(0, 0, 0, 0);
-      }
-    }
-    const float mean = (kLayer && live) ? p.mean[row] : 0.0f;
-    const float rstd = live ? p.rstd[row] : 0.0f;
-
-    float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
-      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-      if (j >= nvec) continue;
-      float dy[N], z[N];
-      V::Unpack(dy_raw[k], dy);
-      V::Unpack(z_raw[k], z);
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const float xhat = (z[i] - mean) * rstd;
-        const float g = dy[i] * scale[j * N + i];
-        sum_g += g;
-        sum_gx += g * xhat;
-        acc_s[k][i] += dy[i] * xhat;
-        if constexpr (kLayer) acc_b[k][i] += dy[i];
-      }
-    }
-    const float mg = kLayer ? RowSum(sum_g, scratch) * inv_dim : 0.0f;
-    const float mgx = RowSum(sum_gx, scratch) * inv_dim;
-    if (!live) continue;
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
-      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-      if (j >= nvec) continue;
-      float dy[N], z[N], dx[N];
-      V::Unpack(dy_raw[k], dy);
-      V::Unpack(z_raw[k], z);
-      if constexpr (kResidual) {
-        V::Unpack(LoadStream(static_cast<const T*>(p.dsum) + base + j * N), dx);
-      } else {
-#pragma unroll
-        for (int i = 0; i < N; ++i) dx[i] = 0.0f;
-      }
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const float xhat = (z[i] - mean) * rstd;
-        dx[i] += rstd * (dy[i] * scale[j * N + i] - mg - xhat * mgx);
-      }
-      StoreStream(static_cast<T*>(p.dx) + base + j * N, V::Pack(dx));
-    }
-  }
-  // Combine the row slots of this block in slot order, then write the partial.
+// The end of a vector backward block: its row slots' partials (each thread
+// holds those of its columns) are added in slot order through `combine`
+// ([2, dim] floats of shared memory, used only with several slots), then
+// slot 0 writes the block's partial row [dscale, dbias] to the workspace.
+template <bool kLayer, int kVpt, int N>
+__device__ inline void CombineSlotsAndWrite(const NormBwdArgs& p, float (&acc_s)[kVpt][N],
+                                            float (&acc_b)[kVpt][N], float* combine) {
+  const int64_t dim = p.shape.dim, nvec = dim / N;
   if (blockDim.y > 1) {
     for (int slot = 1; slot < int(blockDim.y); ++slot) {
+      __syncthreads();
       if (int(threadIdx.y) == slot) {
 #pragma unroll
         for (int k = 0; k < kVpt; ++k) {
@@ -141,11 +49,10 @@ __global__ void __launch_bounds__(512) NormBwdVecKernel(NormBwdArgs p, BwdGrid g
           }
         }
       }
-      __syncthreads();
     }
     if (threadIdx.y != 0) return;
   }
-  float* out = p.partials + (group * gridDim.x + part) * 2 * dim;
+  float* out = p.partials + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x) * 2 * dim;
 #pragma unroll
   for (int k = 0; k < kVpt; ++k) {
     const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;

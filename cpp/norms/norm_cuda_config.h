@@ -45,22 +45,20 @@ inline RowLaunch ChooseFwdLaunch(int64_t dim, int elems_per_vec, bool aligned, i
 }
 
 // Backward: each thread also keeps float32 dscale/dbias partials for its
-// columns, so rows are spread wider: the smallest vpt (1, 2, 4) that covers
-// the row with <= 128 threads, else 4 with up to 512 threads.
-inline RowLaunch ChooseBwdLaunch(int64_t dim, int elems_per_vec, bool aligned,
-                                 int block_threads) {
+// columns in registers, so rows are spread wide: the smallest vpt (1, 2, 4)
+// whose row fits in 1024, 768 or 512 threads (the register budget of
+// NormBwdRingKernel), and rows of up to 256 threads share a block.
+inline RowLaunch ChooseBwdLaunch(int64_t dim, int elems_per_vec, bool aligned) {
   if (!aligned || dim % elems_per_vec != 0) return ScalarLaunch(dim);
   const int64_t nvec = dim / elems_per_vec;
   RowLaunch l;
-  for (int vpt = 1; vpt <= 4; vpt *= 2) {
-    if ((nvec + vpt - 1) / vpt <= 128) { l.vpt = vpt; break; }
+  const int max_threads[3] = {1024, 768, 512};
+  for (int i = 0, vpt = 1; i < 3; ++i, vpt *= 2) {
+    if (RoundUp32((nvec + vpt - 1) / vpt) <= max_threads[i]) { l.vpt = vpt; break; }
   }
-  if (l.vpt == 0) {
-    if ((nvec + 3) / 4 > 512) return ScalarLaunch(dim);
-    l.vpt = 4;
-  }
+  if (l.vpt == 0) return ScalarLaunch(dim);
   l.tpr = RoundUp32((nvec + l.vpt - 1) / l.vpt);
-  l.rpc = l.tpr >= block_threads ? 1 : block_threads / l.tpr;
+  l.rpc = l.tpr >= 256 ? 1 : 256 / l.tpr;
   return l;
 }
 

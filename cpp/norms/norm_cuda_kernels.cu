@@ -2,11 +2,14 @@
 // row layout (norm_cuda_config.h) pick one kernel instantiation.
 #include "norms/norm_cuda_kernels.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
 #include "norms/norm_cuda_backward.cuh"
+#include "norms/norm_cuda_backward_ring.cuh"
 #include "norms/norm_cuda_config.h"
 #include "norms/norm_cuda_forward.cuh"
 
@@ -15,9 +18,38 @@ namespace {
 
 constexpr int kFwdBlockThreads = 128;
 constexpr int kFwdMaxVpt = 4;
-constexpr int kBwdBlockThreads = 256;
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Blocks that fit on the device at once (each then walks a strided run of
+// row batches); never more than there are batches. JAXDNN_NORM_PERSISTENT=0
+// gives one block per batch, the plain launch, for A/B timing.
+template <typename Kernel>
+unsigned PersistentGrid(Kernel kernel, int block_threads, size_t smem, int64_t batches) {
+  static const bool persistent = [] {
+    const char* v = std::getenv("JAXDNN_NORM_PERSISTENT");
+    return !(v && v[0] == '0');
+  }();
+  int device = 0, sms = 0, per_sm = 0;
+  if (persistent && cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_threads, smem) ==
+          cudaSuccess &&
+      per_sm > 0) {
+    return unsigned(std::min<int64_t>(batches, int64_t(sms) * per_sm));
+  }
+  return unsigned(batches);
+}
+
+template <typename T, bool kLayer, bool kResidual, int kVpt>
+void LaunchFwdVec(const RowLaunch& l, const NormFwdArgs& p, cudaStream_t stream) {
+  auto* kernel = NormFwdVecKernel<T, kLayer, kResidual, kVpt>;
+  const int64_t batches = (p.shape.rows + l.rpc - 1) / l.rpc;
+  const dim3 block(l.tpr, l.rpc);
+  const size_t smem = FwdSmemBytes(l.tpr * l.rpc, kVpt);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  kernel<<<PersistentGrid(kernel, l.tpr * l.rpc, smem, batches), block, smem, stream>>>(p);
+}
 
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
@@ -25,42 +57,65 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
   const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, kFwdMaxVpt,
                                       kFwdBlockThreads);
-  const dim3 block(l.tpr, l.rpc);
-  const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
   switch (l.vpt) {
-    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1><<<grid, block, 0, stream>>>(p); break;
-    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2><<<grid, block, 0, stream>>>(p); break;
-    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4><<<grid, block, 0, stream>>>(p); break;
-    case 8: NormFwdVecKernel<T, kLayer, kResidual, 8><<<grid, block, 0, stream>>>(p); break;
-    default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
+    case 1: LaunchFwdVec<T, kLayer, kResidual, 1>(l, p, stream); break;
+    case 2: LaunchFwdVec<T, kLayer, kResidual, 2>(l, p, stream); break;
+    case 4: LaunchFwdVec<T, kLayer, kResidual, 4>(l, p, stream); break;
+    case 8: LaunchFwdVec<T, kLayer, kResidual, 8>(l, p, stream); break;
+    default: {
+      const dim3 block(l.tpr, l.rpc);
+      const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
+      NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p);
+    }
   }
   return CheckLaunch("jaxdnn norm forward launch");
 }
 
+// Three ring stages (two rows in flight per slot) while that leaves room
+// for two blocks per SM, else two.
+constexpr size_t kBwdThreeStageSmem = 110 * 1024;
+constexpr size_t kMaxSmem = 227 * 1024;
+
 template <typename T, bool kLayer, bool kResidual, int kVpt>
-void LaunchBwdVec(dim3 grid, dim3 block, cudaStream_t stream, const NormBwdArgs& p, BwdGrid bg) {
-  auto* kernel = NormBwdVecKernel<T, kLayer, kResidual, kVpt>;
-  const size_t smem = BwdSmemBytes(block.y, p.shape.dim);
-  // Near or past 48 KB of dynamic shared memory the limit must be raised: a
-  // function attribute, not a stream operation, so it is safe under capture.
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  kernel<<<grid, block, smem, stream>>>(p, bg);
+bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p, BwdGrid bg) {
+  const dim3 block(l.tpr, l.rpc);
+  const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
+  const size_t smem3 = BwdRingSmemBytes(3, l.tpr, l.rpc, kVpt, p.shape.dim);
+  const size_t smem2 = BwdRingSmemBytes(2, l.tpr, l.rpc, kVpt, p.shape.dim);
+  // The dynamic shared-memory limit is a function attribute, not a stream
+  // operation, so raising it is safe under graph capture.
+  if (smem3 <= kBwdThreeStageSmem) {
+    auto* kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, 3>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem3));
+    kernel<<<grid, block, smem3, stream>>>(p, bg);
+  } else if (smem2 <= kMaxSmem) {
+    auto* kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, 2>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem2));
+    kernel<<<grid, block, smem2, stream>>>(p, bg);
+  } else {
+    return false;
+  }
+  return true;
 }
 
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) &&
                        (!kResidual || Aligned16(p.dsum));
-  const RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, kBwdBlockThreads);
+  RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
   const int64_t rpg = p.shape.rows_per_group();
   const BwdGrid bg{(rpg + p.num_partials - 1) / p.num_partials};
-  const dim3 block(l.tpr, l.rpc);
-  const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
+  bool launched = false;
   switch (l.vpt) {
-    case 1: LaunchBwdVec<T, kLayer, kResidual, 1>(grid, block, stream, p, bg); break;
-    case 2: LaunchBwdVec<T, kLayer, kResidual, 2>(grid, block, stream, p, bg); break;
-    case 4: LaunchBwdVec<T, kLayer, kResidual, 4>(grid, block, stream, p, bg); break;
-    default: NormBwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p, bg); break;
+    case 1: launched = LaunchBwdVec<T, kLayer, kResidual, 1>(l, stream, p, bg); break;
+    case 2: launched = LaunchBwdVec<T, kLayer, kResidual, 2>(l, stream, p, bg); break;
+    case 4: launched = LaunchBwdVec<T, kLayer, kResidual, 4>(l, stream, p, bg); break;
+    default: break;
+  }
+  if (!launched) {
+    l = ScalarLaunch(p.shape.dim);
+    const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
+    NormBwdScalarKernel<T, kLayer, kResidual><<<grid, dim3(l.tpr, l.rpc), 0, stream>>>(p, bg);
   }
   if (auto e = CheckLaunch("jaxdnn norm backward launch"); e.failure()) return e;
   const dim3 rblock(256);

@@ -12,10 +12,22 @@ def _block(out):
   jax.block_until_ready(out)
 
 
-def time_jax(fn, *args, warmup=3, repeats=15, calls=10):
-  """Median seconds per call of a jitted `fn` (dispatch queued back to back)."""
+def time_jax(fn, *args, warmup=3, repeats=15, calls=None, sample_seconds=3e-3):
+  """Median seconds per call of a jitted `fn` (dispatch queued back to back).
+
+  Each sample queues `calls` calls and waits once; by default enough calls
+  that a sample spans `sample_seconds`, so the first dispatch and the final
+  wait (tens of microseconds) add little to each call of a short kernel.
+  """
   for _ in range(warmup):
     _block(fn(*args))
+  if calls is None:
+    t0 = time.perf_counter()
+    for _ in range(3):
+      out = fn(*args)
+    _block(out)
+    per_call = (time.perf_counter() - t0) / 3
+    calls = int(min(100, max(10, sample_seconds / max(per_call, 1e-7))))
   samples = []
   for _ in range(repeats):
     t0 = time.perf_counter()

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One device call for the norms: build, the norm tests (GPU ones included),
+# the benchmark over the default cases, and an A/B of the forward's
+# persistent ring against one block per row batch (JAXDNN_NORM_PERSISTENT=0)
+# in the same session. Optionally a slice of the attention tests
+# (ATTN_TESTS="-k expr"). Everything goes to the folder given.
+#   bash benchmarks/gpu_run_norms.sh OUTDIR
+set -uo pipefail
+out=${1:-${OUT:?give an output folder}}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
+echo "== build"
+( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \
+  || { tail -50 "$out/build.log"; exit 1; }
+grep -E "Successfully" "$out/build.log" | tail -1
+echo "== norm tests"
+( cd /tmp && timeout ${TEST_TIMEOUT:-200} python3 -m pytest "$repo/tests/test_norms.py" \
+    "$repo/tests/test_sharding.py" -q -p no:cacheprovider ) > "$out/tests-norms.log" 2>&1
+echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-norms.log" | head -20; tail -1 "$out/tests-norms.log"
+if [ -n "${ATTN_TESTS:-}" ]; then
+  echo "== attention tests ($ATTN_TESTS)"
+  ( cd /tmp && timeout ${ATTN_TIMEOUT:-150} python3 -m pytest "$repo/tests/test_attention.py" -q \
+      -p no:cacheprovider $ATTN_TESTS ) > "$out/tests-attention.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-attention.log" | head -20
+  tail -1 "$out/tests-attention.log"
+fi
+echo "== benchmark"
+( cd /tmp && timeout ${BENCH_TIMEOUT:-240} python3 -m jaxdnn.bench norms --out "$out/norms.json" ) \
+  > "$out/bench.txt" 2>&1
+grep -E "ceiling|fwd |bwd |bwd_kernel" "$out/bench.txt" | grep -E "ceiling|jaxdnn|32768x4096|8192x8192" \
+  | grep -E "ceiling|jaxdnn" | head -30
+echo "== A/B: forward with one block per row batch"
+( cd /tmp && JAXDNN_NORM_PERSISTENT=0 timeout ${AB_TIMEOUT:-120} python3 -m jaxdnn.bench norms \
+    --cases 32768x4096,8192x8192 --impls xla --out "$out/norms-plain.json" ) > "$out/bench-plain.txt" 2>&1
+grep -E " fwd .*jaxdnn| fwd .*xla" "$out/bench-plain.txt" | head -10

@@ -1,0 +1,159 @@
+// Backward kernel for rows that are 16-byte vectors, streamed like the
+// forward: a block owns a contiguous run of rows of one group and each
+// thread copies its own vectors of dy and z kStages - 1 row batches ahead
+// into a shared-memory ring (cp.async), so loads stay in flight across the
+// row reductions and the stores. Rows are spread wide (as few vectors per
+// thread as fit in up to 1024 threads), so each thread's float32
+// dscale/dbias partials for its columns stay few enough for registers.
+// At the end the row slots are combined in slot order and written as one
+// partial row, which NormReducePartialsKernel sums in a fixed order:
+// deterministic, no atomics.
+#pragma once
+
+#include "common/cuda_async_copy.cuh"
+#include "common/cuda_vec.cuh"
+#include "norms/norm_cuda_backward.cuh"
+#include "norms/norm_problem.h"
+
+namespace jaxdnn::norms {
+
+// Shared memory of one block: the ring ([stage][slot][dy, z][vpt][tpr]
+// 16-byte vectors), then, with several row slots, [2, dim] floats where the
+// slots' partials are combined.
+inline size_t BwdRingSmemBytes(int stages, int tpr, int rpc, int vpt, int64_t dim) {
+  return size_t(stages) * rpc * 2 * vpt * tpr * 16 + (rpc > 1 ? 2 * dim * sizeof(float) : 0);
+}
+
+// Register budget by vectors per thread: 1 -> up to 1024 threads at <= 64
+// registers; 2 -> 768 at <= 85; 4 -> 512 at <= 128.
+template <int kVpt>
+constexpr int BwdRingMaxThreads() { return kVpt == 1 ? 1024 : kVpt == 2 ? 768 : 512; }
+
+template <typename T, bool kLayer, bool kResidual, int kVpt, int kStages>
+__global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
+    NormBwdRingKernel(NormBwdArgs p, BwdGrid grid) {
+  using V = Vec16<T>;
+  constexpr int N = V::kElems;
+  extern __shared__ uint4 smem_u4[];
+  __shared__ float scratch[32 * 32];
+  const int64_t dim = p.shape.dim, nvec = dim / N, rpg = p.shape.rows_per_group();
+  const int64_t group = blockIdx.y, part = blockIdx.x;
+  const int64_t first = group * rpg + part * grid.chunk;
+  const int64_t last = min(first + grid.chunk, (group + 1) * rpg);
+  const int64_t iters = last > first ? (last - first + blockDim.y - 1) / blockDim.y : 0;
+  const T* dy_g = static_cast<const T*>(p.dy);
+  const T* z_g = static_cast<const T*>(p.z);
+  const float* scale = p.scale + group * dim;
+
+  // This thread's ring vectors for one stage: dy at [k * tpr], z at
+  // [(kVpt + k) * tpr].
+  const int tpr = blockDim.x;
+  const int stage_vecs = blockDim.y * 2 * kVpt * tpr;
+  uint4* mine = smem_u4 + threadIdx.y * 2 * kVpt * tpr + threadIdx.x;
+
+  auto issue = [&](int64_t it, int slot_stage) {
+    const int64_t row = first + it * blockDim.y + threadIdx.y;
+    if (it >= iters || row >= last) return;
+    uint4* dst = mine + slot_stage * stage_vecs;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * tpr;
+      if (j < nvec) {
+        CpAsync16(dst + k * tpr, dy_g + row * dim + j * N, 16);
+        CpAsync16(dst + (kVpt + k) * tpr, z_g + row * dim + j * N, 16);
+      }
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    issue(s, s);
+    CpAsyncCommit();
+  }
+
+  float acc_s[kVpt][N], acc_b[kVpt][N];
+#pragma unroll
+  for (int k = 0; k < kVpt; ++k)
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc_s[k][e] = acc_b[k][e] = 0.0f;
+
+  const float inv_dim = 1.0f / float(dim);
+  int stage = 0;
+  for (int64_t it = 0; it < iters; ++it) {
+    // Refill the stage read in the previous iteration.
+    issue(it + kStages - 1, stage == 0 ? kStages - 1 : stage - 1);
+    CpAsyncCommit();
+    const int64_t row = first + it * blockDim.y + threadIdx.y;
+    const bool live = row < last;
+    const int64_t base = row * dim;
+    const float mean = (kLayer && live) ? p.mean[row] : 0.0f;
+    const float rstd = live ? p.rstd[row] : 0.0f;
+    CpAsyncWait<kStages - 1>();
+    uint4 dy_raw[kVpt], z_raw[kVpt];
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * tpr;
+      const bool real = live && j < nvec;
+      dy_raw[k] = real ? mine[stage * stage_vecs + k * tpr] : make_uint4(0, 0, 0, 0);
+      z_raw[k] = real ? mine[stage * stage_vecs + (kVpt + k) * tpr] : make_uint4(0, 0, 0, 0);
+    }
+    stage = stage + 1 == kStages ? 0 : stage + 1;
+
+    float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * tpr;
+      if (j >= nvec) continue;
+      float dy[N], z[N];
+      V::Unpack(dy_raw[k], dy);
+      V::Unpack(z_raw[k], z);
+#pragma unroll
+      for (int q = 0; q < N / 4; ++q) {
+        const float4 s4 = LoadParam(scale + j * N + 4 * q);
+        const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = 4 * q + e;
+          const float xhat = (z[i] - mean) * rstd;
+          const float g = dy[i] * sc[e];
+          sum_g += g;
+          sum_gx += g * xhat;
+          acc_s[k][i] += dy[i] * xhat;
+          if constexpr (kLayer) acc_b[k][i] += dy[i];
+        }
+      }
+    }
+    const float mg = kLayer ? RowSum(sum_g, scratch) * inv_dim : 0.0f;
+    const float mgx = RowSum(sum_gx, scratch) * inv_dim;
+    if (!live) continue;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * tpr;
+      if (j >= nvec) continue;
+      float dy[N], z[N], dx[N];
+      V::Unpack(dy_raw[k], dy);
+      V::Unpack(z_raw[k], z);
+      if constexpr (kResidual) {
+        V::Unpack(LoadStream(static_cast<const T*>(p.dsum) + base + j * N), dx);
+      } else {
+#pragma unroll
+        for (int i = 0; i < N; ++i) dx[i] = 0.0f;
+      }
+#pragma unroll
+      for (int q = 0; q < N / 4; ++q) {
+        const float4 s4 = LoadParam(scale + j * N + 4 * q);
+        const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = 4 * q + e;
+          const float xhat = (z[i] - mean) * rstd;
+          dx[i] += rstd * (dy[i] * sc[e] - mg - xhat * mgx);
+        }
+      }
+      StoreStream(static_cast<T*>(p.dx) + base + j * N, V::Pack(dx));
+    }
+  }
+  CombineSlotsAndWrite<kLayer, kVpt, N>(p, acc_s, acc_b,
+                                        reinterpret_cast<float*>(smem_u4 + size_t(kStages) * stage_vecs));
+}
+
+}  // namespace jaxdnn::norms
