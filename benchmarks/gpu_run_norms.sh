@@ -3,7 +3,7 @@
 # the benchmark over the default cases, and an A/B of the forward's
 # persistent ring against one block per row batch (JAXDNN_NORM_PERSISTENT=0)
 # in the same session. Optionally a slice of the attention tests
-# (ATTN_TESTS="-k expr"). Everything goes to the folder given.
+# (ATTN_K="pytest -k expression"). Everything goes to the folder given.
 #   bash benchmarks/gpu_run_norms.sh OUTDIR
 set -uo pipefail
 out=${1:-${OUT:?give an output folder}}
@@ -20,10 +20,10 @@ echo "== norm tests"
 ( cd /tmp && timeout ${TEST_TIMEOUT:-200} python3 -m pytest "$repo/tests/test_norms.py" \
     "$repo/tests/test_sharding.py" -q -p no:cacheprovider ) > "$out/tests-norms.log" 2>&1
 echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-norms.log" | head -20; tail -1 "$out/tests-norms.log"
-if [ -n "${ATTN_TESTS:-}" ]; then
-  echo "== attention tests ($ATTN_TESTS)"
+if [ -n "${ATTN_K:-}" ]; then
+  echo "== attention tests (-k $ATTN_K)"
   ( cd /tmp && timeout ${ATTN_TIMEOUT:-150} python3 -m pytest "$repo/tests/test_attention.py" -q \
-      -p no:cacheprovider $ATTN_TESTS ) > "$out/tests-attention.log" 2>&1
+      -p no:cacheprovider -k "$ATTN_K" ) > "$out/tests-attention.log" 2>&1
   echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-attention.log" | head -20
   tail -1 "$out/tests-attention.log"
 fi
