@@ -1,0 +1,290 @@
+// Standalone self-test and benchmark of the Hopper (sm_90a) attention forward
+// (cpp/attention/hopper). Random inputs from a fixed-seed host RNG, uniform in
+// [-1, 1] and never zero; a naive fp32 reference kernel (one warp per query
+// row); outputs poisoned with 0xFF bytes (NaN) before each checked launch.
+// Prints max abs / relative L2 errors of out and lse and the median TFLOP/s of
+// 20 timed launches after 5 warm-ups. Exit code 1 on any failure.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attention/attention_problem.h"
+#include "attention/hopper/attention_sm90_forward.h"
+
+#define CHECK_CUDA(x)                                                                      \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
+                   __LINE__, #x);                                                          \
+      std::exit(2);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+using jaxdnn::attention::AttnFwdArgs;
+
+namespace {
+
+template <typename T>
+__device__ __forceinline__ float ToF(T x);
+template <>
+__device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <>
+__device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
+
+// One warp per (b, h, i) query row, fp32 online softmax over keys in order.
+template <typename T>
+__global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, float* lse, int B,
+                             int Sq, int Skv, int H, int Hk, int D, float scale, int causal) {
+  const int64_t row_id = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row_id >= static_cast<int64_t>(B) * H * Sq) return;
+  const int i = static_cast<int>(row_id % Sq);
+  const int h = static_cast<int>((row_id / Sq) % H);
+  const int b = static_cast<int>(row_id / (static_cast<int64_t>(Sq) * H));
+  const int hk = h / (H / Hk);
+  const int per = D / 32;  // 2 or 4
+  float qr[4], acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const T* qp = q + ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
+  #pragma unroll
+  for (int d = 0; d < 4; ++d) qr[d] = d < per ? ToF(qp[d]) : 0.f;
+  float m = -INFINITY, l = 0.f;
+  const int hi = causal ? min(Skv, i + 1) : Skv;
+  for (int j = 0; j < hi; ++j) {
+    const int64_t kvo = ((static_cast<int64_t>(b) * Skv + j) * Hk + hk) * D + lane * per;
+    float dot = 0.f;
+    #pragma unroll
+    for (int d = 0; d < 4; ++d) if (d < per) dot += qr[d] * ToF(k[kvo + d]);
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    const float x = dot * scale;
+    const float mn = fmaxf(m, x);
+    const float c = expf(m - mn);
+    const float pj = expf(x - mn);
+    l = l * c + pj;
+    #pragma unroll
+    for (int d = 0; d < 4; ++d) if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
+    m = mn;
+  }
+  float* op = out + ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
+  #pragma unroll
+  for (int d = 0; d < 4; ++d) if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
+  if (lane == 0) lse[(static_cast<int64_t>(b) * H + h) * Sq + i] = l > 0.f ? m + logf(l) : -INFINITY;
+}
+
+struct Case {
+  int B, Sq, Skv, H, Hk, D, causal;
+  bool check;
+};
+
+uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+float NextUniform() {  // xorshift64*, uniform in [-1, 1]
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  const uint64_t r = g_rng * 0x2545F4914F6CDD1Dull;
+  return static_cast<float>((r >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
+}
+
+std::vector<uint16_t> RandomBits(size_t n, bool f16) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    float x = 0.f;
+    uint16_t bits = 0;
+    do {
+      x = NextUniform();
+      if (f16) {
+        __half hv = __float2half_rn(x);
+        bits = *reinterpret_cast<uint16_t*>(&hv);
+      } else {
+        __nv_bfloat16 bv = __float2bfloat16_rn(x);
+        bits = *reinterpret_cast<uint16_t*>(&bv);
+      }
+    } while ((bits & 0x7FFF) == 0);
+    out[i] = bits;
+  }
+  return out;
+}
+
+float HostToF(uint16_t bits, bool f16) {
+  if (f16) {
+    __half h;
+    *reinterpret_cast<uint16_t*>(&h) = bits;
+    return __half2float(h);
+  }
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
+  int dev = 0;
+  CHECK_CUDA(cudaSetDevice(dev));
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
+  std::printf("device: %s (sm_%d%d, %d SMs), dtype %s\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, f16 ? "f16" : "bf16");
+
+  std::vector<Case> cases = {
+      {1, 128, 128, 1, 1, 128, 0, true},      {1, 128, 128, 1, 1, 128, 1, true},
+      {2, 1000, 1000, 3, 1, 128, 1, true},    {2, 1000, 1000, 3, 1, 128, 0, true},
+      {2, 200, 1000, 4, 2, 128, 0, true},     {2, 1000, 1000, 4, 2, 64, 1, true},
+      {2, 200, 1000, 4, 2, 64, 0, true},      {8, 2048, 2048, 16, 16, 128, 0, true},
+      {8, 2048, 2048, 16, 16, 128, 1, true},  {4, 4096, 4096, 16, 16, 128, 0, true},
+      {4, 4096, 4096, 16, 16, 128, 1, true},  {2, 8192, 8192, 16, 16, 128, 0, false},
+      {2, 8192, 8192, 16, 16, 128, 1, false}, {1, 16384, 16384, 16, 16, 128, 0, false},
+      {1, 16384, 16384, 16, 16, 128, 1, true}, {8, 2048, 2048, 16, 16, 64, 0, true},
+      {8, 2048, 2048, 16, 16, 64, 1, true},   {2, 8192, 8192, 16, 16, 64, 1, false},
+  };
+
+  size_t max_q = 0, max_kv = 0, max_lse = 0;
+  for (const Case& c : cases) {
+    max_q = std::max(max_q, static_cast<size_t>(c.B) * c.Sq * c.H * c.D);
+    max_kv = std::max(max_kv, static_cast<size_t>(c.B) * c.Skv * c.Hk * c.D);
+    max_lse = std::max(max_lse, static_cast<size_t>(c.B) * c.H * c.Sq);
+  }
+  std::printf("generating inputs (%zu q, %zu kv elements)...\n", max_q, max_kv);
+  const std::vector<uint16_t> hq = RandomBits(max_q, f16), hk = RandomBits(max_kv, f16),
+                              hv = RandomBits(max_kv, f16);
+  void *dq, *dk, *dv, *dout;
+  float *dlse, *rout, *rlse;
+  CHECK_CUDA(cudaMalloc(&dq, max_q * 2));
+  CHECK_CUDA(cudaMalloc(&dk, max_kv * 2));
+  CHECK_CUDA(cudaMalloc(&dv, max_kv * 2));
+  CHECK_CUDA(cudaMalloc(&dout, max_q * 2));
+  CHECK_CUDA(cudaMalloc(&dlse, max_lse * 4));
+  CHECK_CUDA(cudaMalloc(&rout, max_q * 4));
+  CHECK_CUDA(cudaMalloc(&rlse, max_lse * 4));
+  CHECK_CUDA(cudaMemcpy(dq, hq.data(), max_q * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dk, hk.data(), max_kv * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dv, hv.data(), max_kv * 2, cudaMemcpyHostToDevice));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+
+  bool all_ok = true;
+  std::printf("%-34s %10s %10s %10s %10s %9s %8s\n", "case (B,Sq,Skv,H,Hk,D,causal)", "out_maxabs",
+              "out_relL2", "lse_maxabs", "lse_relL2", "ms", "TFLOP/s");
+  for (const Case& c : cases) {
+    AttnFwdArgs a{};
+    a.shape.batch = c.B;
+    a.shape.q_len = c.Sq;
+    a.shape.kv_len = c.Skv;
+    a.shape.heads = c.H;
+    a.shape.kv_heads = c.Hk;
+    a.shape.head_dim = c.D;
+    a.dtype = f16 ? jaxdnn::ffi::DataType::F16 : jaxdnn::ffi::DataType::BF16;
+    a.q = dq;
+    a.k = dk;
+    a.v = dv;
+    a.mask_params.scale = 1.f / std::sqrt(static_cast<float>(c.D));
+    a.mask_params.causal = c.causal != 0;
+    a.out = dout;
+    a.lse = dlse;
+    char name[64];
+    std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
+                  c.causal);
+    if (!jaxdnn::attention::Sm90ForwardSupports(a)) {
+      std::printf("%-34s FAIL: Sm90ForwardSupports() is false\n", name);
+      all_ok = false;
+      continue;
+    }
+    const size_t nq = static_cast<size_t>(c.B) * c.Sq * c.H * c.D;
+    const size_t nl = static_cast<size_t>(c.B) * c.H * c.Sq;
+
+    // Correctness (poisoned outputs first).
+    CHECK_CUDA(cudaMemsetAsync(dout, 0xFF, nq * 2, stream));
+    CHECK_CUDA(cudaMemsetAsync(dlse, 0xFF, nl * 4, stream));
+    CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90(a, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    double out_max = 0, out_l2 = 0, out_ref = 0, lse_max = 0, lse_l2 = 0, lse_ref = 0;
+    long long nan_count = 0;
+    bool case_ok = true;
+    std::vector<uint16_t> gout(nq);
+    std::vector<float> glse(nl);
+    CHECK_CUDA(cudaMemcpy(gout.data(), dout, nq * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(glse.data(), dlse, nl * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < nq; ++i) nan_count += !std::isfinite(HostToF(gout[i], f16));
+    for (size_t i = 0; i < nl; ++i) nan_count += std::isnan(glse[i]);
+    if (c.check) {
+      const int threads = 256;
+      const int64_t rows = static_cast<int64_t>(c.B) * c.H * c.Sq;
+      const int blocks = static_cast<int>((rows * 32 + threads - 1) / threads);
+      if (f16) {
+        ReferenceFwd<__half><<<blocks, threads, 0, stream>>>(
+            static_cast<const __half*>(dq), static_cast<const __half*>(dk),
+            static_cast<const __half*>(dv), rout, rlse, c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
+            a.mask_params.scale, c.causal);
+      } else {
+        ReferenceFwd<__nv_bfloat16><<<blocks, threads, 0, stream>>>(
+            static_cast<const __nv_bfloat16*>(dq), static_cast<const __nv_bfloat16*>(dk),
+            static_cast<const __nv_bfloat16*>(dv), rout, rlse, c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
+            a.mask_params.scale, c.causal);
+      }
+      CHECK_CUDA(cudaGetLastError());
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      std::vector<float> hro(nq), hrl(nl);
+      CHECK_CUDA(cudaMemcpy(hro.data(), rout, nq * 4, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(hrl.data(), rlse, nl * 4, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < nq; ++i) {
+        const double d = static_cast<double>(HostToF(gout[i], f16)) - hro[i];
+        out_max = std::max(out_max, std::fabs(d));
+        out_l2 += d * d;
+        out_ref += static_cast<double>(hro[i]) * hro[i];
+      }
+      for (size_t i = 0; i < nl; ++i) {
+        const double d = static_cast<double>(glse[i]) - hrl[i];
+        lse_max = std::max(lse_max, std::fabs(d));
+        lse_l2 += d * d;
+        lse_ref += static_cast<double>(hrl[i]) * hrl[i];
+      }
+      out_l2 = std::sqrt(out_l2 / std::max(out_ref, 1e-30));
+      lse_l2 = std::sqrt(lse_l2 / std::max(lse_ref, 1e-30));
+      if (!(out_l2 <= 1e-2) || !(lse_l2 <= 1e-2)) case_ok = false;
+    }
+    if (nan_count > 0) case_ok = false;
+
+    // Timing.
+    for (int i = 0; i < 5; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90(a, stream));
+    std::vector<float> ms(20);
+    for (int i = 0; i < 20; ++i) {
+      CHECK_CUDA(cudaEventRecord(e0, stream));
+      CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90(a, stream));
+      CHECK_CUDA(cudaEventRecord(e1, stream));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = 0.5 * (ms[9] + ms[10]);
+    double flops = 4.0 * c.B * c.H * static_cast<double>(c.Sq) * c.Skv * c.D;
+    if (c.causal) flops *= 0.5;
+    const double tflops = flops / (med * 1e-3) / 1e12;
+    if (c.check) {
+      std::printf("%-34s %10.3g %10.3g %10.3g %10.3g %9.3f %8.1f %s%s\n", name, out_max, out_l2,
+                  lse_max, lse_l2, med, tflops, case_ok ? "ok" : "FAIL",
+                  nan_count ? " (non-finite outputs)" : "");
+    } else {
+      std::printf("%-34s %10s %10s %10s %10s %9.3f %8.1f %s%s\n", name, "-", "-", "-", "-", med,
+                  tflops, case_ok ? "ok (finite only)" : "FAIL",
+                  nan_count ? " (non-finite outputs)" : "");
+    }
+    std::fflush(stdout);
+    all_ok = all_ok && case_ok;
+  }
+  std::printf("%s\n", all_ok ? "ALL PASSED" : "SOME FAILED");
+  return all_ok ? 0 : 1;
+}

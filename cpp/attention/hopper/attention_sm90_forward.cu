@@ -1,0 +1,94 @@
+// Host launcher of the Hopper attention forward (see attention_sm90_forward.cuh).
+#include "attention/hopper/attention_sm90_forward.h"
+
+#include <cstdint>
+
+#include "attention/hopper/attention_sm90_forward.cuh"
+#include "attention/hopper/sm90_tma.h"
+
+namespace jaxdnn::attention {
+
+namespace {
+
+bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+template <int kD, bool kF16>
+cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
+  using Cfg = sm90::FwdConfig<kD>;
+  const AttnShape& s = a.shape;
+  CUtensorMap tq, tk, tv;
+  cudaError_t err;
+  if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
+  if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
+  if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
+
+  sm90::FwdParams p;
+  p.batch = static_cast<int>(s.batch);
+  p.q_len = static_cast<int>(s.q_len);
+  p.kv_len = static_cast<int>(s.kv_len);
+  p.heads = static_cast<int>(s.heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.num_m_blocks = static_cast<int>((s.q_len + Cfg::kBlockM - 1) / Cfg::kBlockM);
+  p.causal = a.mask_params.causal ? 1 : 0;
+  p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
+  p.out = a.out;
+  p.lse = a.lse;
+
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16>;
+  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  Cfg::kSmemBytes)) != cudaSuccess) {
+    return err;
+  }
+  const dim3 grid(p.heads, p.batch, p.num_m_blocks);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(tq, tk, tv, p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool Sm90ForwardSupports(const AttnFwdArgs& p) {
+  const AttnShape& s = p.shape;
+  const AttnMaskParams& m = p.mask_params;
+  if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
+  if (s.head_dim != 64 && s.head_dim != 128) return false;
+  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
+  if (s.heads % s.kv_heads != 0) return false;
+  if (s.batch > 65535 || s.heads > 65535 || s.q_len > (int64_t{1} << 30) ||
+      s.kv_len > (int64_t{1} << 30) || (s.q_len + 127) / 128 > 65535) {
+    return false;
+  }
+  if (p.bias.data != nullptr || p.mask.data != nullptr) return false;
+  if (m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
+      m.kv_segments != nullptr) {
+    return false;
+  }
+  if (m.softcap != 0.f || m.dropout_rate != 0.f || m.window_left >= 0 || m.window_right >= 0) return false;
+  if (!(m.scale > 0.f)) return false;
+  if (m.causal && s.q_len != s.kv_len) return false;
+  if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||
+      p.lse == nullptr) {
+    return false;
+  }
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    return false;
+  }
+  if (major != 9 || minor != 0) return false;
+  return sm90::GetEncodeTiled() != nullptr;
+}
+
+cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream) {
+  const bool f16 = p.dtype == ffi::DataType::F16;
+  if (p.shape.head_dim == 128) {
+    return f16 ? Launch<128, true>(p, stream) : Launch<128, false>(p, stream);
+  }
+  if (p.shape.head_dim == 64) {
+    return f16 ? Launch<64, true>(p, stream) : Launch<64, false>(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace jaxdnn::attention

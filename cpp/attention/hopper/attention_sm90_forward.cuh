@@ -1,0 +1,344 @@
+// Hopper (sm_90a) attention forward in the FlashAttention-3 style, dense case:
+// no bias/mask/lengths/segments/softcap/dropout/window; causal (top-left) only
+// when q_len == kv_len. Head dim 64 or 128, bf16 or f16.
+//
+// One CTA = one 128-row query tile of one (batch, head); 3 warpgroups:
+//   warpgroup 0: producer. After setmaxnreg.dec one thread issues the TMA loads:
+//     the Q tile once, then K and V blocks of 128 rows into a 2-stage ring
+//     (full barriers: TMA transaction bytes; empty barriers: one arrival per
+//     consumer warp). KV blocks go from the last one down, so the only block
+//     that needs masking (causal diagonal / partial last block) comes first.
+//   warpgroups 1, 2: consumers, 64 query rows each. S = Q K^T by wgmma (A = Q,
+//     B = K, both K-major from shared memory), online softmax in registers
+//     (exp2 with a log2e-prescaled scale), P packed to 16-bit in registers as
+//     the A operand of O += P V (B = V MN-major from shared memory). The S gemm
+//     of the next block is in flight while the P.V gemm of this one runs, and
+//     the softmax of the next block overlaps the P.V gemm (intra-warpgroup
+//     overlap). Epilogue: normalize, stage O through this warpgroup's part of
+//     the Q tile in shared memory, 16-byte coalesced stores; lse per row.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "attention/hopper/sm90_ptx.cuh"
+
+namespace jaxdnn::attention::sm90 {
+
+struct FwdParams {
+  int batch, q_len, kv_len, heads, kv_heads, group;
+  int num_m_blocks;
+  int causal;
+  float scale_log2;  // softmax scale * log2(e)
+  void* out;         // [batch, q_len, heads, head_dim]
+  float* lse;        // [batch, heads, q_len]
+};
+
+template <int kD>
+struct FwdConfig {
+  static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
+  static constexpr int kThreads = 384;
+  static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows
+  static constexpr int kBlockN = 128;
+  static constexpr int kStages = 2;
+  static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
+  static constexpr int kQBytes = kBlockM * kD * 2;
+  static constexpr int kKVBytes = kBlockN * kD * 2;
+  static constexpr int kOffQ = 0;
+  static constexpr int kOffK = kOffQ + kQBytes;
+  static constexpr int kOffV = kOffK + kStages * kKVBytes;
+  static constexpr int kOffBar = kOffV + kStages * kKVBytes;
+  static constexpr int kNumBars = 1 + 4 * kStages;
+  static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;  // + alignment slack
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+};
+
+template <bool kF16>
+__device__ __forceinline__ uint32_t PackPair(float lo, float hi) {
+  if constexpr (kF16) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+template <int kD, bool kF16>
+__global__ void __launch_bounds__(384, 1)
+    AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                      const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
+  using Cfg = FwdConfig<kD>;
+  constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
+  constexpr int kDBlocks = Cfg::kDBlocks;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
+  uint8_t* smem_q = smem + Cfg::kOffQ;
+  uint8_t* smem_k = smem + Cfg::kOffK;
+  uint8_t* smem_v = smem + Cfg::kOffV;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffBar);
+  uint64_t* q_full = bars;
+  uint64_t* k_full = bars + 1;
+  uint64_t* v_full = bars + 1 + kStages;
+  uint64_t* k_empty = bars + 1 + 2 * kStages;
+  uint64_t* v_empty = bars + 1 + 3 * kStages;
+
+  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.z);  // heavy tiles first
+  const int h = blockIdx.x;
+  const int b = blockIdx.y;
+  const int hk = h / p.group;
+  const int kv_blocks = (p.kv_len + kBlockN - 1) / kBlockN;
+  const int n_blocks = p.causal ? min(kv_blocks, m_block + 1) : kv_blocks;
+
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+
+  if (threadIdx.x == 0) {
+    MbarInit(q_full, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      MbarInit(&k_full[s], 1);
+      MbarInit(&v_full[s], 1);
+      MbarInit(&k_empty[s], 8);  // one arrival per consumer warp
+      MbarInit(&v_empty[s], 8);
+    }
+    FenceMbarInit();
+    PrefetchTmaDescriptor(&tm_q);
+    PrefetchTmaDescriptor(&tm_k);
+    PrefetchTmaDescriptor(&tm_v);
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // ------------------------------ producer ------------------------------
+    SetMaxNRegDec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      MbarArriveExpectTx(q_full, Cfg::kQBytes);
+#pragma unroll
+      for (int db = 0; db < kDBlocks; ++db) {
+        TmaLoad4d(smem_q + db * kBlockM * 128, &tm_q, q_full, db * 64, h, m_block * kBlockM, b);
+      }
+      for (int it = 0; it < n_blocks; ++it) {
+        const int n = n_blocks - 1 - it;
+        const int st = it % kStages;
+        const uint32_t ph = (it / kStages) & 1;
+        MbarWait(&k_empty[st], ph ^ 1);
+        MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
+#pragma unroll
+        for (int db = 0; db < kDBlocks; ++db) {
+          TmaLoad4d(smem_k + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_k, &k_full[st], db * 64, hk,
+                    n * kBlockN, b);
+        }
+        MbarWait(&v_empty[st], ph ^ 1);
+        MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+#pragma unroll
+        for (int db = 0; db < kDBlocks; ++db) {
+          TmaLoad4d(smem_v + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_v, &v_full[st], db * 64, hk,
+                    n * kBlockN, b);
+        }
+      }
+    }
+  } else {
+    // ------------------------------ consumers ------------------------------
+    SetMaxNRegInc<Cfg::kConsumerRegs>();
+    const int cw = warpgroup - 1;
+    const int tid = threadIdx.x % 128;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+
+    const uint32_t q_base = SmemAddr(smem_q) + cw * 64 * 128;
+    const uint32_t k_base = SmemAddr(smem_k);
+    const uint32_t v_base = SmemAddr(smem_v);
+
+    float o[kD / 2];
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+    float s[kBlockN / 2];
+    uint32_t pa[kBlockN / 16][4];
+    float row_max[2] = {-INFINITY, -INFINITY};
+    float row_sum[2] = {0.f, 0.f};
+    float corr[2];
+    const float scale_log2 = p.scale_log2;
+
+    auto gemm_s = [&](int st) {
+      const uint32_t kb = k_base + st * Cfg::kKVBytes;
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint64_t da = MakeDescSw128(q_base + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 16, 1024);
+        const uint64_t db = MakeDescSw128(kb + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
+        Wgmma<kBlockN, kF16>::SS(s, da, db, kk > 0 ? 1 : 0);
+      }
+      WgmmaCommit();
+    };
+    auto gemm_o = [&](int st) {
+      const uint32_t vb = v_base + st * Cfg::kKVBytes;
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const uint64_t dv = MakeDescSw128(vb + kk * 16 * 128, kBlockN * 128, 1024);
+        Wgmma<kD, kF16>::RS(o, pa[kk], dv, 1);
+      }
+      WgmmaCommit();
+    };
+    auto release = [&](uint64_t* bar) {
+      if (lane == 0) MbarArrive(bar);
+    };
+    // Online softmax of s in place (s becomes P, unnormalized); corr = factor
+    // for the previous O and row sums.
+    auto softmax = [&]() {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = row_max[r];
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+          mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_scaled = mx == -INFINITY ? 0.f : mx * scale_log2;
+        corr[r] = exp2f(row_max[r] * scale_log2 - m_scaled);
+        row_max[r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float v = exp2f(fmaf(s[4 * j + 2 * r + e], scale_log2, -m_scaled));
+            s[4 * j + 2 * r + e] = v;
+            sum += v;
+          }
+        }
+        row_sum[r] = row_sum[r] * corr[r] + sum;
+      }
+    };
+    auto rescale_o = [&]() {
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        o[4 * j + 0] *= corr[0];
+        o[4 * j + 1] *= corr[0];
+        o[4 * j + 2] *= corr[1];
+        o[4 * j + 3] *= corr[1];
+      }
+    };
+    auto convert_p = [&]() {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        pa[kk][0] = PackPair<kF16>(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = PackPair<kF16>(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = PackPair<kF16>(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = PackPair<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+
+    const int row0 = m_block * kBlockM + cw * 64 + warp * 16 + g;  // +8 for r = 1
+
+    // First block (the highest kv block): the only one that may need a mask.
+    MbarWait(q_full, 0);
+    MbarWait(&k_full[0], 0);
+    gemm_s(0);
+    WgmmaWait<0>();
+    FenceRegs(s);
+    release(&k_empty[0]);
+    {
+      const int n = n_blocks - 1;
+      if (p.causal || (n + 1) * kBlockN > p.kv_len) {
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int col = n * kBlockN + 8 * j + 2 * t + e;
+              const int row = row0 + 8 * r;
+              if (col >= p.kv_len || (p.causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
+            }
+          }
+        }
+      }
+    }
+    softmax();
+    convert_p();
+
+    for (int it = 1; it < n_blocks; ++it) {
+      const int st = it % kStages;
+      const uint32_t ph = (it / kStages) & 1;
+      const int pst = (it - 1) % kStages;
+      const uint32_t pph = ((it - 1) / kStages) & 1;
+      MbarWait(&k_full[st], ph);
+      gemm_s(st);
+      MbarWait(&v_full[pst], pph);
+      gemm_o(pst);
+      WgmmaWait<1>();
+      FenceRegs(s);
+      release(&k_empty[st]);
+      softmax();
+      WgmmaWait<0>();
+      FenceRegs(o);
+      release(&v_empty[pst]);
+      rescale_o();
+      convert_p();
+    }
+    {
+      const int lst = (n_blocks - 1) % kStages;
+      const uint32_t lph = ((n_blocks - 1) / kStages) & 1;
+      MbarWait(&v_full[lst], lph);
+      gemm_o(lst);
+      WgmmaWait<0>();
+      FenceRegs(o);
+      release(&v_empty[lst]);
+    }
+
+    // ------------------------------ epilogue ------------------------------
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = row_sum[r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const bool empty = !(sum > 0.f);
+      inv[r] = empty ? 0.f : 1.f / sum;
+      const int row = row0 + 8 * r;
+      if (t == 0 && row < p.q_len) {
+        p.lse[(static_cast<int64_t>(b) * p.heads + h) * p.q_len + row] =
+            empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
+      }
+    }
+    // Stage O (16-bit) in this warpgroup's 64 rows of the Q tile, same swizzle.
+    uint8_t* o_smem = smem_q + cw * 64 * 128;
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = warp * 16 + g + 8 * r;
+        const int off = (j / 8) * kBlockM * 128 + row * 128 + (((j % 8) ^ (row % 8)) * 16) + 4 * t;
+        *reinterpret_cast<uint32_t*>(o_smem + off) =
+            PackPair<kF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+      }
+    }
+    NamedBarrierSync(1 + cw, 128);
+    constexpr int kChunksPerRow = kD / 8;
+    uint16_t* out = static_cast<uint16_t*>(p.out);
+#pragma unroll
+    for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
+      const int idx = i * 128 + tid;
+      const int row = idx / kChunksPerRow;
+      const int cc = idx % kChunksPerRow;
+      const int off = (cc / 8) * kBlockM * 128 + row * 128 + (((cc % 8) ^ (row % 8)) * 16);
+      const uint4 v = *reinterpret_cast<const uint4*>(o_smem + off);
+      const int grow = m_block * kBlockM + cw * 64 + row;
+      if (grow < p.q_len) {
+        *reinterpret_cast<uint4*>(out + ((static_cast<int64_t>(b) * p.q_len + grow) * p.heads + h) * kD +
+                                  cc * 8) = v;
+      }
+    }
+  }
+}
+
+}  // namespace jaxdnn::attention::sm90

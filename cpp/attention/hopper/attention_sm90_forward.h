@@ -1,0 +1,20 @@
+// Host entry points of the Hopper (sm_90a) attention forward.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "attention/attention_problem.h"
+
+namespace jaxdnn::attention {
+
+// True when the sm_90a kernel handles this problem: bf16/f16, head dim 64 or
+// 128, no bias/mask/lengths/segments/softcap/dropout/window, scale > 0,
+// causal only with q_len == kv_len, 16-byte aligned operands, and the current
+// device has compute capability 9.0.
+bool Sm90ForwardSupports(const AttnFwdArgs& p);
+
+// Launches the forward on `stream`. Allocates nothing and does not synchronize
+// (safe under CUDA graph capture). Callers check Sm90ForwardSupports first.
+cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
+
+}  // namespace jaxdnn::attention
