@@ -111,18 +111,41 @@ __global__ void __launch_bounds__(256) NormBwdScalarKernel(NormBwdArgs p, BwdGri
   }
 }
 
-// dscale[g, c] = sum over partials p (in order) of workspace[g, p, 0, c].
+// dscale[g, c] = sum over partials i of workspace[g, i, 0, c] (dbias from
+// [g, i, 1, c]). A block takes 32 columns; each of its kReduceWarps warps
+// sums a fixed, contiguous share of the partials (coalesced rows), then
+// warp 0 adds the warps' sums in warp order: deterministic, and every SM
+// has work even for a few thousand columns.
+constexpr int kReduceWarps = 8;
+
 template <bool kLayer>
-__global__ void NormReducePartialsKernel(NormBwdArgs p) {
-  const int64_t dim = p.shape.dim;
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+__global__ void __launch_bounds__(32 * kReduceWarps) NormReducePartialsKernel(NormBwdArgs p) {
+  __shared__ float sums[2][kReduceWarps][32];
+  const int64_t dim = p.shape.dim, n = p.num_partials;
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t group = blockIdx.y;
-  if (c >= dim) return;
-  const float* src = p.partials + group * p.num_partials * 2 * dim + c;
+  const int warp = threadIdx.y;
+  const int64_t share = (n + kReduceWarps - 1) / kReduceWarps;
+  const int64_t lo = min(n, warp * share), hi = min(n, lo + share);
   float s = 0.0f, b = 0.0f;
-  for (int64_t i = 0; i < p.num_partials; ++i) {
-    s += src[i * 2 * dim];
-    if constexpr (kLayer) b += src[i * 2 * dim + dim];
+  if (c < dim) {
+    const float* src = p.partials + group * n * 2 * dim + c;
+#pragma unroll 4
+    for (int64_t i = lo; i < hi; ++i) {
+      s += src[i * 2 * dim];
+      if constexpr (kLayer) b += src[i * 2 * dim + dim];
+    }
+  }
+  sums[0][warp][threadIdx.x] = s;
+  sums[1][warp][threadIdx.x] = b;
+  __syncthreads();
+  if (warp != 0 || c >= dim) return;
+  s = 0.0f;
+  b = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kReduceWarps; ++w) {
+    s += sums[0][w][threadIdx.x];
+    b += sums[1][w][threadIdx.x];
   }
   p.dscale[group * dim + c] = s;
   if constexpr (kLayer) p.dbias[group * dim + c] = b;

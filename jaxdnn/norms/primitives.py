@@ -99,7 +99,8 @@ class NormBackward(FfiOp):
     dim = z.shape[-1]
     groups = int(np.prod(scale.shape[:-1], dtype=np.int64))
     rows = int(np.prod(z.shape[:-1], dtype=np.int64))
-    partials = backward_partials(rows // max(groups, 1), groups)
+    row_bytes = dim * jnp.dtype(z.dtype).itemsize
+    partials = backward_partials(rows // max(groups, 1), groups, row_bytes)
     return [jax.ShapeDtypeStruct((groups, partials, 2, dim), jnp.float32)]
 
   def sharding(self, avals_in, avals_out, *, kind, residual, **_):
@@ -118,14 +119,16 @@ class NormBackward(FfiOp):
     return outs, [0] * len(outs)
 
 
-def backward_partials(rows_per_group: int, groups: int) -> int:
+def backward_partials(rows_per_group: int, groups: int, row_bytes: int) -> int:
   """How many blocks split each group's rows in the CUDA backward.
 
-  Enough blocks to fill a Hopper GPU about twice (132 SMs), few enough that
-  the float32 partial sums (2 * D per block) stay a small share of the
-  traffic: at least 16 rows per block.
+  One wave on a Hopper GPU (132 SMs): two blocks per SM while a row is at
+  most 512 16-byte vectors (the kernel's blocks then fit twice), else one.
+  Each block writes a float32 partial row (2 * D), so fewer, longer blocks
+  keep that traffic small; at least 16 rows per block.
   """
-  target = max(1, 264 // max(groups, 1))
+  per_sm = 2 if row_bytes <= 512 * 16 else 1
+  target = max(1, 132 * per_sm // max(groups, 1))
   return int(max(1, min(target, -(-rows_per_group // 16))))
 
 
