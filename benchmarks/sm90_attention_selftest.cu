@@ -129,13 +129,15 @@ float HostToF(uint16_t bits, bool f16) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Usage: sm90_attention_selftest [bf16|f16] [variant]
   const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
+  const int variant = argc > 2 ? std::atoi(argv[2]) : jaxdnn::attention::kSm90DefaultVariant;
   int dev = 0;
   CHECK_CUDA(cudaSetDevice(dev));
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
-  std::printf("device: %s (sm_%d%d, %d SMs), dtype %s\n", prop.name, prop.major, prop.minor,
-              prop.multiProcessorCount, f16 ? "f16" : "bf16");
+  std::printf("device: %s (sm_%d%d, %d SMs), dtype %s, variant %d\n", prop.name, prop.major,
+              prop.minor, prop.multiProcessorCount, f16 ? "f16" : "bf16", variant);
 
   std::vector<Case> cases = {
       {1, 128, 128, 1, 1, 128, 0, true},      {1, 128, 128, 1, 1, 128, 1, true},
@@ -209,7 +211,7 @@ int main(int argc, char** argv) {
     // Correctness (poisoned outputs first).
     CHECK_CUDA(cudaMemsetAsync(dout, 0xFF, nq * 2, stream));
     CHECK_CUDA(cudaMemsetAsync(dlse, 0xFF, nl * 4, stream));
-    CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90(a, stream));
+    CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, stream, variant));
     CHECK_CUDA(cudaStreamSynchronize(stream));
     double out_max = 0, out_l2 = 0, out_ref = 0, lse_max = 0, lse_l2 = 0, lse_ref = 0;
     long long nan_count = 0;
@@ -259,11 +261,11 @@ int main(int argc, char** argv) {
     if (nan_count > 0) case_ok = false;
 
     // Timing.
-    for (int i = 0; i < 5; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90(a, stream));
+    for (int i = 0; i < 5; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, stream, variant));
     std::vector<float> ms(20);
     for (int i = 0; i < 20; ++i) {
       CHECK_CUDA(cudaEventRecord(e0, stream));
-      CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90(a, stream));
+      CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, stream, variant));
       CHECK_CUDA(cudaEventRecord(e1, stream));
       CHECK_CUDA(cudaEventSynchronize(e1));
       CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));

@@ -12,7 +12,7 @@ namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-template <int kD, bool kF16>
+template <int kD, bool kF16, bool kPingpong, bool kPersistent>
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
   using Cfg = sm90::FwdConfig<kD>;
   const AttnShape& s = a.shape;
@@ -35,12 +35,19 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
   p.out = a.out;
   p.lse = a.lse;
 
-  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16>;
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Cfg::kSmemBytes)) != cudaSuccess) {
     return err;
   }
-  const dim3 grid(p.heads, p.batch, p.num_m_blocks);
+  const int64_t tiles = static_cast<int64_t>(p.num_m_blocks) * p.heads * p.batch;
+  int grid = static_cast<int>(tiles);
+  if (kPersistent) {
+    int dev = 0, sms = 0;
+    if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
+    if (grid > sms) grid = sms;
+  }
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(tq, tk, tv, p);
   return cudaGetLastError();
 }
@@ -54,8 +61,8 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
   if (s.head_dim != 64 && s.head_dim != 128) return false;
   if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
   if (s.heads % s.kv_heads != 0) return false;
-  if (s.batch > 65535 || s.heads > 65535 || s.q_len > (int64_t{1} << 30) ||
-      s.kv_len > (int64_t{1} << 30) || (s.q_len + 127) / 128 > 65535) {
+  if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30) ||
+      (s.q_len + 127) / 128 * s.heads * s.batch > int64_t{0x7fffffff}) {
     return false;
   }
   if (p.bias.data != nullptr || p.mask.data != nullptr) return false;
@@ -80,15 +87,27 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
   return sm90::GetEncodeTiled() != nullptr;
 }
 
-cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream) {
+cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant) {
   const bool f16 = p.dtype == ffi::DataType::F16;
-  if (p.shape.head_dim == 128) {
-    return f16 ? Launch<128, true>(p, stream) : Launch<128, false>(p, stream);
+  const int d = static_cast<int>(p.shape.head_dim);
+#define JAXDNN_SM90_CASE(D, PP, PERS)                                                     \
+  if (d == D && variant == (PP) + 2 * (PERS)) {                                           \
+    return f16 ? Launch<D, true, PP, PERS>(p, stream) : Launch<D, false, PP, PERS>(p, stream); \
   }
-  if (p.shape.head_dim == 64) {
-    return f16 ? Launch<64, true>(p, stream) : Launch<64, false>(p, stream);
-  }
+  JAXDNN_SM90_CASE(128, false, false)
+  JAXDNN_SM90_CASE(128, true, false)
+  JAXDNN_SM90_CASE(128, false, true)
+  JAXDNN_SM90_CASE(128, true, true)
+  JAXDNN_SM90_CASE(64, false, false)
+  JAXDNN_SM90_CASE(64, true, false)
+  JAXDNN_SM90_CASE(64, false, true)
+  JAXDNN_SM90_CASE(64, true, true)
+#undef JAXDNN_SM90_CASE
   return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream) {
+  return LaunchAttentionFwdSm90Variant(p, stream, kSm90DefaultVariant);
 }
 
 }  // namespace jaxdnn::attention

@@ -50,8 +50,9 @@ struct FwdConfig {
   static constexpr int kOffQ = 0;
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKVBytes;
-  static constexpr int kOffBar = kOffV + kStages * kKVBytes;
-  static constexpr int kNumBars = 1 + 4 * kStages;
+  static constexpr int kOffO = kOffV + kStages * kKVBytes;  // epilogue staging
+  static constexpr int kOffBar = kOffO + kQBytes;
+  static constexpr int kNumBars = 2 + 4 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;  // + alignment slack
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -68,7 +69,14 @@ __device__ __forceinline__ uint32_t PackPair(float lo, float hi) {
   }
 }
 
-template <int kD, bool kF16>
+// kPingpong: the two consumer warpgroups take turns issuing their gemms
+// (named barriers 3 and 4), so one's softmax overlaps the other's gemms.
+// kPersistent: gridDim.x CTAs walk the tiles with a stride of gridDim.x; the
+// next tile's Q load overlaps this tile's last P.V gemm and epilogue.
+// Tiles: t = ((b * heads + h) * num_m_blocks + m_rev), m_block = last - m_rev,
+// so the query tiles of one (batch, head) are adjacent (they share K and V in
+// L2), heaviest (causal) first.
+template <int kD, bool kF16, bool kPingpong, bool kPersistent>
 __global__ void __launch_bounds__(384, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
@@ -81,29 +89,42 @@ __global__ void __launch_bounds__(384, 1)
   uint8_t* smem_q = smem + Cfg::kOffQ;
   uint8_t* smem_k = smem + Cfg::kOffK;
   uint8_t* smem_v = smem + Cfg::kOffV;
+  uint8_t* smem_o = smem + Cfg::kOffO;
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffBar);
   uint64_t* q_full = bars;
-  uint64_t* k_full = bars + 1;
-  uint64_t* v_full = bars + 1 + kStages;
-  uint64_t* k_empty = bars + 1 + 2 * kStages;
-  uint64_t* v_empty = bars + 1 + 3 * kStages;
+  uint64_t* q_empty = bars + 1;
+  uint64_t* k_full = bars + 2;
+  uint64_t* v_full = bars + 2 + kStages;
+  uint64_t* k_empty = bars + 2 + 2 * kStages;
+  uint64_t* v_empty = bars + 2 + 3 * kStages;
 
-  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.z);  // heavy tiles first
-  const int h = blockIdx.x;
-  const int b = blockIdx.y;
-  const int hk = h / p.group;
+  const int num_tiles = p.num_m_blocks * p.heads * p.batch;
+  const int tile_stride = kPersistent ? static_cast<int>(gridDim.x) : num_tiles;
   const int kv_blocks = (p.kv_len + kBlockN - 1) / kBlockN;
-  const int n_blocks = p.causal ? min(kv_blocks, m_block + 1) : kv_blocks;
+  struct Tile {
+    int m_block, h, b, n_blocks;
+  };
+  auto decode = [&](int tile) {
+    Tile r;
+    const int m_rev = tile % p.num_m_blocks;
+    const int bh = tile / p.num_m_blocks;
+    r.m_block = p.num_m_blocks - 1 - m_rev;
+    r.h = bh % p.heads;
+    r.b = bh / p.heads;
+    r.n_blocks = p.causal ? min(kv_blocks, r.m_block + 1) : kv_blocks;
+    return r;
+  };
 
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
   if (threadIdx.x == 0) {
     MbarInit(q_full, 1);
+    MbarInit(q_empty, 8);  // one arrival per consumer warp
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       MbarInit(&k_full[s], 1);
       MbarInit(&v_full[s], 1);
-      MbarInit(&k_empty[s], 8);  // one arrival per consumer warp
+      MbarInit(&k_empty[s], 8);
       MbarInit(&v_empty[s], 8);
     }
     FenceMbarInit();
@@ -117,28 +138,35 @@ __global__ void __launch_bounds__(384, 1)
     // ------------------------------ producer ------------------------------
     SetMaxNRegDec<Cfg::kProducerRegs>();
     if (threadIdx.x == 0) {
-      MbarArriveExpectTx(q_full, Cfg::kQBytes);
-#pragma unroll
-      for (int db = 0; db < kDBlocks; ++db) {
-        TmaLoad4d(smem_q + db * kBlockM * 128, &tm_q, q_full, db * 64, h, m_block * kBlockM, b);
-      }
-      for (int it = 0; it < n_blocks; ++it) {
-        const int n = n_blocks - 1 - it;
-        const int st = it % kStages;
-        const uint32_t ph = (it / kStages) & 1;
-        MbarWait(&k_empty[st], ph ^ 1);
-        MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
+      int kv_it = 0;  // kv blocks loaded so far (ring position)
+      int local = 0;  // tiles done by this CTA
+      for (int tile = blockIdx.x; tile < num_tiles; tile += tile_stride, ++local) {
+        const Tile tl = decode(tile);
+        const int hk = tl.h / p.group;
+        MbarWait(q_empty, (local & 1) ^ 1);
+        MbarArriveExpectTx(q_full, Cfg::kQBytes);
 #pragma unroll
         for (int db = 0; db < kDBlocks; ++db) {
-          TmaLoad4d(smem_k + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_k, &k_full[st], db * 64, hk,
-                    n * kBlockN, b);
+          TmaLoad4d(smem_q + db * kBlockM * 128, &tm_q, q_full, db * 64, tl.h, tl.m_block * kBlockM, tl.b);
         }
-        MbarWait(&v_empty[st], ph ^ 1);
-        MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+        for (int it = 0; it < tl.n_blocks; ++it, ++kv_it) {
+          const int n = tl.n_blocks - 1 - it;
+          const int st = kv_it % kStages;
+          const uint32_t ph = (kv_it / kStages) & 1;
+          MbarWait(&k_empty[st], ph ^ 1);
+          MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
 #pragma unroll
-        for (int db = 0; db < kDBlocks; ++db) {
-          TmaLoad4d(smem_v + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_v, &v_full[st], db * 64, hk,
-                    n * kBlockN, b);
+          for (int db = 0; db < kDBlocks; ++db) {
+            TmaLoad4d(smem_k + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_k, &k_full[st], db * 64, hk,
+                      n * kBlockN, tl.b);
+          }
+          MbarWait(&v_empty[st], ph ^ 1);
+          MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+#pragma unroll
+          for (int db = 0; db < kDBlocks; ++db) {
+            TmaLoad4d(smem_v + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_v, &v_full[st], db * 64, hk,
+                      n * kBlockN, tl.b);
+          }
         }
       }
     }
@@ -155,16 +183,12 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t q_base = SmemAddr(smem_q) + cw * 64 * 128;
     const uint32_t k_base = SmemAddr(smem_k);
     const uint32_t v_base = SmemAddr(smem_v);
+    const float scale_log2 = p.scale_log2;
 
     float o[kD / 2];
-#pragma unroll
-    for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
     float s[kBlockN / 2];
     uint32_t pa[kBlockN / 16][4];
-    float row_max[2] = {-INFINITY, -INFINITY};
-    float row_sum[2] = {0.f, 0.f};
-    float corr[2];
-    const float scale_log2 = p.scale_log2;
+    float row_max[2], row_sum[2], corr[2];
 
     auto gemm_s = [&](int st) {
       const uint32_t kb = k_base + st * Cfg::kKVBytes;
@@ -237,106 +261,144 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
 
-    const int row0 = m_block * kBlockM + cw * 64 + warp * 16 + g;  // +8 for r = 1
+    constexpr int kSchedBar = 3;  // + consumer index
+    auto sched_sync = [&]() {
+      if constexpr (kPingpong) NamedBarrierSync(kSchedBar + cw, 256);
+    };
+    auto sched_arrive = [&]() {
+      if constexpr (kPingpong) NamedBarrierArrive(kSchedBar + (1 - cw), 256);
+    };
+    if constexpr (kPingpong) {
+      if (cw == 1) NamedBarrierArrive(kSchedBar + 0, 256);  // consumer 0 goes first
+    }
 
-    // First block (the highest kv block): the only one that may need a mask.
-    MbarWait(q_full, 0);
-    MbarWait(&k_full[0], 0);
-    gemm_s(0);
-    WgmmaWait<0>();
-    FenceRegs(s);
-    release(&k_empty[0]);
-    {
-      const int n = n_blocks - 1;
-      if (p.causal || (n + 1) * kBlockN > p.kv_len) {
+    int kv_it = 0;
+    int local = 0;
+    for (int tile = blockIdx.x; tile < num_tiles; tile += tile_stride, ++local) {
+      const Tile tl = decode(tile);
+      const int n_blocks = tl.n_blocks;
+      const int row0 = tl.m_block * kBlockM + cw * 64 + warp * 16 + g;  // +8 for r = 1
 #pragma unroll
-        for (int j = 0; j < kBlockN / 8; ++j) {
+      for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+      row_max[0] = row_max[1] = -INFINITY;
+      row_sum[0] = row_sum[1] = 0.f;
+
+      // First block (the highest kv block): the only one that may need a mask.
+      MbarWait(q_full, local & 1);
+      {
+        const int st = kv_it % kStages;
+        MbarWait(&k_full[st], (kv_it / kStages) & 1);
+        sched_sync();
+        gemm_s(st);
+        sched_arrive();
+        WgmmaWait<0>();
+        FenceRegs(s);
+        release(&k_empty[st]);
+      }
+      {
+        const int n = n_blocks - 1;
+        if (p.causal || (n + 1) * kBlockN > p.kv_len) {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
+          for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int col = n * kBlockN + 8 * j + 2 * t + e;
-              const int row = row0 + 8 * r;
-              if (col >= p.kv_len || (p.causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
+            for (int r = 0; r < 2; ++r) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int col = n * kBlockN + 8 * j + 2 * t + e;
+                const int row = row0 + 8 * r;
+                if (col >= p.kv_len || (p.causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
+              }
             }
           }
         }
       }
-    }
-    softmax();
-    convert_p();
-
-    for (int it = 1; it < n_blocks; ++it) {
-      const int st = it % kStages;
-      const uint32_t ph = (it / kStages) & 1;
-      const int pst = (it - 1) % kStages;
-      const uint32_t pph = ((it - 1) / kStages) & 1;
-      MbarWait(&k_full[st], ph);
-      gemm_s(st);
-      MbarWait(&v_full[pst], pph);
-      gemm_o(pst);
-      WgmmaWait<1>();
-      FenceRegs(s);
-      release(&k_empty[st]);
       softmax();
-      WgmmaWait<0>();
-      FenceRegs(o);
-      release(&v_empty[pst]);
-      rescale_o();
       convert_p();
-    }
-    {
-      const int lst = (n_blocks - 1) % kStages;
-      const uint32_t lph = ((n_blocks - 1) / kStages) & 1;
-      MbarWait(&v_full[lst], lph);
-      gemm_o(lst);
-      WgmmaWait<0>();
-      FenceRegs(o);
-      release(&v_empty[lst]);
-    }
 
-    // ------------------------------ epilogue ------------------------------
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float sum = row_sum[r];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const bool empty = !(sum > 0.f);
-      inv[r] = empty ? 0.f : 1.f / sum;
-      const int row = row0 + 8 * r;
-      if (t == 0 && row < p.q_len) {
-        p.lse[(static_cast<int64_t>(b) * p.heads + h) * p.q_len + row] =
-            empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
+      for (int it = 1; it < n_blocks; ++it) {
+        const int cur = kv_it + it, prev = kv_it + it - 1;
+        const int st = cur % kStages;
+        const uint32_t ph = (cur / kStages) & 1;
+        const int pst = prev % kStages;
+        const uint32_t pph = (prev / kStages) & 1;
+        MbarWait(&k_full[st], ph);
+        sched_sync();
+        gemm_s(st);
+        MbarWait(&v_full[pst], pph);
+        gemm_o(pst);
+        sched_arrive();
+        WgmmaWait<1>();
+        FenceRegs(s);
+        release(&k_empty[st]);
+        softmax();
+        WgmmaWait<0>();
+        FenceRegs(o);
+        release(&v_empty[pst]);
+        rescale_o();
+        convert_p();
       }
-    }
-    // Stage O (16-bit) in this warpgroup's 64 rows of the Q tile, same swizzle.
-    uint8_t* o_smem = smem_q + cw * 64 * 128;
-#pragma unroll
-    for (int j = 0; j < kD / 8; ++j) {
+      release(q_empty);  // every S gemm of this tile is complete
+      {
+        const int last = kv_it + n_blocks - 1;
+        const int lst = last % kStages;
+        MbarWait(&v_full[lst], (last / kStages) & 1);
+        sched_sync();
+        gemm_o(lst);
+        sched_arrive();
+        WgmmaWait<0>();
+        FenceRegs(o);
+        release(&v_empty[lst]);
+      }
+      kv_it += n_blocks;
+
+      // ---------------------------- epilogue ----------------------------
+      float inv[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int row = warp * 16 + g + 8 * r;
-        const int off = (j / 8) * kBlockM * 128 + row * 128 + (((j % 8) ^ (row % 8)) * 16) + 4 * t;
-        *reinterpret_cast<uint32_t*>(o_smem + off) =
-            PackPair<kF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+        float sum = row_sum[r];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const bool empty = !(sum > 0.f);
+        inv[r] = empty ? 0.f : 1.f / sum;
+        const int row = row0 + 8 * r;
+        if (t == 0 && row < p.q_len) {
+          p.lse[(static_cast<int64_t>(tl.b) * p.heads + tl.h) * p.q_len + row] =
+              empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
+        }
+      }
+      // Stage O (16-bit) in this warpgroup's 64 rows of the O buffer, with the
+      // 128-byte swizzle (conflict-free), then 16-byte coalesced stores.
+      uint8_t* o_smem = smem_o + cw * 64 * 128;
+      NamedBarrierSync(1 + cw, 128);  // the previous tile's reads are done
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = warp * 16 + g + 8 * r;
+          const int off = (j / 8) * kBlockM * 128 + row * 128 + (((j % 8) ^ (row % 8)) * 16) + 4 * t;
+          *reinterpret_cast<uint32_t*>(o_smem + off) =
+              PackPair<kF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+        }
+      }
+      NamedBarrierSync(1 + cw, 128);
+      constexpr int kChunksPerRow = kD / 8;
+      uint16_t* out = static_cast<uint16_t*>(p.out);
+#pragma unroll
+      for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
+        const int idx = i * 128 + tid;
+        const int row = idx / kChunksPerRow;
+        const int cc = idx % kChunksPerRow;
+        const int off = (cc / 8) * kBlockM * 128 + row * 128 + (((cc % 8) ^ (row % 8)) * 16);
+        const uint4 v = *reinterpret_cast<const uint4*>(o_smem + off);
+        const int grow = tl.m_block * kBlockM + cw * 64 + row;
+        if (grow < p.q_len) {
+          *reinterpret_cast<uint4*>(
+              out + ((static_cast<int64_t>(tl.b) * p.q_len + grow) * p.heads + tl.h) * kD + cc * 8) = v;
+        }
       }
     }
-    NamedBarrierSync(1 + cw, 128);
-    constexpr int kChunksPerRow = kD / 8;
-    uint16_t* out = static_cast<uint16_t*>(p.out);
-#pragma unroll
-    for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
-      const int idx = i * 128 + tid;
-      const int row = idx / kChunksPerRow;
-      const int cc = idx % kChunksPerRow;
-      const int off = (cc / 8) * kBlockM * 128 + row * 128 + (((cc % 8) ^ (row % 8)) * 16);
-      const uint4 v = *reinterpret_cast<const uint4*>(o_smem + off);
-      const int grow = m_block * kBlockM + cw * 64 + row;
-      if (grow < p.q_len) {
-        *reinterpret_cast<uint4*>(out + ((static_cast<int64_t>(b) * p.q_len + grow) * p.heads + h) * kD +
-                                  cc * 8) = v;
-      }
+    if constexpr (kPingpong) {
+      if (cw == 0) NamedBarrierSync(kSchedBar + 0, 256);  // consume consumer 1's last arrival
     }
   }
 }

@@ -17,4 +17,11 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p);
 // (safe under CUDA graph capture). Callers check Sm90ForwardSupports first.
 cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 
+// Benchmarking hook: variant = pingpong + 2 * persistent, i.e.
+//   0: intra-warpgroup overlap only, one CTA per tile
+//   1: + pingpong scheduling of the two consumer warpgroups
+//   2: persistent CTAs (one per SM) without pingpong, 3: persistent + pingpong.
+constexpr int kSm90DefaultVariant = 1;
+cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
+
 }  // namespace jaxdnn::attention
