@@ -3,8 +3,10 @@
 #include "attention/attention_cuda_kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "attention/attention_cuda_backward.cuh"
+#include "attention/hopper/attention_sm90_forward.h"
 
 namespace jaxdnn::attention {
 namespace {
@@ -131,8 +133,20 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   }
 }
 
+// The Hopper kernel (TMA, wgmma, warp-specialized) takes the dense cases it
+// covers; JAXDNN_ATTENTION_SM90=0 keeps every case on the mma.sync kernel
+// (for A/B timing).
+static bool Sm90ForwardEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("JAXDNN_ATTENTION_SM90");
+    return !(v && v[0] == '0');
+  }();
+  return enabled;
+}
+
 cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.q_len == 0 || p.shape.heads == 0) return cudaSuccess;
+  if (Sm90ForwardEnabled() && Sm90ForwardSupports(p)) return LaunchAttentionFwdSm90(p, stream);
   switch (p.dtype) {
     case ffi::DataType::BF16: return FwdByHeadDim<__nv_bfloat16>(p, stream);
     case ffi::DataType::F16: return FwdByHeadDim<__half>(p, stream);
