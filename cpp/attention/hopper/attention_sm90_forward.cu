@@ -90,6 +90,7 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant) {
   const bool f16 = p.dtype == ffi::DataType::F16;
   const int d = static_cast<int>(p.shape.head_dim);
+  if (variant < 0) variant = p.mask_params.causal ? 1 : 3;
 #define JAXDNN_SM90_CASE(D, PP, PERS)                                                     \
   if (d == D && variant == (PP) + 2 * (PERS)) {                                           \
     return f16 ? Launch<D, true, PP, PERS>(p, stream) : Launch<D, false, PP, PERS>(p, stream); \

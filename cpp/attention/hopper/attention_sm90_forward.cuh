@@ -14,8 +14,12 @@
 //     the A operand of O += P V (B = V MN-major from shared memory). The S gemm
 //     of the next block is in flight while the P.V gemm of this one runs, and
 //     the softmax of the next block overlaps the P.V gemm (intra-warpgroup
-//     overlap). Epilogue: normalize, stage O through this warpgroup's part of
-//     the Q tile in shared memory, 16-byte coalesced stores; lse per row.
+//     overlap). Optional (template flags): pingpong turns between the two
+//     consumer warpgroups; persistent CTAs. Epilogue: normalize, stage O in a
+//     swizzled shared-memory buffer, 16-byte coalesced stores; lse per row.
+// Shared memory (D=128): Q 32 KB + 2 x (K 32 KB + V 32 KB) + O 32 KB ~ 193 KB.
+// Not done: head dim 256, fp8, causal with q_len != kv_len, a dynamic
+// (atomic) tile scheduler for causal persistent runs.
 #pragma once
 
 #include <cuda.h>
