@@ -9,15 +9,24 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 
+if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
+  # tokamax and its pure-Python dependencies travel as wheels (carry .whl);
+  # a stand-in for the xprof module it imports for profiling lets it load.
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$repo"/.whl/*.whl
+  mkdir -p /tmp/site/xprof/cli/tools
+  touch /tmp/site/xprof/__init__.py /tmp/site/xprof/cli/__init__.py
+  echo "get_kernel_stats_tool = None" > /tmp/site/xprof/cli/tools/__init__.py
+  export PYTHONPATH=/tmp/site
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 echo "== build"
-( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \
+[ -n "${SKIP_BUILD:-}" ] || ( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \
   || { tail -50 "$out/build.log"; exit 1; }
-grep -E "registers|Successfully" "$out/build.log" | tail -3
+[ -n "${SKIP_BUILD:-}" ] || grep -E "registers|Successfully" "$out/build.log" | tail -3
 echo "== self-check"
-( cd /tmp && timeout ${CHECK_TIMEOUT:-400} python3 "$repo/benchmarks/attention_gpu_check.py" ) 2>&1 | tee "$out/check.txt"
+[ "${CHECK_TIMEOUT:-400}" != 0 ] && ( cd /tmp && timeout ${CHECK_TIMEOUT:-400} python3 "$repo/benchmarks/attention_gpu_check.py" ) 2>&1 | tee "$out/check.txt"
 echo "== tests"
-( cd /tmp && timeout ${TEST_TIMEOUT:-240} python3 -m pytest "$repo/tests" -q -p no:cacheprovider \
+[ "${TEST_TIMEOUT:-240}" != 0 ] && ( cd /tmp && timeout ${TEST_TIMEOUT:-240} python3 -m pytest "$repo/tests" -q -p no:cacheprovider \
     ${TESTS:-} ) > "$out/tests.log" 2>&1
 echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests.log" | head -30; tail -2 "$out/tests.log"
 echo "== benchmarks"
