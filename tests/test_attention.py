@@ -504,6 +504,12 @@ DROP_IN_CASES = ["plain", "bias_full", "bias_1NTS", "bias_111S", "mask_B1TS", "c
                                   Dims(1, 7, 7, 8, 1, 128)], ids=str)
 @pytest.mark.parametrize("case", DROP_IN_CASES)
 def test_drop_in_for_jax_nn(case, dims):
+  # float32 products in both (jax.nn's would be TF32 on a GPU by default).
+  with jax.default_matmul_precision("highest"):
+    _check_drop_in(case, dims)
+
+
+def _check_drop_in(case, dims):
   kw = _drop_in_cases(dims)[case]
   q, k, v = qkv(dims)
   arrays, static = split_kwargs(kw)
