@@ -81,7 +81,9 @@ def test_check_grads_float32(kind, residual):
   else:
     f = lambda x, s, r: _loss(kind, None, residual)(x, s, None, r)
     args = (x, s, r)
-  check_grads(f, args, order=1, modes=["rev"], atol=2e-2, rtol=2e-2)
+  # eps 1e-3: the loss is a sum of order 50, whose float32 central differences
+  # at the default 1e-4 carry ~5% roundoff now and then (seen once in CI).
+  check_grads(f, args, order=1, modes=["rev"], atol=2e-2, rtol=2e-2, eps=1e-3)
 
 
 @pytest.mark.parametrize("kind", KINDS)
