@@ -752,7 +752,8 @@ def test_hlo_contains_jaxdnn_custom_call(option, impl):
 # Head dims 64/128/256 natively; 96 and 40 are zero-padded up by the API.
 GPU_DIMS = [Dims(4, 512, 512, 16, 4, 128), Dims(2, 1, 1024, 32, 8, 128),
             Dims(2, 1000, 1000, 8, 8, 64), Dims(1, 384, 256, 8, 1, 256),
-            Dims(2, 200, 300, 8, 2, 96), Dims(1, 77, 77, 4, 4, 40)]
+            Dims(2, 200, 300, 8, 2, 96), Dims(1, 77, 77, 4, 4, 40),
+            Dims(1, 1537, 1537, 8, 2, 128)]
 
 
 def _gpu_kernel_expected(direction="fwd"):
