@@ -1,0 +1,457 @@
+// Standalone self-test and benchmark of the Hopper (sm_90a) attention backward
+// (cpp/attention/hopper/attention_sm90_backward.*). Inputs q, k, v, dout from a
+// fixed-seed host RNG, uniform in [-1, 1] and never zero; out and lse from the
+// sm90 forward; a naive fp32 reference backward on the GPU (one warp per query
+// row for dq and delta, one warp per key row for dk/dv); gradients poisoned
+// with 0xFF bytes before each checked launch; determinism = two runs compared
+// bytewise. Timing: median of 10 launches of the whole backward (delta
+// pre-pass, dK/dV, dQ, GQA reduction). Exit code 1 on any failure.
+// Usage: sm90_attention_bwd_selftest [probe|check|all]
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attention/attention_problem.h"
+#include "attention/hopper/attention_sm90_backward.h"
+#include "attention/hopper/attention_sm90_forward.h"
+
+#define CHECK_CUDA(x)                                                                      \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
+                   __LINE__, #x);                                                          \
+      std::fflush(stdout);                                                                 \
+      std::exit(2);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+using jaxdnn::attention::AttnBwdArgs;
+using jaxdnn::attention::AttnFwdArgs;
+
+namespace {
+
+template <typename T>
+__device__ __forceinline__ float ToF(T x);
+template <>
+__device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <>
+__device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
+
+__device__ __forceinline__ float WarpSum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// One warp per (b, h, i) query row: delta and dq (fp32).
+template <typename T>
+__global__ void RefDq(const T* q, const T* k, const T* v, const T* out, const T* dout,
+                      const float* lse, float* delta, float* dq, int B, int Sq, int Skv, int H,
+                      int Hk, int D, float scale, int causal) {
+  const int64_t row_id = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row_id >= static_cast<int64_t>(B) * H * Sq) return;
+  const int i = static_cast<int>(row_id % Sq);
+  const int h = static_cast<int>((row_id / Sq) % H);
+  const int b = static_cast<int>(row_id / (static_cast<int64_t>(Sq) * H));
+  const int hk = h / (H / Hk);
+  const int per = D / 32;
+  const int64_t qo = ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
+  float qr[4], dor[4], acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float dl = 0.f;
+  for (int d = 0; d < 4; ++d) {
+    qr[d] = d < per ? ToF(q[qo + d]) : 0.f;
+    dor[d] = d < per ? ToF(dout[qo + d]) : 0.f;
+    if (d < per) dl += dor[d] * ToF(out[qo + d]);
+  }
+  dl = WarpSum(dl);
+  const float l = lse[(static_cast<int64_t>(b) * H + h) * Sq + i];
+  const int hi = causal ? min(Skv, i + 1) : Skv;
+  for (int j = 0; j < hi; ++j) {
+    const int64_t kvo = ((static_cast<int64_t>(b) * Skv + j) * Hk + hk) * D + lane * per;
+    float sd = 0.f, pd = 0.f;
+    for (int d = 0; d < 4; ++d) {
+      if (d < per) {
+        sd += qr[d] * ToF(k[kvo + d]);
+        pd += dor[d] * ToF(v[kvo + d]);
+      }
+    }
+    sd = WarpSum(sd);
+    pd = WarpSum(pd);
+    const float pj = expf(sd * scale - l);
+    const float ds = pj * (pd - dl);
+    for (int d = 0; d < 4; ++d) if (d < per) acc[d] += ds * ToF(k[kvo + d]);
+  }
+  for (int d = 0; d < 4; ++d) if (d < per) dq[qo + d] = acc[d] * scale;
+  if (lane == 0) delta[(static_cast<int64_t>(b) * H + h) * Sq + i] = dl;
+}
+
+// One warp per (b, hk, j) key row: dk, dv (fp32), summing the group's heads.
+template <typename T>
+__global__ void RefDkDv(const T* q, const T* k, const T* v, const T* dout, const float* lse,
+                        const float* delta, float* dk, float* dv, int B, int Sq, int Skv, int H,
+                        int Hk, int D, float scale, int causal) {
+  const int64_t row_id = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row_id >= static_cast<int64_t>(B) * Hk * Skv) return;
+  const int j = static_cast<int>(row_id % Skv);
+  const int hk = static_cast<int>((row_id / Skv) % Hk);
+  const int b = static_cast<int>(row_id / (static_cast<int64_t>(Skv) * Hk));
+  const int group = H / Hk;
+  const int per = D / 32;
+  const int64_t kvo = ((static_cast<int64_t>(b) * Skv + j) * Hk + hk) * D + lane * per;
+  float kr[4], vr[4], ak[4] = {0.f, 0.f, 0.f, 0.f}, av[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int d = 0; d < 4; ++d) {
+    kr[d] = d < per ? ToF(k[kvo + d]) : 0.f;
+    vr[d] = d < per ? ToF(v[kvo + d]) : 0.f;
+  }
+  for (int gi = 0; gi < group; ++gi) {
+    const int h = hk * group + gi;
+    for (int i = causal ? j : 0; i < Sq; ++i) {
+      const int64_t qo = ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
+      float sd = 0.f, pd = 0.f;
+      for (int d = 0; d < 4; ++d) {
+        if (d < per) {
+          sd += kr[d] * ToF(q[qo + d]);
+          pd += vr[d] * ToF(dout[qo + d]);
+        }
+      }
+      sd = WarpSum(sd);
+      pd = WarpSum(pd);
+      const int64_t lo = (static_cast<int64_t>(b) * H + h) * Sq + i;
+      const float pj = expf(sd * scale - lse[lo]);
+      const float ds = pj * (pd - delta[lo]);
+      for (int d = 0; d < 4; ++d) {
+        if (d < per) {
+          av[d] += pj * ToF(dout[qo + d]);
+          ak[d] += ds * ToF(q[qo + d]);
+        }
+      }
+    }
+  }
+  for (int d = 0; d < 4; ++d) {
+    if (d < per) {
+      dk[kvo + d] = ak[d] * scale;
+      dv[kvo + d] = av[d];
+    }
+  }
+}
+
+struct Case {
+  int B, S, H, Hk, D, causal;
+  bool f16;
+  bool check;  // reference comparison (small cases); else finite + determinism only
+};
+
+uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+float NextUniform() {  // xorshift64*, uniform in [-1, 1]
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  const uint64_t r = g_rng * 0x2545F4914F6CDD1Dull;
+  return static_cast<float>((r >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
+}
+
+std::vector<uint16_t> RandomBits(size_t n, bool f16) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    float x = 0.f;
+    uint16_t bits = 0;
+    do {
+      x = NextUniform();
+      if (f16) {
+        __half hv = __float2half_rn(x);
+        bits = *reinterpret_cast<uint16_t*>(&hv);
+      } else {
+        __nv_bfloat16 bv = __float2bfloat16_rn(x);
+        bits = *reinterpret_cast<uint16_t*>(&bv);
+      }
+    } while ((bits & 0x7FFF) == 0);
+    out[i] = bits;
+  }
+  return out;
+}
+
+float HostToF(uint16_t bits, bool f16) {
+  if (f16) {
+    __half h;
+    *reinterpret_cast<uint16_t*>(&h) = bits;
+    return __half2float(h);
+  }
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Err {
+  double max_abs = 0, rel_l2 = 0;
+  long long nonfinite = 0;
+};
+
+Err Compare(const std::vector<uint16_t>& got, const std::vector<float>& ref, bool f16) {
+  Err e;
+  double l2 = 0, r2 = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float g = HostToF(got[i], f16);
+    if (!std::isfinite(g)) {
+      ++e.nonfinite;
+      continue;
+    }
+    const double d = static_cast<double>(g) - ref[i];
+    e.max_abs = std::max(e.max_abs, std::fabs(d));
+    l2 += d * d;
+    r2 += static_cast<double>(ref[i]) * ref[i];
+  }
+  e.rel_l2 = std::sqrt(l2 / std::max(r2, 1e-30));
+  return e;
+}
+
+long long CountNonFinite(const std::vector<uint16_t>& got, bool f16) {
+  long long n = 0;
+  for (uint16_t b : got) n += !std::isfinite(HostToF(b, f16));
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  int dev = 0;
+  CHECK_CUDA(cudaSetDevice(dev));
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
+  std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount);
+  if (mode == "probe") return 0;
+
+  std::vector<Case> cases = {
+      // B, S, H, Hk, D, causal, f16, check
+      {1, 128, 1, 1, 128, 0, false, true},
+      {1, 128, 1, 1, 128, 1, false, true},
+      {2, 1000, 4, 2, 128, 1, false, true},
+      {2, 384, 2, 2, 64, 0, false, true},
+      {2, 1000, 4, 2, 128, 0, true, true},
+      {1, 1000, 2, 1, 64, 1, true, true},
+      {1, 200, 3, 3, 64, 1, false, true},
+      {2, 1536, 2, 2, 128, 1, false, true},
+  };
+  if (mode == "all") {
+    const int seqs[4][2] = {{8, 2048}, {4, 4096}, {2, 8192}, {1, 16384}};
+    for (int c = 0; c < 2; ++c) {
+      for (auto& bs : seqs) cases.push_back({bs[0], bs[1], 16, 16, 128, c, false, false});
+    }
+    cases.push_back({8, 2048, 16, 16, 64, 0, false, false});
+    cases.push_back({8, 2048, 16, 16, 64, 1, false, false});
+    cases.push_back({8, 2048, 16, 4, 128, 1, false, false});
+  }
+
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+
+  std::vector<uint16_t> pools_bf16[4], pools_f16[4];
+  bool all_ok = true;
+  std::printf("%-30s %-4s %10s %10s %10s %10s %10s %10s %5s %9s %8s\n", "case (B,S,H,Hk,D,causal)",
+              "dt", "dq_max", "dq_relL2", "dk_max", "dk_relL2", "dv_max", "dv_relL2", "det", "ms",
+              "TFLOP/s");
+  for (const Case& c : cases) {
+    const bool f16 = c.f16;
+    const size_t nq = static_cast<size_t>(c.B) * c.S * c.H * c.D;
+    const size_t nkv = static_cast<size_t>(c.B) * c.S * c.Hk * c.D;
+    const size_t nl = static_cast<size_t>(c.B) * c.H * c.S;
+    const int64_t ws_elems = static_cast<int64_t>(nl) + 2 * static_cast<int64_t>(c.B) * c.S * c.H * c.D;
+    char name[64];
+    std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d)", c.B, c.S, c.H, c.Hk, c.D, c.causal);
+
+    // Random pools, generated once per dtype at the largest size; cases take prefixes.
+    std::vector<uint16_t>* pool = f16 ? pools_f16 : pools_bf16;
+    if (pool[0].size() < nq) {
+      size_t mx = 0;
+      for (const Case& o2 : cases) {
+        if (o2.f16 == f16) mx = std::max(mx, static_cast<size_t>(o2.B) * o2.S * o2.H * o2.D);
+      }
+      for (int pi = 0; pi < 4; ++pi) pool[pi] = RandomBits(mx, f16);
+    }
+    const std::vector<uint16_t>&hq = pool[0], &hk = pool[1], &hv = pool[2], &hdo = pool[3];
+    void *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+    float *lse, *ws;
+    CHECK_CUDA(cudaMalloc(&q, nq * 2));
+    CHECK_CUDA(cudaMalloc(&o, nq * 2));
+    CHECK_CUDA(cudaMalloc(&dout, nq * 2));
+    CHECK_CUDA(cudaMalloc(&dq, nq * 2));
+    CHECK_CUDA(cudaMalloc(&k, nkv * 2));
+    CHECK_CUDA(cudaMalloc(&v, nkv * 2));
+    CHECK_CUDA(cudaMalloc(&dk, nkv * 2));
+    CHECK_CUDA(cudaMalloc(&dv, nkv * 2));
+    CHECK_CUDA(cudaMalloc(&lse, nl * 4));
+    CHECK_CUDA(cudaMalloc(&ws, ws_elems * 4));
+    CHECK_CUDA(cudaMemcpy(q, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(k, hk.data(), nkv * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(v, hv.data(), nkv * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dout, hdo.data(), nq * 2, cudaMemcpyHostToDevice));
+
+    AttnFwdArgs fa{};
+    fa.shape.batch = c.B;
+    fa.shape.q_len = c.S;
+    fa.shape.kv_len = c.S;
+    fa.shape.heads = c.H;
+    fa.shape.kv_heads = c.Hk;
+    fa.shape.head_dim = c.D;
+    fa.dtype = f16 ? jaxdnn::ffi::DataType::F16 : jaxdnn::ffi::DataType::BF16;
+    fa.q = q;
+    fa.k = k;
+    fa.v = v;
+    fa.mask_params.scale = 1.f / std::sqrt(static_cast<float>(c.D));
+    fa.mask_params.causal = c.causal != 0;
+    fa.out = o;
+    fa.lse = lse;
+    if (!jaxdnn::attention::Sm90ForwardSupports(fa)) {
+      std::printf("%-30s FAIL: Sm90ForwardSupports() is false\n", name);
+      all_ok = false;
+      continue;
+    }
+    CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90(fa, stream));
+
+    AttnBwdArgs a{};
+    a.shape = fa.shape;
+    a.dtype = fa.dtype;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.out = o;
+    a.lse = lse;
+    a.dout = dout;
+    a.dlse = nullptr;
+    a.mask_params = fa.mask_params;
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    a.dbias = nullptr;
+    a.workspace = ws;
+    a.workspace_elems = ws_elems;
+    if (!jaxdnn::attention::Sm90BackwardSupports(a)) {
+      std::printf("%-30s FAIL: Sm90BackwardSupports() is false\n", name);
+      all_ok = false;
+      continue;
+    }
+
+    auto run_poisoned = [&](std::vector<uint16_t>& gq, std::vector<uint16_t>& gk,
+                            std::vector<uint16_t>& gv) {
+      CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
+      CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
+      CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
+      CHECK_CUDA(cudaMemsetAsync(ws, 0xFF, ws_elems * 4, stream));
+      CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      gq.resize(nq);
+      gk.resize(nkv);
+      gv.resize(nkv);
+      CHECK_CUDA(cudaMemcpy(gq.data(), dq, nq * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(gk.data(), dk, nkv * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(gv.data(), dv, nkv * 2, cudaMemcpyDeviceToHost));
+    };
+    std::vector<uint16_t> gq1, gk1, gv1, gq2, gk2, gv2;
+    run_poisoned(gq1, gk1, gv1);
+    run_poisoned(gq2, gk2, gv2);
+    const bool det = std::memcmp(gq1.data(), gq2.data(), nq * 2) == 0 &&
+                     std::memcmp(gk1.data(), gk2.data(), nkv * 2) == 0 &&
+                     std::memcmp(gv1.data(), gv2.data(), nkv * 2) == 0;
+    bool case_ok = det;
+    Err eq, ek, ev;
+    if (c.check) {
+      float *rdq, *rdk, *rdv, *rdelta;
+      CHECK_CUDA(cudaMalloc(&rdq, nq * 4));
+      CHECK_CUDA(cudaMalloc(&rdk, nkv * 4));
+      CHECK_CUDA(cudaMalloc(&rdv, nkv * 4));
+      CHECK_CUDA(cudaMalloc(&rdelta, nl * 4));
+      const int threads = 256;
+      const int bq = static_cast<int>((static_cast<int64_t>(nl) * 32 + threads - 1) / threads);
+      const int bk = static_cast<int>((static_cast<int64_t>(c.B) * c.Hk * c.S * 32 + threads - 1) / threads);
+      const float sc = fa.mask_params.scale;
+      if (f16) {
+        RefDq<__half><<<bq, threads, 0, stream>>>((const __half*)q, (const __half*)k, (const __half*)v,
+                                                  (const __half*)o, (const __half*)dout, lse, rdelta, rdq,
+                                                  c.B, c.S, c.S, c.H, c.Hk, c.D, sc, c.causal);
+        RefDkDv<__half><<<bk, threads, 0, stream>>>((const __half*)q, (const __half*)k, (const __half*)v,
+                                                    (const __half*)dout, lse, rdelta, rdk, rdv, c.B, c.S,
+                                                    c.S, c.H, c.Hk, c.D, sc, c.causal);
+      } else {
+        using T = __nv_bfloat16;
+        RefDq<T><<<bq, threads, 0, stream>>>((const T*)q, (const T*)k, (const T*)v, (const T*)o,
+                                             (const T*)dout, lse, rdelta, rdq, c.B, c.S, c.S, c.H, c.Hk,
+                                             c.D, sc, c.causal);
+        RefDkDv<T><<<bk, threads, 0, stream>>>((const T*)q, (const T*)k, (const T*)v, (const T*)dout, lse,
+                                               rdelta, rdk, rdv, c.B, c.S, c.S, c.H, c.Hk, c.D, sc,
+                                               c.causal);
+      }
+      CHECK_CUDA(cudaGetLastError());
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      std::vector<float> hrq(nq), hrk(nkv), hrv(nkv);
+      CHECK_CUDA(cudaMemcpy(hrq.data(), rdq, nq * 4, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(hrk.data(), rdk, nkv * 4, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(hrv.data(), rdv, nkv * 4, cudaMemcpyDeviceToHost));
+      eq = Compare(gq1, hrq, f16);
+      ek = Compare(gk1, hrk, f16);
+      ev = Compare(gv1, hrv, f16);
+      CHECK_CUDA(cudaFree(rdq));
+      CHECK_CUDA(cudaFree(rdk));
+      CHECK_CUDA(cudaFree(rdv));
+      CHECK_CUDA(cudaFree(rdelta));
+      for (const Err* e : {&eq, &ek, &ev}) {
+        if (!(e->rel_l2 <= 2e-2) || e->nonfinite > 0) case_ok = false;
+      }
+    } else {
+      eq.nonfinite = CountNonFinite(gq1, f16);
+      ek.nonfinite = CountNonFinite(gk1, f16);
+      ev.nonfinite = CountNonFinite(gv1, f16);
+      if (eq.nonfinite + ek.nonfinite + ev.nonfinite > 0) case_ok = false;
+    }
+
+    // Timing.
+    for (int i = 0; i < 3; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
+    std::vector<float> ms(10);
+    for (int i = 0; i < 10; ++i) {
+      CHECK_CUDA(cudaEventRecord(e0, stream));
+      CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
+      CHECK_CUDA(cudaEventRecord(e1, stream));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = 0.5 * (ms[4] + ms[5]);
+    double flops = 2.5 * 4.0 * c.B * c.H * static_cast<double>(c.S) * c.S * c.D;
+    if (c.causal) flops *= 0.5;
+    const double tflops = flops / (med * 1e-3) / 1e12;
+    const long long nonfin = eq.nonfinite + ek.nonfinite + ev.nonfinite;
+    if (c.check) {
+      std::printf("%-30s %-4s %10.3g %10.3g %10.3g %10.3g %10.3g %10.3g %5s %9.3f %8.1f %s", name,
+                  f16 ? "f16" : "bf16", eq.max_abs, eq.rel_l2, ek.max_abs, ek.rel_l2, ev.max_abs,
+                  ev.rel_l2, det ? "yes" : "NO", med, tflops, case_ok ? "ok" : "FAIL");
+    } else {
+      std::printf("%-30s %-4s %10s %10s %10s %10s %10s %10s %5s %9.3f %8.1f %s", name,
+                  f16 ? "f16" : "bf16", "-", "-", "-", "-", "-", "-", det ? "yes" : "NO", med, tflops,
+                  case_ok ? "ok (finite+det)" : "FAIL");
+    }
+    if (nonfin) std::printf(" (non-finite: dq %lld dk %lld dv %lld)", eq.nonfinite, ek.nonfinite, ev.nonfinite);
+    std::printf("\n");
+    std::fflush(stdout);
+    all_ok = all_ok && case_ok;
+    for (void* ptr : {q, k, v, o, dout, dq, dk, dv}) CHECK_CUDA(cudaFree(ptr));
+    CHECK_CUDA(cudaFree(lse));
+    CHECK_CUDA(cudaFree(ws));
+  }
+  std::printf("%s\n", all_ok ? "ALL PASSED" : "SOME FAILED");
+  return all_ok ? 0 : 1;
+}

@@ -1,0 +1,158 @@
+// Host launcher of the Hopper attention backward (see attention_sm90_backward.cuh).
+#include "attention/hopper/attention_sm90_backward.h"
+
+#include <cstdint>
+
+#include "attention/hopper/attention_sm90_backward.cuh"
+#include "attention/hopper/sm90_tma.h"
+
+namespace jaxdnn::attention {
+
+namespace {
+
+bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+constexpr int kDqBlockN = 64;  // keys per dQ pipeline step
+
+template <int kD, bool kF16>
+cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream) {
+  using DkDvCfg = sm90::DkDvConfig<kD>;
+  using DqCfg = sm90::DqConfig<kD, kDqBlockN>;
+  const AttnShape& s = a.shape;
+  cudaError_t err;
+
+  sm90::BwdParams p;
+  p.batch = static_cast<int>(s.batch);
+  p.q_len = static_cast<int>(s.q_len);
+  p.kv_len = static_cast<int>(s.kv_len);
+  p.heads = static_cast<int>(s.heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.causal = a.mask_params.causal ? 1 : 0;
+  p.scale = a.mask_params.scale;
+  p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
+  p.out = a.out;
+  p.dout = a.dout;
+  p.lse = a.lse;
+  const int64_t part_elems = s.batch * s.kv_len * s.heads * s.head_dim;
+  // Workspace (float32): with GQA the per-query-head dK and dV partials come
+  // first (16-byte aligned), then delta; otherwise delta alone.
+  if (p.group > 1) {
+    p.dk_part = a.workspace;
+    p.dv_part = a.workspace + part_elems;
+    p.delta = a.workspace + 2 * part_elems;
+  } else {
+    p.dk_part = nullptr;
+    p.dv_part = nullptr;
+    p.delta = a.workspace;
+  }
+  p.dq = a.dq;
+  p.dk = a.dk;
+  p.dv = a.dv;
+
+  // 1. delta.
+  {
+    const int64_t rows = s.batch * s.q_len * s.heads;
+    const int threads = 256;
+    const int64_t blocks = (rows * 32 + threads - 1) / threads;
+    sm90::AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 2. dK / dV.
+  {
+    CUtensorMap tq, tk, tv, tdo;
+    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
+    auto kernel = sm90::AttnBwdDkDvSm90Kernel<kD, kF16>;
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    DkDvCfg::kSmemBytes)) != cudaSuccess) {
+      return err;
+    }
+    const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
+                    static_cast<unsigned>((s.kv_len + DkDvCfg::kBlockN - 1) / DkDvCfg::kBlockN));
+    kernel<<<grid, DkDvCfg::kThreads, DkDvCfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 3. dQ.
+  {
+    CUtensorMap tq, tk, tv, tdo;
+    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
+    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN>;
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    DqCfg::kSmemBytes)) != cudaSuccess) {
+      return err;
+    }
+    const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
+                    static_cast<unsigned>((s.q_len + DqCfg::kBlockM - 1) / DqCfg::kBlockM));
+    kernel<<<grid, DqCfg::kThreads, DqCfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 4. GQA: fixed-order sum of the group's per-query-head partials.
+  if (p.group > 1) {
+    const int64_t total4 = s.batch * s.kv_len * s.kv_heads * kD / 4;
+    const int threads = 256;
+    const int64_t blocks = (total4 + threads - 1) / threads;
+    sm90::AttnBwdGroupReduceKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool Sm90BackwardSupports(const AttnBwdArgs& p) {
+  const AttnShape& s = p.shape;
+  const AttnMaskParams& m = p.mask_params;
+  if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
+  if (s.head_dim != 64 && s.head_dim != 128) return false;
+  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
+  if (s.heads % s.kv_heads != 0) return false;
+  // Grid limits: x = batch * heads < 2^31, y = blocks along a sequence < 65536.
+  if (s.batch * s.heads > int64_t{0x7fffffff}) return false;
+  if ((s.q_len + 127) / 128 > 65535 || (s.kv_len + 127) / 128 > 65535) return false;
+  if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
+  if (p.bias.data != nullptr || p.mask.data != nullptr || p.dbias != nullptr || p.dlse != nullptr) {
+    return false;
+  }
+  if (m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
+      m.kv_segments != nullptr) {
+    return false;
+  }
+  if (m.softcap != 0.f || m.dropout_rate != 0.f || m.window_left >= 0 || m.window_right >= 0) return false;
+  if (!(m.scale > 0.f)) return false;
+  if (m.causal && s.q_len != s.kv_len) return false;
+  if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||
+      !Aligned16(p.dout) || !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) ||
+      !Aligned16(p.workspace) || p.lse == nullptr || p.workspace == nullptr) {
+    return false;
+  }
+  int64_t need = s.batch * s.heads * s.q_len;
+  if (s.heads != s.kv_heads) need += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
+  if (p.workspace_elems < need) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    return false;
+  }
+  if (major != 9 || minor != 0) return false;
+  return sm90::GetEncodeTiled() != nullptr;
+}
+
+cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream) {
+  const bool f16 = p.dtype == ffi::DataType::F16;
+  const int d = static_cast<int>(p.shape.head_dim);
+  if (d == 128) return f16 ? Launch<128, true>(p, stream) : Launch<128, false>(p, stream);
+  if (d == 64) return f16 ? Launch<64, true>(p, stream) : Launch<64, false>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace jaxdnn::attention

@@ -1,0 +1,25 @@
+// Host entry points of the Hopper (sm_90a) attention backward
+// (see attention_sm90_backward.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "attention/attention_problem.h"
+
+namespace jaxdnn::attention {
+
+// True when the sm_90a backward handles this problem: bf16/f16, head dim 64 or
+// 128, no bias/mask/lengths/segments/softcap/dropout/window, no dlse, no dbias,
+// scale > 0, causal only with q_len == kv_len, 16-byte aligned operands, a
+// workspace of at least batch*heads*q_len (+ 2*batch*kv_len*heads*head_dim when
+// heads > kv_heads) floats, and the current device has compute capability 9.0.
+bool Sm90BackwardSupports(const AttnBwdArgs& p);
+
+// Launches the backward on `stream` (delta pre-pass, dK/dV kernel, dQ kernel,
+// and for GQA a fixed-order reduction of per-query-head dK/dV partials).
+// Allocates nothing and does not synchronize (safe under CUDA graph capture).
+// Deterministic: bit-identical results run to run. Callers check
+// Sm90BackwardSupports first.
+cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream);
+
+}  // namespace jaxdnn::attention
