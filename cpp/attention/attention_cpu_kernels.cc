@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attention/attention_mask.h"
+#include "common/cpu_parallel.h"
 #include "common/host_half.h"
 
 namespace jaxdnn::attention {
@@ -28,10 +29,16 @@ float LoadAny(const void* data, ffi::DataType dtype, int64_t i) {
   }
 }
 
+// Eight running sums combined in a fixed order: vectorizable without
+// reassociation flags, and the same result on every run.
 float Dot(const float* a, const float* b, int64_t n) {
-  float s = 0.f;
-  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
-  return s;
+  float part[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    for (int u = 0; u < 8; ++u) part[u] += a[d + u] * b[d + u];
+  }
+  for (; d < n; ++d) part[0] += a[d] * b[d];
+  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
 // Offsets of element [b, pos, head, 0] in a [batch, len, heads, D] array.
@@ -70,7 +77,7 @@ struct LogitSource {
 };
 
 template <typename T>
-void Forward(const AttnFwdArgs& p) {
+void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
   const AttnShape& s = p.shape;
   const int64_t dim = s.head_dim, group = s.group();
   const AttnMaskParams& m = p.mask_params;
@@ -79,12 +86,14 @@ void Forward(const AttnFwdArgs& p) {
   const T* q = static_cast<const T*>(p.q);
   T* out = static_cast<T*>(p.out);
 
-  std::vector<float> kf, vf, qrow(dim), acc(dim), block(kKeyBlock);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t kvh = 0; kvh < s.kv_heads; ++kvh) {
-      Widen(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kf);
-      Widen(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, vf);
-      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+  // One work item per (batch, query head): its rows are its own outputs.
+  ParallelFor(pool, s.batch * s.heads, [&](int64_t item) {
+    const int64_t b = item / s.heads, h = item % s.heads, kvh = h / group;
+    std::vector<float> kf, vf, qrow(dim), acc(dim), block(kKeyBlock);
+    Widen(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kf);
+    Widen(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, vf);
+    {
+      {
         for (int64_t i = 0; i < s.q_len; ++i) {
           const int64_t qo = RowOffset(b, i, h, s.q_len, s.heads, dim);
           for (int64_t d = 0; d < dim; ++d) qrow[d] = ToFloat(q[qo + d]);
@@ -123,11 +132,11 @@ void Forward(const AttnFwdArgs& p) {
         }
       }
     }
-  }
+  });
 }
 
 template <typename T>
-void Backward(const AttnBwdArgs& p) {
+void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
   const AttnShape& s = p.shape;
   const int64_t dim = s.head_dim, group = s.group();
   const AttnMaskParams& m = p.mask_params;
@@ -144,9 +153,15 @@ void Backward(const AttnBwdArgs& p) {
     const int64_t n = p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3];
     std::fill(p.dbias, p.dbias + n, 0.f);
   }
-  std::vector<float> kf, vf, dkf, dvf, qrow(dim), dorow(dim), dqrow(dim);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t kvh = 0; kvh < s.kv_heads; ++kvh) {
+  // One work item per (batch, kv head): it owns that head's dK/dV and its
+  // query heads' dQ. A bias gradient that broadcasts over batch or heads is
+  // shared between items, so that case runs them in order on one thread.
+  const bool shared_dbias =
+      p.dbias && (p.bias.dims[0] != s.batch || p.bias.dims[1] != s.heads);
+  ParallelFor(shared_dbias ? nullptr : pool, s.batch * s.kv_heads, [&](int64_t item) {
+    const int64_t b = item / s.kv_heads, kvh = item % s.kv_heads;
+    std::vector<float> kf, vf, dkf, dvf, qrow(dim), dorow(dim), dqrow(dim);
+    {
       Widen(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kf);
       Widen(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, vf);
       dkf.assign(s.kv_len * dim, 0.f);
@@ -198,16 +213,19 @@ void Backward(const AttnBwdArgs& p) {
         }
       }
     }
-  }
+  });
 }
 
 template <typename Args>
-ffi::Error Dispatch(const Args& p, void (*f32)(const Args&), void (*bf16)(const Args&),
-                    void (*f16)(const Args&)) {
+using Kernel = void (*)(const Args&, ffi::ThreadPool*);
+
+template <typename Args>
+ffi::Error Dispatch(const Args& p, ffi::ThreadPool* pool, Kernel<Args> f32, Kernel<Args> bf16,
+                    Kernel<Args> f16) {
   switch (p.dtype) {
-    case ffi::DataType::F32: f32(p); break;
-    case ffi::DataType::BF16: bf16(p); break;
-    case ffi::DataType::F16: f16(p); break;
+    case ffi::DataType::F32: f32(p, pool); break;
+    case ffi::DataType::BF16: bf16(p, pool); break;
+    case ffi::DataType::F16: f16(p, pool); break;
     default:
       return InvalidArg("jaxdnn attention", std::string("unsupported dtype ") + DtypeName(p.dtype));
   }
@@ -216,12 +234,12 @@ ffi::Error Dispatch(const Args& p, void (*f32)(const Args&), void (*bf16)(const 
 
 }  // namespace
 
-ffi::Error AttentionFwdCpu(const AttnFwdArgs& p) {
-  return Dispatch<AttnFwdArgs>(p, Forward<float>, Forward<bf16_t>, Forward<f16_t>);
+ffi::Error AttentionFwdCpu(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
+  return Dispatch<AttnFwdArgs>(p, pool, Forward<float>, Forward<bf16_t>, Forward<f16_t>);
 }
 
-ffi::Error AttentionBwdCpu(const AttnBwdArgs& p) {
-  return Dispatch<AttnBwdArgs>(p, Backward<float>, Backward<bf16_t>, Backward<f16_t>);
+ffi::Error AttentionBwdCpu(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
+  return Dispatch<AttnBwdArgs>(p, pool, Backward<float>, Backward<bf16_t>, Backward<f16_t>);
 }
 
 }  // namespace jaxdnn::attention

@@ -6,28 +6,30 @@
 namespace jaxdnn::attention {
 namespace {
 
-ffi::Error FwdCpu(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
+ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
                   float softcap, int32_t causal, int32_t window_left, int32_t window_right,
                   float dropout_rate) {
   auto p = DecodeFwd(args, rets, operands, scale, softcap, causal, window_left, window_right,
                      dropout_rate);
   if (!p.has_value()) return p.error();
-  return AttentionFwdCpu(*p);
+  return AttentionFwdCpu(*p, &pool);
 }
 
-ffi::Error BwdCpu(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
+ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
                   float softcap, int32_t causal, int32_t window_left, int32_t window_right,
                   float dropout_rate, int32_t deterministic) {
   auto p = DecodeBwd(args, rets, operands, scale, softcap, causal, window_left, window_right,
                      dropout_rate, /*has_workspace=*/false);
   if (!p.has_value()) return p.error();
-  return AttentionBwdCpu(*p);  // always deterministic: one thread, fixed order
+  return AttentionBwdCpu(*p, &pool);  // always deterministic: fixed order per item
 }
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionFwdCpu, FwdCpu, ffi::Ffi::Bind() JAXDNN_ATTENTION_ATTRS);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionFwdCpu, FwdCpu,
+                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>() JAXDNN_ATTENTION_ATTRS);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionBwdCpu, BwdCpu,
-                              ffi::Ffi::Bind() JAXDNN_ATTENTION_ATTRS.Attr<int32_t>("deterministic"));
+                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>() JAXDNN_ATTENTION_ATTRS
+                                  .Attr<int32_t>("deterministic"));
 
 }  // namespace jaxdnn::attention
