@@ -266,6 +266,7 @@ int main(int argc, char** argv) {
   std::printf("%-30s %-4s %10s %10s %10s %10s %10s %10s %5s %9s %8s\n", "case (B,S,H,Hk,D,causal)",
               "dt", "dq_max", "dq_relL2", "dk_max", "dk_relL2", "dv_max", "dv_relL2", "det", "ms",
               "TFLOP/s");
+  std::fflush(stdout);
   for (const Case& c : cases) {
     const bool f16 = c.f16;
     const size_t nq = static_cast<size_t>(c.B) * c.S * c.H * c.D;
@@ -274,6 +275,7 @@ int main(int argc, char** argv) {
     const int64_t ws_elems = static_cast<int64_t>(nl) + 2 * static_cast<int64_t>(c.B) * c.S * c.H * c.D;
     char name[64];
     std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d)", c.B, c.S, c.H, c.Hk, c.D, c.causal);
+    std::fprintf(stderr, "[running %s %s]\n", name, c.f16 ? "f16" : "bf16");
 
     // Random pools, generated once per dtype at the largest size; cases take prefixes.
     std::vector<uint16_t>* pool = f16 ? pools_f16 : pools_bf16;
@@ -403,6 +405,19 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMemcpy(hrk.data(), rdk, nkv * 4, cudaMemcpyDeviceToHost));
       CHECK_CUDA(cudaMemcpy(hrv.data(), rdv, nkv * 4, cudaMemcpyDeviceToHost));
       eq = Compare(gq1, hrq, f16);
+      {
+        // The other dQ tiling (variant 0, 64-key steps) against the same reference.
+        CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
+        CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, 0));
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        std::vector<uint16_t> gq0(nq);
+        CHECK_CUDA(cudaMemcpy(gq0.data(), dq, nq * 2, cudaMemcpyDeviceToHost));
+        const Err e0v = Compare(gq0, hrq, f16);
+        if (!(e0v.rel_l2 <= 2e-2) || e0v.nonfinite > 0) {
+          std::printf("  variant 0 dq: relL2 %.3g non-finite %lld FAIL\n", e0v.rel_l2, e0v.nonfinite);
+          case_ok = false;
+        }
+      }
       ek = Compare(gk1, hrk, f16);
       ev = Compare(gv1, hrv, f16);
       CHECK_CUDA(cudaFree(rdq));
@@ -419,21 +434,34 @@ int main(int argc, char** argv) {
       if (eq.nonfinite + ek.nonfinite + ev.nonfinite > 0) case_ok = false;
     }
 
-    // Timing.
-    for (int i = 0; i < 3; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
-    std::vector<float> ms(10);
-    for (int i = 0; i < 10; ++i) {
-      CHECK_CUDA(cudaEventRecord(e0, stream));
-      CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
-      CHECK_CUDA(cudaEventRecord(e1, stream));
-      CHECK_CUDA(cudaEventSynchronize(e1));
-      CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
-    }
-    std::sort(ms.begin(), ms.end());
-    const double med = 0.5 * (ms[4] + ms[5]);
+    // Timing: median of 10 after 3 warm-ups, per variant.
+    auto time_variant = [&](int variant) {
+      for (int i = 0; i < 3; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant));
+      std::vector<float> ms(10);
+      for (int i = 0; i < 10; ++i) {
+        CHECK_CUDA(cudaEventRecord(e0, stream));
+        CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant));
+        CHECK_CUDA(cudaEventRecord(e1, stream));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
+      }
+      std::sort(ms.begin(), ms.end());
+      return 0.5 * (ms[4] + ms[5]);
+    };
+    const double med = time_variant(-1);
     double flops = 2.5 * 4.0 * c.B * c.H * static_cast<double>(c.S) * c.S * c.D;
     if (c.causal) flops *= 0.5;
     const double tflops = flops / (med * 1e-3) / 1e12;
+    char extra[160] = "";
+    if (!c.check) {
+      // Breakdown: dQ with 64-key steps (whole backward), dK/dV alone
+      // (4 of the 7 gemms), dQ alone (3 of 7), both with the delta pre-pass.
+      const double m0 = time_variant(0), mkv = time_variant(1 | 4), mq = time_variant(1 | 2);
+      std::snprintf(extra, sizeof(extra),
+                    "  [dq64 total %.3f ms %.0f TF | dkdv %.3f ms %.0f actual-TF | dq %.3f ms %.0f actual-TF]", m0,
+                    flops / (m0 * 1e-3) / 1e12, mkv, flops * 0.8 / (mkv * 1e-3) / 1e12, mq,
+                    flops * 0.6 / (mq * 1e-3) / 1e12);
+    }
     const long long nonfin = eq.nonfinite + ek.nonfinite + ev.nonfinite;
     if (c.check) {
       std::printf("%-30s %-4s %10.3g %10.3g %10.3g %10.3g %10.3g %10.3g %5s %9.3f %8.1f %s", name,
@@ -444,6 +472,7 @@ int main(int argc, char** argv) {
                   f16 ? "f16" : "bf16", "-", "-", "-", "-", "-", "-", det ? "yes" : "NO", med, tflops,
                   case_ok ? "ok (finite+det)" : "FAIL");
     }
+    std::printf("%s", extra);
     if (nonfin) std::printf(" (non-finite: dq %lld dk %lld dv %lld)", eq.nonfinite, ek.nonfinite, ev.nonfinite);
     std::printf("\n");
     std::fflush(stdout);

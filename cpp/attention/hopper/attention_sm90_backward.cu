@@ -12,10 +12,8 @@ namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-constexpr int kDqBlockN = 64;  // keys per dQ pipeline step
-
-template <int kD, bool kF16>
-cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream) {
+template <int kD, bool kF16, int kDqBlockN>
+cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq) {
   using DkDvCfg = sm90::DkDvConfig<kD>;
   using DqCfg = sm90::DqConfig<kD, kDqBlockN>;
   const AttnShape& s = a.shape;
@@ -60,7 +58,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream) {
   }
 
   // 2. dK / dV.
-  {
+  if (run_dkdv) {
     CUtensorMap tq, tk, tv, tdo;
     if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
@@ -78,7 +76,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream) {
   }
 
   // 3. dQ.
-  {
+  if (run_dq) {
     CUtensorMap tq, tk, tv, tdo;
     if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
@@ -96,7 +94,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream) {
   }
 
   // 4. GQA: fixed-order sum of the group's per-query-head partials.
-  if (p.group > 1) {
+  if (p.group > 1 && run_dkdv) {
     const int64_t total4 = s.batch * s.kv_len * s.kv_heads * kD / 4;
     const int threads = 256;
     const int64_t blocks = (total4 + threads - 1) / threads;
@@ -147,12 +145,28 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   return sm90::GetEncodeTiled() != nullptr;
 }
 
-cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream) {
+cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const bool f16 = p.dtype == ffi::DataType::F16;
   const int d = static_cast<int>(p.shape.head_dim);
-  if (d == 128) return f16 ? Launch<128, true>(p, stream) : Launch<128, false>(p, stream);
-  if (d == 64) return f16 ? Launch<64, true>(p, stream) : Launch<64, false>(p, stream);
+  if (variant < 0) variant = kSm90BwdDefaultVariant;
+  const bool dq128 = (variant & 1) != 0;
+  const bool run_dkdv = (variant & 2) == 0;
+  const bool run_dq = (variant & 4) == 0;
+#define JAXDNN_SM90_BWD_CASE(D, BN)                                                        \
+  if (d == D && dq128 == (BN == 128)) {                                                    \
+    return f16 ? Launch<D, true, BN>(p, stream, run_dkdv, run_dq)                          \
+               : Launch<D, false, BN>(p, stream, run_dkdv, run_dq);                        \
+  }
+  JAXDNN_SM90_BWD_CASE(128, 128)
+  JAXDNN_SM90_BWD_CASE(128, 64)
+  JAXDNN_SM90_BWD_CASE(64, 128)
+  JAXDNN_SM90_BWD_CASE(64, 64)
+#undef JAXDNN_SM90_BWD_CASE
   return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream) {
+  return LaunchAttentionBwdSm90Variant(p, stream, kSm90BwdDefaultVariant);
 }
 
 }  // namespace jaxdnn::attention

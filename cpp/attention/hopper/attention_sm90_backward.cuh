@@ -158,7 +158,7 @@ struct DkDvConfig {
   static constexpr int kOffBar = kOffDelta + kStages * kBlockM * 4;
   static constexpr int kNumBars = 1 + 2 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;
-  static constexpr int kProducerRegs = 32;  // lse/delta staging needs more than 24
+  static constexpr int kProducerRegs = 24;  // 24 + 2 x 240: the whole register file (setmaxnreg.inc would block otherwise)
   static constexpr int kConsumerRegs = 240;
 };
 

@@ -22,4 +22,10 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p);
 // Sm90BackwardSupports first.
 cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream);
 
+// Benchmarking hook. variant bits: 1 = dQ kernel steps over 128 keys (else
+// 64); 2 = skip the dK/dV kernel (and the GQA reduction); 4 = skip the dQ
+// kernel (bits 2 and 4 give incomplete gradients: timing only). -1: default.
+constexpr int kSm90BwdDefaultVariant = 1;
+cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
+
 }  // namespace jaxdnn::attention
