@@ -810,3 +810,19 @@ def test_gpu_deterministic_backward():
     a, b = g(q, k, v), g(q, k, v)
   for x, y in zip(a, b):
     np.testing.assert_array_equal(np.asarray(x, np.float32), np.asarray(y, np.float32))
+
+
+@pytest.mark.parametrize("impl", KERNELS, ids=str)
+def test_backward_is_deterministic_across_threads(impl):
+  # Many (batch, head) work items on the CPU thread pool, a bias gradient too.
+  dims = Dims(4, 33, 40, 4, 2, 32)
+  q, k, v = qkv(dims)
+  bias = rand((4, 4, 33, 40))
+  w = cotangent_like(q)
+  loss = lambda q, k, v, b: jnp.sum(jaxdnn.dot_product_attention(
+      q, k, v, b, is_causal=True, implementation=impl) * w)
+  g = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))
+  first = g(q, k, v, bias)
+  for _ in range(3):
+    for x, y in zip(first, g(q, k, v, bias)):
+      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -242,3 +242,15 @@ def test_gpu_grouped_parameters(kind):
   for g, w in zip(jax.grad(loss("cuda"), argnums=(0, 1, 2))(x, s, b),
                   jax.grad(loss("xla"), argnums=(0, 1, 2))(x, s, b)):
     assert_close(g, w, 5e-2)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_backward_is_deterministic_across_threads(kind):
+  # Enough rows for many work items on the CPU thread pool (or GPU blocks).
+  x = rand((3000, 96))
+  s = rand((96,), offset=1.0)
+  g = jax.jit(jax.grad(lambda x, s: jnp.sum(call(kind, x, s) ** 3), argnums=(0, 1)))
+  first = g(x, s)
+  for _ in range(3):
+    for u, v in zip(first, g(x, s)):
+      np.testing.assert_array_equal(np.asarray(u), np.asarray(v))

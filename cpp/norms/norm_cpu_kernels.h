@@ -5,7 +5,8 @@
 
 namespace jaxdnn::norms {
 
-ffi::Error NormFwdCpu(const NormFwdArgs& p);
-ffi::Error NormBwdCpu(const NormBwdArgs& p);
+// Rows are spread over `pool` (XLA's intra-op threads; null: one thread).
+ffi::Error NormFwdCpu(const NormFwdArgs& p, ffi::ThreadPool* pool);
+ffi::Error NormBwdCpu(const NormBwdArgs& p, ffi::ThreadPool* pool);
 
 }  // namespace jaxdnn::norms

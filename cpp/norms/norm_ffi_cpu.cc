@@ -6,24 +6,25 @@
 namespace jaxdnn::norms {
 namespace {
 
-ffi::Error FwdCpu(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
                   int32_t residual, float epsilon) {
   auto p = DecodeFwd(args, rets, kind, residual != 0, epsilon);
   if (!p.has_value()) return p.error();
-  return NormFwdCpu(*p);
+  return NormFwdCpu(*p, &pool);
 }
 
-ffi::Error BwdCpu(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
                   int32_t residual) {
   auto p = DecodeBwd(args, rets, kind, residual != 0, /*has_workspace=*/false);
   if (!p.has_value()) return p.error();
-  return NormBwdCpu(*p);
+  return NormBwdCpu(*p, &pool);
 }
 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kNormFwdCpu, FwdCpu,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .RemainingArgs()
                                   .RemainingRets()
                                   .Attr<int32_t>("kind")
@@ -32,6 +33,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kNormFwdCpu, FwdCpu,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kNormBwdCpu, BwdCpu,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .RemainingArgs()
                                   .RemainingRets()
                                   .Attr<int32_t>("kind")
