@@ -4,7 +4,6 @@
 // registers, and y (and the residual sum z) are written once.
 #pragma once
 
-#include "common/cuda_async_copy.cuh"
 #include "common/cuda_vec.cuh"
 #include "norms/norm_problem.h"
 
@@ -18,131 +17,83 @@ __device__ inline void SaveRowStats(const NormFwdArgs& p, int64_t row, float mea
   p.rstd[row] = rstd;
 }
 
-// Rows stream through a per-thread ring in shared memory: a thread copies its
-// own 16-byte vectors of the row kFwdStages - 1 batches ahead with cp.async
-// and reads back only what it copied itself, so the ring needs no barrier.
-// Bytes in flight are then bounded by shared memory, not by registers.
-constexpr int kFwdStages = 3;
-
-inline size_t FwdSmemBytes(int block_threads, int vpt) {
-  return size_t(kFwdStages) * block_threads * vpt * 16;
-}
-
-template <typename T, int kVpt>
-__device__ inline void IssueRow(uint4* slot, const T* src, bool live, int64_t nvec) {
-  constexpr int N = Vec16<T>::kElems;
-#pragma unroll
-  for (int k = 0; k < kVpt; ++k) {
-    const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-    if (live && j < nvec) CpAsync16(slot + k * blockDim.x, src + j * N, 16);
-  }
-}
-
-// Persistent over row batches (blockDim.y rows each; batch b, b + gridDim.x,
-// ...). Launched with one block per batch it is the plain kernel.
 template <typename T, bool kLayer, bool kResidual, int kVpt>
-__global__ void __launch_bounds__(512, 2) NormFwdVecKernel(NormFwdArgs p) {
+__global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
   __shared__ float scratch[16 * 96];
-  extern __shared__ uint4 ring[];
   const int64_t dim = p.shape.dim;
   const int64_t nvec = dim / N;
-  const int64_t rows = p.shape.rows;
-  const int64_t batches = (rows + blockDim.y - 1) / blockDim.y;
-  const T* x = static_cast<const T*>(p.x);
-  const float inv_dim = 1.0f / float(dim);
-  const int stage_vecs = blockDim.x * blockDim.y * kVpt;
-  uint4* mine = ring + (threadIdx.y * blockDim.x * kVpt + threadIdx.x);
+  const int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
+  const bool live = row < p.shape.rows;
+  const int64_t base = row * dim;
 
+  uint4 raw[kVpt];
 #pragma unroll
-  for (int s = 0; s < kFwdStages - 1; ++s) {
-    const int64_t row = (blockIdx.x + int64_t(s) * gridDim.x) * blockDim.y + threadIdx.y;
-    IssueRow<T, kVpt>(mine + s * stage_vecs, x + row * dim, row < rows, nvec);
-    CpAsyncCommit();
+  for (int k = 0; k < kVpt; ++k) {
+    const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
+    raw[k] = (live && j < nvec) ? LoadStream(static_cast<const T*>(p.x) + base + j * N)
+                                : make_uint4(0, 0, 0, 0);
   }
-  int stage = 0;
-  for (int64_t batch = blockIdx.x; batch < batches; batch += gridDim.x) {
-    const int64_t row = batch * blockDim.y + threadIdx.y;
-    const bool live = row < rows;
-    const int64_t base = row * dim;
-    {
-      // Refill the slot read in the previous iteration with a later batch.
-      const int ahead = stage == 0 ? kFwdStages - 1 : stage - 1;
-      const int64_t ahead_row = row + int64_t(kFwdStages - 1) * gridDim.x * blockDim.y;
-      IssueRow<T, kVpt>(mine + ahead * stage_vecs, x + ahead_row * dim, ahead_row < rows, nvec);
-      CpAsyncCommit();
-    }
-    CpAsyncWait<kFwdStages - 1>();
-    uint4 raw[kVpt];
+  if constexpr (kResidual) {
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-      raw[k] = (live && j < nvec) ? mine[stage * stage_vecs + k * blockDim.x]
-                                  : make_uint4(0, 0, 0, 0);
-    }
-    stage = stage + 1 == kFwdStages ? 0 : stage + 1;
-    if constexpr (kResidual) {
+      if (live && j < nvec) {
+        float a[N], b[N];
+        V::Unpack(raw[k], a);
+        V::Unpack(LoadStream(static_cast<const T*>(p.residual) + base + j * N), b);
 #pragma unroll
-      for (int k = 0; k < kVpt; ++k) {
-        const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-        if (live && j < nvec) {
-          float a[N], b[N];
-          V::Unpack(raw[k], a);
-          V::Unpack(LoadStream(static_cast<const T*>(p.residual) + base + j * N), b);
-#pragma unroll
-          for (int e = 0; e < N; ++e) a[e] += b[e];
-          // Normalize the sum as rounded to T: the value that is returned.
-          raw[k] = V::Pack(a);
-          StoreStream(static_cast<T*>(p.z) + base + j * N, raw[k]);
-        }
+        for (int e = 0; e < N; ++e) a[e] += b[e];
+        // Normalize the sum as rounded to T: the value that is returned.
+        raw[k] = V::Pack(a);
+        StoreStream(static_cast<T*>(p.z) + base + j * N, raw[k]);
       }
     }
+  }
 
-    float mean = 0.0f, rstd;
-    if constexpr (kLayer) {
-      // Exact two-pass mean and M2 per warp (shuffles only), merged across
-      // the row's warps in one barrier round.
-      const float2 mm2 = RowMeanM2<T, kVpt>(raw, nvec, scratch);
-      mean = mm2.x;
-      rstd = rsqrtf(mm2.y * inv_dim + p.epsilon);
-    } else {
-      float sq = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kVpt; ++k) {
-        float v[N];
-        V::Unpack(raw[k], v);
-#pragma unroll
-        for (int e = 0; e < N; ++e) sq += v[e] * v[e];
-      }
-      rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
-    }
-    // RowMeanM2's scratch is reused by the next batch's reduction.
-    if (kLayer && blockDim.x > 32) __syncthreads();
-    if (!live) continue;
-    SaveRowStats<kLayer>(p, row, mean, rstd);
-
-    const int64_t prow = (row / p.shape.rows_per_group()) * dim;
+  const float inv_dim = 1.0f / float(dim);
+  float mean = 0.0f, rstd;
+  if constexpr (kLayer) {
+    // Exact two-pass mean and M2 per warp (shuffles only), merged across the
+    // row's warps in one barrier round.
+    const float2 mm2 = RowMeanM2<T, kVpt>(raw, nvec, scratch);
+    mean = mm2.x;
+    rstd = rsqrtf(mm2.y * inv_dim + p.epsilon);
+  } else {
+    float sq = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
-      const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-      if (j >= nvec) continue;
-      float v[N], out[N];
+      float v[N];
       V::Unpack(raw[k], v);
 #pragma unroll
-      for (int q = 0; q < N / 4; ++q) {
-        const float4 s4 = LoadParam(p.scale + prow + j * N + 4 * q);
-        const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
-        float bi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if constexpr (kLayer) {
-          const float4 b4 = LoadParam(p.bias + prow + j * N + 4 * q);
-          bi[0] = b4.x; bi[1] = b4.y; bi[2] = b4.z; bi[3] = b4.w;
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[4 * q + e] - mean) * rstd * sc[e] + bi[e];
-      }
-      StoreStream(static_cast<T*>(p.y) + base + j * N, V::Pack(out));
+      for (int e = 0; e < N; ++e) sq += v[e] * v[e];
     }
+    rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
+  }
+  if (!live) return;
+  SaveRowStats<kLayer>(p, row, mean, rstd);
+
+  const int64_t prow = (row / p.shape.rows_per_group()) * dim;
+#pragma unroll
+  for (int k = 0; k < kVpt; ++k) {
+    const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
+    if (j >= nvec) continue;
+    float v[N], out[N];
+    V::Unpack(raw[k], v);
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      const float4 s4 = LoadParam(p.scale + prow + j * N + 4 * q);
+      const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
+      float bi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if constexpr (kLayer) {
+        const float4 b4 = LoadParam(p.bias + prow + j * N + 4 * q);
+        bi[0] = b4.x; bi[1] = b4.y; bi[2] = b4.z; bi[3] = b4.w;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[4 * q + e] - mean) * rstd * sc[e] + bi[e];
+    }
+    StoreStream(static_cast<T*>(p.y) + base + j * N, V::Pack(out));
   }
 }
 

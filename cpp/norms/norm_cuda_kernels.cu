@@ -2,9 +2,7 @@
 // row layout (norm_cuda_config.h) pick one kernel instantiation.
 #include "norms/norm_cuda_kernels.h"
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
@@ -21,52 +19,20 @@ constexpr int kFwdMaxVpt = 4;
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// Blocks that fit on the device at once (each then walks a strided run of
-// row batches); never more than there are batches. JAXDNN_NORM_PERSISTENT=0
-// gives one block per batch, the plain launch, for A/B timing.
-template <typename Kernel>
-unsigned PersistentGrid(Kernel kernel, int block_threads, size_t smem, int64_t batches) {
-  static const bool persistent = [] {
-    const char* v = std::getenv("JAXDNN_NORM_PERSISTENT");
-    return !(v && v[0] == '0');
-  }();
-  int device = 0, sms = 0, per_sm = 0;
-  if (persistent && cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_threads, smem) ==
-          cudaSuccess &&
-      per_sm > 0) {
-    return unsigned(std::min<int64_t>(batches, int64_t(sms) * per_sm));
-  }
-  return unsigned(batches);
-}
-
-template <typename T, bool kLayer, bool kResidual, int kVpt>
-void LaunchFwdVec(const RowLaunch& l, const NormFwdArgs& p, cudaStream_t stream) {
-  auto* kernel = NormFwdVecKernel<T, kLayer, kResidual, kVpt>;
-  const int64_t batches = (p.shape.rows + l.rpc - 1) / l.rpc;
-  const dim3 block(l.tpr, l.rpc);
-  const size_t smem = FwdSmemBytes(l.tpr * l.rpc, kVpt);
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  kernel<<<PersistentGrid(kernel, l.tpr * l.rpc, smem, batches), block, smem, stream>>>(p);
-}
-
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
   const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, kFwdMaxVpt,
                                       kFwdBlockThreads);
+  const dim3 block(l.tpr, l.rpc);
+  const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
   switch (l.vpt) {
-    case 1: LaunchFwdVec<T, kLayer, kResidual, 1>(l, p, stream); break;
-    case 2: LaunchFwdVec<T, kLayer, kResidual, 2>(l, p, stream); break;
-    case 4: LaunchFwdVec<T, kLayer, kResidual, 4>(l, p, stream); break;
-    case 8: LaunchFwdVec<T, kLayer, kResidual, 8>(l, p, stream); break;
-    default: {
-      const dim3 block(l.tpr, l.rpc);
-      const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
-      NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p);
-    }
+    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1><<<grid, block, 0, stream>>>(p); break;
+    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2><<<grid, block, 0, stream>>>(p); break;
+    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4><<<grid, block, 0, stream>>>(p); break;
+    case 8: NormFwdVecKernel<T, kLayer, kResidual, 8><<<grid, block, 0, stream>>>(p); break;
+    default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
   }
   return CheckLaunch("jaxdnn norm forward launch");
 }
