@@ -1,6 +1,7 @@
 // Host launcher of the Hopper attention backward (see attention_sm90_backward.cuh).
 #include "attention/hopper/attention_sm90_backward.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "attention/hopper/attention_sm90_backward.cuh"
@@ -12,8 +13,9 @@ namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-template <int kD, bool kF16, int kDqBlockN>
-cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq) {
+template <int kD, bool kF16, int kDqBlockN, bool kOverlap>
+cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq,
+                   bool head_major) {
   using DkDvCfg = sm90::DkDvConfig<kD>;
   using DqCfg = sm90::DqConfig<kD, kDqBlockN>;
   const AttnShape& s = a.shape;
@@ -27,6 +29,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
   p.kv_heads = static_cast<int>(s.kv_heads);
   p.group = static_cast<int>(s.heads / s.kv_heads);
   p.causal = a.mask_params.causal ? 1 : 0;
+  p.head_major = head_major ? 1 : 0;
   p.scale = a.mask_params.scale;
   p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
   p.out = a.out;
@@ -64,13 +67,14 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdDkDvSm90Kernel<kD, kF16>;
+    auto kernel = sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlap>;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     DkDvCfg::kSmemBytes)) != cudaSuccess) {
       return err;
     }
-    const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
-                    static_cast<unsigned>((s.kv_len + DkDvCfg::kBlockN - 1) / DkDvCfg::kBlockN));
+    const int64_t nb = (s.kv_len + DkDvCfg::kBlockN - 1) / DkDvCfg::kBlockN;
+    const dim3 grid = head_major ? dim3(static_cast<unsigned>(s.batch * s.heads * nb), 1)
+                                 : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
     kernel<<<grid, DkDvCfg::kThreads, DkDvCfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
@@ -82,13 +86,14 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN>;
+    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlap>;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     DqCfg::kSmemBytes)) != cudaSuccess) {
       return err;
     }
-    const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
-                    static_cast<unsigned>((s.q_len + DqCfg::kBlockM - 1) / DqCfg::kBlockM));
+    const int64_t mb = (s.q_len + DqCfg::kBlockM - 1) / DqCfg::kBlockM;
+    const dim3 grid = head_major ? dim3(static_cast<unsigned>(s.batch * s.heads * mb), 1)
+                                 : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(mb));
     kernel<<<grid, DqCfg::kThreads, DqCfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
@@ -114,7 +119,7 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
   if (s.heads % s.kv_heads != 0) return false;
   // Grid limits: x = batch * heads < 2^31, y = blocks along a sequence < 65536.
-  if (s.batch * s.heads > int64_t{0x7fffffff}) return false;
+  if (s.batch * s.heads * ((std::max(s.q_len, s.kv_len) + 63) / 64) > int64_t{0x7fffffff}) return false;
   if ((s.q_len + 127) / 128 > 65535 || (s.kv_len + 127) / 128 > 65535) return false;
   if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
   if (p.bias.data != nullptr || p.mask.data != nullptr || p.dbias != nullptr || p.dlse != nullptr) {
@@ -152,15 +157,21 @@ cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t str
   const bool dq128 = (variant & 1) != 0;
   const bool run_dkdv = (variant & 2) == 0;
   const bool run_dq = (variant & 4) == 0;
-#define JAXDNN_SM90_BWD_CASE(D, BN)                                                        \
-  if (d == D && dq128 == (BN == 128)) {                                                    \
-    return f16 ? Launch<D, true, BN>(p, stream, run_dkdv, run_dq)                          \
-               : Launch<D, false, BN>(p, stream, run_dkdv, run_dq);                        \
+  const bool head_major = (variant & 8) != 0;
+  const bool overlap = (variant & 16) != 0;
+#define JAXDNN_SM90_BWD_CASE(D, BN, OV)                                                   \
+  if (d == D && dq128 == (BN == 128) && overlap == OV) {                                  \
+    return f16 ? Launch<D, true, BN, OV>(p, stream, run_dkdv, run_dq, head_major)         \
+               : Launch<D, false, BN, OV>(p, stream, run_dkdv, run_dq, head_major);       \
   }
-  JAXDNN_SM90_BWD_CASE(128, 128)
-  JAXDNN_SM90_BWD_CASE(128, 64)
-  JAXDNN_SM90_BWD_CASE(64, 128)
-  JAXDNN_SM90_BWD_CASE(64, 64)
+  JAXDNN_SM90_BWD_CASE(128, 128, false)
+  JAXDNN_SM90_BWD_CASE(128, 64, false)
+  JAXDNN_SM90_BWD_CASE(64, 128, false)
+  JAXDNN_SM90_BWD_CASE(64, 64, false)
+  JAXDNN_SM90_BWD_CASE(128, 128, true)
+  JAXDNN_SM90_BWD_CASE(128, 64, true)
+  JAXDNN_SM90_BWD_CASE(64, 128, true)
+  JAXDNN_SM90_BWD_CASE(64, 64, true)
 #undef JAXDNN_SM90_BWD_CASE
   return cudaErrorInvalidValue;
 }

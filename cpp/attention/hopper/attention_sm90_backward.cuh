@@ -35,6 +35,7 @@ namespace jaxdnn::attention::sm90 {
 struct BwdParams {
   int batch, q_len, kv_len, heads, kv_heads, group;
   int causal;
+  int head_major;    // block order, see the kernels
   float scale;       // softmax scale
   float scale_log2;  // scale * log2(e)
   const void* out;   // [batch, q_len, heads, D]
@@ -162,7 +163,7 @@ struct DkDvConfig {
   static constexpr int kConsumerRegs = 240;
 };
 
-template <int kD, bool kF16>
+template <int kD, bool kF16, bool kOverlap>
 __global__ void __launch_bounds__(384, 1)
     AttnBwdDkDvSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -185,9 +186,14 @@ __global__ void __launch_bounds__(384, 1)
   uint64_t* q_full = bars + 1;
   uint64_t* q_empty = bars + 1 + kStages;
 
-  const int n_block = blockIdx.y;  // causal: n = 0 is the heaviest, launched first
-  const int h = blockIdx.x % p.heads;
-  const int b = blockIdx.x / p.heads;
+  // Block order: head-major (the kv blocks of one (batch, head) adjacent, so
+  // they share Q and dO in L2) or kv-block-major (grid y; causal: n = 0, the
+  // heaviest, first).
+  const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
+  const int n_block = p.head_major ? static_cast<int>(blockIdx.x) % num_n : static_cast<int>(blockIdx.y);
+  const int bh = p.head_major ? static_cast<int>(blockIdx.x) / num_n : static_cast<int>(blockIdx.x);
+  const int h = bh % p.heads;
+  const int b = bh / p.heads;
   const int hk = h / p.group;
   const int num_m = (p.q_len + kBlockM - 1) / kBlockM;
   const int m_begin = p.causal ? (n_block * kBlockN) / kBlockM : 0;
@@ -277,20 +283,16 @@ __global__ void __launch_bounds__(384, 1)
       dk[i] = 0.f;
     }
 
-    MbarWait(kv_full, 0);
-    for (int it = 0; it < m_count; ++it) {
-      const int m = m_begin + it;
+    float s[kBlockM / 2];
+    float dp[kBlockM / 2];
+    uint32_t pa[kBlockM / 16][4];
+    uint32_t dsa[kBlockM / 16][4];
+
+    // S^T = K Q^T and dP^T = V dO^T (two commit groups).
+    auto gemm_s_dp = [&](int it) {
       const int st = it % kStages;
-      const uint32_t ph = (it / kStages) & 1;
       const uint32_t qb = q_base + st * Cfg::kQBytes;
       const uint32_t dob = do_base + st * Cfg::kQBytes;
-      const float* lse_s = smem_lse + st * kBlockM;
-      const float* delta_s = smem_delta + st * kBlockM;
-      MbarWait(&q_full[st], ph);
-
-      float s[kBlockM / 2];
-      float dp[kBlockM / 2];
-      // S^T = K Q^T and dP^T = V dO^T (two commit groups).
       WgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
@@ -306,11 +308,11 @@ __global__ void __launch_bounds__(384, 1)
         Wgmma<kBlockM, kF16>::SS(dp, da, db, kk > 0 ? 1 : 0);
       }
       WgmmaCommit();
-
-      WgmmaWait<1>();
-      FenceRegs(s);
-      // P^T (columns are queries).
-      const bool need_mask = p.causal && m * kBlockM < (n_block + 1) * kBlockN;
+    };
+    // P^T in place of S^T (columns are queries), packed into pa.
+    auto compute_p = [&](int it) {
+      const int m = m_begin + it;
+      const float* lse_s = smem_lse + (it % kStages) * kBlockM;
 #pragma unroll
       for (int j = 0; j < kBlockM / 8; ++j) {
         const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
@@ -320,6 +322,7 @@ __global__ void __launch_bounds__(384, 1)
           s[4 * j + 2 * r + 1] = exp2f(fmaf(s[4 * j + 2 * r + 1], scale_log2, -l2.y));
         }
       }
+      const bool need_mask = p.causal && m * kBlockM < (n_block + 1) * kBlockN;
       if (need_mask) {
 #pragma unroll
         for (int j = 0; j < kBlockM / 8; ++j) {
@@ -333,7 +336,6 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       }
-      uint32_t pa[kBlockM / 16][4];
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
         pa[kk][0] = BwdPack<kF16>(s[8 * kk + 0], s[8 * kk + 1]);
@@ -341,7 +343,10 @@ __global__ void __launch_bounds__(384, 1)
         pa[kk][2] = BwdPack<kF16>(s[8 * kk + 4], s[8 * kk + 5]);
         pa[kk][3] = BwdPack<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
       }
-      // dV += P^T dO (B = dO, MN-major: N = head dim contiguous).
+    };
+    // dV += P^T dO (B = dO, MN-major: N = head dim contiguous).
+    auto gemm_dv = [&](int it) {
+      const uint32_t dob = do_base + (it % kStages) * Cfg::kQBytes;
       WgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
@@ -349,9 +354,10 @@ __global__ void __launch_bounds__(384, 1)
         Wgmma<kD, kF16>::RS(dv, pa[kk], dd, 1);
       }
       WgmmaCommit();
-
-      WgmmaWait<1>();  // dP^T done (dV may still run)
-      FenceRegs(dp);
+    };
+    // dS^T = P^T (dP^T - delta), packed into dsa.
+    auto compute_ds = [&](int it) {
+      const float* delta_s = smem_delta + (it % kStages) * kBlockM;
 #pragma unroll
       for (int j = 0; j < kBlockM / 8; ++j) {
         const float2 d2 = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
@@ -361,7 +367,6 @@ __global__ void __launch_bounds__(384, 1)
           dp[4 * j + 2 * r + 1] = s[4 * j + 2 * r + 1] * (dp[4 * j + 2 * r + 1] - d2.y);
         }
       }
-      uint32_t dsa[kBlockM / 16][4];
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
         dsa[kk][0] = BwdPack<kF16>(dp[8 * kk + 0], dp[8 * kk + 1]);
@@ -369,7 +374,10 @@ __global__ void __launch_bounds__(384, 1)
         dsa[kk][2] = BwdPack<kF16>(dp[8 * kk + 4], dp[8 * kk + 5]);
         dsa[kk][3] = BwdPack<kF16>(dp[8 * kk + 6], dp[8 * kk + 7]);
       }
-      // dK += dS^T Q (B = Q, MN-major).
+    };
+    // dK += dS^T Q (B = Q, MN-major).
+    auto gemm_dk = [&](int it) {
+      const uint32_t qb = q_base + (it % kStages) * Cfg::kQBytes;
       WgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
@@ -377,11 +385,56 @@ __global__ void __launch_bounds__(384, 1)
         Wgmma<kD, kF16>::RS(dk, dsa[kk], dd, 1);
       }
       WgmmaCommit();
+    };
+    auto release = [&](int it) {
+      __syncwarp();
+      if (lane == 0) MbarArrive(&q_empty[it % kStages]);
+    };
+    auto wait_full = [&](int it) { MbarWait(&q_full[it % kStages], (it / kStages) & 1); };
+
+    MbarWait(kv_full, 0);
+    if constexpr (!kOverlap) {
+      for (int it = 0; it < m_count; ++it) {
+        wait_full(it);
+        gemm_s_dp(it);
+        WgmmaWait<1>();  // S^T
+        FenceRegs(s);
+        compute_p(it);
+        gemm_dv(it);
+        WgmmaWait<1>();  // dP^T (dV may still run)
+        FenceRegs(dp);
+        compute_ds(it);
+        gemm_dk(it);
+        WgmmaWait<0>();
+        FenceRegs(dv);
+        FenceRegs(dk);
+        release(it);
+      }
+    } else {
+      // The next block's S^T / dP^T gemms queue behind this block's dV / dK
+      // gemms, so the tensor cores need not wait for the softmax math.
+      wait_full(0);
+      gemm_s_dp(0);
+      for (int it = 0; it < m_count; ++it) {
+        // In flight (oldest first): [dV(it-1), dK(it-1)], S(it), dP(it).
+        WgmmaWait<1>();
+        FenceRegs(s);
+        if (it > 0) release(it - 1);
+        compute_p(it);
+        gemm_dv(it);
+        WgmmaWait<1>();  // dP(it)
+        FenceRegs(dp);
+        compute_ds(it);
+        gemm_dk(it);
+        if (it + 1 < m_count) {
+          wait_full(it + 1);
+          gemm_s_dp(it + 1);
+        }
+      }
       WgmmaWait<0>();
       FenceRegs(dv);
       FenceRegs(dk);
-      __syncwarp();
-      if (lane == 0) MbarArrive(&q_empty[st]);
+      release(m_count - 1);
     }
 
     // ---------------------------- epilogue ----------------------------
@@ -425,7 +478,7 @@ struct DqConfig {
   static constexpr int kThreads = 384;
   static constexpr int kBlockM = 128;  // queries per CTA (2 consumers x 64)
   static constexpr int kBlockN = kBlockN_;
-  static constexpr int kStages = 2;
+  static constexpr int kStages = kBlockN_ == 64 ? 3 : 2;
   static constexpr int kDBlocks = kD / 64;
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kKVBytes = kBlockN * kD * 2;
@@ -440,7 +493,7 @@ struct DqConfig {
   static constexpr int kConsumerRegs = 240;
 };
 
-template <int kD, bool kF16, int kBlockN_>
+template <int kD, bool kF16, int kBlockN_, bool kOverlap>
 __global__ void __launch_bounds__(384, 1)
     AttnBwdDqSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -462,9 +515,13 @@ __global__ void __launch_bounds__(384, 1)
   uint64_t* kv_empty = bars + 1 + kStages;
 
   const int num_m = (p.q_len + kBlockM - 1) / kBlockM;
-  const int m_block = num_m - 1 - static_cast<int>(blockIdx.y);  // causal: heaviest first
-  const int h = blockIdx.x % p.heads;
-  const int b = blockIdx.x / p.heads;
+  // Block order: head-major (query blocks of one (batch, head) adjacent: they
+  // share K and V in L2) or query-block-major (grid y); heaviest (causal) first.
+  const int m_rev = p.head_major ? static_cast<int>(blockIdx.x) % num_m : static_cast<int>(blockIdx.y);
+  const int bh = p.head_major ? static_cast<int>(blockIdx.x) / num_m : static_cast<int>(blockIdx.x);
+  const int m_block = num_m - 1 - m_rev;
+  const int h = bh % p.heads;
+  const int b = bh / p.heads;
   const int hk = h / p.group;
   const int kv_blocks = (p.kv_len + kBlockN - 1) / kBlockN;
   const int n_blocks = p.causal ? min(kv_blocks, ((m_block + 1) * kBlockM + kBlockN - 1) / kBlockN) : kv_blocks;
@@ -537,17 +594,14 @@ __global__ void __launch_bounds__(384, 1)
     float dq[kD / 2];
 #pragma unroll
     for (int i = 0; i < kD / 2; ++i) dq[i] = 0.f;
+    float s[kBlockN / 2];
+    float dp[kBlockN / 2];
+    uint32_t dsa[kBlockN / 16][4];
 
-    MbarWait(q_full, 0);
-    for (int it = 0; it < n_blocks; ++it) {
+    auto gemm_s_dp = [&](int it) {
       const int st = it % kStages;
-      const uint32_t ph = (it / kStages) & 1;
       const uint32_t kb = k_base + st * Cfg::kKVBytes;
       const uint32_t vb = v_base + st * Cfg::kKVBytes;
-      MbarWait(&kv_full[st], ph);
-
-      float s[kBlockN / 2];
-      float dp[kBlockN / 2];
       WgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
@@ -563,9 +617,8 @@ __global__ void __launch_bounds__(384, 1)
         Wgmma<kBlockN, kF16>::SS(dp, da, db, kk > 0 ? 1 : 0);
       }
       WgmmaCommit();
-
-      WgmmaWait<1>();
-      FenceRegs(s);
+    };
+    auto compute_p = [&](int it) {
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
@@ -589,9 +642,8 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       }
-      WgmmaWait<0>();
-      FenceRegs(dp);
-      uint32_t dsa[kBlockN / 16][4];
+    };
+    auto compute_ds = [&]() {
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
 #pragma unroll
@@ -601,7 +653,10 @@ __global__ void __launch_bounds__(384, 1)
           dsa[kk][q] = BwdPack<kF16>(s[i0] * (dp[i0] - dl[r]), s[i0 + 1] * (dp[i0 + 1] - dl[r]));
         }
       }
-      // dQ += dS K (B = K, MN-major).
+    };
+    // dQ += dS K (B = K, MN-major).
+    auto gemm_dq = [&](int it) {
+      const uint32_t kb = k_base + (it % kStages) * Cfg::kKVBytes;
       WgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -609,10 +664,51 @@ __global__ void __launch_bounds__(384, 1)
         Wgmma<kD, kF16>::RS(dq, dsa[kk], dd, 1);
       }
       WgmmaCommit();
+    };
+    auto release = [&](int it) {
+      __syncwarp();
+      if (lane == 0) MbarArrive(&kv_empty[it % kStages]);
+    };
+    auto wait_full = [&](int it) { MbarWait(&kv_full[it % kStages], (it / kStages) & 1); };
+
+    MbarWait(q_full, 0);
+    if constexpr (!kOverlap) {
+      for (int it = 0; it < n_blocks; ++it) {
+        wait_full(it);
+        gemm_s_dp(it);
+        WgmmaWait<1>();
+        FenceRegs(s);
+        compute_p(it);
+        WgmmaWait<0>();
+        FenceRegs(dp);
+        compute_ds();
+        gemm_dq(it);
+        WgmmaWait<0>();
+        FenceRegs(dq);
+        release(it);
+      }
+    } else {
+      // The next block's S / dP gemms queue behind this block's dQ gemm.
+      wait_full(0);
+      gemm_s_dp(0);
+      for (int it = 0; it < n_blocks; ++it) {
+        // In flight (oldest first): [dQ(it-1)], S(it), dP(it).
+        WgmmaWait<1>();
+        FenceRegs(s);
+        if (it > 0) release(it - 1);
+        compute_p(it);
+        WgmmaWait<0>();
+        FenceRegs(dp);
+        compute_ds();
+        gemm_dq(it);
+        if (it + 1 < n_blocks) {
+          wait_full(it + 1);
+          gemm_s_dp(it + 1);
+        }
+      }
       WgmmaWait<0>();
       FenceRegs(dq);
-      __syncwarp();
-      if (lane == 0) MbarArrive(&kv_empty[st]);
+      release(n_blocks - 1);
     }
 
     const float scale = p.scale;
