@@ -405,21 +405,29 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMemcpy(hrk.data(), rdk, nkv * 4, cudaMemcpyDeviceToHost));
       CHECK_CUDA(cudaMemcpy(hrv.data(), rdv, nkv * 4, cudaMemcpyDeviceToHost));
       eq = Compare(gq1, hrq, f16);
-      {
-        // The other dQ tiling (variant 0, 64-key steps) against the same reference.
+      // Every other variant (bits 1, 8, 16, 32) against the same reference.
+      for (int var = 0; var < 64; ++var) {
+        if ((var & 6) != 0 || var == jaxdnn::attention::kSm90BwdDefaultVariant) continue;
         CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
-        CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, 0));
+        CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
+        CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
+        CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, var));
         CHECK_CUDA(cudaStreamSynchronize(stream));
-        std::vector<uint16_t> gq0(nq);
-        CHECK_CUDA(cudaMemcpy(gq0.data(), dq, nq * 2, cudaMemcpyDeviceToHost));
-        const Err e0v = Compare(gq0, hrq, f16);
-        if (!(e0v.rel_l2 <= 2e-2) || e0v.nonfinite > 0) {
-          std::printf("  variant 0 dq: relL2 %.3g non-finite %lld FAIL\n", e0v.rel_l2, e0v.nonfinite);
+        std::vector<uint16_t> vq(nq), vk(nkv), vv(nkv);
+        CHECK_CUDA(cudaMemcpy(vq.data(), dq, nq * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(vk.data(), dk, nkv * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(vv.data(), dv, nkv * 2, cudaMemcpyDeviceToHost));
+        const Err xq = Compare(vq, hrq, f16), xk = Compare(vk, hrk, f16), xv = Compare(vv, hrv, f16);
+        bool bad = false;
+        for (const Err* e : {&xq, &xk, &xv}) {
+          if (!(e->rel_l2 <= 2e-2) || e->nonfinite > 0) bad = true;
+        }
+        if (bad) {
+          std::printf("  variant %d: relL2 dq %.3g dk %.3g dv %.3g, non-finite %lld/%lld/%lld FAIL\n", var,
+                      xq.rel_l2, xk.rel_l2, xv.rel_l2, xq.nonfinite, xk.nonfinite, xv.nonfinite);
           case_ok = false;
         }
       }
-      ek = Compare(gk1, hrk, f16);
-      ev = Compare(gv1, hrv, f16);
       CHECK_CUDA(cudaFree(rdq));
       CHECK_CUDA(cudaFree(rdk));
       CHECK_CUDA(cudaFree(rdv));
@@ -452,15 +460,29 @@ int main(int argc, char** argv) {
     double flops = 2.5 * 4.0 * c.B * c.H * static_cast<double>(c.S) * c.S * c.D;
     if (c.causal) flops *= 0.5;
     const double tflops = flops / (med * 1e-3) / 1e12;
-    char extra[160] = "";
+    std::string breakdown;
     if (!c.check) {
-      // Breakdown: dQ with 64-key steps (whole backward), dK/dV alone
-      // (4 of the 7 gemms), dQ alone (3 of 7), both with the delta pre-pass.
-      const double m0 = time_variant(0), mkv = time_variant(1 | 4), mq = time_variant(1 | 2);
-      std::snprintf(extra, sizeof(extra),
-                    "  [dq64 total %.3f ms %.0f TF | dkdv %.3f ms %.0f actual-TF | dq %.3f ms %.0f actual-TF]", m0,
-                    flops / (m0 * 1e-3) / 1e12, mkv, flops * 0.8 / (mkv * 1e-3) / 1e12, mq,
-                    flops * 0.6 / (mq * 1e-3) / 1e12);
+      // Per-kernel timings (each with the delta pre-pass), actual TFLOP/s of
+      // the kernel's own gemms: dK/dV 4 of 7 gemms (0.8 x nominal flops), dQ 3 of 7 (0.6 x).
+      char buf[96];
+      breakdown += "\n    dkdv:";
+      for (int var : {0, 8, 16, 24}) {
+        const double t = time_variant(var | 4);
+        std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF", var, t, flops * 0.8 / (t * 1e-3) / 1e12);
+        breakdown += buf;
+      }
+      breakdown += "\n    dq:  ";
+      for (int var : {0, 1, 8, 9, 32, 33, 40, 41}) {
+        const double t = time_variant(var | 2);
+        std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF", var, t, flops * 0.6 / (t * 1e-3) / 1e12);
+        breakdown += buf;
+      }
+      breakdown += "\n    total:";
+      for (int var : {8 | 1, 8 | 16 | 32, 8 | 32, 16 | 32 | 1 | 8}) {
+        const double t = time_variant(var);
+        std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF", var, t, flops / (t * 1e-3) / 1e12);
+        breakdown += buf;
+      }
     }
     const long long nonfin = eq.nonfinite + ek.nonfinite + ev.nonfinite;
     if (c.check) {
@@ -472,9 +494,8 @@ int main(int argc, char** argv) {
                   f16 ? "f16" : "bf16", "-", "-", "-", "-", "-", "-", det ? "yes" : "NO", med, tflops,
                   case_ok ? "ok (finite+det)" : "FAIL");
     }
-    std::printf("%s", extra);
     if (nonfin) std::printf(" (non-finite: dq %lld dk %lld dv %lld)", eq.nonfinite, ek.nonfinite, ev.nonfinite);
-    std::printf("\n");
+    std::printf("%s\n", breakdown.c_str());
     std::fflush(stdout);
     all_ok = all_ok && case_ok;
     for (void* ptr : {q, k, v, o, dout, dq, dk, dv}) CHECK_CUDA(cudaFree(ptr));

@@ -13,7 +13,7 @@ namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-template <int kD, bool kF16, int kDqBlockN, bool kOverlap>
+template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ>
 cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq,
                    bool head_major) {
   using DkDvCfg = sm90::DkDvConfig<kD>;
@@ -67,7 +67,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlap>;
+    auto kernel = sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV>;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     DkDvCfg::kSmemBytes)) != cudaSuccess) {
       return err;
@@ -86,7 +86,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlap>;
+    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlapQ>;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     DqCfg::kSmemBytes)) != cudaSuccess) {
       return err;
@@ -158,20 +158,23 @@ cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t str
   const bool run_dkdv = (variant & 2) == 0;
   const bool run_dq = (variant & 4) == 0;
   const bool head_major = (variant & 8) != 0;
-  const bool overlap = (variant & 16) != 0;
-#define JAXDNN_SM90_BWD_CASE(D, BN, OV)                                                   \
-  if (d == D && dq128 == (BN == 128) && overlap == OV) {                                  \
-    return f16 ? Launch<D, true, BN, OV>(p, stream, run_dkdv, run_dq, head_major)         \
-               : Launch<D, false, BN, OV>(p, stream, run_dkdv, run_dq, head_major);       \
+  const bool ov_kv = (variant & 16) != 0;
+  const bool ov_q = (variant & 32) != 0;
+#define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                \
+  if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                       \
+    return f16 ? Launch<D, true, BN, OK, OQ>(p, stream, run_dkdv, run_dq, head_major)      \
+               : Launch<D, false, BN, OK, OQ>(p, stream, run_dkdv, run_dq, head_major);    \
   }
-  JAXDNN_SM90_BWD_CASE(128, 128, false)
-  JAXDNN_SM90_BWD_CASE(128, 64, false)
-  JAXDNN_SM90_BWD_CASE(64, 128, false)
-  JAXDNN_SM90_BWD_CASE(64, 64, false)
-  JAXDNN_SM90_BWD_CASE(128, 128, true)
-  JAXDNN_SM90_BWD_CASE(128, 64, true)
-  JAXDNN_SM90_BWD_CASE(64, 128, true)
-  JAXDNN_SM90_BWD_CASE(64, 64, true)
+#define JAXDNN_SM90_BWD_CASES(OK, OQ)     \
+  JAXDNN_SM90_BWD_CASE(128, 128, OK, OQ) \
+  JAXDNN_SM90_BWD_CASE(128, 64, OK, OQ)  \
+  JAXDNN_SM90_BWD_CASE(64, 128, OK, OQ)  \
+  JAXDNN_SM90_BWD_CASE(64, 64, OK, OQ)
+  JAXDNN_SM90_BWD_CASES(false, false)
+  JAXDNN_SM90_BWD_CASES(true, false)
+  JAXDNN_SM90_BWD_CASES(false, true)
+  JAXDNN_SM90_BWD_CASES(true, true)
+#undef JAXDNN_SM90_BWD_CASES
 #undef JAXDNN_SM90_BWD_CASE
   return cudaErrorInvalidValue;
 }

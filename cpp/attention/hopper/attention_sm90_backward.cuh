@@ -27,6 +27,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/hopper/sm90_ptx.cuh"
 
@@ -413,24 +414,30 @@ __global__ void __launch_bounds__(384, 1)
     } else {
       // The next block's S^T / dP^T gemms queue behind this block's dV / dK
       // gemms, so the tensor cores need not wait for the softmax math.
+      // No wgmma may be in flight across the loop's back edge (ptxas then
+      // serializes all wgmmas), so the loop turns right after a full wait.
       wait_full(0);
       gemm_s_dp(0);
-      for (int it = 0; it < m_count; ++it) {
-        // In flight (oldest first): [dV(it-1), dK(it-1)], S(it), dP(it).
-        WgmmaWait<1>();
-        FenceRegs(s);
-        if (it > 0) release(it - 1);
+      WgmmaWait<0>();
+      FenceRegs(s);
+      FenceRegs(dp);
+      for (int it = 0; it < m_count - 1; ++it) {
         compute_p(it);
         gemm_dv(it);
-        WgmmaWait<1>();  // dP(it)
-        FenceRegs(dp);
-        compute_ds(it);
+        compute_ds(it);  // while dV(it) runs
         gemm_dk(it);
-        if (it + 1 < m_count) {
-          wait_full(it + 1);
-          gemm_s_dp(it + 1);
-        }
+        WgmmaWait<1>();  // dV(it): frees the P registers (register pressure)
+        wait_full(it + 1);
+        gemm_s_dp(it + 1);  // queued behind dK(it)
+        WgmmaWait<0>();
+        FenceRegs(s);
+        FenceRegs(dp);
+        release(it);
       }
+      compute_p(m_count - 1);
+      gemm_dv(m_count - 1);
+      compute_ds(m_count - 1);
+      gemm_dk(m_count - 1);
       WgmmaWait<0>();
       FenceRegs(dv);
       FenceRegs(dk);
@@ -689,23 +696,28 @@ __global__ void __launch_bounds__(384, 1)
       }
     } else {
       // The next block's S / dP gemms queue behind this block's dQ gemm.
+      // No wgmma in flight across the loop's back edge (see the dK/dV kernel).
       wait_full(0);
       gemm_s_dp(0);
-      for (int it = 0; it < n_blocks; ++it) {
-        // In flight (oldest first): [dQ(it-1)], S(it), dP(it).
-        WgmmaWait<1>();
-        FenceRegs(s);
-        if (it > 0) release(it - 1);
-        compute_p(it);
-        WgmmaWait<0>();
-        FenceRegs(dp);
+      WgmmaWait<1>();
+      FenceRegs(s);
+      compute_p(0);
+      WgmmaWait<0>();
+      FenceRegs(dp);
+      for (int it = 0; it < n_blocks - 1; ++it) {
         compute_ds();
         gemm_dq(it);
-        if (it + 1 < n_blocks) {
-          wait_full(it + 1);
-          gemm_s_dp(it + 1);
-        }
+        wait_full(it + 1);
+        gemm_s_dp(it + 1);  // queued behind dQ(it)
+        WgmmaWait<1>();     // dQ(it), S(it+1)
+        FenceRegs(s);
+        release(it);
+        compute_p(it + 1);  // while dP(it+1) runs
+        WgmmaWait<0>();
+        FenceRegs(dp);
       }
+      compute_ds();
+      gemm_dq(n_blocks - 1);
       WgmmaWait<0>();
       FenceRegs(dq);
       release(n_blocks - 1);

@@ -25,8 +25,9 @@ cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream);
 // Benchmarking hook. variant bits: 1 = dQ kernel steps over 128 keys (else
 // 64); 2 = skip the dK/dV kernel (and the GQA reduction); 4 = skip the dQ
 // kernel (bits 2 and 4 give incomplete gradients: timing only); 8 = head-major
-// CTA order (blocks of one (batch, head) adjacent); 16 = the next block's
-// S/dP gemms queue behind this block's dV/dK (dQ) gemms. -1: default.
+// CTA order (blocks of one (batch, head) adjacent); 16 (dK/dV kernel), 32
+// (dQ kernel) = the next block's S/dP gemms queue behind this block's last
+// gemm. -1: default.
 constexpr int kSm90BwdDefaultVariant = 1;
 cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
