@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "attention/attention_cuda_backward.cuh"
+#include "attention/hopper/attention_sm90_backward.h"
 #include "attention/hopper/attention_sm90_forward.h"
 
 namespace jaxdnn::attention {
@@ -112,8 +113,23 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 
 }  // namespace
 
+// The Hopper backward (wgmma; delta, dK/dV and dQ passes, deterministic) is
+// opt-in with JAXDNN_ATTENTION_SM90_BWD=1 until it has been checked through
+// jax on a GPU: its standalone self-test passed on an H200 (2026-11-22).
+static bool Sm90BackwardEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD");
+    return v && v[0] == '1';
+  }();
+  return enabled;
+}
+
 cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.heads == 0) return cudaSuccess;
+  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && Sm90BackwardEnabled() &&
+      Sm90BackwardSupports(p)) {
+    return LaunchAttentionBwdSm90(p, stream);
+  }
   if (p.shape.q_len == 0 || p.shape.kv_len == 0) {
     // Nothing attends: every gradient is zero.
     const int64_t eb = p.dtype == ffi::DataType::F32 ? 4 : 2;
