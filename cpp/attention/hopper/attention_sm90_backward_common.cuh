@@ -1,0 +1,53 @@
+// Shared pieces of the sm90 attention backward: the launch parameters and
+// 16-bit load/pack helpers.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attention/hopper/sm90_ptx.cuh"
+
+namespace jaxdnn::attention::sm90 {
+
+struct BwdParams {
+  int batch, q_len, kv_len, heads, kv_heads, group;
+  int causal;
+  int head_major;    // block order, see the kernels
+  float scale;       // softmax scale
+  float scale_log2;  // scale * log2(e)
+  const void* out;   // [batch, q_len, heads, D]
+  const void* dout;  // [batch, q_len, heads, D]
+  const float* lse;  // [batch, heads, q_len]
+  float* delta;      // [batch, heads, q_len] (workspace)
+  void* dq;          // [batch, q_len, heads, D]
+  void* dk;          // [batch, kv_len, kv_heads, D]
+  void* dv;
+  float* dk_part;    // [batch, kv_len, heads, D] float32, group > 1 only
+  float* dv_part;
+};
+
+template <bool kF16>
+__device__ __forceinline__ uint32_t BwdPack(float lo, float hi) {
+  if constexpr (kF16) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+template <bool kF16>
+__device__ __forceinline__ float BwdLoad(const uint16_t* p) {
+  if constexpr (kF16) {
+    return __half2float(*reinterpret_cast<const __half*>(p));
+  } else {
+    return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p));
+  }
+}
+
+}  // namespace jaxdnn::attention::sm90

@@ -1,0 +1,346 @@
+// The sm90 backward's dK/dV kernel (see attention_sm90_backward.cuh).
+#pragma once
+
+#include "attention/hopper/attention_sm90_backward_common.cuh"
+
+namespace jaxdnn::attention::sm90 {
+
+// ---------------------------------------------------------------------------
+// 2. dK / dV.
+template <int kD>
+struct DkDvConfig {
+  static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
+  static constexpr int kThreads = 384;
+  static constexpr int kBlockN = 128;  // keys per CTA (2 consumers x 64)
+  static constexpr int kBlockM = 64;   // queries per pipeline step
+  static constexpr int kStages = kD == 128 ? 3 : 4;
+  static constexpr int kDBlocks = kD / 64;
+  static constexpr int kKBytes = kBlockN * kD * 2;
+  static constexpr int kQBytes = kBlockM * kD * 2;
+  static constexpr int kOffK = 0;
+  static constexpr int kOffV = kOffK + kKBytes;
+  static constexpr int kOffQ = kOffV + kKBytes;
+  static constexpr int kOffDO = kOffQ + kStages * kQBytes;
+  static constexpr int kOffLse = kOffDO + kStages * kQBytes;
+  static constexpr int kOffDelta = kOffLse + kStages * kBlockM * 4;
+  static constexpr int kOffBar = kOffDelta + kStages * kBlockM * 4;
+  static constexpr int kNumBars = 1 + 2 * kStages;
+  static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;
+  static constexpr int kProducerRegs = 24;  // 24 + 2 x 240: the whole register file (setmaxnreg.inc would block otherwise)
+  static constexpr int kConsumerRegs = 240;
+};
+
+template <int kD, bool kF16, bool kOverlap>
+__global__ void __launch_bounds__(384, 1)
+    AttnBwdDkDvSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                          const BwdParams p) {
+  using Cfg = DkDvConfig<kD>;
+  constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
+  constexpr int kDBlocks = Cfg::kDBlocks;
+  constexpr float kLog2e = 1.4426950408889634f;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
+  uint8_t* smem_k = smem + Cfg::kOffK;
+  uint8_t* smem_v = smem + Cfg::kOffV;
+  uint8_t* smem_q = smem + Cfg::kOffQ;
+  uint8_t* smem_do = smem + Cfg::kOffDO;
+  float* smem_lse = reinterpret_cast<float*>(smem + Cfg::kOffLse);
+  float* smem_delta = reinterpret_cast<float*>(smem + Cfg::kOffDelta);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffBar);
+  uint64_t* kv_full = bars;
+  uint64_t* q_full = bars + 1;
+  uint64_t* q_empty = bars + 1 + kStages;
+
+  // Block order: head-major (the kv blocks of one (batch, head) adjacent, so
+  // they share Q and dO in L2) or kv-block-major (grid y; causal: n = 0, the
+  // heaviest, first).
+  const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
+  const int n_block = p.head_major ? static_cast<int>(blockIdx.x) % num_n : static_cast<int>(blockIdx.y);
+  const int bh = p.head_major ? static_cast<int>(blockIdx.x) / num_n : static_cast<int>(blockIdx.x);
+  const int h = bh % p.heads;
+  const int b = bh / p.heads;
+  const int hk = h / p.group;
+  const int num_m = (p.q_len + kBlockM - 1) / kBlockM;
+  const int m_begin = p.causal ? (n_block * kBlockN) / kBlockM : 0;
+  const int m_count = num_m - m_begin;
+
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+
+  if (threadIdx.x == 0) {
+    MbarInit(kv_full, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      MbarInit(&q_full[s], 32);  // every producer lane (lse/delta stores); lane 0 adds the tx
+      MbarInit(&q_empty[s], 8);  // one arrival per consumer warp
+    }
+    FenceMbarInit();
+    PrefetchTmaDescriptor(&tm_q);
+    PrefetchTmaDescriptor(&tm_k);
+    PrefetchTmaDescriptor(&tm_v);
+    PrefetchTmaDescriptor(&tm_do);
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // ------------------------------ producer ------------------------------
+    SetMaxNRegDec<Cfg::kProducerRegs>();
+    if (threadIdx.x < 32) {
+      const int lane = threadIdx.x;
+      if (lane == 0) {
+        MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
+#pragma unroll
+        for (int db = 0; db < kDBlocks; ++db) {
+          TmaLoad4d(smem_k + db * kBlockN * 128, &tm_k, kv_full, db * 64, hk, n_block * kBlockN, b);
+          TmaLoad4d(smem_v + db * kBlockN * 128, &tm_v, kv_full, db * 64, hk, n_block * kBlockN, b);
+        }
+      }
+      const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
+      const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
+      for (int it = 0; it < m_count; ++it) {
+        const int m = m_begin + it;
+        const int st = it % kStages;
+        const uint32_t ph = (it / kStages) & 1;
+        MbarWait(&q_empty[st], ph ^ 1);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int qi = m * kBlockM + lane + 32 * e;
+          const bool in = qi < p.q_len;
+          // Rows past q_len: P = exp2(-inf) = 0 (their Q, dO rows load as zeros).
+          smem_lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
+          smem_delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+        }
+        if (lane == 0) {
+          MbarArriveExpectTx(&q_full[st], 2 * Cfg::kQBytes);
+#pragma unroll
+          for (int db = 0; db < kDBlocks; ++db) {
+            TmaLoad4d(smem_q + st * Cfg::kQBytes + db * kBlockM * 128, &tm_q, &q_full[st], db * 64, h,
+                      m * kBlockM, b);
+            TmaLoad4d(smem_do + st * Cfg::kQBytes + db * kBlockM * 128, &tm_do, &q_full[st], db * 64, h,
+                      m * kBlockM, b);
+          }
+        } else {
+          MbarArrive(&q_full[st]);
+        }
+      }
+    }
+  } else {
+    // ------------------------------ consumers ------------------------------
+    SetMaxNRegInc<Cfg::kConsumerRegs>();
+    const int cw = warpgroup - 1;
+    const int tid = threadIdx.x % 128;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+
+    const uint32_t k_base = SmemAddr(smem_k) + cw * 64 * 128;
+    const uint32_t v_base = SmemAddr(smem_v) + cw * 64 * 128;
+    const uint32_t q_base = SmemAddr(smem_q);
+    const uint32_t do_base = SmemAddr(smem_do);
+    const float scale_log2 = p.scale_log2;
+    const int key0 = n_block * kBlockN + cw * 64 + warp * 16 + g;  // +8 for r = 1
+
+    float dv[kD / 2];
+    float dk[kD / 2];
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) {
+      dv[i] = 0.f;
+      dk[i] = 0.f;
+    }
+
+    float s[kBlockM / 2];
+    float dp[kBlockM / 2];
+    uint32_t pa[kBlockM / 16][4];
+    uint32_t dsa[kBlockM / 16][4];
+
+    // S^T = K Q^T and dP^T = V dO^T (two commit groups).
+    auto gemm_s_dp = [&](int it) {
+      const int st = it % kStages;
+      const uint32_t qb = q_base + st * Cfg::kQBytes;
+      const uint32_t dob = do_base + st * Cfg::kQBytes;
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint64_t da = MakeDescSw128(k_base + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
+        const uint64_t db = MakeDescSw128(qb + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 16, 1024);
+        Wgmma<kBlockM, kF16>::SS(s, da, db, kk > 0 ? 1 : 0);
+      }
+      WgmmaCommit();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint64_t da = MakeDescSw128(v_base + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
+        const uint64_t db = MakeDescSw128(dob + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 16, 1024);
+        Wgmma<kBlockM, kF16>::SS(dp, da, db, kk > 0 ? 1 : 0);
+      }
+      WgmmaCommit();
+    };
+    // P^T in place of S^T (columns are queries), packed into pa.
+    auto compute_p = [&](int it) {
+      const int m = m_begin + it;
+      const float* lse_s = smem_lse + (it % kStages) * kBlockM;
+#pragma unroll
+      for (int j = 0; j < kBlockM / 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          s[4 * j + 2 * r + 0] = exp2f(fmaf(s[4 * j + 2 * r + 0], scale_log2, -l2.x));
+          s[4 * j + 2 * r + 1] = exp2f(fmaf(s[4 * j + 2 * r + 1], scale_log2, -l2.y));
+        }
+      }
+      const bool need_mask = p.causal && m * kBlockM < (n_block + 1) * kBlockN;
+      if (need_mask) {
+#pragma unroll
+        for (int j = 0; j < kBlockM / 8; ++j) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int qi = m * kBlockM + 8 * j + 2 * t + e;
+              if (qi < key0 + 8 * r) s[4 * j + 2 * r + e] = 0.f;
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        pa[kk][0] = BwdPack<kF16>(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = BwdPack<kF16>(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = BwdPack<kF16>(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = BwdPack<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+    // dV += P^T dO (B = dO, MN-major: N = head dim contiguous).
+    auto gemm_dv = [&](int it) {
+      const uint32_t dob = do_base + (it % kStages) * Cfg::kQBytes;
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        const uint64_t dd = MakeDescSw128(dob + kk * 16 * 128, kBlockM * 128, 1024);
+        Wgmma<kD, kF16>::RS(dv, pa[kk], dd, 1);
+      }
+      WgmmaCommit();
+    };
+    // dS^T = P^T (dP^T - delta), packed into dsa.
+    auto compute_ds = [&](int it) {
+      const float* delta_s = smem_delta + (it % kStages) * kBlockM;
+#pragma unroll
+      for (int j = 0; j < kBlockM / 8; ++j) {
+        const float2 d2 = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          dp[4 * j + 2 * r + 0] = s[4 * j + 2 * r + 0] * (dp[4 * j + 2 * r + 0] - d2.x);
+          dp[4 * j + 2 * r + 1] = s[4 * j + 2 * r + 1] * (dp[4 * j + 2 * r + 1] - d2.y);
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        dsa[kk][0] = BwdPack<kF16>(dp[8 * kk + 0], dp[8 * kk + 1]);
+        dsa[kk][1] = BwdPack<kF16>(dp[8 * kk + 2], dp[8 * kk + 3]);
+        dsa[kk][2] = BwdPack<kF16>(dp[8 * kk + 4], dp[8 * kk + 5]);
+        dsa[kk][3] = BwdPack<kF16>(dp[8 * kk + 6], dp[8 * kk + 7]);
+      }
+    };
+    // dK += dS^T Q (B = Q, MN-major).
+    auto gemm_dk = [&](int it) {
+      const uint32_t qb = q_base + (it % kStages) * Cfg::kQBytes;
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        const uint64_t dd = MakeDescSw128(qb + kk * 16 * 128, kBlockM * 128, 1024);
+        Wgmma<kD, kF16>::RS(dk, dsa[kk], dd, 1);
+      }
+      WgmmaCommit();
+    };
+    auto release = [&](int it) {
+      __syncwarp();
+      if (lane == 0) MbarArrive(&q_empty[it % kStages]);
+    };
+    auto wait_full = [&](int it) { MbarWait(&q_full[it % kStages], (it / kStages) & 1); };
+
+    MbarWait(kv_full, 0);
+    if constexpr (!kOverlap) {
+      for (int it = 0; it < m_count; ++it) {
+        wait_full(it);
+        gemm_s_dp(it);
+        WgmmaWait<1>();  // S^T
+        FenceRegs(s);
+        compute_p(it);
+        gemm_dv(it);
+        WgmmaWait<1>();  // dP^T (dV may still run)
+        FenceRegs(dp);
+        compute_ds(it);
+        gemm_dk(it);
+        WgmmaWait<0>();
+        FenceRegs(dv);
+        FenceRegs(dk);
+        release(it);
+      }
+    } else {
+      // The next block's S^T / dP^T gemms queue behind this block's dV / dK
+      // gemms, so the tensor cores need not wait for the softmax math.
+      // No wgmma may be in flight across the loop's back edge (ptxas then
+      // serializes all wgmmas), so the loop turns right after a full wait.
+      wait_full(0);
+      gemm_s_dp(0);
+      WgmmaWait<0>();
+      FenceRegs(s);
+      FenceRegs(dp);
+      for (int it = 0; it < m_count - 1; ++it) {
+        compute_p(it);
+        gemm_dv(it);
+        compute_ds(it);  // while dV(it) runs
+        gemm_dk(it);
+        WgmmaWait<1>();  // dV(it): frees the P registers (register pressure)
+        wait_full(it + 1);
+        gemm_s_dp(it + 1);  // queued behind dK(it)
+        WgmmaWait<0>();
+        FenceRegs(s);
+        FenceRegs(dp);
+        release(it);
+      }
+      compute_p(m_count - 1);
+      gemm_dv(m_count - 1);
+      compute_ds(m_count - 1);
+      gemm_dk(m_count - 1);
+      WgmmaWait<0>();
+      FenceRegs(dv);
+      FenceRegs(dk);
+      release(m_count - 1);
+    }
+
+    // ---------------------------- epilogue ----------------------------
+    const float scale = p.scale;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = key0 + 8 * r;
+      if (key >= p.kv_len) continue;
+      if (p.group == 1) {
+        const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.kv_heads + hk) * kD;
+        uint16_t* gk = static_cast<uint16_t*>(p.dk) + base;
+        uint16_t* gv = static_cast<uint16_t*>(p.dv) + base;
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j) {
+          const int col = 8 * j + 2 * t;
+          *reinterpret_cast<uint32_t*>(gk + col) =
+              BwdPack<kF16>(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
+          *reinterpret_cast<uint32_t*>(gv + col) = BwdPack<kF16>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+        }
+      } else {
+        const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.heads + h) * kD;
+        float* gk = p.dk_part + base;
+        float* gv = p.dv_part + base;
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j) {
+          const int col = 8 * j + 2 * t;
+          *reinterpret_cast<float2*>(gk + col) =
+              make_float2(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
+          *reinterpret_cast<float2*>(gv + col) = make_float2(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace jaxdnn::attention::sm90
