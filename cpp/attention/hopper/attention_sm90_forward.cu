@@ -2,6 +2,7 @@
 #include "attention/hopper/attention_sm90_forward.h"
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "attention/hopper/attention_sm90_forward.cuh"
 #include "attention/hopper/sm90_tma.h"
@@ -12,7 +13,24 @@ namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-template <int kD, bool kF16, bool kPingpong, bool kPersistent>
+// JAXDNN_ATTENTION_SM90_EXT=1 lets Sm90ForwardSupports take the extended cases.
+bool ExtEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_EXT");
+    return v != nullptr && v[0] == '1' && v[1] == '\0';
+  }();
+  return enabled;
+}
+
+// Whether the problem uses a feature only the extended kernel path handles.
+bool NeedsExt(const AttnFwdArgs& a) {
+  const AttnMaskParams& m = a.mask_params;
+  return m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
+         m.kv_segments != nullptr || m.window_left >= 0 || m.window_right >= 0 || m.softcap != 0.f ||
+         (m.causal && a.shape.q_len != a.shape.kv_len);
+}
+
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt>
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
   using Cfg = sm90::FwdConfig<kD>;
   const AttnShape& s = a.shape;
@@ -34,10 +52,31 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
   p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
   p.out = a.out;
   p.lse = a.lse;
+  if constexpr (kExt) {
+    const AttnMaskParams& m = a.mask_params;
+    p.mask.q_lengths = m.q_lengths;
+    p.mask.kv_lengths = m.kv_lengths;
+    if (m.q_segments != nullptr && m.kv_segments != nullptr) {
+      p.mask.q_segments = m.q_segments;
+      p.mask.kv_segments = m.kv_segments;
+    }
+    // A window at least as wide as any diagonal distance is no window (and
+    // keeps diag +- window inside int range in the kernel).
+    const int64_t span = s.q_len + s.kv_len;
+    p.mask.window_left = (m.window_left < 0 || m.window_left >= span) ? -1 : m.window_left;
+    p.mask.window_right = (m.window_right < 0 || m.window_right >= span) ? -1 : m.window_right;
+    if (m.softcap > 0.f) {
+      // s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
+      p.mask.softcap = m.softcap;
+      p.mask.softcap_scale = m.scale / m.softcap;
+      p.scale_log2 = 1.4426950408889634f;
+    }
+  }
+  const int smem_bytes = kExt ? Cfg::kSmemBytesExt : Cfg::kSmemBytes;
 
-  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent>;
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  Cfg::kSmemBytes)) != cudaSuccess) {
+                                  smem_bytes)) != cudaSuccess) {
     return err;
   }
   const int64_t tiles = static_cast<int64_t>(p.num_m_blocks) * p.heads * p.batch;
@@ -48,7 +87,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
     if (grid > sms) grid = sms;
   }
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(tq, tk, tv, p);
+  kernel<<<grid, Cfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, p);
   return cudaGetLastError();
 }
 
@@ -66,13 +105,15 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
     return false;
   }
   if (p.bias.data != nullptr || p.mask.data != nullptr) return false;
-  if (m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
-      m.kv_segments != nullptr) {
-    return false;
-  }
-  if (m.softcap != 0.f || m.dropout_rate != 0.f || m.window_left >= 0 || m.window_right >= 0) return false;
+  if (m.dropout_rate != 0.f) return false;
   if (!(m.scale > 0.f)) return false;
-  if (m.causal && s.q_len != s.kv_len) return false;
+  if (NeedsExt(p)) {
+    // Lengths, segments, window, softcap, causal with q_len != kv_len: only
+    // with JAXDNN_ATTENTION_SM90_EXT=1 (not yet verified on a GPU).
+    if (!ExtEnabled()) return false;
+    if ((m.q_segments == nullptr) != (m.kv_segments == nullptr)) return false;
+    if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
+  }
   if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||
       p.lse == nullptr) {
     return false;
@@ -90,10 +131,23 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant) {
   const bool f16 = p.dtype == ffi::DataType::F16;
   const int d = static_cast<int>(p.shape.head_dim);
-  if (variant < 0) variant = p.mask_params.causal ? 1 : 3;
-#define JAXDNN_SM90_CASE(D, PP, PERS)                                                     \
-  if (d == D && variant == (PP) + 2 * (PERS)) {                                           \
-    return f16 ? Launch<D, true, PP, PERS>(p, stream) : Launch<D, false, PP, PERS>(p, stream); \
+  const AttnMaskParams& m = p.mask_params;
+  const bool needs_ext = NeedsExt(p);
+  if (variant < 0) {
+    // Extended cases with a band (causal, window) or packed documents have
+    // uneven tiles: one CTA per tile, like causal. (Not yet tuned on a GPU.)
+    const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
+    variant = uneven ? 1 : 3;
+  }
+  const bool ext = needs_ext || (variant & 4) != 0;
+  variant &= 3;
+#define JAXDNN_SM90_CASE(D, PP, PERS)                                                       \
+  if (d == D && variant == (PP) + 2 * (PERS)) {                                             \
+    if (ext) {                                                                              \
+      return f16 ? Launch<D, true, PP, PERS, true>(p, stream)                               \
+                 : Launch<D, false, PP, PERS, true>(p, stream);                             \
+    }                                                                                       \
+    return f16 ? Launch<D, true, PP, PERS, false>(p, stream) : Launch<D, false, PP, PERS, false>(p, stream); \
   }
   JAXDNN_SM90_CASE(128, false, false)
   JAXDNN_SM90_CASE(128, true, false)

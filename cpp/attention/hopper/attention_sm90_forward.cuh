@@ -18,8 +18,21 @@
 //     consumer warpgroups; persistent CTAs. Epilogue: normalize, stage O in a
 //     swizzled shared-memory buffer, 16-byte coalesced stores; lse per row.
 // Shared memory (D=128): Q 32 KB + 2 x (K 32 KB + V 32 KB) + O 32 KB ~ 193 KB.
-// Not done: head dim 256, fp8, causal with q_len != kv_len, a dynamic
-// (atomic) tile scheduler for causal persistent runs.
+// Extended path (template flag kExt; NOT yet verified on a GPU): padding
+// lengths, causal with the bottom-right alignment when q_len < kv_len, a
+// sliding window, softcap and segment ids (packed documents), with the rules of
+// attention_mask.h (see sm90_forward_mask.cuh). There the producer warp (all 32
+// lanes) walks each tile's band of kv blocks [n_lo, n_hi) (from the lengths,
+// causality and the window) from the top down, votes on each block's segment
+// ids (skip / one segment / mixed), and hands each loaded block's index and
+// kind (and its key segment ids) to the consumers through a small shared-
+// memory slot per ring stage, written before the K barrier's arrive. A tile
+// ends with a terminator slot (no data), so the consumers need no block count
+// up front and a tile with no allowed key (rows past q_length, a window that
+// misses everything) just writes zeros and lse = -inf. The dense path
+// (kExt = false) is the code it was before.
+// Not done: head dim 256, fp8, bias/mask/dropout, a dynamic (atomic) tile
+// scheduler for causal persistent runs.
 #pragma once
 
 #include <cuda.h>
@@ -28,6 +41,7 @@
 
 #include <cstdint>
 
+#include "attention/hopper/sm90_forward_mask.cuh"
 #include "attention/hopper/sm90_ptx.cuh"
 
 namespace jaxdnn::attention::sm90 {
@@ -39,6 +53,7 @@ struct FwdParams {
   float scale_log2;  // softmax scale * log2(e)
   void* out;         // [batch, q_len, heads, head_dim]
   float* lse;        // [batch, heads, q_len]
+  FwdMaskParams mask;  // the extended path's features (kExt); unused by the dense path
 };
 
 template <int kD>
@@ -58,8 +73,21 @@ struct FwdConfig {
   static constexpr int kOffBar = kOffO + kQBytes;
   static constexpr int kNumBars = 2 + 4 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;  // + alignment slack
+  // Extended path: per ring stage, the block's info word and its 128 key segment ids.
+  static constexpr int kOffInfo = kOffBar + 96;
+  static constexpr int kOffSeg = kOffBar + 128;
+  static_assert(kNumBars * 8 <= 96 && kStages * 4 <= 32, "ext smem slots");
+  static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
+  // Extended path: its producer warp (segment votes, band limits) needs more
+  // than 24 registers (ptxas spilled 8 bytes there at 24); the consumers fit in
+  // 232 without spills. setmaxnreg moves registers within the 168 x 384 of
+  // the launch: producer + 2 x consumer must stay within 3 x 168.
+  static constexpr int kProducerRegsExt = 32;
+  static constexpr int kConsumerRegsExt = 232;
+  static_assert(kProducerRegs + 2 * kConsumerRegs <= 3 * 168, "register split");
+  static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
 };
 
 template <bool kF16>
@@ -80,7 +108,9 @@ __device__ __forceinline__ uint32_t PackPair(float lo, float hi) {
 // Tiles: t = ((b * heads + h) * num_m_blocks + m_rev), m_block = last - m_rev,
 // so the query tiles of one (batch, head) are adjacent (they share K and V in
 // L2), heaviest (causal) first.
-template <int kD, bool kF16, bool kPingpong, bool kPersistent>
+// kExt: the extended path (lengths, bottom-right causal, window, softcap,
+// segments); the dense instantiations (kExt = false) compile as before.
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false>
 __global__ void __launch_bounds__(384, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
@@ -140,8 +170,89 @@ __global__ void __launch_bounds__(384, 1)
 
   if (warpgroup == 0) {
     // ------------------------------ producer ------------------------------
-    SetMaxNRegDec<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0) {
+    SetMaxNRegDec<kExt ? Cfg::kProducerRegsExt : Cfg::kProducerRegs>();
+    if constexpr (kExt) {
+      // One warp: lane 0 issues the barrier operations and TMA loads, all 32
+      // lanes take part in the segment votes.
+      if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
+        int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
+        const bool has_seg = p.mask.q_segments != nullptr;
+        int kv_it = 0;
+        int local = 0;
+        for (int tile = blockIdx.x; tile < num_tiles; tile += tile_stride, ++local) {
+          const Tile tl = decode(tile);
+          const int hk = tl.h / p.group;
+          const int q0 = tl.m_block * kBlockM;
+          const FwdRowGeom geo = FwdGeom(p.mask, tl.b, p.q_len, p.kv_len);
+          int n_lo, n_hi;
+          FwdTileBlocks<kBlockM, kBlockN>(p.mask, geo, p.causal, q0, n_lo, n_hi);
+          int seg_min = 0, seg_max = 0;
+          if (has_seg && n_hi > n_lo) {
+            FwdQuerySegmentRange(p.mask.q_segments + static_cast<int64_t>(tl.b) * p.q_len, q0,
+                                 min(q0 + kBlockM, geo.q_valid) - 1, lane, seg_min, seg_max);
+          }
+          const int32_t* kv_ids =
+              has_seg ? p.mask.kv_segments + static_cast<int64_t>(tl.b) * p.kv_len : nullptr;
+          if (lane == 0) {
+            MbarWait(q_empty, (local & 1) ^ 1);
+            MbarArriveExpectTx(q_full, Cfg::kQBytes);
+#pragma unroll
+            for (int db = 0; db < kDBlocks; ++db) {
+              TmaLoad4d(smem_q + db * kBlockM * 128, &tm_q, q_full, db * 64, tl.h, q0, tl.b);
+            }
+          }
+          for (int n = n_hi - 1; n >= n_lo; --n) {
+            int ids[4] = {0, 0, 0, 0};
+            int kind = 1;
+            if (has_seg) {
+              kind = FwdVoteSegments(kv_ids, n * kBlockN, p.kv_len, seg_min, seg_max, lane, ids);
+              if (kind == 0) continue;  // warp-uniform
+            }
+            const int st = kv_it % kStages;
+            const uint32_t ph = (kv_it / kStages) & 1;
+            // The stage's slot is free once every consumer warp released its K
+            // (they read the slot before that release).
+            if (lane == 0) MbarWait(&k_empty[st], ph ^ 1);
+            __syncwarp();
+            if (has_seg) FwdStoreSegments(ids, lane, seg_smem + st * kBlockN);
+            if (lane == 0) info_smem[st] = n * 4 + kind;
+            __syncwarp();
+            if (lane == 0) {
+              MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
+#pragma unroll
+              for (int db = 0; db < kDBlocks; ++db) {
+                TmaLoad4d(smem_k + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_k, &k_full[st], db * 64, hk,
+                          n * kBlockN, tl.b);
+              }
+              MbarWait(&v_empty[st], ph ^ 1);
+              MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+#pragma unroll
+              for (int db = 0; db < kDBlocks; ++db) {
+                TmaLoad4d(smem_v + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_v, &v_full[st], db * 64, hk,
+                          n * kBlockN, tl.b);
+              }
+            }
+            ++kv_it;
+          }
+          // The tile's terminator slot: no data, info -1.
+          {
+            const int st = kv_it % kStages;
+            const uint32_t ph = (kv_it / kStages) & 1;
+            if (lane == 0) {
+              MbarWait(&k_empty[st], ph ^ 1);
+              info_smem[st] = -1;
+              MbarArrive(&k_full[st]);
+              MbarWait(&v_empty[st], ph ^ 1);
+              MbarArrive(&v_full[st]);
+            }
+            ++kv_it;
+          }
+          __syncwarp();
+        }
+      }
+    } else if (threadIdx.x == 0) {
       int kv_it = 0;  // kv blocks loaded so far (ring position)
       int local = 0;  // tiles done by this CTA
       for (int tile = blockIdx.x; tile < num_tiles; tile += tile_stride, ++local) {
@@ -176,7 +287,7 @@ __global__ void __launch_bounds__(384, 1)
     }
   } else {
     // ------------------------------ consumers ------------------------------
-    SetMaxNRegInc<Cfg::kConsumerRegs>();
+    SetMaxNRegInc<kExt ? Cfg::kConsumerRegsExt : Cfg::kConsumerRegs>();
     const int cw = warpgroup - 1;
     const int tid = threadIdx.x % 128;
     const int warp = tid / 32;
@@ -280,80 +391,183 @@ __global__ void __launch_bounds__(384, 1)
     int local = 0;
     for (int tile = blockIdx.x; tile < num_tiles; tile += tile_stride, ++local) {
       const Tile tl = decode(tile);
-      const int n_blocks = tl.n_blocks;
       const int row0 = tl.m_block * kBlockM + cw * 64 + warp * 16 + g;  // +8 for r = 1
 #pragma unroll
       for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
       row_max[0] = row_max[1] = -INFINITY;
       row_sum[0] = row_sum[1] = 0.f;
 
-      // First block (the highest kv block): the only one that may need a mask.
-      MbarWait(q_full, local & 1);
-      {
-        const int st = kv_it % kStages;
-        MbarWait(&k_full[st], (kv_it / kStages) & 1);
-        sched_sync();
-        gemm_s(st);
-        sched_arrive();
-        WgmmaWait<0>();
-        FenceRegs(s);
-        release(&k_empty[st]);
-      }
-      {
-        const int n = n_blocks - 1;
-        if (p.causal || (n + 1) * kBlockN > p.kv_len) {
+      if constexpr (kExt) {
+        const int32_t* info_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffInfo);
+        const int32_t* seg_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg);
+        // This thread's rows: allowed keys [lo, hi) and query segment ids; the
+        // warpgroup's range of keys that all its 64 rows see (no mask needed).
+        const FwdRowGeom geo = FwdGeom(p.mask, tl.b, p.q_len, p.kv_len);
+        int lo[2], hi[2], qid[2] = {0, 0};
 #pragma unroll
-          for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int col = n * kBlockN + 8 * j + 2 * t + e;
-                const int row = row0 + 8 * r;
-                if (col >= p.kv_len || (p.causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
+        for (int r = 0; r < 2; ++r) {
+          FwdRowKeys(p.mask, geo, p.causal, row0 + 8 * r, lo[r], hi[r]);
+          if (p.mask.q_segments != nullptr && row0 + 8 * r < geo.q_valid) {
+            qid[r] = __ldg(p.mask.q_segments + static_cast<int64_t>(tl.b) * p.q_len + row0 + 8 * r);
+          }
+        }
+        int full_lo = 0x7fffffff, full_hi = 0;
+        {
+          const int w0 = tl.m_block * kBlockM + cw * 64;
+          if (w0 + 63 < geo.q_valid) {
+            int unused0, unused1;
+            FwdRowKeys(p.mask, geo, p.causal, w0 + 63, full_lo, unused0);
+            FwdRowKeys(p.mask, geo, p.causal, w0, unused1, full_hi);
+          }
+        }
+        // Softcap, then the mask where the block needs one (info = n * 4 + kind,
+        // kind 1: no segment test, 2: mixed segments).
+        auto mask_block = [&](int info, int st) {
+          const int n0 = (info >> 2) * kBlockN;
+          if (p.mask.softcap > 0.f) FwdSoftcap(s, p.mask.softcap, p.mask.softcap_scale);
+          if ((info & 3) == 2) {
+            FwdMaskBlock<true>(s, n0, lo, hi, t, seg_smem + st * kBlockN, qid);
+          } else if (!(n0 >= full_lo && n0 + kBlockN <= full_hi)) {
+            FwdMaskBlock<false>(s, n0, lo, hi, t, seg_smem, qid);
+          }
+        };
+        // The slot (info, segment ids) of a stage is read before its K release.
+        auto release_k = [&](int st) {
+          __syncwarp();
+          release(&k_empty[st]);
+        };
+
+        MbarWait(q_full, local & 1);
+        int prev = kv_it;
+        int st = prev % kStages;
+        MbarWait(&k_full[st], (prev / kStages) & 1);
+        int info = info_smem[st];
+        if (info >= 0) {
+          sched_sync();
+          gemm_s(st);
+          sched_arrive();
+          WgmmaWait<0>();
+          FenceRegs(s);
+          mask_block(info, st);
+          release_k(st);
+          softmax();
+          convert_p();
+          for (;;) {
+            const int cur = prev + 1;
+            st = cur % kStages;
+            const uint32_t ph = (cur / kStages) & 1;
+            MbarWait(&k_full[st], ph);
+            info = info_smem[st];
+            if (info < 0) break;  // the terminator
+            const int pst = prev % kStages;
+            const uint32_t pph = (prev / kStages) & 1;
+            sched_sync();
+            gemm_s(st);
+            MbarWait(&v_full[pst], pph);
+            gemm_o(pst);
+            sched_arrive();
+            WgmmaWait<1>();
+            FenceRegs(s);
+            mask_block(info, st);
+            release_k(st);
+            softmax();
+            WgmmaWait<0>();
+            FenceRegs(o);
+            release(&v_empty[pst]);
+            rescale_o();
+            convert_p();
+            prev = cur;
+          }
+          release(q_empty);  // every S gemm of this tile is complete
+          {
+            const int lst = prev % kStages;
+            MbarWait(&v_full[lst], (prev / kStages) & 1);
+            sched_sync();
+            gemm_o(lst);
+            sched_arrive();
+            WgmmaWait<0>();
+            FenceRegs(o);
+            release(&v_empty[lst]);
+          }
+          prev += 1;  // the terminator's slot (its K barrier already waited)
+        } else {
+          release(q_empty);  // an empty tile: no gemm, zeros and lse = -inf
+        }
+        st = prev % kStages;
+        release_k(st);
+        MbarWait(&v_full[st], (prev / kStages) & 1);
+        release(&v_empty[st]);
+        kv_it = prev + 1;
+      } else {
+        const int n_blocks = tl.n_blocks;
+        // First block (the highest kv block): the only one that may need a mask.
+        MbarWait(q_full, local & 1);
+        {
+          const int st = kv_it % kStages;
+          MbarWait(&k_full[st], (kv_it / kStages) & 1);
+          sched_sync();
+          gemm_s(st);
+          sched_arrive();
+          WgmmaWait<0>();
+          FenceRegs(s);
+          release(&k_empty[st]);
+        }
+        {
+          const int n = n_blocks - 1;
+          if (p.causal || (n + 1) * kBlockN > p.kv_len) {
+  #pragma unroll
+            for (int j = 0; j < kBlockN / 8; ++j) {
+  #pragma unroll
+              for (int r = 0; r < 2; ++r) {
+  #pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  const int col = n * kBlockN + 8 * j + 2 * t + e;
+                  const int row = row0 + 8 * r;
+                  if (col >= p.kv_len || (p.causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
+                }
               }
             }
           }
         }
-      }
-      softmax();
-      convert_p();
-
-      for (int it = 1; it < n_blocks; ++it) {
-        const int cur = kv_it + it, prev = kv_it + it - 1;
-        const int st = cur % kStages;
-        const uint32_t ph = (cur / kStages) & 1;
-        const int pst = prev % kStages;
-        const uint32_t pph = (prev / kStages) & 1;
-        MbarWait(&k_full[st], ph);
-        sched_sync();
-        gemm_s(st);
-        MbarWait(&v_full[pst], pph);
-        gemm_o(pst);
-        sched_arrive();
-        WgmmaWait<1>();
-        FenceRegs(s);
-        release(&k_empty[st]);
         softmax();
-        WgmmaWait<0>();
-        FenceRegs(o);
-        release(&v_empty[pst]);
-        rescale_o();
         convert_p();
+
+        for (int it = 1; it < n_blocks; ++it) {
+          const int cur = kv_it + it, prev = kv_it + it - 1;
+          const int st = cur % kStages;
+          const uint32_t ph = (cur / kStages) & 1;
+          const int pst = prev % kStages;
+          const uint32_t pph = (prev / kStages) & 1;
+          MbarWait(&k_full[st], ph);
+          sched_sync();
+          gemm_s(st);
+          MbarWait(&v_full[pst], pph);
+          gemm_o(pst);
+          sched_arrive();
+          WgmmaWait<1>();
+          FenceRegs(s);
+          release(&k_empty[st]);
+          softmax();
+          WgmmaWait<0>();
+          FenceRegs(o);
+          release(&v_empty[pst]);
+          rescale_o();
+          convert_p();
+        }
+        release(q_empty);  // every S gemm of this tile is complete
+        {
+          const int last = kv_it + n_blocks - 1;
+          const int lst = last % kStages;
+          MbarWait(&v_full[lst], (last / kStages) & 1);
+          sched_sync();
+          gemm_o(lst);
+          sched_arrive();
+          WgmmaWait<0>();
+          FenceRegs(o);
+          release(&v_empty[lst]);
+        }
+        kv_it += n_blocks;
       }
-      release(q_empty);  // every S gemm of this tile is complete
-      {
-        const int last = kv_it + n_blocks - 1;
-        const int lst = last % kStages;
-        MbarWait(&v_full[lst], (last / kStages) & 1);
-        sched_sync();
-        gemm_o(lst);
-        sched_arrive();
-        WgmmaWait<0>();
-        FenceRegs(o);
-        release(&v_empty[lst]);
-      }
-      kv_it += n_blocks;
 
       // ---------------------------- epilogue ----------------------------
       float inv[2];

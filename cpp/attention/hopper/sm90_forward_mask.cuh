@@ -1,0 +1,163 @@
+// Masking and logit transform of the Hopper attention forward's extended path
+// (AttnFwdSm90Kernel<..., kExt = true>): padding lengths, causal with the
+// bottom-right alignment when q_len < kv_len, a sliding window, softcap and
+// segment ids. The rules are those of attention/attention_mask.h (AllowedKeys,
+// SameSegment, Logit); this header only re-expresses them for the wgmma
+// accumulator layout and for 128-key blocks.
+//
+// Accumulator layout (one consumer thread, wgmma m64nNk16, f32): element
+// s[4 * j + 2 * r + e] is (row0 + 8 * r, n0 + 8 * j + 2 * t + e) with
+// row0 = warp * 16 + lane / 4 within the warpgroup's 64 rows, t = lane % 4.
+#pragma once
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+namespace jaxdnn::attention::sm90 {
+
+// The extended features; all off (null / -1 / 0) in the dense path.
+struct FwdMaskParams {
+  const int32_t* q_lengths = nullptr;    // [batch]
+  const int32_t* kv_lengths = nullptr;   // [batch]
+  const int32_t* q_segments = nullptr;   // [batch, q_len]
+  const int32_t* kv_segments = nullptr;  // [batch, kv_len]
+  int window_left = -1;                  // -1: unbounded (the host clamps huge windows to -1)
+  int window_right = -1;
+  float softcap = 0.f;                   // 0: none; else s = softcap * tanh(s * softcap_scale)
+  float softcap_scale = 0.f;             // softmax scale / softcap
+};
+
+__device__ __forceinline__ int FwdClampLength(const int32_t* lengths, int b, int size) {
+  if (lengths == nullptr) return size;
+  const int n = __ldg(lengths + b);
+  return n < 0 ? 0 : (n > size ? size : n);
+}
+
+// Per (batch) geometry: valid lengths and the causal/window diagonal offset
+// (diag = row + offset), exactly as AllowedKeys.
+struct FwdRowGeom {
+  int q_valid, kv_valid, offset;
+};
+
+__device__ __forceinline__ FwdRowGeom FwdGeom(const FwdMaskParams& m, int b, int q_len, int kv_len) {
+  FwdRowGeom g;
+  g.q_valid = FwdClampLength(m.q_lengths, b, q_len);
+  g.kv_valid = FwdClampLength(m.kv_lengths, b, kv_len);
+  g.offset = (q_len < kv_len && g.kv_valid > g.q_valid) ? g.kv_valid - g.q_valid : 0;
+  return g;
+}
+
+// Allowed keys lo <= j < hi of query row `row` (AllowedKeys of attention_mask.h).
+__device__ __forceinline__ void FwdRowKeys(const FwdMaskParams& m, const FwdRowGeom& g, int causal, int row,
+                                           int& lo, int& hi) {
+  if (row >= g.q_valid) {
+    lo = hi = 0;
+    return;
+  }
+  const int64_t diag = static_cast<int64_t>(row) + g.offset;
+  int64_t l = 0, h = g.kv_valid;
+  if (causal && diag + 1 < h) h = diag + 1;
+  if (m.window_left >= 0 && diag - m.window_left > l) l = diag - m.window_left;
+  if (m.window_right >= 0 && diag + m.window_right + 1 < h) h = diag + m.window_right + 1;
+  if (h < l) h = l;
+  lo = static_cast<int>(l);
+  hi = static_cast<int>(h);
+}
+
+// The kv blocks [n_lo, n_hi) of 128 keys a query tile [q0, q0 + 128) touches
+// (lo is non-decreasing and hi non-decreasing in the row, so the band is the
+// first valid row's lo to the last valid row's hi). Empty: n_lo == n_hi.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ void FwdTileBlocks(const FwdMaskParams& m, const FwdRowGeom& g, int causal, int q0,
+                                              int& n_lo, int& n_hi) {
+  const int last = min(q0 + kBlockM, g.q_valid) - 1;
+  n_lo = n_hi = 0;
+  if (last < q0) return;
+  int lo0, hi0, lo1, hi1;
+  FwdRowKeys(m, g, causal, q0, lo0, hi0);
+  FwdRowKeys(m, g, causal, last, lo1, hi1);
+  if (hi1 <= lo0) return;
+  n_lo = lo0 / kBlockN;
+  n_hi = (hi1 + kBlockN - 1) / kBlockN;
+}
+
+// Softcap on the raw q.k products: s = c * tanh(s * scale / c) (the softmax
+// then runs with scale 1, i.e. scale_log2 = log2(e)).
+template <int N>
+__device__ __forceinline__ void FwdSoftcap(float (&s)[N], float cap, float cap_scale) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) s[i] = cap * tanhf(s[i] * cap_scale);
+}
+
+// Sets the elements outside each row's [lo, hi) to -inf; with kSeg also those
+// whose key segment (seg: the block's 128 key ids in shared memory) differs
+// from the row's query segment qid.
+template <bool kSeg, int N>
+__device__ __forceinline__ void FwdMaskBlock(float (&s)[N], int n0, const int (&lo)[2], const int (&hi)[2],
+                                             int t, const int32_t* seg, const int (&qid)[2]) {
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j) {
+    int kid[2] = {0, 0};
+    if constexpr (kSeg) {
+      const int2 v = *reinterpret_cast<const int2*>(seg + 8 * j + 2 * t);
+      kid[0] = v.x;
+      kid[1] = v.y;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = n0 + 8 * j + 2 * t + e;
+        bool keep = col >= lo[r] && col < hi[r];
+        if constexpr (kSeg) keep = keep && kid[e] == qid[r];
+        if (!keep) s[4 * j + 2 * r + e] = -INFINITY;
+      }
+    }
+  }
+}
+
+// Segment vote of one kv block, by one whole warp (the producer's): how the
+// block's keys [n0, n0 + 128) relate to a query tile whose segment ids span
+// [seg_min, seg_max]. v receives the block's ids (keys past kv_len: INT_MIN),
+// 4 per lane, for FwdStoreSegments. Returns 0: skip (no pair can match),
+// 1: every key in the tile's one segment (no per-element test needed), 2: mixed.
+__device__ __forceinline__ int FwdVoteSegments(const int32_t* kv_ids, int n0, int kv_len, int seg_min,
+                                               int seg_max, int lane, int (&v)[4]) {
+  bool may = false, same = true;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int j = n0 + lane + 32 * k;
+    v[k] = j < kv_len ? __ldg(kv_ids + j) : INT_MIN;
+    if (j < kv_len) {
+      may = may || (v[k] >= seg_min && v[k] <= seg_max);
+      same = same && v[k] == seg_min;
+    }
+  }
+  if (!__any_sync(0xffffffffu, may)) return 0;
+  return (seg_min == seg_max && __all_sync(0xffffffffu, same)) ? 1 : 2;
+}
+
+__device__ __forceinline__ void FwdStoreSegments(const int (&v)[4], int lane, int32_t* ids_smem) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) ids_smem[lane + 32 * k] = v[k];
+}
+
+// The segment-id range of query rows [q0, last] (last < q0 + 128), by one warp.
+__device__ __forceinline__ void FwdQuerySegmentRange(const int32_t* q_ids, int q0, int last, int lane,
+                                                     int& seg_min, int& seg_max) {
+  int mn = INT_MAX, mx = INT_MIN;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int i = q0 + lane + 32 * k;
+    if (i <= last) {
+      const int v = __ldg(q_ids + i);
+      mn = min(mn, v);
+      mx = max(mx, v);
+    }
+  }
+  seg_min = __reduce_min_sync(0xffffffffu, mn);
+  seg_max = __reduce_max_sync(0xffffffffu, mx);
+}
+
+}  // namespace jaxdnn::attention::sm90
