@@ -76,12 +76,18 @@ struct LogitSource {
   }
 };
 
+// No per-pair rule beyond the key range: logits are just scaled products.
+bool IsPlain(const AttnMaskParams& m, const Broadcast4& bias, const Broadcast4& mask) {
+  return !m.q_segments && !m.kv_segments && !bias.data && !mask.data && !(m.softcap > 0.f);
+}
+
 template <typename T>
 void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
   const AttnShape& s = p.shape;
   const int64_t dim = s.head_dim, group = s.group();
   const AttnMaskParams& m = p.mask_params;
   const LogitSource logit{m, s, p.bias, p.bias_dtype, p.mask};
+  const bool plain = IsPlain(m, p.bias, p.mask);
   const DropoutPlan drop(m);
   const T* q = static_cast<const T*>(p.q);
   T* out = static_cast<T*>(p.out);
@@ -104,9 +110,10 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
           for (int64_t j0 = r.lo; j0 < r.hi; j0 += kKeyBlock) {
             const int64_t n = std::min(kKeyBlock, r.hi - j0);
             float block_max = kNegInf;
+            for (int64_t t = 0; t < n; ++t) block[t] = Dot(qrow.data(), &kf[(j0 + t) * dim], dim);
             for (int64_t t = 0; t < n; ++t) {
               float raw;
-              block[t] = logit(b, h, i, j0 + t, Dot(qrow.data(), &kf[(j0 + t) * dim], dim), &raw);
+              block[t] = plain ? block[t] * m.scale : logit(b, h, i, j0 + t, block[t], &raw);
               block_max = std::max(block_max, block[t]);
             }
             if (block_max == kNegInf) continue;
@@ -141,6 +148,7 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
   const int64_t dim = s.head_dim, group = s.group();
   const AttnMaskParams& m = p.mask_params;
   const LogitSource logit{m, s, p.bias, p.bias_dtype, p.mask};
+  const bool plain = IsPlain(m, p.bias, p.mask);
   const DropoutPlan drop(m);
   const T* q = static_cast<const T*>(p.q);
   const T* o = static_cast<const T*>(p.out);
@@ -184,8 +192,9 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
           for (int64_t j = r.lo; j < r.hi && lse != kNegInf; ++j) {
             const float* krow = &kf[j * dim];
             const float* vrow = &vf[j * dim];
-            float raw;
-            const float x = logit(b, h, i, j, Dot(qrow.data(), krow, dim), &raw);
+            float raw = 0.f;
+            const float dot = Dot(qrow.data(), krow, dim);
+            const float x = plain ? dot * m.scale : logit(b, h, i, j, dot, &raw);
             if (x == kNegInf) continue;
             const float pr = std::exp(x - lse);
             const float keep = (drop.on && !DropoutKeep(row_state, uint32_t(j), drop.threshold)) ? 0.f : drop.keep_scale;
@@ -195,7 +204,7 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
             const float dp = Dot(dorow.data(), vrow, dim) * keep;
             const float dlogit = pr * (dp - delta);
             if (p.dbias) p.dbias[p.bias.Offset(b, h, i, j)] += dlogit;
-            const float ds = dlogit * LogitGrad(m, raw);
+            const float ds = dlogit * (plain ? m.scale : LogitGrad(m, raw));
             float* dkrow = &dkf[j * dim];
             for (int64_t d = 0; d < dim; ++d) {
               dqrow[d] += ds * krow[d];
