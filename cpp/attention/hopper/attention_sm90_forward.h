@@ -8,21 +8,29 @@
 namespace jaxdnn::attention {
 
 // True when the sm_90a kernel handles this problem: bf16/f16, head dim 64 or
-// 128, no bias/mask/lengths/segments/softcap/dropout/window, scale > 0,
-// causal only with q_len == kv_len, 16-byte aligned operands, and the current
-// device has compute capability 9.0.
+// 128, no bias/mask/dropout, scale > 0, 16-byte aligned operands, and the
+// current device has compute capability 9.0; and either the dense case (no
+// lengths/segments/softcap/window, causal only with q_len == kv_len) or, only
+// when the environment variable JAXDNN_ATTENTION_SM90_EXT=1 is set (read once),
+// the extended cases: q/kv padding lengths, causal with q_len != kv_len
+// (bottom-right when q_len < kv_len, per attention_mask.h), a sliding window,
+// softcap and segment ids. The extended cases are NOT yet verified on a GPU
+// (compile-only so far; benchmarks/sm90_attention_ext_selftest.sh checks them).
 bool Sm90ForwardSupports(const AttnFwdArgs& p);
 
 // Launches the forward on `stream`. Allocates nothing and does not synchronize
 // (safe under CUDA graph capture). Callers check Sm90ForwardSupports first.
 cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 
-// Benchmarking hook: variant = pingpong + 2 * persistent, i.e.
+// Benchmarking hook: variant = pingpong + 2 * persistent (+ 4: force the
+// extended kernel path even for a dense problem; a problem that needs it gets
+// it anyway), i.e.
 //   0: intra-warpgroup overlap only, one CTA per tile
 //   1: + pingpong scheduling of the two consumer warpgroups
 //   2: persistent CTAs (one per SM) without pingpong, 3: persistent + pingpong
 //  -1 (the default): 3 when not causal, 1 when causal (the static persistent
 //   schedule balances causal tiles badly). Measured on H200, bf16, D=128.
+//   Extended cases: 1 with causal, a window or segments, else 3 (not tuned).
 constexpr int kSm90DefaultVariant = -1;
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
 
