@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/sm90_tile_gemm.cuh"
 
 namespace jaxdnn::attention::sm90 {
 
@@ -161,19 +162,9 @@ __global__ void __launch_bounds__(384, 1)
       const uint32_t qb = q_base + st * Cfg::kQBytes;
       const uint32_t dob = do_base + st * Cfg::kQBytes;
       WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint64_t da = MakeDescSw128(k_base + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
-        const uint64_t db = MakeDescSw128(qb + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 16, 1024);
-        Wgmma<kBlockM, kF16>::SS(s, da, db, kk > 0 ? 1 : 0);
-      }
+      TileGemmKMajor<kBlockM, kD, kF16, kBlockN, kBlockM>(s, k_base, qb);
       WgmmaCommit();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint64_t da = MakeDescSw128(v_base + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
-        const uint64_t db = MakeDescSw128(dob + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 16, 1024);
-        Wgmma<kBlockM, kF16>::SS(dp, da, db, kk > 0 ? 1 : 0);
-      }
+      TileGemmKMajor<kBlockM, kD, kF16, kBlockN, kBlockM>(dp, v_base, dob);
       WgmmaCommit();
     };
     // P^T in place of S^T (columns are queries), packed into pa.
@@ -215,11 +206,7 @@ __global__ void __launch_bounds__(384, 1)
     auto gemm_dv = [&](int it) {
       const uint32_t dob = do_base + (it % kStages) * Cfg::kQBytes;
       WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        const uint64_t dd = MakeDescSw128(dob + kk * 16 * 128, kBlockM * 128, 1024);
-        Wgmma<kD, kF16>::RS(dv, pa[kk], dd, 1);
-      }
+      TileGemmRegsA<kD, kBlockM, kF16>(dv, pa, dob);
       WgmmaCommit();
     };
     // dS^T = P^T (dP^T - delta), packed into dsa.
@@ -246,11 +233,7 @@ __global__ void __launch_bounds__(384, 1)
     auto gemm_dk = [&](int it) {
       const uint32_t qb = q_base + (it % kStages) * Cfg::kQBytes;
       WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        const uint64_t dd = MakeDescSw128(qb + kk * 16 * 128, kBlockM * 128, 1024);
-        Wgmma<kD, kF16>::RS(dk, dsa[kk], dd, 1);
-      }
+      TileGemmRegsA<kD, kBlockM, kF16>(dk, dsa, qb);
       WgmmaCommit();
     };
     auto release = [&](int it) {

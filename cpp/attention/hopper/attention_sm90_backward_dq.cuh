@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/sm90_tile_gemm.cuh"
 
 namespace jaxdnn::attention::sm90 {
 
@@ -138,19 +139,9 @@ __global__ void __launch_bounds__(384, 1)
       const uint32_t kb = k_base + st * Cfg::kKVBytes;
       const uint32_t vb = v_base + st * Cfg::kKVBytes;
       WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint64_t da = MakeDescSw128(q_base + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 16, 1024);
-        const uint64_t db = MakeDescSw128(kb + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
-        Wgmma<kBlockN, kF16>::SS(s, da, db, kk > 0 ? 1 : 0);
-      }
+      TileGemmKMajor<kBlockN, kD, kF16, kBlockM, kBlockN>(s, q_base, kb);
       WgmmaCommit();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint64_t da = MakeDescSw128(do_base + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 16, 1024);
-        const uint64_t db = MakeDescSw128(vb + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
-        Wgmma<kBlockN, kF16>::SS(dp, da, db, kk > 0 ? 1 : 0);
-      }
+      TileGemmKMajor<kBlockN, kD, kF16, kBlockM, kBlockN>(dp, do_base, vb);
       WgmmaCommit();
     };
     auto compute_p = [&](int it) {
@@ -193,11 +184,7 @@ __global__ void __launch_bounds__(384, 1)
     auto gemm_dq = [&](int it) {
       const uint32_t kb = k_base + (it % kStages) * Cfg::kKVBytes;
       WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const uint64_t dd = MakeDescSw128(kb + kk * 16 * 128, kBlockN * 128, 1024);
-        Wgmma<kD, kF16>::RS(dq, dsa[kk], dd, 1);
-      }
+      TileGemmRegsA<kD, kBlockN, kF16>(dq, dsa, kb);
       WgmmaCommit();
     };
     auto release = [&](int it) {
