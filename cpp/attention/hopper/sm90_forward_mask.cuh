@@ -77,6 +77,9 @@ __device__ __forceinline__ void FwdTileBlocks(const FwdMaskParams& m, const FwdR
   int lo0, hi0, lo1, hi1;
   FwdRowKeys(m, g, causal, q0, lo0, hi0);
   FwdRowKeys(m, g, causal, last, lo1, hi1);
+  // A row whose window lies past the keys gets hi = lo > kv_valid (no key):
+  // no allowed key is at or past kv_valid.
+  hi1 = min(hi1, g.kv_valid);
   if (hi1 <= lo0) return;
   n_lo = lo0 / kBlockN;
   n_hi = (hi1 + kBlockN - 1) / kBlockN;
