@@ -43,6 +43,7 @@
 
 #include "attention/hopper/sm90_forward_mask.cuh"
 #include "attention/hopper/sm90_ptx.cuh"
+#include "attention/hopper/sm90_tile_gemm.cuh"
 
 namespace jaxdnn::attention::sm90 {
 
@@ -308,22 +309,13 @@ __global__ void __launch_bounds__(384, 1)
     auto gemm_s = [&](int st) {
       const uint32_t kb = k_base + st * Cfg::kKVBytes;
       WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint64_t da = MakeDescSw128(q_base + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 16, 1024);
-        const uint64_t db = MakeDescSw128(kb + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
-        Wgmma<kBlockN, kF16>::SS(s, da, db, kk > 0 ? 1 : 0);
-      }
+      TileGemmKMajor<kBlockN, kD, kF16, kBlockM, kBlockN>(s, q_base, kb);
       WgmmaCommit();
     };
     auto gemm_o = [&](int st) {
       const uint32_t vb = v_base + st * Cfg::kKVBytes;
       WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const uint64_t dv = MakeDescSw128(vb + kk * 16 * 128, kBlockN * 128, 1024);
-        Wgmma<kD, kF16>::RS(o, pa[kk], dv, 1);
-      }
+      TileGemmRegsA<kD, kBlockN, kF16>(o, pa, vb);
       WgmmaCommit();
     };
     auto release = [&](uint64_t* bar) {
