@@ -29,29 +29,17 @@
 
 #include "attention/attention_mask.h"
 #include "attention/attention_problem.h"
+#include "sm90_selftest_util.cuh"
 #include "attention/hopper/attention_sm90_forward.h"
 
-#define CHECK_CUDA(x)                                                                      \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
-                   __LINE__, #x);                                                          \
-      std::exit(2);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 namespace ja = jaxdnn::attention;
 using ja::AttnFwdArgs;
 
+using namespace sm90_selftest;
+
 namespace {
 
-template <typename T>
-__device__ __forceinline__ float ToF(T x);
-template <>
-__device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <>
-__device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
 
 // One warp per (b, h, i) query row: fp32 online softmax over the allowed keys.
 template <typename T>
@@ -95,47 +83,6 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
   if (lane == 0) lse[(static_cast<int64_t>(b) * H + h) * Sq + i] = l > 0.f ? mx + logf(l) : -INFINITY;
 }
 
-uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-uint64_t NextBits() {  // xorshift64*
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 0x2545F4914F6CDD1Dull;
-}
-float NextUniform() { return static_cast<float>((NextBits() >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f; }
-int NextInt(int lo, int hi) { return lo + static_cast<int>((NextBits() >> 33) % uint64_t(hi - lo + 1)); }
-
-std::vector<uint16_t> RandomBits(size_t n, bool f16) {
-  std::vector<uint16_t> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    float x = 0.f;
-    uint16_t bits = 0;
-    do {
-      x = NextUniform();
-      if (f16) {
-        __half hv = __float2half_rn(x);
-        bits = *reinterpret_cast<uint16_t*>(&hv);
-      } else {
-        __nv_bfloat16 bv = __float2bfloat16_rn(x);
-        bits = *reinterpret_cast<uint16_t*>(&bv);
-      }
-    } while ((bits & 0x7FFF) == 0);
-    out[i] = bits;
-  }
-  return out;
-}
-
-float HostToF(uint16_t bits, bool f16) {
-  if (f16) {
-    __half h;
-    *reinterpret_cast<uint16_t*>(&h) = bits;
-    return __half2float(h);
-  }
-  uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // Segment layouts of a case.
 enum SegKind { kNoSeg, kPacked, kRandomIds, kPackedShifted };
