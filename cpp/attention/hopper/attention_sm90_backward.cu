@@ -140,14 +140,7 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   int64_t need = s.batch * s.heads * s.q_len;
   if (s.heads != s.kv_heads) need += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
   if (p.workspace_elems < need) return false;
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-    return false;
-  }
-  if (major != 9 || minor != 0) return false;
-  return sm90::GetEncodeTiled() != nullptr;
+  return sm90::Sm90DeviceReady();
 }
 
 cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {

@@ -118,14 +118,7 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
       p.lse == nullptr) {
     return false;
   }
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-    return false;
-  }
-  if (major != 9 || minor != 0) return false;
-  return sm90::GetEncodeTiled() != nullptr;
+  return sm90::Sm90DeviceReady();
 }
 
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant) {

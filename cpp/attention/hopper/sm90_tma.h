@@ -53,4 +53,16 @@ inline cudaError_t MakeBhsdTensorMap(CUtensorMap* map, const void* base, bool f1
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// True when the current device is compute capability 9.0 (the sm_90a code
+// runs there only) and the driver can encode tensor maps.
+inline bool Sm90DeviceReady() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    return false;
+  }
+  return major == 9 && minor == 0 && GetEncodeTiled() != nullptr;
+}
+
 }  // namespace jaxdnn::attention::sm90
