@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs the standalone sm90 attention self-tests on a GPU machine from
+# binaries built beforehand by benchmarks/build_sm90_selftests.sh (carry the
+# folder), each under a timeout; logs and a summary go to OUT.
+#   bash benchmarks/gpu_selftests_sm90.sh OUT [BINDIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?give an output folder}
+bin=${2:-build/sm90}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+run() {  # log name, timeout, command...
+  local log=$1 limit=$2; shift 2
+  timeout "$limit" "$@" > "$out/$log.log" 2>&1
+  local rc=$?
+  echo "$log: exit $rc; $(grep -ciE 'FAIL' "$out/$log.log") lines with FAIL"
+  tail -4 "$out/$log.log" | sed 's/^/    /'
+}
+[ -x "$bin/sm90_attention_selftest" ] && for dt in bf16 f16; do
+  run "forward-$dt" 120 "$bin/sm90_attention_selftest" "$dt"; done
+[ -x "$bin/sm90_attention_bwd_selftest" ] && run backward 200 "$bin/sm90_attention_bwd_selftest" all
+[ -x "$bin/sm90_attention_ext_selftest" ] && {
+  run ext-gate 60 env -u JAXDNN_ATTENTION_SM90_EXT "$bin/sm90_attention_ext_selftest" gate
+  for dt in bf16 f16; do run "ext-$dt" 240 "$bin/sm90_attention_ext_selftest" "$dt"; done; }
+[ -x "$bin/sm90_attention_bwd_fused_selftest" ] && run backward-fused 200 "$bin/sm90_attention_bwd_fused_selftest" all
+exit 0
