@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call for the norms: build, the norm tests (GPU ones included),
-# the benchmark over the default cases, and an A/B of the forward's
-# persistent ring against one block per row batch (JAXDNN_NORM_PERSISTENT=0)
-# in the same session. Optionally a slice of the attention tests
+# the benchmark over the default cases, then the opt-in column-stationary
+# forward (JAXDNN_NORM_FWD=columns): its GPU tests and an A/B benchmark in
+# the same session. Optionally a slice of the attention tests
 # (ATTN_K="pytest -k expression"). Everything goes to the folder given.
 #   bash benchmarks/gpu_run_norms.sh OUTDIR
 set -uo pipefail
@@ -42,7 +42,10 @@ echo "== benchmark"
   > "$out/bench.txt" 2>&1
 grep -E "ceiling|fwd |bwd |bwd_kernel" "$out/bench.txt" | grep -E "ceiling|jaxdnn|32768x4096|8192x8192" \
   | grep -E "ceiling|jaxdnn" | head -30
-echo "== A/B: forward with one block per row batch"
-( cd /tmp && JAXDNN_NORM_PERSISTENT=0 timeout ${AB_TIMEOUT:-120} python3 -m jaxdnn.bench norms \
-    --cases 32768x4096,8192x8192 --impls xla --out "$out/norms-plain.json" ) > "$out/bench-plain.txt" 2>&1
-grep -E " fwd .*jaxdnn| fwd .*xla" "$out/bench-plain.txt" | head -10
+echo "== column-stationary forward (JAXDNN_NORM_FWD=columns): tests, then A/B"
+( cd /tmp && JAXDNN_NORM_FWD=columns timeout ${TEST_TIMEOUT:-200} python3 -m pytest \
+    "$repo/tests/test_norms.py" -q -p no:cacheprovider -k "gpu or gradients" ) > "$out/tests-columns.log" 2>&1
+echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-columns.log" | head -10; tail -1 "$out/tests-columns.log"
+( cd /tmp && JAXDNN_NORM_FWD=columns timeout ${AB_TIMEOUT:-150} python3 -m jaxdnn.bench norms \
+    --cases 32768x4096,8192x8192 --out "$out/norms-columns.json" ) > "$out/bench-columns.txt" 2>&1
+grep -E " fwd .*(jaxdnn|xla|torch|tokamax)" "$out/bench-columns.txt" | head -16

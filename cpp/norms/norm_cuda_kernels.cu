@@ -2,7 +2,10 @@
 // row layout (norm_cuda_config.h) pick one kernel instantiation.
 #include "norms/norm_cuda_kernels.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
@@ -10,6 +13,7 @@
 #include "norms/norm_cuda_backward_ring.cuh"
 #include "norms/norm_cuda_config.h"
 #include "norms/norm_cuda_forward.cuh"
+#include "norms/norm_cuda_forward_columns.cuh"
 
 namespace jaxdnn::norms {
 namespace {
@@ -19,10 +23,46 @@ constexpr int kFwdMaxVpt = 4;
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// The column-stationary forward (norm_cuda_forward_columns.cuh) is opt-in
+// with JAXDNN_NORM_FWD=columns until it has been timed against the v7 kernel
+// on a GPU; it takes rows of 256-1024 16-byte vectors with shared parameters.
+constexpr int kColumnRows = 4;
+
+bool ColumnForwardEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("JAXDNN_NORM_FWD");
+    return v && std::string(v) == "columns";
+  }();
+  return enabled;
+}
+
+template <typename T, bool kLayer, bool kResidual>
+bool LaunchFwdColumns(const NormFwdArgs& p, cudaStream_t stream) {
+  const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
+  if (!ColumnForwardEnabled() || p.shape.groups != 1 || nvec < 256 || nvec > 1024) return false;
+  auto* kernel = NormFwdColumnKernel<T, kLayer, kResidual, kColumnRows>;
+  const int threads = RoundUp32(nvec);
+  const int64_t steps = (p.shape.rows + kColumnRows - 1) / kColumnRows;
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess ||
+      per_sm < 1) {
+    return false;
+  }
+  const unsigned grid = unsigned(std::min<int64_t>(steps, int64_t(sms) * per_sm));
+  kernel<<<grid, threads, 0, stream>>>(p);
+  return true;
+}
+
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
+  if (aligned && p.shape.dim % Vec16<T>::kElems == 0 &&
+      LaunchFwdColumns<T, kLayer, kResidual>(p, stream)) {
+    return CheckLaunch("jaxdnn norm forward (columns) launch");
+  }
   const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, kFwdMaxVpt,
                                       kFwdBlockThreads);
   const dim3 block(l.tpr, l.rpc);
