@@ -6,7 +6,11 @@
 // with 0xFF bytes before each checked launch; determinism = two runs compared
 // bytewise. Timing: median of 10 launches of the whole backward (delta
 // pre-pass, dK/dV, dQ, GQA reduction). Exit code 1 on any failure.
-// Usage: sm90_attention_bwd_selftest [probe|check|all]
+// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck]
+//   fused, fusedcheck: the same cases (fusedcheck: the reference cases only)
+//   through the fused backward (attention_sm90_backward_fused.*): reference
+//   check of every fused variant, determinism = three runs compared bytewise,
+//   and timings of the fused backward next to the two-kernel one.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -23,6 +27,7 @@
 #include "attention/attention_problem.h"
 #include "sm90_selftest_util.cuh"
 #include "attention/hopper/attention_sm90_backward.h"
+#include "attention/hopper/attention_sm90_backward_fused.h"
 #include "attention/hopper/attention_sm90_forward.h"
 
 
@@ -173,6 +178,7 @@ long long CountNonFinite(const std::vector<uint16_t>& got, bool f16) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
+  const bool fused = mode == "fused" || mode == "fusedcheck";
   int dev = 0;
   CHECK_CUDA(cudaSetDevice(dev));
   cudaDeviceProp prop;
@@ -192,7 +198,7 @@ int main(int argc, char** argv) {
       {1, 200, 3, 3, 64, 1, false, true},
       {2, 1536, 2, 2, 128, 1, false, true},
   };
-  if (mode == "all") {
+  if (mode == "all" || mode == "fused") {
     const int seqs[4][2] = {{8, 2048}, {4, 4096}, {2, 8192}, {1, 16384}};
     for (int c = 0; c < 2; ++c) {
       for (auto& bs : seqs) cases.push_back({bs[0], bs[1], 16, 16, 128, c, false, false});
@@ -219,7 +225,17 @@ int main(int argc, char** argv) {
     const size_t nq = static_cast<size_t>(c.B) * c.S * c.H * c.D;
     const size_t nkv = static_cast<size_t>(c.B) * c.S * c.Hk * c.D;
     const size_t nl = static_cast<size_t>(c.B) * c.H * c.S;
-    const int64_t ws_elems = static_cast<int64_t>(nl) + 2 * static_cast<int64_t>(c.B) * c.S * c.H * c.D;
+    int64_t ws_elems = static_cast<int64_t>(nl) + 2 * static_cast<int64_t>(c.B) * c.S * c.H * c.D;
+    if (fused) {
+      jaxdnn::attention::AttnShape sh;
+      sh.batch = c.B;
+      sh.q_len = c.S;
+      sh.kv_len = c.S;
+      sh.heads = c.H;
+      sh.kv_heads = c.Hk;
+      sh.head_dim = c.D;
+      ws_elems = std::max(ws_elems, jaxdnn::attention::Sm90FusedBwdWorkspaceElems(sh));
+    }
     char name[64];
     std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d)", c.B, c.S, c.H, c.Hk, c.D, c.causal);
     std::fprintf(stderr, "[running %s %s]\n", name, c.f16 ? "f16" : "bf16");
@@ -295,6 +311,11 @@ int main(int argc, char** argv) {
       all_ok = false;
       continue;
     }
+    if (fused && !jaxdnn::attention::Sm90FusedBackwardSupports(a)) {
+      std::printf("%-30s FAIL: Sm90FusedBackwardSupports() is false\n", name);
+      all_ok = false;
+      continue;
+    }
 
     auto run_poisoned = [&](std::vector<uint16_t>& gq, std::vector<uint16_t>& gk,
                             std::vector<uint16_t>& gv) {
@@ -302,7 +323,8 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
       CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
       CHECK_CUDA(cudaMemsetAsync(ws, 0xFF, ws_elems * 4, stream));
-      CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
+      CHECK_CUDA(fused ? jaxdnn::attention::LaunchAttentionBwdSm90Fused(a, stream)
+                       : jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
       CHECK_CUDA(cudaStreamSynchronize(stream));
       gq.resize(nq);
       gk.resize(nkv);
@@ -314,9 +336,15 @@ int main(int argc, char** argv) {
     std::vector<uint16_t> gq1, gk1, gv1, gq2, gk2, gv2;
     run_poisoned(gq1, gk1, gv1);
     run_poisoned(gq2, gk2, gv2);
-    const bool det = std::memcmp(gq1.data(), gq2.data(), nq * 2) == 0 &&
-                     std::memcmp(gk1.data(), gk2.data(), nkv * 2) == 0 &&
-                     std::memcmp(gv1.data(), gv2.data(), nkv * 2) == 0;
+    bool det = std::memcmp(gq1.data(), gq2.data(), nq * 2) == 0 &&
+               std::memcmp(gk1.data(), gk2.data(), nkv * 2) == 0 &&
+               std::memcmp(gv1.data(), gv2.data(), nkv * 2) == 0;
+    if (fused) {  // a third run (the dQ semaphores order the additions)
+      run_poisoned(gq2, gk2, gv2);
+      det = det && std::memcmp(gq1.data(), gq2.data(), nq * 2) == 0 &&
+            std::memcmp(gk1.data(), gk2.data(), nkv * 2) == 0 &&
+            std::memcmp(gv1.data(), gv2.data(), nkv * 2) == 0;
+    }
     bool case_ok = det;
     Err eq, ek, ev;
     if (c.check) {
@@ -355,12 +383,14 @@ int main(int argc, char** argv) {
       ek = Compare(gk1, hrk, f16);
       ev = Compare(gv1, hrv, f16);
       // Every other variant (bits 1, 8, 16, 32) against the same reference.
+      // Fused mode: the fused variants 0 and 1 instead.
       for (int var = 0; var < 64; ++var) {
-        if ((var & 6) != 0) continue;
+        if (fused ? var > 1 : (var & 6) != 0) continue;
         CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
         CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
         CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
-        CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, var));
+        CHECK_CUDA(fused ? jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, var)
+                         : jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, var));
         CHECK_CUDA(cudaStreamSynchronize(stream));
         std::vector<uint16_t> vq(nq), vk(nkv), vv(nkv);
         CHECK_CUDA(cudaMemcpy(vq.data(), dq, nq * 2, cudaMemcpyDeviceToHost));
@@ -405,12 +435,37 @@ int main(int argc, char** argv) {
       std::sort(ms.begin(), ms.end());
       return 0.5 * (ms[4] + ms[5]);
     };
-    const double med = time_variant(-1);
+    auto time_fused = [&](int variant) {
+      for (int i = 0; i < 3; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, variant));
+      std::vector<float> ms(10);
+      for (int i = 0; i < 10; ++i) {
+        CHECK_CUDA(cudaEventRecord(e0, stream));
+        CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, variant));
+        CHECK_CUDA(cudaEventRecord(e1, stream));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
+      }
+      std::sort(ms.begin(), ms.end());
+      return 0.5 * (ms[4] + ms[5]);
+    };
+    const double med = fused ? time_fused(-1) : time_variant(-1);
     double flops = 2.5 * 4.0 * c.B * c.H * static_cast<double>(c.S) * c.S * c.D;
     if (c.causal) flops *= 0.5;
     const double tflops = flops / (med * 1e-3) / 1e12;
     std::string breakdown;
-    if (!c.check) {
+    if (fused) {
+      // The fused variants next to the two-kernel backward (default variant).
+      char buf[160];
+      const double t2 = time_variant(-1);
+      std::snprintf(buf, sizeof(buf), "\n    two-kernel %.3fms %.0fTF | fused", t2, flops / (t2 * 1e-3) / 1e12);
+      breakdown += buf;
+      for (int var : {0, 1}) {
+        if (var == 1 && c.D != 128) continue;
+        const double t = time_fused(var);
+        std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF (x%.2f)", var, t, flops / (t * 1e-3) / 1e12, t2 / t);
+        breakdown += buf;
+      }
+    } else if (!c.check) {
       // Per-kernel timings (each with the delta pre-pass), actual TFLOP/s of
       // the kernel's own gemms: dK/dV 4 of 7 gemms (0.8 x nominal flops), dQ 3 of 7 (0.6 x).
       char buf[96];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (unless a prebuilt binary runs) and runs the Hopper attention backward
 # self-test; logs go to $1.
-# Usage: bash benchmarks/sm90_attention_bwd_selftest.sh LOGDIR [all|check]
+# Usage: bash benchmarks/sm90_attention_bwd_selftest.sh LOGDIR [all|check|fused|fusedcheck]
 #   SM90_BWD_BIN: a prebuilt binary to try first (default build/sm90bwd/selftest);
 #   SM90_EXTRA_FLAGS: extra nvcc flags (e.g. -DJAXDNN_SM90_HANG_TRAP);
 #   SM90_TIMEOUT: seconds for the run (default 100).
@@ -17,6 +17,7 @@ if ! { [ -x "$BIN" ] && timeout 30 "$BIN" probe > "$LOG/probe.log" 2>&1; }; then
   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --use_fast_math --expt-relaxed-constexpr \
     -I cpp -I "$INC" -Xptxas -v -diag-suppress 940,2473 ${SM90_EXTRA_FLAGS:-} \
     benchmarks/sm90_attention_bwd_selftest.cu cpp/attention/hopper/attention_sm90_backward.cu \
+    cpp/attention/hopper/attention_sm90_backward_fused.cu \
     cpp/attention/hopper/attention_sm90_forward.cu -o "$BIN" > "$LOG/compile.log" 2>&1
   rc=$?
   grep -E "spill|warning" "$LOG/compile.log" | grep -v "0 bytes spill\|api.h\|ffi.h" | head -20

@@ -1,0 +1,153 @@
+// Host launcher of the fused Hopper attention backward
+// (see attention_sm90_backward_fused.cuh). COMPILE-ONLY so far.
+#include "attention/hopper/attention_sm90_backward_fused.h"
+
+#include <cstdint>
+
+#include "attention/hopper/attention_sm90_backward.h"
+#include "attention/hopper/attention_sm90_backward_fused.cuh"
+#include "attention/hopper/attention_sm90_backward_prepost.cuh"
+#include "attention/hopper/sm90_tma.h"
+
+namespace jaxdnn::attention {
+
+namespace {
+
+int64_t Round64(int64_t x) { return (x + 63) / 64 * 64; }
+
+template <int kD, bool kF16, int kStages, int kDqBufs>
+cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
+  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs>;
+  const AttnShape& s = a.shape;
+  cudaError_t err;
+
+  sm90::FusedBwdParams fp;
+  sm90::BwdParams& p = fp.base;
+  p.batch = static_cast<int>(s.batch);
+  p.q_len = static_cast<int>(s.q_len);
+  p.kv_len = static_cast<int>(s.kv_len);
+  p.heads = static_cast<int>(s.heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.causal = a.mask_params.causal ? 1 : 0;
+  p.head_major = 0;
+  p.scale = a.mask_params.scale;
+  p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
+  p.out = a.out;
+  p.dout = a.dout;
+  p.lse = a.lse;
+  p.dq = a.dq;
+  p.dk = a.dk;
+  p.dv = a.dv;
+  const int64_t num_m = (s.q_len + 63) / 64;
+  fp.num_m = static_cast<int>(num_m);
+
+  // Workspace layout (float32 elements; see Sm90FusedBwdWorkspaceElems).
+  float* ws = a.workspace;
+  int64_t off = 0;
+  if (p.group > 1) {
+    const int64_t part_elems = s.batch * s.kv_len * s.heads * s.head_dim;
+    p.dk_part = ws;
+    p.dv_part = ws + part_elems;
+    off = 2 * part_elems;
+  } else {
+    p.dk_part = nullptr;
+    p.dv_part = nullptr;
+  }
+  p.delta = ws + off;
+  off += Round64(s.batch * s.heads * s.q_len);
+  fp.dq_accum = ws + off;
+  off += s.batch * s.heads * num_m * 64 * kD;
+  fp.counters = reinterpret_cast<int*>(ws + off);
+  const int64_t num_counters = s.batch * s.heads * num_m;
+
+  // 0. Semaphores to zero (the dQ accumulator needs no zeroing: key block 0
+  //    stores, later key blocks add).
+  if ((err = cudaMemsetAsync(fp.counters, 0, static_cast<size_t>(num_counters) * sizeof(int), stream)) !=
+      cudaSuccess) {
+    return err;
+  }
+
+  // 1. delta (the two-kernel backward's pre-pass).
+  {
+    const int64_t rows = s.batch * s.q_len * s.heads;
+    const int threads = 256;
+    const int64_t blocks = (rows * 32 + threads - 1) / threads;
+    sm90::AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 2. Fused dK / dV / dQ.
+  {
+    CUtensorMap tq, tk, tv, tdo;
+    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
+    auto kernel = sm90::AttnBwdFusedSm90Kernel<kD, kF16, kStages, kDqBufs>;
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes)) !=
+        cudaSuccess) {
+      return err;
+    }
+    // blockIdx.y = key block: in-order dispatch puts key block n - 1 of a
+    // (batch, head) before key block n (the semaphore order needs it).
+    const int64_t nb = (s.kv_len + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    const dim3 grid(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
+    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, fp);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 3. dQ: float32 accumulator * scale -> data type.
+  {
+    const int64_t total4 = s.batch * s.q_len * s.heads * kD / 4;
+    const int threads = 256;
+    const int64_t blocks = (total4 + threads - 1) / threads;
+    sm90::AttnBwdFusedDqConvertKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 4. GQA: fixed-order sum of the group's per-query-head partials.
+  if (p.group > 1) {
+    const int64_t total4 = s.batch * s.kv_len * s.kv_heads * kD / 4;
+    const int threads = 256;
+    const int64_t blocks = (total4 + threads - 1) / threads;
+    sm90::AttnBwdGroupReduceKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
+  const AttnShape& s = p.shape;
+  if (p.workspace_elems < Sm90FusedBwdWorkspaceElems(s)) return false;
+  // The fused requirement is at least the two-kernel one, so this checks the
+  // same problem support (dtype, dims, masks, alignment, device).
+  if (!Sm90BackwardSupports(p)) return false;
+  // The dQ conversion's grid.
+  if (s.batch * s.q_len * s.heads * s.head_dim / 4 / 256 >= int64_t{0x7fffffff}) return false;
+  return true;
+}
+
+cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+  const bool f16 = p.dtype == ffi::DataType::F16;
+  const int d = static_cast<int>(p.shape.head_dim);
+  if (variant < 0) variant = 0;
+  if (d == 64) {
+    return f16 ? LaunchFused<64, true, 4, 2>(p, stream) : LaunchFused<64, false, 4, 2>(p, stream);
+  }
+  if (d == 128) {
+    if (variant == 1) {
+      return f16 ? LaunchFused<128, true, 3, 1>(p, stream) : LaunchFused<128, false, 3, 1>(p, stream);
+    }
+    return f16 ? LaunchFused<128, true, 2, 2>(p, stream) : LaunchFused<128, false, 2, 2>(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream) {
+  return LaunchAttentionBwdSm90FusedVariant(p, stream, -1);
+}
+
+}  // namespace jaxdnn::attention

@@ -1,0 +1,589 @@
+// Fused Hopper (sm_90a) attention backward kernel: dK, dV and dQ in one pass
+// over (key block, query block) pairs (FA3-style), 5 gemms per tile instead of
+// the two-kernel backward's 7. COMPILE-ONLY so far: not yet run on a GPU.
+//
+// One CTA per (128-key block n, query head h, batch b); 384 threads:
+//   warpgroup 0, warp 0 = loader (K, V once; Q, dO, lse*log2e, delta of
+//     64-query blocks into a kStages ring), exactly as the dK/dV kernel;
+//   warpgroup 0, warp 1 (lane 0) = dQ writer (see "dQ accumulation");
+//   warpgroups 1, 2 = consumers of 64 keys each. Per 64-query step m:
+//     S^T  = K Q^T, dP^T = V dO^T   (SS wgmma, keys x queries)
+//     P^T, dV += P^T dO             (RS, A = P^T registers)
+//     dS^T = P^T (dP^T - delta)     -> registers (dsa) AND shared memory
+//     dK  += dS^T Q                 (RS, A = dS^T registers)
+//     dQ_m = dS K                   (SS, A = dS from shared memory)
+//
+// The dS transpose: the consumers hold dS^T (rows = keys, columns = queries)
+// as wgmma accumulator fragments. They store it, as 16-bit pairs, unchanged
+// into a [128 keys][64 queries] 128-byte-swizzled shared tile (32-bit stores,
+// conflict-free). Read as the A operand of dQ = dS K (M = queries, K = keys)
+// that tile is MN-major (M contiguous), which wgmma supports for 16-bit types
+// via imm-trans-a = 1; B = K (N = head dim contiguous) is MN-major too
+// (imm-trans-b = 1), the same layout the RS products use. So no register
+// transpose, no stmatrix.trans, no second copy.
+//   D = 128: consumer warpgroup cw computes dQ_m[:, 64cw, +64) over all 128
+//     keys (A = the whole dS tile, written half by each warpgroup -> one
+//     256-thread named barrier per step; dS is double-buffered so the other
+//     warpgroup's next-step stores cannot race this step's dQ gemm).
+//   D = 64: a 32-column N split would cut a 128-byte swizzle atom, so each
+//     warpgroup computes the full 64x64 dQ_m over its own 64 keys (A = its own
+//     half of dS: a 128-thread barrier), and the two partials are summed in
+//     shared memory in a fixed order (warpgroup 1 stores, warpgroup 0 adds).
+//
+// dQ accumulation (deterministic): the consumers store dQ_m (float32) into a
+// shared [64][D] buffer (kDqBufs-deep ring, 16-byte chunks XOR-swizzled by
+// row & 7 against bank conflicts; the global accumulator uses the same
+// permutation and the convert kernel undoes it) and arrive on dq_full. The
+// writer lane waits for it, then (key block n > 0) spins with ld.acquire.gpu
+// until the per-(b, h, m) int32 counter equals n, issues ONE bulk async copy
+// of the 64xD block to the float32 accumulator (key block 0: plain bulk
+// store, so the accumulator needs no zeroing; n > 0: cp.reduce.async.bulk
+// .add.f32), frees the buffer once the copy has read it, waits for the copy's
+// writes to complete and stores counter = n + 1 with st.release.gpu. The
+// consumers never touch the semaphore: its wait is off their critical path
+// unless the ring is full.
+//
+// Ordering with causal masking (q_len == kv_len, the only causal case): key
+// block n covers query blocks m >= 2n (64-query blocks, 128-key blocks), so
+// the key blocks touching query block m are exactly n = 0 .. floor(m/2), a
+// prefix: the expected counter value for key block n is n at every m it
+// touches, and no key block ever skips a query block that a higher key block
+// touches. Non-causal: every key block touches every query block.
+//
+// Deadlock freedom relies on in-order CTA dispatch (as FA3's deterministic
+// mode does): the grid is (batch*heads, key blocks) with blockIdx.y = n, so
+// key block n - 1 of the same (b, h) has a lower linear block id and is
+// resident or finished whenever key block n is. Key block 0 never waits.
+#pragma once
+
+#include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/sm90_tile_gemm.cuh"
+
+namespace jaxdnn::attention::sm90 {
+
+// ---------------------------------------------------------------------------
+// PTX pieces used only here.
+
+// wgmma m64n64k16, A and B both from shared memory, both MN-major
+// (imm-trans-a = imm-trans-b = 1; 16-bit types only).
+#define JAXDNN_WGMMA_SS_TT_N64(TY, SUFFIX)                                                   \
+  __device__ __forceinline__ void WgmmaSSTT_m64n64k16_##SUFFIX(float (&d)[32], uint64_t desc_a, \
+                                                               uint64_t desc_b, int scale_d) { \
+    asm volatile("{\n.reg .pred p;\n"                                                        \
+                 "setp.ne.b32 p, %34, 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" JAXDNN_WG_REGS32 \
+                 "}, %32, %33, p, 1, 1, 1, 1;\n}\n"                                          \
+                 : JAXDNN_WG_ACC32                                                           \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                  \
+  }
+JAXDNN_WGMMA_SS_TT_N64("bf16", bf16)
+JAXDNN_WGMMA_SS_TT_N64("f16", f16)
+#undef JAXDNN_WGMMA_SS_TT_N64
+
+template <bool kF16>
+__device__ __forceinline__ void WgmmaSSTT64(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
+  if constexpr (kF16) {
+    WgmmaSSTT_m64n64k16_f16(d, a, b, scale_d);
+  } else {
+    WgmmaSSTT_m64n64k16_bf16(d, a, b, scale_d);
+  }
+}
+
+// Bulk (non-tensor) async copies shared -> global, bulk-group completion.
+__device__ __forceinline__ void BulkStoreS2G(float* gdst, uint32_t smem_src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gdst), "r"(smem_src),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void BulkReduceAddF32S2G(float* gdst, uint32_t smem_src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gdst),
+               "r"(smem_src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void BulkCommit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Source of every committed bulk copy has been read (the buffer may be reused).
+__device__ __forceinline__ void BulkWaitRead0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// Every committed bulk copy has completed (its writes are performed).
+__device__ __forceinline__ void BulkWait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void FenceProxyAsyncGlobal() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+__device__ __forceinline__ int LdAcquireGpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void StReleaseGpu(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void StShared64F(uint32_t addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+__device__ __forceinline__ float2 LdShared64F(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
+// ---------------------------------------------------------------------------
+struct FusedBwdParams {
+  BwdParams base;
+  float* dq_accum;  // [batch, heads, num_m * 64, D] float32, 16-byte chunks of a row XOR (row & 7)
+  int* counters;    // [batch, heads, num_m] int32, zero before the fused kernel
+  int num_m;        // ceil(q_len / 64)
+};
+
+template <int kD, int kStages_, int kDqBufs_>
+struct FusedBwdConfig {
+  static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
+  static constexpr int kThreads = 384;
+  static constexpr int kBlockN = 128;  // keys per CTA (2 consumers x 64)
+  static constexpr int kBlockM = 64;   // queries per step
+  static constexpr int kStages = kStages_;
+  static constexpr int kDqBufs = kDqBufs_;
+  static constexpr bool kSplitKeys = kD == 64;  // dQ: split keys (D=64) or head dim (D=128)
+  static constexpr int kDBlocks = kD / 64;
+  static constexpr int kKBytes = kBlockN * kD * 2;
+  static constexpr int kQBytes = kBlockM * kD * 2;
+  static constexpr int kDsBytes = kBlockN * kBlockM * 2;  // [128 keys][64 queries] 16-bit
+  static constexpr int kDqBytes = kBlockM * kD * 4;       // [64 queries][D] float32
+  static constexpr int kOffK = 0;
+  static constexpr int kOffV = kOffK + kKBytes;
+  static constexpr int kOffQ = kOffV + kKBytes;
+  static constexpr int kOffDO = kOffQ + kStages * kQBytes;
+  static constexpr int kOffDs = kOffDO + kStages * kQBytes;
+  static constexpr int kOffDq = kOffDs + 2 * kDsBytes;
+  static constexpr int kOffLse = kOffDq + kDqBufs * kDqBytes;
+  static constexpr int kOffDelta = kOffLse + kStages * kBlockM * 4;
+  static constexpr int kOffBar = kOffDelta + kStages * kBlockM * 4;
+  static constexpr int kNumBars = 1 + 2 * kStages + 2 * kDqBufs;
+  static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;
+  static_assert(kSmemBytes <= 232448, "over the sm_90 227 KB dynamic shared memory limit");
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+};
+
+// Named barrier ids (0 is __syncthreads).
+constexpr int kFusedBarDs = 1;      // both consumer warpgroups: dS tile complete (D = 128)
+constexpr int kFusedBarDqXchg = 2;  // both consumer warpgroups: dQ partial exchange (D = 64)
+constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half complete (D = 64)
+
+template <int kD, bool kF16, int kStages_, int kDqBufs_>
+__global__ void __launch_bounds__(384, 1)
+    AttnBwdFusedSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
+                           const FusedBwdParams fp) {
+  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_>;
+  constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
+  constexpr int kDqBufs = Cfg::kDqBufs;
+  constexpr int kDBlocks = Cfg::kDBlocks;
+  constexpr bool kSplitKeys = Cfg::kSplitKeys;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const BwdParams& p = fp.base;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
+  uint8_t* smem_k = smem + Cfg::kOffK;
+  uint8_t* smem_v = smem + Cfg::kOffV;
+  uint8_t* smem_q = smem + Cfg::kOffQ;
+  uint8_t* smem_do = smem + Cfg::kOffDO;
+  float* smem_lse = reinterpret_cast<float*>(smem + Cfg::kOffLse);
+  float* smem_delta = reinterpret_cast<float*>(smem + Cfg::kOffDelta);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffBar);
+  uint64_t* kv_full = bars;
+  uint64_t* q_full = bars + 1;
+  uint64_t* q_empty = bars + 1 + kStages;
+  uint64_t* dq_full = bars + 1 + 2 * kStages;
+  uint64_t* dq_empty = bars + 1 + 2 * kStages + kDqBufs;
+
+  // blockIdx.y = key block (the semaphore order relies on it: see the header).
+  const int n_block = static_cast<int>(blockIdx.y);
+  const int bh = static_cast<int>(blockIdx.x);
+  const int h = bh % p.heads;
+  const int b = bh / p.heads;
+  const int hk = h / p.group;
+  const int num_m = fp.num_m;
+  const int m_begin = p.causal ? (n_block * kBlockN) / kBlockM : 0;
+  const int m_count = num_m - m_begin;
+
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+
+  if (threadIdx.x == 0) {
+    MbarInit(kv_full, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      MbarInit(&q_full[s], 32);  // every loader lane (lse/delta stores); lane 0 adds the tx
+      MbarInit(&q_empty[s], 8);  // one arrival per consumer warp
+    }
+#pragma unroll
+    for (int s = 0; s < kDqBufs; ++s) {
+      MbarInit(&dq_full[s], kSplitKeys ? 128 : 256);  // every storing consumer thread
+      MbarInit(&dq_empty[s], 1);                      // the writer lane
+    }
+    FenceMbarInit();
+    PrefetchTmaDescriptor(&tm_q);
+    PrefetchTmaDescriptor(&tm_k);
+    PrefetchTmaDescriptor(&tm_v);
+    PrefetchTmaDescriptor(&tm_do);
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    SetMaxNRegDec<Cfg::kProducerRegs>();
+    if (threadIdx.x < 32) {
+      // ------------------------------ loader ------------------------------
+      const int lane = threadIdx.x;
+      if (lane == 0) {
+        MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
+#pragma unroll
+        for (int db = 0; db < kDBlocks; ++db) {
+          TmaLoad4d(smem_k + db * kBlockN * 128, &tm_k, kv_full, db * 64, hk, n_block * kBlockN, b);
+          TmaLoad4d(smem_v + db * kBlockN * 128, &tm_v, kv_full, db * 64, hk, n_block * kBlockN, b);
+        }
+      }
+      const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
+      const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
+      for (int it = 0; it < m_count; ++it) {
+        const int m = m_begin + it;
+        const int st = it % kStages;
+        const uint32_t ph = (it / kStages) & 1;
+        MbarWait(&q_empty[st], ph ^ 1);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int qi = m * kBlockM + lane + 32 * e;
+          const bool in = qi < p.q_len;
+          smem_lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
+          smem_delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+        }
+        if (lane == 0) {
+          MbarArriveExpectTx(&q_full[st], 2 * Cfg::kQBytes);
+#pragma unroll
+          for (int db = 0; db < kDBlocks; ++db) {
+            TmaLoad4d(smem_q + st * Cfg::kQBytes + db * kBlockM * 128, &tm_q, &q_full[st], db * 64, h,
+                      m * kBlockM, b);
+            TmaLoad4d(smem_do + st * Cfg::kQBytes + db * kBlockM * 128, &tm_do, &q_full[st], db * 64, h,
+                      m * kBlockM, b);
+          }
+        } else {
+          MbarArrive(&q_full[st]);
+        }
+      }
+    } else if (threadIdx.x == 32) {
+      // ----------------------------- dQ writer -----------------------------
+      const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
+      int* counters = fp.counters + static_cast<int64_t>(bh) * num_m;
+      float* accum = fp.dq_accum + static_cast<int64_t>(bh) * num_m * kBlockM * kD;
+      for (int it = 0; it < m_count; ++it) {
+        const int m = m_begin + it;
+        const int bq = it % kDqBufs;
+        MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
+        int* cnt = counters + m;
+        float* dst = accum + static_cast<int64_t>(m) * kBlockM * kD;
+        const uint32_t src = dq_smem + bq * Cfg::kDqBytes;
+        if (n_block == 0) {
+          BulkStoreS2G(dst, src, Cfg::kDqBytes);
+        } else {
+#if defined(JAXDNN_SM90_HANG_TRAP)
+          long long spins = 0;
+          while (LdAcquireGpu(cnt) != n_block) {
+            if (++spins > (1ll << 26)) __trap();
+            __nanosleep(64);
+          }
+#else
+          while (LdAcquireGpu(cnt) != n_block) __nanosleep(32);
+#endif
+          FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
+          BulkReduceAddF32S2G(dst, src, Cfg::kDqBytes);
+        }
+        BulkCommit();
+        BulkWaitRead0();
+        MbarArrive(&dq_empty[bq]);
+        BulkWait0();
+        FenceProxyAsyncGlobal();  // the async-proxy writes before the generic release
+        __threadfence();
+        StReleaseGpu(cnt, n_block + 1);
+      }
+    }
+  } else {
+    // ------------------------------ consumers ------------------------------
+    SetMaxNRegInc<Cfg::kConsumerRegs>();
+    const int cw = warpgroup - 1;
+    const int tid = threadIdx.x % 128;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+
+    const uint32_t k_all = SmemAddr(smem_k);
+    const uint32_t k_base = k_all + cw * 64 * 128;
+    const uint32_t v_base = SmemAddr(smem_v) + cw * 64 * 128;
+    const uint32_t q_base = SmemAddr(smem_q);
+    const uint32_t do_base = SmemAddr(smem_do);
+    const uint32_t ds_smem = SmemAddr(smem + Cfg::kOffDs);
+    const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
+    const float scale_log2 = p.scale_log2;
+    const int key0 = n_block * kBlockN + cw * 64 + warp * 16 + g;  // +8 for r = 1
+    // This thread's rows of the dS tile (keys): cw*64 + warp*16 + g + 8r; row & 7 = g.
+    const uint32_t ds_row_off = (cw * 64 + warp * 16 + g) * 128 + 4 * t;
+
+    float dv[kD / 2];
+    float dk[kD / 2];
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) {
+      dv[i] = 0.f;
+      dk[i] = 0.f;
+    }
+
+    float s[kBlockM / 2];
+    float dp[kBlockM / 2];
+    uint32_t pa[kBlockM / 16][4];
+    uint32_t dsa[kBlockM / 16][4];
+    float dqa[32];
+
+    auto gemm_s_dp = [&](int it) {
+      const int st = it % kStages;
+      const uint32_t qb = q_base + st * Cfg::kQBytes;
+      const uint32_t dob = do_base + st * Cfg::kQBytes;
+      WgmmaFence();
+      TileGemmKMajor<kBlockM, kD, kF16, kBlockN, kBlockM>(s, k_base, qb);
+      WgmmaCommit();
+      TileGemmKMajor<kBlockM, kD, kF16, kBlockN, kBlockM>(dp, v_base, dob);
+      WgmmaCommit();
+    };
+    auto compute_p = [&](int it) {
+      const int m = m_begin + it;
+      const float* lse_s = smem_lse + (it % kStages) * kBlockM;
+#pragma unroll
+      for (int j = 0; j < kBlockM / 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          s[4 * j + 2 * r + 0] = exp2f(fmaf(s[4 * j + 2 * r + 0], scale_log2, -l2.x));
+          s[4 * j + 2 * r + 1] = exp2f(fmaf(s[4 * j + 2 * r + 1], scale_log2, -l2.y));
+        }
+      }
+      const bool need_mask = p.causal && m * kBlockM < (n_block + 1) * kBlockN;
+      if (need_mask) {
+#pragma unroll
+        for (int j = 0; j < kBlockM / 8; ++j) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int qi = m * kBlockM + 8 * j + 2 * t + e;
+              if (qi < key0 + 8 * r) s[4 * j + 2 * r + e] = 0.f;
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        pa[kk][0] = BwdPack<kF16>(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = BwdPack<kF16>(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = BwdPack<kF16>(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = BwdPack<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+    auto gemm_dv = [&](int it) {
+      const uint32_t dob = do_base + (it % kStages) * Cfg::kQBytes;
+      WgmmaFence();
+      TileGemmRegsA<kD, kBlockM, kF16>(dv, pa, dob);
+      WgmmaCommit();
+    };
+    // dS^T = P^T (dP^T - delta) -> dsa, and into this step's dS tile.
+    auto compute_ds = [&](int it) {
+      const float* delta_s = smem_delta + (it % kStages) * kBlockM;
+#pragma unroll
+      for (int j = 0; j < kBlockM / 8; ++j) {
+        const float2 d2 = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          dp[4 * j + 2 * r + 0] = s[4 * j + 2 * r + 0] * (dp[4 * j + 2 * r + 0] - d2.x);
+          dp[4 * j + 2 * r + 1] = s[4 * j + 2 * r + 1] * (dp[4 * j + 2 * r + 1] - d2.y);
+        }
+      }
+      const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes + ds_row_off;
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk) {
+        dsa[kk][0] = BwdPack<kF16>(dp[8 * kk + 0], dp[8 * kk + 1]);
+        dsa[kk][1] = BwdPack<kF16>(dp[8 * kk + 2], dp[8 * kk + 3]);
+        dsa[kk][2] = BwdPack<kF16>(dp[8 * kk + 4], dp[8 * kk + 5]);
+        dsa[kk][3] = BwdPack<kF16>(dp[8 * kk + 6], dp[8 * kk + 7]);
+        // dsa[kk][q]: key row g + 8(q & 1), query columns 8(2kk + (q >> 1)) + 2t, +1;
+        // 16-byte chunk j = 2kk + (q >> 1) lands at chunk j ^ (row & 7) = j ^ g.
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int j = 2 * kk + (q >> 1);
+          StShared32(ds_tile + (q & 1) * 8 * 128 + ((j ^ g) << 4), dsa[kk][q]);
+        }
+      }
+    };
+    auto gemm_dk = [&](int it) {
+      const uint32_t qb = q_base + (it % kStages) * Cfg::kQBytes;
+      WgmmaFence();
+      TileGemmRegsA<kD, kBlockM, kF16>(dk, dsa, qb);
+      WgmmaCommit();
+    };
+    // dQ_m (64 queries x 64 columns) = dS . K, A = dS tile (MN-major), B = K (MN-major).
+    auto gemm_dq = [&](int it) {
+      const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes;
+      WgmmaFence();
+      if constexpr (kSplitKeys) {
+        // Own 64 keys, all 64 head-dim columns.
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const uint64_t da = MakeDescSw128(ds_tile + cw * 64 * 128 + kk * 2048, 64 * 128, 1024);
+          const uint64_t db = MakeDescSw128(k_base + kk * 2048, kBlockN * 128, 1024);
+          WgmmaSSTT64<kF16>(dqa, da, db, kk > 0 ? 1 : 0);
+        }
+      } else {
+        // All 128 keys, head-dim columns [64cw, 64cw + 64) (panel cw of K).
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+          const uint64_t da = MakeDescSw128(ds_tile + kk * 2048, kBlockN * 128, 1024);
+          const uint64_t db = MakeDescSw128(k_all + cw * kBlockN * 128 + kk * 2048, kBlockN * 128, 1024);
+          WgmmaSSTT64<kF16>(dqa, da, db, kk > 0 ? 1 : 0);
+        }
+      }
+      WgmmaCommit();
+    };
+    // Byte offset of this thread's float2 (row warp*16 + g + 8r, column col0 + 8j + 2t)
+    // in a [64][D] float32 buffer whose 16-byte chunks are XOR-swizzled by row & 7 (= g).
+    auto dq_off = [&](int j, int r) -> uint32_t {
+      const int chunk = (kSplitKeys ? 0 : cw * 16) + 2 * j + (t >> 1);
+      return (warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ g) << 4) + (t & 1) * 8;
+    };
+    auto store_dq = [&](int it) {
+      const int bq = it % kDqBufs;
+      const uint32_t buf = dq_smem + bq * Cfg::kDqBytes;
+      MbarWait(&dq_empty[bq], ((it / kDqBufs) & 1) ^ 1);
+      if constexpr (kSplitKeys) {
+        // Fixed-order sum of the two warpgroups' partials: warpgroup 1 stores,
+        // warpgroup 0 adds its own and stores the sum.
+        if (cw == 1) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);
+          }
+        }
+        NamedBarrierSync(kFusedBarDqXchg, 256);
+        if (cw == 0) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const uint32_t a = buf + dq_off(j, r);
+              const float2 o = LdShared64F(a);
+              StShared64F(a, o.x + dqa[4 * j + 2 * r], o.y + dqa[4 * j + 2 * r + 1]);
+            }
+          }
+          FenceProxyAsyncShared();
+          MbarArrive(&dq_full[bq]);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);
+        }
+        FenceProxyAsyncShared();
+        MbarArrive(&dq_full[bq]);
+      }
+    };
+    auto release = [&](int it) {
+      __syncwarp();
+      if (lane == 0) MbarArrive(&q_empty[it % kStages]);
+    };
+    auto wait_full = [&](int it) { MbarWait(&q_full[it % kStages], (it / kStages) & 1); };
+
+    MbarWait(kv_full, 0);
+    for (int it = 0; it < m_count; ++it) {
+      wait_full(it);
+      gemm_s_dp(it);
+      WgmmaWait<1>();  // S^T
+      FenceRegs(s);
+      compute_p(it);
+      gemm_dv(it);
+      WgmmaWait<1>();  // dP^T (dV may still run)
+      FenceRegs(dp);
+      compute_ds(it);
+      gemm_dk(it);
+      // The dS tile (generic-proxy stores) before the wgmma (async proxy) reads it.
+      FenceProxyAsyncShared();
+      if constexpr (kSplitKeys) {
+        NamedBarrierSync(kFusedBarDsWg + cw, 128);
+      } else {
+        NamedBarrierSync(kFusedBarDs, 256);
+      }
+      gemm_dq(it);
+      WgmmaWait<0>();
+      FenceRegs(dv);
+      FenceRegs(dk);
+      FenceRegs(dqa);
+      release(it);
+      store_dq(it);
+    }
+
+    // ---------------------------- epilogue ----------------------------
+    const float scale = p.scale;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = key0 + 8 * r;
+      if (key >= p.kv_len) continue;
+      if (p.group == 1) {
+        const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.kv_heads + hk) * kD;
+        uint16_t* gk = static_cast<uint16_t*>(p.dk) + base;
+        uint16_t* gv = static_cast<uint16_t*>(p.dv) + base;
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j) {
+          const int col = 8 * j + 2 * t;
+          *reinterpret_cast<uint32_t*>(gk + col) =
+              BwdPack<kF16>(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
+          *reinterpret_cast<uint32_t*>(gv + col) = BwdPack<kF16>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+        }
+      } else {
+        const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.heads + h) * kD;
+        float* gk = p.dk_part + base;
+        float* gv = p.dv_part + base;
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j) {
+          const int col = 8 * j + 2 * t;
+          *reinterpret_cast<float2*>(gk + col) =
+              make_float2(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
+          *reinterpret_cast<float2*>(gv + col) = make_float2(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// dq[b, i, h, :] = scale * dq_accum (un-swizzled), in the data type. One
+// thread per 4 output elements (one 16-byte accumulator chunk).
+template <int kD, bool kF16>
+__global__ void __launch_bounds__(256) AttnBwdFusedDqConvertKernel(const FusedBwdParams fp) {
+  const BwdParams& p = fp.base;
+  const int64_t idx4 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t total4 = static_cast<int64_t>(p.batch) * p.q_len * p.heads * kD / 4;
+  if (idx4 >= total4) return;
+  const int64_t e = idx4 * 4;
+  const int c = static_cast<int>(e % kD) / 4;  // 16-byte chunk of the row
+  const int64_t r = e / kD;                    // (b * q_len + i) * heads + h
+  const int h = static_cast<int>(r % p.heads);
+  const int64_t bi = r / p.heads;
+  const int i = static_cast<int>(bi % p.q_len);
+  const int b = static_cast<int>(bi / p.q_len);
+  const int64_t row = (static_cast<int64_t>(b) * p.heads + h) * (static_cast<int64_t>(fp.num_m) * 64) + i;
+  const float4 v = *reinterpret_cast<const float4*>(fp.dq_accum + row * kD + ((c ^ (i & 7)) << 2));
+  const float sc = p.scale;
+  uint2 o;
+  o.x = BwdPack<kF16>(v.x * sc, v.y * sc);
+  o.y = BwdPack<kF16>(v.z * sc, v.w * sc);
+  *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.dq) + e) = o;
+}
+
+}  // namespace jaxdnn::attention::sm90

@@ -1,0 +1,50 @@
+// Host entry points of the fused Hopper (sm_90a) attention backward
+// (dK, dV and dQ in one kernel; see attention_sm90_backward_fused.cuh).
+// COMPILE-ONLY so far: not yet run on a GPU; opt-in, nothing calls it by
+// default.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/attention_problem.h"
+
+namespace jaxdnn::attention {
+
+// Float32 workspace elements the fused backward needs (all regions 64-element,
+// i.e. 256-byte, aligned), with num_m = ceil(q_len / 64):
+//   [GQA only, heads > kv_heads] dK and dV per-query-head partials: 2*B*kv_len*H*D
+//   delta:                    RoundUp64(B*H*q_len)
+//   dQ float32 accumulator:   B*H*num_m*64*D
+//   int32 semaphores:         RoundUp64(B*H*num_m)
+inline int64_t Sm90FusedBwdWorkspaceElems(const AttnShape& s) {
+  auto round64 = [](int64_t x) { return (x + 63) / 64 * 64; };
+  const int64_t num_m = (s.q_len + 63) / 64;
+  int64_t n = round64(s.batch * s.heads * s.q_len) + s.batch * s.heads * num_m * 64 * s.head_dim +
+              round64(s.batch * s.heads * num_m);
+  if (s.heads != s.kv_heads) n += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
+  return n;
+}
+
+// True when the fused backward handles this problem: exactly the support of
+// Sm90BackwardSupports (dense bf16/f16, head dim 64/128, causal only with
+// q_len == kv_len, compute capability 9.0, ...) and a workspace of at least
+// Sm90FusedBwdWorkspaceElems(p.shape) floats.
+bool Sm90FusedBackwardSupports(const AttnBwdArgs& p);
+
+// Launches on `stream`: counter reset (cudaMemsetAsync of the semaphores),
+// delta pre-pass, the fused dK/dV/dQ kernel, the dQ conversion, and for GQA
+// the fixed-order reduction of per-query-head dK/dV partials. Allocates
+// nothing, does not synchronize. Deterministic (the dQ additions into each
+// 64-query block happen in key-block order, serialized by semaphores).
+// Relies on in-order CTA dispatch for forward progress (as FA3's
+// deterministic backward does).
+cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream);
+
+// Benchmarking hook. variant (head dim 128 only; ignored at 64, which uses
+// 4 Q/dO stages and 2 dQ buffers): 0 = 2 Q/dO stages + 2 dQ staging buffers,
+// 1 = 3 Q/dO stages + 1 dQ staging buffer. -1 = default (0).
+cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
+
+}  // namespace jaxdnn::attention
