@@ -22,9 +22,6 @@ fwd=cpp/attention/hopper/attention_sm90_forward.cu
 bwd=cpp/attention/hopper/attention_sm90_backward.cu
 build sm90_attention_selftest benchmarks/sm90_attention_selftest.cu $fwd &
 build sm90_attention_ext_selftest benchmarks/sm90_attention_ext_selftest.cu $fwd &
-build sm90_attention_bwd_selftest benchmarks/sm90_attention_bwd_selftest.cu $bwd $fwd &
-if [ -f benchmarks/sm90_attention_bwd_fused_selftest.cu ]; then
-  build sm90_attention_bwd_fused_selftest benchmarks/sm90_attention_bwd_fused_selftest.cu \
-    $(ls cpp/attention/hopper/*.cu) &
-fi
+build sm90_attention_bwd_selftest benchmarks/sm90_attention_bwd_selftest.cu $bwd \
+  cpp/attention/hopper/attention_sm90_backward_fused.cu $fwd &
 wait

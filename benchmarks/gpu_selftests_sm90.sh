@@ -22,5 +22,9 @@ run() {  # log name, timeout, command...
 [ -x "$bin/sm90_attention_ext_selftest" ] && {
   run ext-gate 60 env -u JAXDNN_ATTENTION_SM90_EXT "$bin/sm90_attention_ext_selftest" gate
   for dt in bf16 f16; do run "ext-$dt" 240 "$bin/sm90_attention_ext_selftest" "$dt"; done; }
-[ -x "$bin/sm90_attention_bwd_fused_selftest" ] && run backward-fused 200 "$bin/sm90_attention_bwd_fused_selftest" all
+# The fused backward: correctness and determinism first; timings only if they pass.
+[ -x "$bin/sm90_attention_bwd_selftest" ] && {
+  run backward-fused-check 150 "$bin/sm90_attention_bwd_selftest" fusedcheck
+  grep -q "ALL PASSED" "$out/backward-fused-check.log" &&
+    run backward-fused-timing 300 "$bin/sm90_attention_bwd_selftest" fused; }
 exit 0

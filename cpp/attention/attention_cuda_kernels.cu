@@ -7,6 +7,7 @@
 
 #include "attention/attention_cuda_backward.cuh"
 #include "attention/hopper/attention_sm90_backward.h"
+#include "attention/hopper/attention_sm90_backward_fused.h"
 #include "attention/hopper/attention_sm90_forward.h"
 
 namespace jaxdnn::attention {
@@ -113,22 +114,26 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 
 }  // namespace
 
-// The Hopper backward (wgmma; delta, dK/dV and dQ passes, deterministic) is
-// opt-in with JAXDNN_ATTENTION_SM90_BWD=1 until it has been checked through
-// jax on a GPU: its standalone self-test passed on an H200 (2026-11-22).
-static bool Sm90BackwardEnabled() {
-  static const bool enabled = [] {
+// The Hopper backwards are opt-in until they have been checked through jax on
+// a GPU: JAXDNN_ATTENTION_SM90_BWD=1 takes the two-kernel one (delta, dK/dV
+// and dQ passes; its standalone self-test passed on an H200, 2026-11-22), =2
+// the fused one first (dK/dV/dQ in one kernel, dQ added in key-block order;
+// compiled only; the Python side then sizes the workspace for it).
+static int Sm90BackwardMode() {
+  static const int mode = [] {
     const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD");
-    return v && v[0] == '1';
+    return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 0;
   }();
-  return enabled;
+  return mode;
 }
 
 cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.heads == 0) return cudaSuccess;
-  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && Sm90BackwardEnabled() &&
-      Sm90BackwardSupports(p)) {
-    return LaunchAttentionBwdSm90(p, stream);
+  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && Sm90BackwardMode() != 0) {
+    if (Sm90BackwardMode() == 2 && Sm90FusedBackwardSupports(p)) {
+      return LaunchAttentionBwdSm90Fused(p, stream);
+    }
+    if (Sm90BackwardSupports(p)) return LaunchAttentionBwdSm90(p, stream);
   }
   if (p.shape.q_len == 0 || p.shape.kv_len == 0) {
     // Nothing attends: every gradient is zero.

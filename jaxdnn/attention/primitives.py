@@ -12,6 +12,8 @@ folds vmapped axes into.
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -132,6 +134,10 @@ class AttentionBackward(FfiOp):
       bias = avals_in[operand_kinds(BACKWARD_FIXED, operands).index("bias")]
       if tuple(bias.shape) != (batch, heads, q_len, kv_len):
         elems += batch * heads * q_len * kv_len
+    if os.environ.get("JAXDNN_ATTENTION_SM90_BWD") == "2":
+      # The opt-in fused Hopper backward also keeps a float32 dQ accumulator
+      # and semaphores (attention_sm90_backward_fused.h: Sm90FusedBwdWorkspaceElems).
+      elems = max(elems, _fused_backward_workspace(batch, q_len, kv_len, heads, k.shape[2], dim))
     return [jax.ShapeDtypeStruct((max(elems, 1),), jnp.float32)]
 
   def fallback(self, platform, **params):
@@ -183,3 +189,14 @@ def _composed_backward(*args, operands, scale, softcap, causal, window_left, win
 
 attention_forward = AttentionForward()
 attention_backward = AttentionBackward()
+
+
+def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
+  """float32 elements of the fused sm90 backward's workspace (mirrors the C++)."""
+  round64 = lambda x: -(-x // 64) * 64
+  num_m = -(-q_len // 64)
+  n = (round64(batch * heads * q_len) + batch * heads * num_m * 64 * dim
+       + round64(batch * heads * num_m))
+  if heads != kv_heads:
+    n += 2 * batch * kv_len * heads * dim
+  return n
