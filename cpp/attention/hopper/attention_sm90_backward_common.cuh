@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "attention/hopper/sm90_ptx.cuh"
+#include "attention/hopper/sm90_tile_gemm.cuh"
 
 namespace jaxdnn::attention::sm90 {
 
@@ -29,17 +30,6 @@ struct BwdParams {
   float* dk_part;    // [batch, kv_len, heads, D] float32, group > 1 only
   float* dv_part;
 };
-
-template <bool kF16>
-__device__ __forceinline__ uint32_t BwdPack(float lo, float hi) {
-  if constexpr (kF16) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 template <bool kF16>
 __device__ __forceinline__ float BwdLoad(const uint16_t* p) {

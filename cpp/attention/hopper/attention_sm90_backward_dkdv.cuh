@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/attention_sm90_backward_scores.cuh"
 #include "attention/hopper/sm90_tile_gemm.cuh"
 
 namespace jaxdnn::attention::sm90 {
@@ -171,36 +172,11 @@ __global__ void __launch_bounds__(384, 1)
     auto compute_p = [&](int it) {
       const int m = m_begin + it;
       const float* lse_s = smem_lse + (it % kStages) * kBlockM;
-#pragma unroll
-      for (int j = 0; j < kBlockM / 8; ++j) {
-        const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          s[4 * j + 2 * r + 0] = exp2f(fmaf(s[4 * j + 2 * r + 0], scale_log2, -l2.x));
-          s[4 * j + 2 * r + 1] = exp2f(fmaf(s[4 * j + 2 * r + 1], scale_log2, -l2.y));
-        }
+      ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
+      if (p.causal && m * kBlockM < (n_block + 1) * kBlockN) {
+        MaskEarlierQueries<kBlockM>(s, m * kBlockM, t, key0);
       }
-      const bool need_mask = p.causal && m * kBlockM < (n_block + 1) * kBlockN;
-      if (need_mask) {
-#pragma unroll
-        for (int j = 0; j < kBlockM / 8; ++j) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int qi = m * kBlockM + 8 * j + 2 * t + e;
-              if (qi < key0 + 8 * r) s[4 * j + 2 * r + e] = 0.f;
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        pa[kk][0] = BwdPack<kF16>(s[8 * kk + 0], s[8 * kk + 1]);
-        pa[kk][1] = BwdPack<kF16>(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = BwdPack<kF16>(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = BwdPack<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
-      }
+      PackFragments<kF16, kBlockM>(s, pa);
     };
     // dV += P^T dO (B = dO, MN-major: N = head dim contiguous).
     auto gemm_dv = [&](int it) {
@@ -212,22 +188,8 @@ __global__ void __launch_bounds__(384, 1)
     // dS^T = P^T (dP^T - delta), packed into dsa.
     auto compute_ds = [&](int it) {
       const float* delta_s = smem_delta + (it % kStages) * kBlockM;
-#pragma unroll
-      for (int j = 0; j < kBlockM / 8; ++j) {
-        const float2 d2 = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          dp[4 * j + 2 * r + 0] = s[4 * j + 2 * r + 0] * (dp[4 * j + 2 * r + 0] - d2.x);
-          dp[4 * j + 2 * r + 1] = s[4 * j + 2 * r + 1] * (dp[4 * j + 2 * r + 1] - d2.y);
-        }
-      }
-#pragma unroll
-      for (int kk = 0; kk < kBlockM / 16; ++kk) {
-        dsa[kk][0] = BwdPack<kF16>(dp[8 * kk + 0], dp[8 * kk + 1]);
-        dsa[kk][1] = BwdPack<kF16>(dp[8 * kk + 2], dp[8 * kk + 3]);
-        dsa[kk][2] = BwdPack<kF16>(dp[8 * kk + 4], dp[8 * kk + 5]);
-        dsa[kk][3] = BwdPack<kF16>(dp[8 * kk + 6], dp[8 * kk + 7]);
-      }
+      DsTransposed<kBlockM>(dp, s, delta_s, t);
+      PackFragments<kF16, kBlockM>(dp, dsa);
     };
     // dK += dS^T Q (B = Q, MN-major).
     auto gemm_dk = [&](int it) {
@@ -307,8 +269,8 @@ __global__ void __launch_bounds__(384, 1)
         for (int j = 0; j < kD / 8; ++j) {
           const int col = 8 * j + 2 * t;
           *reinterpret_cast<uint32_t*>(gk + col) =
-              BwdPack<kF16>(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
-          *reinterpret_cast<uint32_t*>(gv + col) = BwdPack<kF16>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+              PackPair<kF16>(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
+          *reinterpret_cast<uint32_t*>(gv + col) = PackPair<kF16>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
         }
       } else {
         const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.heads + h) * kD;

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(384, 1)
         for (int q = 0; q < 4; ++q) {
           const int i0 = 8 * kk + 2 * q;
           const int r = q & 1;
-          dsa[kk][q] = BwdPack<kF16>(s[i0] * (dp[i0] - dl[r]), s[i0 + 1] * (dp[i0 + 1] - dl[r]));
+          dsa[kk][q] = PackPair<kF16>(s[i0] * (dp[i0] - dl[r]), s[i0 + 1] * (dp[i0 + 1] - dl[r]));
         }
       }
     };
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j) {
         *reinterpret_cast<uint32_t*>(gq + 8 * j + 2 * t) =
-            BwdPack<kF16>(dq[4 * j + 2 * r] * scale, dq[4 * j + 2 * r + 1] * scale);
+            PackPair<kF16>(dq[4 * j + 2 * r] * scale, dq[4 * j + 2 * r + 1] * scale);
       }
     }
   }

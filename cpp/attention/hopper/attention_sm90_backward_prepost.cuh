@@ -68,10 +68,10 @@ __global__ void __launch_bounds__(256) AttnBwdGroupReduceKernel(const BwdParams 
     sv.x += c.x; sv.y += c.y; sv.z += c.z; sv.w += c.w;
   }
   uint2 ok, ov;
-  ok.x = BwdPack<kF16>(sk.x, sk.y);
-  ok.y = BwdPack<kF16>(sk.z, sk.w);
-  ov.x = BwdPack<kF16>(sv.x, sv.y);
-  ov.y = BwdPack<kF16>(sv.z, sv.w);
+  ok.x = PackPair<kF16>(sk.x, sk.y);
+  ok.y = PackPair<kF16>(sk.z, sk.w);
+  ov.x = PackPair<kF16>(sv.x, sv.y);
+  ov.y = PackPair<kF16>(sv.z, sv.w);
   *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.dk) + e) = ok;
   *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.dv) + e) = ov;
 }

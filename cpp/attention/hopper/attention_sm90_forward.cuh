@@ -91,17 +91,6 @@ struct FwdConfig {
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
 };
 
-template <bool kF16>
-__device__ __forceinline__ uint32_t PackPair(float lo, float hi) {
-  if constexpr (kF16) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
 // kPingpong: the two consumer warpgroups take turns issuing their gemms
 // (named barriers 3 and 4), so one's softmax overlaps the other's gemms.
 // kPersistent: gridDim.x CTAs walk the tiles with a stride of gridDim.x; the
@@ -359,13 +348,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
     auto convert_p = [&]() {
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        pa[kk][0] = PackPair<kF16>(s[8 * kk + 0], s[8 * kk + 1]);
-        pa[kk][1] = PackPair<kF16>(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = PackPair<kF16>(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = PackPair<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
-      }
+      PackFragments<kF16, kBlockN>(s, pa);
     };
 
     constexpr int kSchedBar = 3;  // + consumer index

@@ -3,11 +3,39 @@
 // memory in 128-byte-swizzled 64-column panels (see MakeDescSw128).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "attention/hopper/sm90_ptx.cuh"
 
 namespace jaxdnn::attention::sm90 {
+
+// Two floats rounded to one 32-bit register of 16-bit values (f16 or bf16).
+template <bool kF16>
+__device__ __forceinline__ uint32_t PackPair(float lo, float hi) {
+  if constexpr (kF16) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// A wgmma accumulator (64 x kK floats per warpgroup) rounded to the 16-bit A
+// fragments of TileGemmRegsA: the accumulator layout is the fragment layout.
+template <bool kF16, int kK>
+__device__ __forceinline__ void PackFragments(const float (&v)[kK / 2], uint32_t (&a)[kK / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    a[kk][0] = PackPair<kF16>(v[8 * kk + 0], v[8 * kk + 1]);
+    a[kk][1] = PackPair<kF16>(v[8 * kk + 2], v[8 * kk + 3]);
+    a[kk][2] = PackPair<kF16>(v[8 * kk + 4], v[8 * kk + 5]);
+    a[kk][3] = PackPair<kF16>(v[8 * kk + 6], v[8 * kk + 7]);
+  }
+}
 
 // acc (64 x kN) = A (64 rows of a kRowsA-row tile) . B^T (kN = kRowsB rows),
 // contracting over the head dim kD; both tiles K-major (head dim contiguous):
