@@ -136,37 +136,26 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
   if (tile_hi > tile_lo) {
     LoadTile<T, kD, kDqBlockM>(sQ, q_src, q_stride, int(s.q_len) - q0);
     LoadTile<T, kD, kDqBlockM>(sdO, do_src, q_stride, int(s.q_len) - q0);
-    LoadTile<T, kD, kBlockN>(sK, k_src + int64_t(tile_lo) * kBlockN * kv_stride, kv_stride,
-                             int(s.kv_len) - tile_lo * kBlockN);
-    LoadTile<T, kD, kBlockN>(sV, v_src + int64_t(tile_lo) * kBlockN * kv_stride, kv_stride,
-                             int(s.kv_len) - tile_lo * kBlockN);
+    LoadTilePair<T, kD, kBlockN>(sK, sV, k_src, v_src, kv_stride, tile_lo * kBlockN, int(s.kv_len));
     mma::CpAsyncCommit();
   }
   for (int t = tile_lo; t < tile_hi; ++t) {
     const int buf = (t - tile_lo) & 1;
     const int n0 = t * kBlockN;
     if (t + 1 < tile_hi) {
-      const int n1 = n0 + kBlockN;
-      LoadTile<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, k_src + int64_t(n1) * kv_stride, kv_stride,
-                               int(s.kv_len) - n1);
-      LoadTile<T, kD, kBlockN>(sV + (buf ^ 1) * kBlockN * kD, v_src + int64_t(n1) * kv_stride, kv_stride,
-                               int(s.kv_len) - n1);
+      LoadTilePair<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src,
+                                   v_src, kv_stride, n0 + kBlockN, int(s.kv_len));
     }
     mma::CpAsyncCommit();
     mma::CpAsyncWait<1>();
     __syncthreads();
     bool tile_elementwise = elementwise;
-    if (m.q_segments != nullptr) {
-      const SegmentVote vote = VoteSegments<kBlockN>(m.kv_segments + int64_t(b) * s.kv_len, n0,
-                                                     int(s.kv_len), seg_min, seg_max);
-      // A skipped tile leaves its dS (and dbias, zeroed beforehand) at zero.
-      if (vote == SegmentVote::kSkip) {
-        __syncthreads();
-        continue;
-      }
-      if (vote == SegmentVote::kUniform && p.mask.data == nullptr && p.bias.data == nullptr) {
-        tile_elementwise = false;
-      }
+    // A skipped tile leaves its dS (and dbias, zeroed beforehand) at zero.
+    if (m.q_segments != nullptr &&
+        !ApplySegmentVote<kBlockN>(p, m.kv_segments + int64_t(b) * s.kv_len, n0, int(s.kv_len),
+                                   seg_min, seg_max, tile_elementwise)) {
+      __syncthreads();
+      continue;
     }
     const T* tK = sK + buf * kBlockN * kD;
     const T* tV = sV + buf * kBlockN * kD;
@@ -340,10 +329,7 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
   if (qt_hi > qt_lo) {
     LoadTile<T, kD, kKvBlockN>(sK, k_src, kv_stride, int(s.kv_len) - n0);
     LoadTile<T, kD, kKvBlockN>(sV, v_src, kv_stride, int(s.kv_len) - n0);
-    LoadTile<T, kD, kKvBlockQ>(sQ, q_src + int64_t(qt_lo) * kKvBlockQ * q_stride, q_stride,
-                               int(s.q_len) - qt_lo * kKvBlockQ);
-    LoadTile<T, kD, kKvBlockQ>(sdO, do_src + int64_t(qt_lo) * kKvBlockQ * q_stride, q_stride,
-                               int(s.q_len) - qt_lo * kKvBlockQ);
+    LoadTilePair<T, kD, kKvBlockQ>(sQ, sdO, q_src, do_src, q_stride, qt_lo * kKvBlockQ, int(s.q_len));
     stage_rows(qt_lo, 0);
     mma::CpAsyncCommit();
   }
@@ -351,27 +337,19 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
     const int buf = (qt - qt_lo) & 1;
     const int i0 = qt * kKvBlockQ;
     if (qt + 1 < qt_hi) {
-      const int i1 = i0 + kKvBlockQ;
-      LoadTile<T, kD, kKvBlockQ>(sQ + (buf ^ 1) * kKvBlockQ * kD, q_src + int64_t(i1) * q_stride, q_stride,
-                                 int(s.q_len) - i1);
-      LoadTile<T, kD, kKvBlockQ>(sdO + (buf ^ 1) * kKvBlockQ * kD, do_src + int64_t(i1) * q_stride, q_stride,
-                                 int(s.q_len) - i1);
+      LoadTilePair<T, kD, kKvBlockQ>(sQ + (buf ^ 1) * kKvBlockQ * kD, sdO + (buf ^ 1) * kKvBlockQ * kD,
+                                     q_src, do_src, q_stride, i0 + kKvBlockQ, int(s.q_len));
       stage_rows(qt + 1, buf ^ 1);
     }
     mma::CpAsyncCommit();
     mma::CpAsyncWait<1>();
     __syncthreads();
     bool tile_elementwise = elementwise;
-    if (m.q_segments != nullptr) {
-      const SegmentVote vote = VoteSegments<kKvBlockQ>(m.q_segments + int64_t(b) * s.q_len, i0,
-                                                       int(s.q_len), kv_seg_min, kv_seg_max);
-      if (vote == SegmentVote::kSkip) {
-        __syncthreads();
-        continue;
-      }
-      if (vote == SegmentVote::kUniform && p.mask.data == nullptr && p.bias.data == nullptr) {
-        tile_elementwise = false;
-      }
+    if (m.q_segments != nullptr &&
+        !ApplySegmentVote<kKvBlockQ>(p, m.q_segments + int64_t(b) * s.q_len, i0, int(s.q_len),
+                                     kv_seg_min, kv_seg_max, tile_elementwise)) {
+      __syncthreads();
+      continue;
     }
     const T* tQ = sQ + buf * kKvBlockQ * kD;
     const T* tdO = sdO + buf * kKvBlockQ * kD;

@@ -54,6 +54,15 @@ __device__ __forceinline__ void LoadTile(T* tile, const T* src, int64_t row_stri
   }
 }
 
+// Rows [row0, row0 + kRows) of two operands with the same layout (K and V,
+// or Q and dO) into their tiles; rows at or past `len` are zero-filled.
+template <typename T, int kD, int kRows>
+__device__ __forceinline__ void LoadTilePair(T* tile_a, T* tile_b, const T* src_a, const T* src_b,
+                                             int64_t row_stride, int row0, int len) {
+  LoadTile<T, kD, kRows>(tile_a, src_a + int64_t(row0) * row_stride, row_stride, len - row0);
+  LoadTile<T, kD, kRows>(tile_b, src_b + int64_t(row0) * row_stride, row_stride, len - row0);
+}
+
 // One bias element as float32, whatever the bias dtype.
 template <typename Args>
 __device__ __forceinline__ float LoadBias(const Args& p, int b, int h, int i, int j) {
@@ -83,6 +92,21 @@ __device__ __forceinline__ SegmentVote VoteSegments(const int32_t* ids, int n0, 
   // One segment on both sides: every pair matches, no per-element test needed.
   if (seg_min == seg_max && __syncthreads_and(same)) return SegmentVote::kUniform;
   return SegmentVote::kMixed;
+}
+
+// Applies the segment vote of the tile of rows [r0, r0 + kRows) (block-wide):
+// false when the tile can be skipped; otherwise `elementwise` drops to false
+// when one segment spans both sides and no mask or bias needs the per-element
+// path.
+template <int kRows, typename Args>
+__device__ __forceinline__ bool ApplySegmentVote(const Args& p, const int32_t* ids, int r0, int len,
+                                                 int seg_min, int seg_max, bool& elementwise) {
+  const SegmentVote vote = VoteSegments<kRows>(ids, r0, len, seg_min, seg_max);
+  if (vote == SegmentVote::kSkip) return false;
+  if (vote == SegmentVote::kUniform && p.mask.data == nullptr && p.bias.data == nullptr) {
+    elementwise = false;
+  }
+  return true;
 }
 
 // The segment-id range [min, max] of rows [first, last] (block-wide; needs 4 ints of smem).
@@ -169,10 +193,7 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
 
   if (tile_hi > tile_lo) {
     LoadTile<T, kD, kFwdBlockM>(sQ, q_src, q_stride, int(s.q_len) - q0);
-    LoadTile<T, kD, kBlockN>(sK, k_src + int64_t(tile_lo) * kBlockN * kv_stride, kv_stride,
-                             int(s.kv_len) - tile_lo * kBlockN);
-    LoadTile<T, kD, kBlockN>(sV, v_src + int64_t(tile_lo) * kBlockN * kv_stride, kv_stride,
-                             int(s.kv_len) - tile_lo * kBlockN);
+    LoadTilePair<T, kD, kBlockN>(sK, sV, k_src, v_src, kv_stride, tile_lo * kBlockN, int(s.kv_len));
     mma::CpAsyncCommit();
   }
 
@@ -180,27 +201,19 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
     const int buf = (t - tile_lo) & 1;
     const int n0 = t * kBlockN;
     if (t + 1 < tile_hi) {
-      const int n1 = n0 + kBlockN;
-      LoadTile<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, k_src + int64_t(n1) * kv_stride, kv_stride,
-                               int(s.kv_len) - n1);
-      LoadTile<T, kD, kBlockN>(sV + (buf ^ 1) * kBlockN * kD, v_src + int64_t(n1) * kv_stride, kv_stride,
-                               int(s.kv_len) - n1);
+      LoadTilePair<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src,
+                                   v_src, kv_stride, n0 + kBlockN, int(s.kv_len));
     }
     mma::CpAsyncCommit();
     mma::CpAsyncWait<1>();
     __syncthreads();
 
     bool tile_elementwise = elementwise;
-    if (m.q_segments != nullptr) {
-      const SegmentVote vote = VoteSegments<kBlockN>(m.kv_segments + int64_t(b) * s.kv_len, n0,
-                                                     int(s.kv_len), seg_min, seg_max);
-      if (vote == SegmentVote::kSkip) {
-        __syncthreads();
-        continue;
-      }
-      if (vote == SegmentVote::kUniform && p.mask.data == nullptr && p.bias.data == nullptr) {
-        tile_elementwise = false;
-      }
+    if (m.q_segments != nullptr &&
+        !ApplySegmentVote<kBlockN>(p, m.kv_segments + int64_t(b) * s.kv_len, n0, int(s.kv_len),
+                                   seg_min, seg_max, tile_elementwise)) {
+      __syncthreads();
+      continue;
     }
 
     const T* tK = sK + buf * kBlockN * kD;
