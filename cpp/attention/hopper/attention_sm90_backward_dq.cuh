@@ -83,23 +83,15 @@ __global__ void __launch_bounds__(384, 1)
     SetMaxNRegDec<Cfg::kProducerRegs>();
     if (threadIdx.x == 0) {
       MbarArriveExpectTx(q_full, 2 * Cfg::kQBytes);
-#pragma unroll
-      for (int db = 0; db < kDBlocks; ++db) {
-        TmaLoad4d(smem_q + db * kBlockM * 128, &tm_q, q_full, db * 64, h, m_block * kBlockM, b);
-        TmaLoad4d(smem_do + db * kBlockM * 128, &tm_do, q_full, db * 64, h, m_block * kBlockM, b);
-      }
+      TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, h, m_block * kBlockM, b);
+      TmaLoadHeadRows<kDBlocks, kBlockM>(smem_do, &tm_do, q_full, h, m_block * kBlockM, b);
       for (int it = 0; it < n_blocks; ++it) {
         const int st = it % kStages;
         const uint32_t ph = (it / kStages) & 1;
         MbarWait(&kv_empty[st], ph ^ 1);
         MbarArriveExpectTx(&kv_full[st], 2 * Cfg::kKVBytes);
-#pragma unroll
-        for (int db = 0; db < kDBlocks; ++db) {
-          TmaLoad4d(smem_k + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_k, &kv_full[st], db * 64, hk,
-                    it * kBlockN, b);
-          TmaLoad4d(smem_v + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_v, &kv_full[st], db * 64, hk,
-                    it * kBlockN, b);
-        }
+        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &kv_full[st], hk, it * kBlockN, b);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &kv_full[st], hk, it * kBlockN, b);
       }
     }
   } else {

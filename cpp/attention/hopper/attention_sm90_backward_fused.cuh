@@ -239,11 +239,8 @@ __global__ void __launch_bounds__(384, 1)
       const int lane = threadIdx.x;
       if (lane == 0) {
         MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
-#pragma unroll
-        for (int db = 0; db < kDBlocks; ++db) {
-          TmaLoad4d(smem_k + db * kBlockN * 128, &tm_k, kv_full, db * 64, hk, n_block * kBlockN, b);
-          TmaLoad4d(smem_v + db * kBlockN * 128, &tm_v, kv_full, db * 64, hk, n_block * kBlockN, b);
-        }
+        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k, &tm_k, kv_full, hk, n_block * kBlockN, b);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v, &tm_v, kv_full, hk, n_block * kBlockN, b);
       }
       const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
       const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
@@ -261,13 +258,8 @@ __global__ void __launch_bounds__(384, 1)
         }
         if (lane == 0) {
           MbarArriveExpectTx(&q_full[st], 2 * Cfg::kQBytes);
-#pragma unroll
-          for (int db = 0; db < kDBlocks; ++db) {
-            TmaLoad4d(smem_q + st * Cfg::kQBytes + db * kBlockM * 128, &tm_q, &q_full[st], db * 64, h,
-                      m * kBlockM, b);
-            TmaLoad4d(smem_do + st * Cfg::kQBytes + db * kBlockM * 128, &tm_do, &q_full[st], db * 64, h,
-                      m * kBlockM, b);
-          }
+          TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + st * Cfg::kQBytes, &tm_q, &q_full[st], h, m * kBlockM, b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(smem_do + st * Cfg::kQBytes, &tm_do, &q_full[st], h, m * kBlockM, b);
         } else {
           MbarArrive(&q_full[st]);
         }

@@ -188,10 +188,7 @@ __global__ void __launch_bounds__(384, 1)
           if (lane == 0) {
             MbarWait(q_empty, (local & 1) ^ 1);
             MbarArriveExpectTx(q_full, Cfg::kQBytes);
-#pragma unroll
-            for (int db = 0; db < kDBlocks; ++db) {
-              TmaLoad4d(smem_q + db * kBlockM * 128, &tm_q, q_full, db * 64, tl.h, q0, tl.b);
-            }
+            TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, q0, tl.b);
           }
           for (int n = n_hi - 1; n >= n_lo; --n) {
             int ids[4] = {0, 0, 0, 0};
@@ -211,18 +208,10 @@ __global__ void __launch_bounds__(384, 1)
             __syncwarp();
             if (lane == 0) {
               MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
-#pragma unroll
-              for (int db = 0; db < kDBlocks; ++db) {
-                TmaLoad4d(smem_k + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_k, &k_full[st], db * 64, hk,
-                          n * kBlockN, tl.b);
-              }
+              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
               MbarWait(&v_empty[st], ph ^ 1);
               MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-#pragma unroll
-              for (int db = 0; db < kDBlocks; ++db) {
-                TmaLoad4d(smem_v + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_v, &v_full[st], db * 64, hk,
-                          n * kBlockN, tl.b);
-              }
+              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
             }
             ++kv_it;
           }
@@ -250,28 +239,17 @@ __global__ void __launch_bounds__(384, 1)
         const int hk = tl.h / p.group;
         MbarWait(q_empty, (local & 1) ^ 1);
         MbarArriveExpectTx(q_full, Cfg::kQBytes);
-#pragma unroll
-        for (int db = 0; db < kDBlocks; ++db) {
-          TmaLoad4d(smem_q + db * kBlockM * 128, &tm_q, q_full, db * 64, tl.h, tl.m_block * kBlockM, tl.b);
-        }
+        TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, tl.m_block * kBlockM, tl.b);
         for (int it = 0; it < tl.n_blocks; ++it, ++kv_it) {
           const int n = tl.n_blocks - 1 - it;
           const int st = kv_it % kStages;
           const uint32_t ph = (kv_it / kStages) & 1;
           MbarWait(&k_empty[st], ph ^ 1);
           MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
-#pragma unroll
-          for (int db = 0; db < kDBlocks; ++db) {
-            TmaLoad4d(smem_k + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_k, &k_full[st], db * 64, hk,
-                      n * kBlockN, tl.b);
-          }
+          TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
           MbarWait(&v_empty[st], ph ^ 1);
           MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-#pragma unroll
-          for (int db = 0; db < kDBlocks; ++db) {
-            TmaLoad4d(smem_v + st * Cfg::kKVBytes + db * kBlockN * 128, &tm_v, &v_full[st], db * 64, hk,
-                      n * kBlockN, tl.b);
-          }
+          TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
         }
       }
     }

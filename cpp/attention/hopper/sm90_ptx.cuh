@@ -177,6 +177,18 @@ __device__ __forceinline__ void TmaLoad4d(void* smem_dst, const void* tmap, uint
       "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(SmemAddr(bar))
       : "memory");
 }
+// kRows sequence rows of one head from a (head_dim, heads, seq, batch) tensor
+// map: kPanels boxes of 64 head-dim columns, panel p at tile + p * kRows * 128
+// bytes (the 128-byte-swizzled panel layout MakeDescSw128 describes).
+template <int kPanels, int kRows>
+__device__ __forceinline__ void TmaLoadHeadRows(uint8_t* tile, const void* tmap, uint64_t* bar, int head,
+                                                int row, int batch) {
+#pragma unroll
+  for (int panel = 0; panel < kPanels; ++panel) {
+    TmaLoad4d(tile + panel * kRows * 128, tmap, bar, panel * 64, head, row, batch);
+  }
+}
+
 __device__ __forceinline__ void PrefetchTmaDescriptor(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
 }
