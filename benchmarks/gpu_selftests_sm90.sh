@@ -20,7 +20,7 @@ run() {  # log name, timeout, command...
   run "forward-$dt" 120 "$bin/sm90_attention_selftest" "$dt"; done
 [ -x "$bin/sm90_attention_bwd_selftest" ] && run backward 200 "$bin/sm90_attention_bwd_selftest" all
 [ -x "$bin/sm90_attention_ext_selftest" ] && {
-  run ext-gate 60 env -u JAXDNN_ATTENTION_SM90_EXT "$bin/sm90_attention_ext_selftest" gate
+  run ext-gate 60 "$bin/sm90_attention_ext_selftest" gate
   for dt in bf16 f16; do run "ext-$dt" 240 "$bin/sm90_attention_ext_selftest" "$dt"; done; }
 # The fused backward: correctness and determinism first; timings only if they pass.
 [ -x "$bin/sm90_attention_bwd_selftest" ] && {

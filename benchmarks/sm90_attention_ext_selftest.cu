@@ -11,8 +11,9 @@
 // counting only in-document (allowed) pairs.
 //
 // Usage: sm90_attention_ext_selftest [bf16|f16]       checks + timings
-//        sm90_attention_ext_selftest gate             (run WITHOUT the env
-//          var) checks that Sm90ForwardSupports refuses the extended cases.
+//        sm90_attention_ext_selftest gate             checks that, with
+//          JAXDNN_ATTENTION_SM90_EXT=0, Sm90ForwardSupports refuses the
+//          extended cases and still takes the dense ones.
 // Exit code 1 on any failure.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -125,7 +126,9 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "bf16";
   const bool gate = mode == "gate";
   const bool f16 = mode == "f16";
-  if (!gate) setenv("JAXDNN_ATTENTION_SM90_EXT", "1", 1);  // before the first Supports() call
+  // Before the first Supports() call: the gate mode checks the switch that
+  // turns the extended cases off.
+  setenv("JAXDNN_ATTENTION_SM90_EXT", gate ? "0" : "1", 1);
   int dev = 0;
   CHECK_CUDA(cudaSetDevice(dev));
   cudaDeviceProp prop;
@@ -169,7 +172,7 @@ int main(int argc, char** argv) {
   };
 
   if (gate) {
-    // Without JAXDNN_ATTENTION_SM90_EXT=1: dense cases accepted, extended ones refused.
+    // With JAXDNN_ATTENTION_SM90_EXT=0: dense cases accepted, extended ones refused.
     bool ok = true;
     for (const Case& c : cases) {
       AttnFwdArgs a{};

@@ -2,7 +2,7 @@
 # Builds and runs the self-test of the Hopper attention forward's extended path
 # (lengths, bottom-right causal, window, softcap, segments); logs go to $1.
 # Usage: bash benchmarks/sm90_attention_ext_selftest.sh OUTDIR ["bf16 f16"]
-#   Runs: the gate check (without JAXDNN_ATTENTION_SM90_EXT: extended cases must
+#   Runs: the gate check (with JAXDNN_ATTENTION_SM90_EXT=0 extended cases must
 #   be refused), then every case in every kernel variant per dtype, and the
 #   packed-document timings. SM90_EXTRA_FLAGS: extra nvcc flags (e.g.
 #   -DJAXDNN_SM90_HANG_TRAP turns a deadlock into a launch error; recommended
@@ -22,7 +22,7 @@ grep -E "warning" "$LOG/compile.log" | grep -v "api.h\|ffi.h" | head -20
 echo "ptxas spill lines (count, text):"; grep -E "spill" "$LOG/compile.log" | sort | uniq -c
 if [ $rc -ne 0 ]; then echo "compile failed (rc=$rc)"; tail -40 "$LOG/compile.log"; exit $rc; fi
 status=0
-env -u JAXDNN_ATTENTION_SM90_EXT timeout ${SM90_TIMEOUT:-120} "$BIN" gate 2>&1 | tee "$LOG/gate.log"
+timeout ${SM90_TIMEOUT:-120} "$BIN" gate 2>&1 | tee "$LOG/gate.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 for dt in ${2:-bf16 f16}; do
   timeout ${SM90_TIMEOUT:-480} "$BIN" "$dt" 2>&1 | tee "$LOG/selftest_${dt}.log"

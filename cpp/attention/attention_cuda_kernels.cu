@@ -114,25 +114,32 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 
 }  // namespace
 
-// The Hopper backwards are opt-in until they have been checked through jax on
-// a GPU: JAXDNN_ATTENTION_SM90_BWD=1 takes the two-kernel one (delta, dK/dV
-// and dQ passes; its standalone self-test passed on an H200, 2026-11-22), =2
-// the fused one first (dK/dV/dQ in one kernel, dQ added in key-block order;
-// compiled only; the Python side then sizes the workspace for it).
-static int Sm90BackwardMode() {
+// Which backward runs. By default the Hopper ones, both checked through jax on
+// an H200 (2026-11-22): the fused one (dK/dV/dQ in one kernel, dQ added in
+// key-block order) from kFusedBackwardMinQueryLen query rows up, where it
+// measured 3-9% faster, the two-kernel one (delta, dK/dV and dQ passes) below
+// it, where it measured 3-15% faster (benchmarks/results/2026-11-22-h200-
+// attention-v7-*). JAXDNN_ATTENTION_SM90_BWD=0 keeps the mma.sync backward,
+// =1 the two-kernel one, =2 the fused one wherever it applies (for A/B timing).
+// The Python side sizes the workspace by the same rule
+// (jaxdnn/attention/primitives.py: FUSED_BACKWARD_MIN_QUERY_LEN); the fused
+// kernel refuses a workspace too small for it.
+constexpr int64_t kFusedBackwardMinQueryLen = 8192;
+
+static int Sm90BackwardMode() {  // -1: by size
   static const int mode = [] {
     const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD");
-    return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 0;
+    return v && v[0] >= '0' && v[0] <= '2' && v[1] == '\0' ? v[0] - '0' : -1;
   }();
   return mode;
 }
 
 cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.heads == 0) return cudaSuccess;
-  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && Sm90BackwardMode() != 0) {
-    if (Sm90BackwardMode() == 2 && Sm90FusedBackwardSupports(p)) {
-      return LaunchAttentionBwdSm90Fused(p, stream);
-    }
+  const int mode = Sm90BackwardMode();
+  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && mode != 0) {
+    const bool fused_first = mode == 2 || (mode == -1 && p.shape.q_len >= kFusedBackwardMinQueryLen);
+    if (fused_first && Sm90FusedBackwardSupports(p)) return LaunchAttentionBwdSm90Fused(p, stream);
     if (Sm90BackwardSupports(p)) return LaunchAttentionBwdSm90(p, stream);
   }
   if (p.shape.q_len == 0 || p.shape.kv_len == 0) {

@@ -134,9 +134,9 @@ class AttentionBackward(FfiOp):
       bias = avals_in[operand_kinds(BACKWARD_FIXED, operands).index("bias")]
       if tuple(bias.shape) != (batch, heads, q_len, kv_len):
         elems += batch * heads * q_len * kv_len
-    if os.environ.get("JAXDNN_ATTENTION_SM90_BWD") == "2":
-      # The opt-in fused Hopper backward also keeps a float32 dQ accumulator
-      # and semaphores (attention_sm90_backward_fused.h: Sm90FusedBwdWorkspaceElems).
+    if _may_take_fused_backward(q_len):
+      # The fused Hopper backward also keeps a float32 dQ accumulator and
+      # semaphores (attention_sm90_backward_fused.h: Sm90FusedBwdWorkspaceElems).
       elems = max(elems, _fused_backward_workspace(batch, q_len, kv_len, heads, k.shape[2], dim))
     return [jax.ShapeDtypeStruct((max(elems, 1),), jnp.float32)]
 
@@ -189,6 +189,20 @@ def _composed_backward(*args, operands, scale, softcap, causal, window_left, win
 
 attention_forward = AttentionForward()
 attention_backward = AttentionBackward()
+
+
+# From this many query rows up the CUDA backward takes the fused Hopper kernel
+# (mirrors kFusedBackwardMinQueryLen in cpp/attention/attention_cuda_kernels.cu).
+FUSED_BACKWARD_MIN_QUERY_LEN = 8192
+
+
+def _may_take_fused_backward(q_len):
+  """Whether the CUDA backward may pick the fused Hopper kernel, by the same
+  rule as the C++ side (JAXDNN_ATTENTION_SM90_BWD: 0/1 never, 2 always)."""
+  mode = os.environ.get("JAXDNN_ATTENTION_SM90_BWD")
+  if mode in ("0", "1"):
+    return False
+  return mode == "2" or q_len >= FUSED_BACKWARD_MIN_QUERY_LEN
 
 
 def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):

@@ -13,11 +13,14 @@ namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-// JAXDNN_ATTENTION_SM90_EXT=1 lets Sm90ForwardSupports take the extended cases.
+// The extended cases (lengths, bottom-right causal, window, softcap, segment
+// ids) are on by default since their self-test and the jax check passed on an
+// H200 (2026-11-22); JAXDNN_ATTENTION_SM90_EXT=0 sends them back to the
+// mma.sync kernel (for A/B timing).
 bool ExtEnabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("JAXDNN_ATTENTION_SM90_EXT");
-    return v != nullptr && v[0] == '1' && v[1] == '\0';
+    return !(v != nullptr && v[0] == '0' && v[1] == '\0');
   }();
   return enabled;
 }
@@ -108,8 +111,8 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
   if (m.dropout_rate != 0.f) return false;
   if (!(m.scale > 0.f)) return false;
   if (NeedsExt(p)) {
-    // Lengths, segments, window, softcap, causal with q_len != kv_len: only
-    // with JAXDNN_ATTENTION_SM90_EXT=1 (not yet verified on a GPU).
+    // Lengths, segments, window, softcap, causal with q_len != kv_len:
+    // unless JAXDNN_ATTENTION_SM90_EXT=0.
     if (!ExtEnabled()) return false;
     if ((m.q_segments == nullptr) != (m.kv_segments == nullptr)) return false;
     if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;

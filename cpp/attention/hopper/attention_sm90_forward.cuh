@@ -18,13 +18,13 @@
 //     consumer warpgroups; persistent CTAs. Epilogue: normalize, stage O in a
 //     swizzled shared-memory buffer, 16-byte coalesced stores; lse per row.
 // Shared memory (D=128): Q 32 KB + 2 x (K 32 KB + V 32 KB) + O 32 KB ~ 193 KB.
-// Extended path (template flag kExt; NOT yet verified on a GPU): padding
+// Extended path (template flag kExt; checked on an H200): padding
 // lengths, causal with the bottom-right alignment when q_len < kv_len, a
 // sliding window, softcap and segment ids (packed documents), with the rules of
 // attention_mask.h (see sm90_forward_mask.cuh). There the producer warp (all 32
 // lanes) walks each tile's band of kv blocks [n_lo, n_hi) (from the lengths,
-// causality and the window) from the top down, votes on each block's segment
-// ids (skip / one segment / mixed), and hands each loaded block's index and
+// causality and the window) from the top down, votes on the blocks' segment
+// ids 32 blocks at a time (skip / one segment / mixed), and hands each loaded block's index and
 // kind (and its key segment ids) to the consumers through a small shared-
 // memory slot per ring stage, written before the K barrier's arrive. A tile
 // ends with a terminator slot (no data), so the consumers need no block count
@@ -81,11 +81,11 @@ struct FwdConfig {
   static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  // Extended path: its producer warp (segment votes, band limits) needs more
-  // than 24 registers (ptxas spilled 8 bytes there at 24); the consumers fit in
-  // 232 without spills. setmaxnreg moves registers within the 168 x 384 of
+  // Extended path: its producer warp (segment votes of 32 blocks at once,
+  // band limits) needs more than 24 registers (ptxas spilled at 24 and, for
+  // head dim 64, at 32); the consumers fit in 232 without spills. setmaxnreg moves registers within the 168 x 384 of
   // the launch: producer + 2 x consumer must stay within 3 x 168.
-  static constexpr int kProducerRegsExt = 32;
+  static constexpr int kProducerRegsExt = 40;
   static constexpr int kConsumerRegsExt = 232;
   static_assert(kProducerRegs + 2 * kConsumerRegs <= 3 * 168, "register split");
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
@@ -190,30 +190,38 @@ __global__ void __launch_bounds__(384, 1)
             MbarArriveExpectTx(q_full, Cfg::kQBytes);
             TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, q0, tl.b);
           }
-          for (int n = n_hi - 1; n >= n_lo; --n) {
-            int ids[4] = {0, 0, 0, 0};
-            int kind = 1;
+          // Blocks from the top down, voted on 32 at a time.
+          for (int n_top = n_hi - 1; n_top >= n_lo; n_top -= 32) {
+            unsigned may_bits = 0xffffffffu, same_bits = 0xffffffffu;  // no segments: all kind 1
             if (has_seg) {
-              kind = FwdVoteSegments(kv_ids, n * kBlockN, p.kv_len, seg_min, seg_max, lane, ids);
-              if (kind == 0) continue;  // warp-uniform
+              FwdVoteSegmentChunk<kBlockN>(kv_ids, n_top, n_lo, p.kv_len, seg_min, seg_max, lane,
+                                           may_bits, same_bits);
             }
-            const int st = kv_it % kStages;
-            const uint32_t ph = (kv_it / kStages) & 1;
-            // The stage's slot is free once every consumer warp released its K
-            // (they read the slot before that release).
-            if (lane == 0) MbarWait(&k_empty[st], ph ^ 1);
-            __syncwarp();
-            if (has_seg) FwdStoreSegments(ids, lane, seg_smem + st * kBlockN);
-            if (lane == 0) info_smem[st] = n * 4 + kind;
-            __syncwarp();
-            if (lane == 0) {
-              MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
-              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
-              MbarWait(&v_empty[st], ph ^ 1);
-              MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
+            const int count = min(32, n_top - n_lo + 1);
+            for (int k = 0; k < count; ++k) {
+              if (((may_bits >> k) & 1u) == 0) continue;  // warp-uniform skip
+              const int n = n_top - k;
+              const int kind = ((same_bits >> k) & 1u) ? 1 : 2;
+              int ids[4] = {0, 0, 0, 0};
+              if (kind == 2) FwdLoadSegments(kv_ids, n * kBlockN, p.kv_len, lane, ids);
+              const int st = kv_it % kStages;
+              const uint32_t ph = (kv_it / kStages) & 1;
+              // The stage's slot is free once every consumer warp released its K
+              // (they read the slot before that release).
+              if (lane == 0) MbarWait(&k_empty[st], ph ^ 1);
+              __syncwarp();
+              if (kind == 2) FwdStoreSegments(ids, lane, seg_smem + st * kBlockN);
+              if (lane == 0) info_smem[st] = n * 4 + kind;
+              __syncwarp();
+              if (lane == 0) {
+                MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
+                TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
+                MbarWait(&v_empty[st], ph ^ 1);
+                MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+                TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
+              }
+              ++kv_it;
             }
-            ++kv_it;
           }
           // The tile's terminator slot: no data, info -1.
           {

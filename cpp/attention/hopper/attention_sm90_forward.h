@@ -10,12 +10,12 @@ namespace jaxdnn::attention {
 // True when the sm_90a kernel handles this problem: bf16/f16, head dim 64 or
 // 128, no bias/mask/dropout, scale > 0, 16-byte aligned operands, and the
 // current device has compute capability 9.0; and either the dense case (no
-// lengths/segments/softcap/window, causal only with q_len == kv_len) or, only
-// when the environment variable JAXDNN_ATTENTION_SM90_EXT=1 is set (read once),
-// the extended cases: q/kv padding lengths, causal with q_len != kv_len
+// lengths/segments/softcap/window, causal only with q_len == kv_len) or, unless
+// the environment variable JAXDNN_ATTENTION_SM90_EXT=0 is set (read once), the
+// extended cases: q/kv padding lengths, causal with q_len != kv_len
 // (bottom-right when q_len < kv_len, per attention_mask.h), a sliding window,
-// softcap and segment ids. The extended cases are NOT yet verified on a GPU
-// (compile-only so far; benchmarks/sm90_attention_ext_selftest.sh checks them).
+// softcap and segment ids (checked on an H200 by
+// benchmarks/sm90_attention_ext_selftest.cu and through jax).
 bool Sm90ForwardSupports(const AttnFwdArgs& p);
 
 // Launches the forward on `stream`. Allocates nothing and does not synchronize

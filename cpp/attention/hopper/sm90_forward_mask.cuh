@@ -120,25 +120,54 @@ __device__ __forceinline__ void FwdMaskBlock(float (&s)[N], int n0, const int (&
   }
 }
 
-// Segment vote of one kv block, by one whole warp (the producer's): how the
-// block's keys [n0, n0 + 128) relate to a query tile whose segment ids span
-// [seg_min, seg_max]. v receives the block's ids (keys past kv_len: INT_MIN),
-// 4 per lane, for FwdStoreSegments. Returns 0: skip (no pair can match),
-// 1: every key in the tile's one segment (no per-element test needed), 2: mixed.
-__device__ __forceinline__ int FwdVoteSegments(const int32_t* kv_ids, int n0, int kv_len, int seg_min,
-                                               int seg_max, int lane, int (&v)[4]) {
-  bool may = false, same = true;
+// Segment votes of up to 32 kv blocks at once, one block per lane: lane k
+// takes block n_top - k (blocks below n_lo are not voted on). A vote block by
+// block waits one memory latency per block; on packed documents most blocks of
+// a tile are skipped, so that serial wait, not the products, set the time.
+// Here every lane has its block's loads in flight together. The vote works on
+// the block's min and max id: `may` (some key might share a segment with the
+// tile's rows, [seg_min, seg_max]) is conservative, which is safe since a
+// kind-2 block is masked element by element; `same` (every key is in the
+// tile's one segment) is exact. Bit k of may_bits / same_bits: block n_top - k.
+template <int kBlockN>
+__device__ __forceinline__ void FwdVoteSegmentChunk(const int32_t* kv_ids, int n_top, int n_lo, int kv_len,
+                                                    int seg_min, int seg_max, int lane,
+                                                    unsigned& may_bits, unsigned& same_bits) {
+  const int n = n_top - lane;
+  int mn = INT_MAX, mx = INT_MIN;
+  if (n >= n_lo) {
+    const int j0 = n * kBlockN;
+    const int j1 = min(j0 + kBlockN, kv_len);
+    if (j1 - j0 == kBlockN && (reinterpret_cast<uintptr_t>(kv_ids + j0) & 15) == 0) {
+      const int4* v4 = reinterpret_cast<const int4*>(kv_ids + j0);
+#pragma unroll 4
+      for (int i = 0; i < kBlockN / 4; ++i) {
+        const int4 v = __ldg(v4 + i);
+        mn = min(mn, min(min(v.x, v.y), min(v.z, v.w)));
+        mx = max(mx, max(max(v.x, v.y), max(v.z, v.w)));
+      }
+    } else {
+      for (int j = j0; j < j1; ++j) {
+        const int v = __ldg(kv_ids + j);
+        mn = min(mn, v);
+        mx = max(mx, v);
+      }
+    }
+  }
+  const bool may = n >= n_lo && mx >= seg_min && mn <= seg_max;
+  const bool same = may && seg_min == seg_max && mn == seg_min && mx == seg_min;
+  may_bits = __ballot_sync(0xffffffffu, may);
+  same_bits = __ballot_sync(0xffffffffu, same);
+}
+
+// The key segment ids of block [n0, n0 + 128), 4 per lane (keys past kv_len:
+// INT_MIN), for FwdStoreSegments.
+__device__ __forceinline__ void FwdLoadSegments(const int32_t* kv_ids, int n0, int kv_len, int lane, int (&v)[4]) {
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const int j = n0 + lane + 32 * k;
     v[k] = j < kv_len ? __ldg(kv_ids + j) : INT_MIN;
-    if (j < kv_len) {
-      may = may || (v[k] >= seg_min && v[k] <= seg_max);
-      same = same && v[k] == seg_min;
-    }
   }
-  if (!__any_sync(0xffffffffu, may)) return 0;
-  return (seg_min == seg_max && __all_sync(0xffffffffu, same)) ? 1 : 2;
 }
 
 __device__ __forceinline__ void FwdStoreSegments(const int (&v)[4], int lane, int32_t* ids_smem) {
