@@ -100,7 +100,7 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
   const AttnShape& s = p.shape;
   const AttnMaskParams& m = p.mask_params;
   if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
-  if (s.head_dim != 64 && s.head_dim != 128) return false;
+  if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) return false;
   if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
   if (s.heads % s.kv_heads != 0) return false;
   if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30) ||
@@ -153,6 +153,10 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   JAXDNN_SM90_CASE(64, true, false)
   JAXDNN_SM90_CASE(64, false, true)
   JAXDNN_SM90_CASE(64, true, true)
+  JAXDNN_SM90_CASE(256, false, false)
+  JAXDNN_SM90_CASE(256, true, false)
+  JAXDNN_SM90_CASE(256, false, true)
+  JAXDNN_SM90_CASE(256, true, true)
 #undef JAXDNN_SM90_CASE
   return cudaErrorInvalidValue;
 }

@@ -1,6 +1,6 @@
 // Hopper (sm_90a) attention forward in the FlashAttention-3 style, dense case:
 // no bias/mask/lengths/segments/softcap/dropout/window; causal (top-left) only
-// when q_len == kv_len. Head dim 64 or 128, bf16 or f16.
+// when q_len == kv_len. Head dim 64, 128 or 256, bf16 or f16.
 //
 // One CTA = one 128-row query tile of one (batch, head); 3 warpgroups:
 //   warpgroup 0: producer. After setmaxnreg.dec one thread issues the TMA loads:
@@ -18,6 +18,12 @@
 //     consumer warpgroups; persistent CTAs. Epilogue: normalize, stage O in a
 //     swizzled shared-memory buffer, 16-byte coalesced stores; lse per row.
 // Shared memory (D=128): Q 32 KB + 2 x (K 32 KB + V 32 KB) + O 32 KB ~ 193 KB.
+// Head dim 256: kv blocks of 64 rows (S = 64 x 64 per warpgroup by m64n64k16
+// over 16 k-steps, O += P V by m64n256k16 over 4), Q 64 KB + 2 x (K 32 KB +
+// V 32 KB) = 192 KB, and no room for an O buffer: O is staged in Q's buffer
+// (each consumer warpgroup over its own 64 Q rows), so there Q is released
+// after the epilogue (see kOInQ). Causal: the top kBlockM / kBlockN = 2 kv
+// blocks of a tile cross the diagonal and are masked.
 // Extended path (template flag kExt; checked on an H200): padding
 // lengths, causal with the bottom-right alignment when q_len < kv_len, a
 // sliding window, softcap and segment ids (packed documents), with the rules of
@@ -31,7 +37,7 @@
 // up front and a tile with no allowed key (rows past q_length, a window that
 // misses everything) just writes zeros and lse = -inf. The dense path
 // (kExt = false) is the code it was before.
-// Not done: head dim 256, fp8, bias/mask/dropout, a dynamic (atomic) tile
+// Not done: fp8, bias/mask/dropout, a dynamic (atomic) tile
 // scheduler for causal persistent runs.
 #pragma once
 
@@ -59,22 +65,27 @@ struct FwdParams {
 
 template <int kD>
 struct FwdConfig {
-  static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
+  static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
   static constexpr int kThreads = 384;
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows
-  static constexpr int kBlockN = 128;
+  // Head dim 256: 64-row kv blocks, so that Q and a 2-stage K/V ring fit in
+  // shared memory (and S, 32 registers, fits beside the 128 of O).
+  static constexpr int kBlockN = kD == 256 ? 64 : 128;
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kKVBytes = kBlockN * kD * 2;
+  // O is staged for the epilogue in its own buffer, or (head dim 256: no room
+  // for one) in Q's, which then must stay unloaded until the staging is read.
+  static constexpr bool kOInQ = kD == 256;
   static constexpr int kOffQ = 0;
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKVBytes;
-  static constexpr int kOffO = kOffV + kStages * kKVBytes;  // epilogue staging
-  static constexpr int kOffBar = kOffO + kQBytes;
+  static constexpr int kOffO = kOInQ ? kOffQ : kOffV + kStages * kKVBytes;  // epilogue staging
+  static constexpr int kOffBar = kOInQ ? kOffV + kStages * kKVBytes : kOffO + kQBytes;
   static constexpr int kNumBars = 2 + 4 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;  // + alignment slack
-  // Extended path: per ring stage, the block's info word and its 128 key segment ids.
+  // Extended path: per ring stage, the block's info word and its kBlockN key segment ids.
   static constexpr int kOffInfo = kOffBar + 96;
   static constexpr int kOffSeg = kOffBar + 128;
   static_assert(kNumBars * 8 <= 96 && kStages * 4 <= 32, "ext smem slots");
@@ -85,10 +96,14 @@ struct FwdConfig {
   // band limits) needs more than 24 registers (ptxas spilled at 24 and, for
   // head dim 64, at 32); the consumers fit in 232 without spills. setmaxnreg moves registers within the 168 x 384 of
   // the launch: producer + 2 x consumer must stay within 3 x 168.
-  static constexpr int kProducerRegsExt = 40;
-  static constexpr int kConsumerRegsExt = 232;
+  // Head dim 256 (64-key blocks): the producer spilled at 40 and the
+  // consumers fit in 224 without spills, so the split there is 56 / 224.
+  static constexpr int kProducerRegsExt = kD == 256 ? 56 : 40;
+  static constexpr int kConsumerRegsExt = kD == 256 ? 224 : 232;
   static_assert(kProducerRegs + 2 * kConsumerRegs <= 3 * 168, "register split");
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
+  static_assert(kSmemBytesExt <= 227 * 1024, "shared memory per CTA");
+  static_assert(kBlockM % kBlockN == 0, "a query tile's diagonal spans whole kv blocks");
 };
 
 // kPingpong: the two consumer warpgroups take turns issuing their gemms
@@ -135,7 +150,11 @@ __global__ void __launch_bounds__(384, 1)
     r.m_block = p.num_m_blocks - 1 - m_rev;
     r.h = bh % p.heads;
     r.b = bh / p.heads;
-    r.n_blocks = p.causal ? min(kv_blocks, r.m_block + 1) : kv_blocks;
+    if constexpr (kBlockN == kBlockM) {
+      r.n_blocks = p.causal ? min(kv_blocks, r.m_block + 1) : kv_blocks;
+    } else {
+      r.n_blocks = p.causal ? min(kv_blocks, (r.m_block + 1) * (kBlockM / kBlockN)) : kv_blocks;
+    }
     return r;
   };
 
@@ -202,7 +221,7 @@ __global__ void __launch_bounds__(384, 1)
               if (((may_bits >> k) & 1u) == 0) continue;  // warp-uniform skip
               const int n = n_top - k;
               const int kind = ((same_bits >> k) & 1u) ? 1 : 2;
-              int ids[4] = {0, 0, 0, 0};
+              int ids[kBlockN / 32] = {};  // this lane's keys of the block
               if (kind == 2) FwdLoadSegments(kv_ids, n * kBlockN, p.kv_len, lane, ids);
               const int st = kv_it % kStages;
               const uint32_t ph = (kv_it / kStages) & 1;
@@ -295,6 +314,11 @@ __global__ void __launch_bounds__(384, 1)
     };
     auto release = [&](uint64_t* bar) {
       if (lane == 0) MbarArrive(bar);
+    };
+    // Q's buffer may take the next tile's Q once every S gemm of this tile is
+    // complete; when O is staged there (kOInQ) only after the epilogue, below.
+    auto release_q_after_gemms = [&]() {
+      if constexpr (!Cfg::kOInQ) release(q_empty);
     };
     // Online softmax of s in place (s becomes P, unnormalized); corr = factor
     // for the previous O and row sums.
@@ -439,7 +463,7 @@ __global__ void __launch_bounds__(384, 1)
             convert_p();
             prev = cur;
           }
-          release(q_empty);  // every S gemm of this tile is complete
+          release_q_after_gemms();  // every S gemm of this tile is complete
           {
             const int lst = prev % kStages;
             MbarWait(&v_full[lst], (prev / kStages) & 1);
@@ -452,7 +476,7 @@ __global__ void __launch_bounds__(384, 1)
           }
           prev += 1;  // the terminator's slot (its K barrier already waited)
         } else {
-          release(q_empty);  // an empty tile: no gemm, zeros and lse = -inf
+          release_q_after_gemms();  // an empty tile: no gemm, zeros and lse = -inf
         }
         st = prev % kStages;
         release_k(st);
@@ -473,22 +497,24 @@ __global__ void __launch_bounds__(384, 1)
           FenceRegs(s);
           release(&k_empty[st]);
         }
-        {
-          const int n = n_blocks - 1;
-          if (p.causal || (n + 1) * kBlockN > p.kv_len) {
-  #pragma unroll
-            for (int j = 0; j < kBlockN / 8; ++j) {
-  #pragma unroll
-              for (int r = 0; r < 2; ++r) {
-  #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  const int col = n * kBlockN + 8 * j + 2 * t + e;
-                  const int row = row0 + 8 * r;
-                  if (col >= p.kv_len || (p.causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
-                }
+        // Keys past kv_len, and (causal) keys past the row, to -inf in block n.
+        auto mask_keys = [&](int n) {
+#pragma unroll
+          for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                const int col = n * kBlockN + 8 * j + 2 * t + e;
+                const int row = row0 + 8 * r;
+                if (col >= p.kv_len || (p.causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
               }
             }
           }
+        };
+        {
+          const int n = n_blocks - 1;
+          if (p.causal || (n + 1) * kBlockN > p.kv_len) mask_keys(n);
         }
         softmax();
         convert_p();
@@ -508,6 +534,10 @@ __global__ void __launch_bounds__(384, 1)
           WgmmaWait<1>();
           FenceRegs(s);
           release(&k_empty[st]);
+          if constexpr (kBlockN < kBlockM) {
+            // Causal: the tile's diagonal crosses its top kBlockM / kBlockN blocks.
+            if (p.causal && it < kBlockM / kBlockN) mask_keys(n_blocks - 1 - it);
+          }
           softmax();
           WgmmaWait<0>();
           FenceRegs(o);
@@ -515,7 +545,7 @@ __global__ void __launch_bounds__(384, 1)
           rescale_o();
           convert_p();
         }
-        release(q_empty);  // every S gemm of this tile is complete
+        release_q_after_gemms();  // every S gemm of this tile is complete
         {
           const int last = kv_it + n_blocks - 1;
           const int lst = last % kStages;
@@ -574,6 +604,16 @@ __global__ void __launch_bounds__(384, 1)
           *reinterpret_cast<uint4*>(
               out + ((static_cast<int64_t>(tl.b) * p.q_len + grow) * p.heads + tl.h) * kD + cc * 8) = v;
         }
+      }
+      if constexpr (Cfg::kOInQ) {
+        // The staging sat in this warpgroup's Q rows: only now may the next
+        // tile's Q land there (persistent CTAs). The simplest correct order:
+        // the producer's next Q load waits for the epilogue (at head dim 256
+        // a tile's kv loop is long, so the lost overlap is small). The fence
+        // orders these generic-proxy reads before that TMA (async-proxy) write.
+        FenceProxyAsyncShared();
+        __syncwarp();
+        release(q_empty);
       }
     }
     if constexpr (kPingpong) {

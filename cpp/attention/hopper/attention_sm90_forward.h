@@ -7,9 +7,10 @@
 
 namespace jaxdnn::attention {
 
-// True when the sm_90a kernel handles this problem: bf16/f16, head dim 64 or
-// 128, no bias/mask/dropout, scale > 0, 16-byte aligned operands, and the
-// current device has compute capability 9.0; and either the dense case (no
+// True when the sm_90a kernel handles this problem: bf16/f16, head dim 64,
+// 128 or 256 (256: compiled, not yet run on a GPU), no bias/mask/dropout,
+// scale > 0, 16-byte aligned operands, and the current device has compute
+// capability 9.0; and either the dense case (no
 // lengths/segments/softcap/window, causal only with q_len == kv_len) or, unless
 // the environment variable JAXDNN_ATTENTION_SM90_EXT=0 is set (read once), the
 // extended cases: q/kv padding lengths, causal with q_len != kv_len

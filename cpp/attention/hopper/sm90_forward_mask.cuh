@@ -3,7 +3,8 @@
 // bottom-right alignment when q_len < kv_len, a sliding window, softcap and
 // segment ids. The rules are those of attention/attention_mask.h (AllowedKeys,
 // SameSegment, Logit); this header only re-expresses them for the wgmma
-// accumulator layout and for 128-key blocks.
+// accumulator layout and for kv blocks of kBlockN keys (128, or 64 at head
+// dim 256) and query tiles of 128 rows.
 //
 // Accumulator layout (one consumer thread, wgmma m64nNk16, f32): element
 // s[4 * j + 2 * r + e] is (row0 + 8 * r, n0 + 8 * j + 2 * t + e) with
@@ -65,7 +66,7 @@ __device__ __forceinline__ void FwdRowKeys(const FwdMaskParams& m, const FwdRowG
   hi = static_cast<int>(h);
 }
 
-// The kv blocks [n_lo, n_hi) of 128 keys a query tile [q0, q0 + 128) touches
+// The kv blocks [n_lo, n_hi) of kBlockN keys a query tile [q0, q0 + 128) touches
 // (lo is non-decreasing and hi non-decreasing in the row, so the band is the
 // first valid row's lo to the last valid row's hi). Empty: n_lo == n_hi.
 template <int kBlockM, int kBlockN>
@@ -94,7 +95,7 @@ __device__ __forceinline__ void FwdSoftcap(float (&s)[N], float cap, float cap_s
 }
 
 // Sets the elements outside each row's [lo, hi) to -inf; with kSeg also those
-// whose key segment (seg: the block's 128 key ids in shared memory) differs
+// whose key segment (seg: the block's key ids in shared memory) differs
 // from the row's query segment qid.
 template <bool kSeg, int N>
 __device__ __forceinline__ void FwdMaskBlock(float (&s)[N], int n0, const int (&lo)[2], const int (&hi)[2],
@@ -160,19 +161,22 @@ __device__ __forceinline__ void FwdVoteSegmentChunk(const int32_t* kv_ids, int n
   same_bits = __ballot_sync(0xffffffffu, same);
 }
 
-// The key segment ids of block [n0, n0 + 128), 4 per lane (keys past kv_len:
-// INT_MIN), for FwdStoreSegments.
-__device__ __forceinline__ void FwdLoadSegments(const int32_t* kv_ids, int n0, int kv_len, int lane, int (&v)[4]) {
+// The key segment ids of block [n0, n0 + 32 * kPerLane) (128 or 64 keys),
+// kPerLane per lane (keys past kv_len: INT_MIN), for FwdStoreSegments.
+template <int kPerLane>
+__device__ __forceinline__ void FwdLoadSegments(const int32_t* kv_ids, int n0, int kv_len, int lane,
+                                                int (&v)[kPerLane]) {
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < kPerLane; ++k) {
     const int j = n0 + lane + 32 * k;
     v[k] = j < kv_len ? __ldg(kv_ids + j) : INT_MIN;
   }
 }
 
-__device__ __forceinline__ void FwdStoreSegments(const int (&v)[4], int lane, int32_t* ids_smem) {
+template <int kPerLane>
+__device__ __forceinline__ void FwdStoreSegments(const int (&v)[kPerLane], int lane, int32_t* ids_smem) {
 #pragma unroll
-  for (int k = 0; k < 4; ++k) ids_smem[lane + 32 * k] = v[k];
+  for (int k = 0; k < kPerLane; ++k) ids_smem[lane + 32 * k] = v[k];
 }
 
 // The segment-id range of query rows [q0, last] (last < q0 + 128), by one warp.

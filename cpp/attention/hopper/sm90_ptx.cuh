@@ -63,6 +63,9 @@ __device__ __forceinline__ uint64_t MakeDescSw128(uint32_t smem_addr, uint32_t l
 #define JAXDNN_WG_ACC32 JAXDNN_WG_ACC8(0), JAXDNN_WG_ACC8(8), JAXDNN_WG_ACC8(16), JAXDNN_WG_ACC8(24)
 #define JAXDNN_WG_ACC64 JAXDNN_WG_ACC32, JAXDNN_WG_ACC8(32), JAXDNN_WG_ACC8(40), JAXDNN_WG_ACC8(48), \
                         JAXDNN_WG_ACC8(56)
+#define JAXDNN_WG_ACC128 JAXDNN_WG_ACC64, JAXDNN_WG_ACC8(64), JAXDNN_WG_ACC8(72), JAXDNN_WG_ACC8(80), \
+                         JAXDNN_WG_ACC8(88), JAXDNN_WG_ACC8(96), JAXDNN_WG_ACC8(104), JAXDNN_WG_ACC8(112), \
+                         JAXDNN_WG_ACC8(120)
 #define JAXDNN_WG_REGS32                                                               \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"             \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -70,6 +73,12 @@ __device__ __forceinline__ uint64_t MakeDescSw128(uint32_t smem_addr, uint32_t l
   JAXDNN_WG_REGS32 ","                                                                  \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"    \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define JAXDNN_WG_REGS128                                                              \
+  JAXDNN_WG_REGS64 ","                                                                  \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95," \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
 // NACC accumulator registers; the operand numbers after them are spelled
 // out per count (SS: desc_a, desc_b, scale_d; RS: a0..a3, desc_b, scale_d).
@@ -104,10 +113,22 @@ __device__ __forceinline__ uint64_t MakeDescSw128(uint32_t smem_addr, uint32_t l
       "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" JAXDNN_WG_REGS64    \
       "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n")
 
+// Head dim 256: O += P V (128 accumulator registers per thread).
+#define JAXDNN_WGMMA_N256(TY, SUFFIX)                                                   \
+  JAXDNN_WGMMA_PAIR(256, 128, SUFFIX,                                                   \
+      "setp.ne.b32 p, %130, 0;\n"                                                       \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" JAXDNN_WG_REGS128   \
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n",                                             \
+      "setp.ne.b32 p, %133, 0;\n"                                                       \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" JAXDNN_WG_REGS128   \
+      "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n")
+
 JAXDNN_WGMMA_N64("bf16", bf16)
 JAXDNN_WGMMA_N128("bf16", bf16)
 JAXDNN_WGMMA_N64("f16", f16)
 JAXDNN_WGMMA_N128("f16", f16)
+JAXDNN_WGMMA_N256("bf16", bf16)
+JAXDNN_WGMMA_N256("f16", f16)
 
 // Dispatch on N and the element type (bf16 or f16).
 template <int N, bool kF16>
@@ -127,6 +148,8 @@ JAXDNN_WGMMA_DISPATCH(64, 32, false, bf16)
 JAXDNN_WGMMA_DISPATCH(128, 64, false, bf16)
 JAXDNN_WGMMA_DISPATCH(64, 32, true, f16)
 JAXDNN_WGMMA_DISPATCH(128, 64, true, f16)
+JAXDNN_WGMMA_DISPATCH(256, 128, false, bf16)
+JAXDNN_WGMMA_DISPATCH(256, 128, true, f16)
 
 // ---- mbarrier ----
 __device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
