@@ -19,6 +19,9 @@ run() {  # log name, timeout, command...
 [ -x "$bin/sm90_attention_selftest" ] && for dt in bf16 f16; do
   run "forward-$dt" 120 "$bin/sm90_attention_selftest" "$dt"; done
 [ -x "$bin/sm90_attention_bwd_selftest" ] && run backward 200 "$bin/sm90_attention_bwd_selftest" all
+# The masked (extended) path of the two-kernel backward: lengths, bottom-right
+# causal, windows, segment ids, softcap; then a packed-document timing.
+[ -x "$bin/sm90_attention_bwd_selftest" ] && run backward-ext 240 "$bin/sm90_attention_bwd_selftest" ext
 [ -x "$bin/sm90_attention_ext_selftest" ] && {
   run ext-gate 60 "$bin/sm90_attention_ext_selftest" gate
   for dt in bf16 f16; do run "ext-$dt" 240 "$bin/sm90_attention_ext_selftest" "$dt"; done; }

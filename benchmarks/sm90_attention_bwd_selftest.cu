@@ -6,7 +6,10 @@
 // with 0xFF bytes before each checked launch; determinism = two runs compared
 // bytewise. Timing: median of 10 launches of the whole backward (delta
 // pre-pass, dK/dV, dQ, GQA reduction). Exit code 1 on any failure.
-// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck]
+// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck|ext]
+//   ext: the masked cases (lengths, bottom-right causal, windows, segment ids,
+//   softcap) against a masked reference, and a packed-document timing (see
+//   sm90_attention_bwd_ext_selftest.cuh).
 //   fused, fusedcheck: the same cases (fusedcheck: the reference cases only)
 //   through the fused backward (attention_sm90_backward_fused.*): reference
 //   check of every fused variant, determinism = three runs compared bytewise,
@@ -26,6 +29,7 @@
 
 #include "attention/attention_problem.h"
 #include "sm90_selftest_util.cuh"
+#include "sm90_attention_bwd_ext_selftest.cuh"
 #include "attention/hopper/attention_sm90_backward.h"
 #include "attention/hopper/attention_sm90_backward_fused.h"
 #include "attention/hopper/attention_sm90_forward.h"
@@ -186,6 +190,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
               prop.multiProcessorCount);
   if (mode == "probe") return 0;
+  if (mode == "ext") return sm90_bwd_ext::RunExtMode();
 
   std::vector<Case> cases = {
       // B, S, H, Hk, D, causal, f16, check

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "attention/hopper/attention_sm90_backward.cuh"
 #include "attention/hopper/sm90_tma.h"
@@ -13,7 +14,17 @@ namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
-template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ>
+// The extended cases are on unless JAXDNN_ATTENTION_SM90_BWD_EXT=0, which
+// sends them back to the mma.sync backward (A/B timing, or a way out).
+bool ExtEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD_EXT");
+    return !(v != nullptr && v[0] == '0' && v[1] == '\0');
+  }();
+  return enabled;
+}
+
+template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ, bool kExt>
 cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq,
                    bool head_major) {
   using DkDvCfg = sm90::DkDvConfig<kD>;
@@ -21,7 +32,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
   const AttnShape& s = a.shape;
   cudaError_t err;
 
-  sm90::BwdParams p;
+  sm90::BwdKernelParams<kExt> p;
   p.batch = static_cast<int>(s.batch);
   p.q_len = static_cast<int>(s.q_len);
   p.kv_len = static_cast<int>(s.kv_len);
@@ -50,13 +61,39 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
   p.dq = a.dq;
   p.dk = a.dk;
   p.dv = a.dv;
+  if constexpr (kExt) {
+    // As the forward's extended path (attention_sm90_forward.cu).
+    const AttnMaskParams& m = a.mask_params;
+    p.mask.q_lengths = m.q_lengths;
+    p.mask.kv_lengths = m.kv_lengths;
+    if (m.q_segments != nullptr && m.kv_segments != nullptr) {
+      p.mask.q_segments = m.q_segments;
+      p.mask.kv_segments = m.kv_segments;
+    }
+    // A window at least as wide as any diagonal distance is no window (and
+    // keeps diag +- window inside int range in the kernels).
+    const int64_t span = s.q_len + s.kv_len;
+    p.mask.window_left = (m.window_left < 0 || m.window_left >= span) ? -1 : m.window_left;
+    p.mask.window_right = (m.window_right < 0 || m.window_right >= span) ? -1 : m.window_right;
+    if (m.softcap > 0.f) {
+      // s = c * tanh(raw * scale / c), P = exp(s - lse); the epilogues'
+      // final * scale is the scale part of d s / d raw.
+      p.mask.softcap = m.softcap;
+      p.mask.softcap_scale = m.scale / m.softcap;
+      p.scale_log2 = 1.4426950408889634f;
+      p.inv_cap_log2e = 1.f / (m.softcap * 1.4426950408889634f);
+    }
+  }
+
+  // The delta pre-pass and the GQA sum need no mask.
+  const sm90::BwdParams& dense_p = p;
 
   // 1. delta.
   {
     const int64_t rows = s.batch * s.q_len * s.heads;
     const int threads = 256;
     const int64_t blocks = (rows * 32 + threads - 1) / threads;
-    sm90::AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+    sm90::AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(dense_p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
@@ -67,15 +104,16 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV>;
-    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    DkDvCfg::kSmemBytes)) != cudaSuccess) {
+    auto kernel = sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV, kExt>;
+    const int smem_bytes = kExt ? DkDvCfg::kSmemBytesExt : DkDvCfg::kSmemBytes;
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
+        cudaSuccess) {
       return err;
     }
     const int64_t nb = (s.kv_len + DkDvCfg::kBlockN - 1) / DkDvCfg::kBlockN;
     const dim3 grid = head_major ? dim3(static_cast<unsigned>(s.batch * s.heads * nb), 1)
                                  : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
-    kernel<<<grid, DkDvCfg::kThreads, DkDvCfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, p);
+    kernel<<<grid, DkDvCfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, tdo, p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
@@ -86,15 +124,16 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlapQ>;
-    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    DqCfg::kSmemBytes)) != cudaSuccess) {
+    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlapQ, kExt>;
+    const int smem_bytes = kExt ? DqCfg::kSmemBytesExt : DqCfg::kSmemBytes;
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
+        cudaSuccess) {
       return err;
     }
     const int64_t mb = (s.q_len + DqCfg::kBlockM - 1) / DqCfg::kBlockM;
     const dim3 grid = head_major ? dim3(static_cast<unsigned>(s.batch * s.heads * mb), 1)
                                  : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(mb));
-    kernel<<<grid, DqCfg::kThreads, DqCfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, p);
+    kernel<<<grid, DqCfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, tdo, p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
@@ -103,7 +142,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     const int64_t total4 = s.batch * s.kv_len * s.kv_heads * kD / 4;
     const int threads = 256;
     const int64_t blocks = (total4 + threads - 1) / threads;
-    sm90::AttnBwdGroupReduceKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+    sm90::AttnBwdGroupReduceKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(dense_p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -125,13 +164,16 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   if (p.bias.data != nullptr || p.mask.data != nullptr || p.dbias != nullptr || p.dlse != nullptr) {
     return false;
   }
-  if (m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
-      m.kv_segments != nullptr) {
-    return false;
-  }
-  if (m.softcap != 0.f || m.dropout_rate != 0.f || m.window_left >= 0 || m.window_right >= 0) return false;
+  if (m.dropout_rate != 0.f) return false;
   if (!(m.scale > 0.f)) return false;
-  if (m.causal && s.q_len != s.kv_len) return false;
+  if (Sm90BackwardNeedsMasking(p)) {
+    // Lengths, segments, window, softcap, causal with q_len != kv_len (the
+    // kernels' extended path), with the forward's guards.
+    if (!ExtEnabled()) return false;
+    if ((m.q_segments == nullptr) != (m.kv_segments == nullptr)) return false;
+    if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
+    if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30)) return false;
+  }
   if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||
       !Aligned16(p.dout) || !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) ||
       !Aligned16(p.workspace) || p.lse == nullptr || p.workspace == nullptr) {
@@ -143,6 +185,13 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   return sm90::Sm90DeviceReady();
 }
 
+bool Sm90BackwardNeedsMasking(const AttnBwdArgs& a) {
+  const AttnMaskParams& m = a.mask_params;
+  return m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
+         m.kv_segments != nullptr || m.window_left >= 0 || m.window_right >= 0 || m.softcap != 0.f ||
+         (m.causal && a.shape.q_len != a.shape.kv_len);
+}
+
 cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const bool f16 = p.dtype == ffi::DataType::F16;
   const int d = static_cast<int>(p.shape.head_dim);
@@ -151,12 +200,27 @@ cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t str
   const bool run_dkdv = (variant & 2) == 0;
   const bool run_dq = (variant & 4) == 0;
   const bool head_major = (variant & 8) != 0;
-  const bool ov_kv = (variant & 16) != 0;
-  const bool ov_q = (variant & 32) != 0;
-#define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                \
-  if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                       \
-    return f16 ? Launch<D, true, BN, OK, OQ>(p, stream, run_dkdv, run_dq, head_major)      \
-               : Launch<D, false, BN, OK, OQ>(p, stream, run_dkdv, run_dq, head_major);    \
+  // The extended path runs without the overlap variants (bits 16, 32).
+  const bool ext = Sm90BackwardNeedsMasking(p);
+  const bool ov_kv = !ext && (variant & 16) != 0;
+  const bool ov_q = !ext && (variant & 32) != 0;
+  if (ext) {
+#define JAXDNN_SM90_BWD_EXT_CASE(D, BN)                                                             \
+  if (d == D && dq128 == (BN == 128)) {                                                             \
+    return f16 ? Launch<D, true, BN, false, false, true>(p, stream, run_dkdv, run_dq, head_major)   \
+               : Launch<D, false, BN, false, false, true>(p, stream, run_dkdv, run_dq, head_major); \
+  }
+    JAXDNN_SM90_BWD_EXT_CASE(128, 128)
+    JAXDNN_SM90_BWD_EXT_CASE(128, 64)
+    JAXDNN_SM90_BWD_EXT_CASE(64, 128)
+    JAXDNN_SM90_BWD_EXT_CASE(64, 64)
+#undef JAXDNN_SM90_BWD_EXT_CASE
+    return cudaErrorInvalidValue;
+  }
+#define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                       \
+  if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                              \
+    return f16 ? Launch<D, true, BN, OK, OQ, false>(p, stream, run_dkdv, run_dq, head_major)      \
+               : Launch<D, false, BN, OK, OQ, false>(p, stream, run_dkdv, run_dq, head_major);    \
   }
 #define JAXDNN_SM90_BWD_CASES(OK, OQ)     \
   JAXDNN_SM90_BWD_CASE(128, 128, OK, OQ) \

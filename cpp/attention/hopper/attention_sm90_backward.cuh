@@ -1,7 +1,9 @@
-// Hopper (sm_90a) attention backward, dense case (same support as the sm90
-// forward: no bias/mask/lengths/segments/softcap/dropout/window/dlse; causal
-// only with q_len == kv_len; head dim 64 or 128; bf16 or f16). Deterministic:
-// no atomics, every sum has a fixed order.
+// Hopper (sm_90a) attention backward: head dim 64 or 128, bf16 or f16; no
+// bias/mask/dropout/dlse. Deterministic: no atomics, every sum has a fixed
+// order. The dense case is below; padding lengths, bottom-right causal, a
+// sliding window, softcap and segment ids go through the dK/dV and dQ
+// kernels' extended path (template flag kExt, sm90_backward_mask.cuh), which
+// visits only the blocks the mask leaves (band + segment votes).
 //
 // Three kernels (plus a fixed-order GQA reduction when heads > kv_heads):
 //  1. AttnBwdDeltaKernel: delta[b,h,i] = sum_d dout * out (float32).

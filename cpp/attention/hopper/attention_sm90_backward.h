@@ -9,11 +9,21 @@
 namespace jaxdnn::attention {
 
 // True when the sm_90a backward handles this problem: bf16/f16, head dim 64 or
-// 128, no bias/mask/lengths/segments/softcap/dropout/window, no dlse, no dbias,
-// scale > 0, causal only with q_len == kv_len, 16-byte aligned operands, a
-// workspace of at least batch*heads*q_len (+ 2*batch*kv_len*heads*head_dim when
-// heads > kv_heads) floats, and the current device has compute capability 9.0.
+// 128, no bias/mask/dropout, no dlse, no dbias, scale > 0, 16-byte aligned
+// operands, a workspace of at least batch*heads*q_len (+
+// 2*batch*kv_len*heads*head_dim when heads > kv_heads) floats, and the current
+// device has compute capability 9.0. Padding lengths, segment ids (both or
+// neither), a sliding window, softcap (>= 0) and causal with q_len != kv_len
+// (bottom-right) go through the kernels' extended path (see
+// Sm90BackwardNeedsMasking) unless JAXDNN_ATTENTION_SM90_BWD_EXT=0.
+// Note: Sm90FusedBackwardSupports builds on this check, and the fused
+// backward is dense only, so its callers must also check
+// !Sm90BackwardNeedsMasking (AttentionBwdCuda does).
 bool Sm90BackwardSupports(const AttnBwdArgs& p);
+
+// Whether the problem needs the extended (masked) path: lengths, segment ids,
+// a window, softcap, or causal with q_len != kv_len.
+bool Sm90BackwardNeedsMasking(const AttnBwdArgs& p);
 
 // Launches the backward on `stream` (delta pre-pass, dK/dV kernel, dQ kernel,
 // and for GQA a fixed-order reduction of per-query-head dK/dV partials).

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "attention/hopper/sm90_forward_mask.cuh"
 #include "attention/hopper/sm90_ptx.cuh"
 #include "attention/hopper/sm90_tile_gemm.cuh"
 
@@ -30,6 +31,18 @@ struct BwdParams {
   float* dk_part;    // [batch, kv_len, heads, D] float32, group > 1 only
   float* dv_part;
 };
+
+// The extended path's parameters (kernels with kExt = true; a separate type so
+// the dense kernels' parameters stay as they were). With softcap, scale_log2
+// is log2(e) (the softcap already applied the scale, as in the forward) and
+// inv_cap_log2e is 1 / (softcap * log2(e)) (see BwdSoftcapFactor).
+struct BwdExtParams : BwdParams {
+  FwdMaskParams mask;
+  float inv_cap_log2e = 0.f;
+};
+
+template <bool kExt>
+using BwdKernelParams = std::conditional_t<kExt, BwdExtParams, BwdParams>;
 
 template <bool kF16>
 __device__ __forceinline__ float BwdLoad(const uint16_t* p) {

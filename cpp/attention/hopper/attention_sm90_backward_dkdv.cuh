@@ -3,6 +3,7 @@
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
 #include "attention/hopper/attention_sm90_backward_scores.cuh"
+#include "attention/hopper/sm90_backward_mask.cuh"
 #include "attention/hopper/sm90_tile_gemm.cuh"
 
 namespace jaxdnn::attention::sm90 {
@@ -30,13 +31,33 @@ struct DkDvConfig {
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;
   static constexpr int kProducerRegs = 24;  // 24 + 2 x 240: the whole register file (setmaxnreg.inc would block otherwise)
   static constexpr int kConsumerRegs = 240;
+  // Extended path: per ring stage, the query block's info word (m * 4 +
+  // kind, -1 = the terminator; kind 0: no mask, 1: the range mask, 2: range
+  // and segments) and its 64 query segment ids.
+  static constexpr int kOffInfo = kOffBar + 96;
+  static constexpr int kOffSeg = kOffBar + 128;
+  static_assert(kNumBars * 8 <= 96 && kStages * 4 <= 32, "ext smem slots");
+  static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockM * 4 + 1024;
+  static constexpr int kProducerRegsExt = 40;
+  static constexpr int kConsumerRegsExt = 232;
+  static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
 };
 
-template <int kD, bool kF16, bool kOverlap>
+// kExt: the extended path (lengths, bottom-right causal, window, softcap,
+// segments; sm90_backward_mask.cuh). Its producer warp walks the key block's
+// band of query blocks from the top down, votes on their segment ids 32
+// blocks at a time (skip / one segment / mixed) and hands each loaded block's
+// index and kind (and its query segment ids) to the consumers through a
+// shared-memory slot per ring stage, written before the stage's full-barrier
+// arrive; a terminator slot (-1, no data) ends the walk, so a key block no
+// query sees just writes zeros. The dense instantiations (kExt = false) are
+// the code they were before; kExt runs without kOverlap.
+template <int kD, bool kF16, bool kOverlap, bool kExt = false>
 __global__ void __launch_bounds__(384, 1)
     AttnBwdDkDvSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                          const BwdParams p) {
+                          const BwdKernelParams<kExt> p) {
+  static_assert(!(kExt && kOverlap), "the extended path runs without overlap");
   using Cfg = DkDvConfig<kD>;
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
@@ -87,8 +108,79 @@ __global__ void __launch_bounds__(384, 1)
 
   if (warpgroup == 0) {
     // ------------------------------ producer ------------------------------
-    SetMaxNRegDec<Cfg::kProducerRegs>();
-    if (threadIdx.x < 32) {
+    SetMaxNRegDec<kExt ? Cfg::kProducerRegsExt : Cfg::kProducerRegs>();
+    if constexpr (kExt) {
+      if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
+        int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
+        const int n0 = n_block * kBlockN;
+        if (lane == 0) {
+          MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k, &tm_k, kv_full, hk, n0, b);
+          TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v, &tm_v, kv_full, hk, n0, b);
+        }
+        const FwdRowGeom geo = FwdGeom(p.mask, b, p.q_len, p.kv_len);
+        int m_lo, m_hi;
+        BwdKeyBlockQueryBlocks<kBlockN, kBlockM>(p.mask, geo, p.causal, n0, m_lo, m_hi);
+        // The query columns all 128 keys see (kind 0 there, unless segments differ).
+        int full_lo, full_hi;
+        BwdFullColumns<kBlockN>(
+            n0, geo.kv_valid, [&](int key, int& lo, int& hi) { BwdKeyQueries(p.mask, geo, p.causal, key, lo, hi); },
+            full_lo, full_hi);
+        const bool has_seg = p.mask.q_segments != nullptr;
+        int seg_min = 0, seg_max = 0;  // of the block's valid keys
+        if (has_seg && m_hi > m_lo) {
+          FwdQuerySegmentRange(p.mask.kv_segments + static_cast<int64_t>(b) * p.kv_len, n0,
+                               min(n0 + kBlockN, geo.kv_valid) - 1, lane, seg_min, seg_max);
+        }
+        const int32_t* q_ids = has_seg ? p.mask.q_segments + static_cast<int64_t>(b) * p.q_len : nullptr;
+        const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
+        const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
+        int it = 0;
+        for (int m_top = m_hi - 1; m_top >= m_lo; m_top -= 32) {
+          unsigned may_bits = 0xffffffffu, same_bits = 0xffffffffu;  // no segments: all kind 1
+          if (has_seg) {
+            FwdVoteSegmentChunk<kBlockM>(q_ids, m_top, m_lo, geo.q_valid, seg_min, seg_max, lane, may_bits,
+                                         same_bits);
+          }
+          const int count = min(32, m_top - m_lo + 1);
+          for (int k = 0; k < count; ++k) {
+            if (((may_bits >> k) & 1u) == 0) continue;  // warp-uniform skip
+            const int m = m_top - k;
+            const bool in_full = m * kBlockM >= full_lo && (m + 1) * kBlockM <= full_hi;
+            const int kind = ((same_bits >> k) & 1u) ? (in_full ? 0 : 1) : 2;
+            int ids[kBlockM / 32];
+            if (kind == 2) BwdLoadSegments<kBlockM>(q_ids, m * kBlockM, geo.q_valid, lane, ids);
+            const int st = it % kStages;
+            const uint32_t ph = (it / kStages) & 1;
+            MbarWait(&q_empty[st], ph ^ 1);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int qi = m * kBlockM + lane + 32 * e;
+              const bool in = qi < p.q_len;
+              smem_lse[st * kBlockM + lane + 32 * e] = in ? BwdLse2(lse_row[qi]) : INFINITY;
+              smem_delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+            }
+            if (kind == 2) BwdStoreSegments<kBlockM>(ids, lane, seg_smem + st * kBlockM);
+            if (lane == 0) {
+              info_smem[st] = m * 4 + kind;
+              MbarArriveExpectTx(&q_full[st], 2 * Cfg::kQBytes);
+              TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + st * Cfg::kQBytes, &tm_q, &q_full[st], h, m * kBlockM, b);
+              TmaLoadHeadRows<kDBlocks, kBlockM>(smem_do + st * Cfg::kQBytes, &tm_do, &q_full[st], h, m * kBlockM, b);
+            } else {
+              MbarArrive(&q_full[st]);
+            }
+            ++it;
+          }
+        }
+        // The terminator slot: no data, info -1 (every lane arrives, no bytes).
+        const int st = it % kStages;
+        MbarWait(&q_empty[st], ((it / kStages) & 1) ^ 1);
+        if (lane == 0) info_smem[st] = -1;
+        MbarArrive(&q_full[st]);
+      }
+    } else if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
       if (lane == 0) {
         MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
@@ -121,7 +213,7 @@ __global__ void __launch_bounds__(384, 1)
     }
   } else {
     // ------------------------------ consumers ------------------------------
-    SetMaxNRegInc<Cfg::kConsumerRegs>();
+    SetMaxNRegInc<kExt ? Cfg::kConsumerRegsExt : Cfg::kConsumerRegs>();
     const int cw = warpgroup - 1;
     const int tid = threadIdx.x % 128;
     const int warp = tid / 32;
@@ -197,7 +289,65 @@ __global__ void __launch_bounds__(384, 1)
     auto wait_full = [&](int it) { MbarWait(&q_full[it % kStages], (it / kStages) & 1); };
 
     MbarWait(kv_full, 0);
-    if constexpr (!kOverlap) {
+    if constexpr (kExt) {
+      const int32_t* info_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffInfo);
+      const int32_t* seg_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg);
+      // Masks the block's S^T: this thread's key rows get the queries that may
+      // see them (and with kSeg their segment ids). Worked out per masked
+      // block (and whether a block needs it, by the producer), not held
+      // across the loop: the D = 128 consumers have no registers to spare
+      // (ptxas spilled).
+      auto mask_block = [&](auto seg_tag, int q0, const int32_t* q_ids_smem) {
+        constexpr bool kSeg = decltype(seg_tag)::value;
+        const FwdRowGeom geo = FwdGeom(p.mask, b, p.q_len, p.kv_len);
+        int q_lo[2], q_hi[2], kid[2] = {0, 0};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int key = key0 + 8 * r;
+          BwdKeyQueries(p.mask, geo, p.causal, key, q_lo[r], q_hi[r]);
+          if (kSeg && key < geo.kv_valid) {
+            kid[r] = __ldg(p.mask.kv_segments + static_cast<int64_t>(b) * p.kv_len + key);
+          }
+        }
+        FwdMaskBlock<kSeg>(s, q0, q_lo, q_hi, t, q_ids_smem, kid);
+      };
+      const bool softcap = p.mask.softcap > 0.f;
+      for (int it = 0;; ++it) {
+        wait_full(it);
+        const int st = it % kStages;
+        const int info = info_smem[st];
+        if (info < 0) break;  // the terminator
+        gemm_s_dp(it);
+        WgmmaWait<1>();  // S^T
+        FenceRegs(s);
+        // Softcap, the mask where the block needs one (kind 1: the range,
+        // kind 2: range and segments), then P^T.
+        const int q0 = (info >> 2) * kBlockM;
+        if (softcap) FwdSoftcap(s, p.mask.softcap, p.mask.softcap_scale);
+        if ((info & 3) == 2) {
+          mask_block(std::true_type{}, q0, seg_smem + st * kBlockM);
+        } else if ((info & 3) == 1) {
+          mask_block(std::false_type{}, q0, seg_smem);
+        }
+        const float* lse_s = smem_lse + st * kBlockM;
+        ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
+        // Unlike the dense loop, dS^T comes before the dV gemm, so P^T (s)
+        // and its packed copy are not live together with dS^T: at 232
+        // registers (the producer's votes need 40) the dense order spilled.
+        WgmmaWait<0>();  // dP^T
+        FenceRegs(dp);
+        DsTransposed<kBlockM>(dp, s, smem_delta + st * kBlockM, t);
+        if (softcap) BwdSoftcapDsTransposed<kBlockM>(dp, s, lse_s, t, p.inv_cap_log2e);
+        PackFragments<kF16, kBlockM>(s, pa);
+        PackFragments<kF16, kBlockM>(dp, dsa);
+        gemm_dv(it);
+        gemm_dk(it);
+        WgmmaWait<0>();
+        FenceRegs(dv);
+        FenceRegs(dk);
+        release(it);
+      }
+    } else if constexpr (!kOverlap) {
       for (int it = 0; it < m_count; ++it) {
         wait_full(it);
         gemm_s_dp(it);
