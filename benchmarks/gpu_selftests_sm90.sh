@@ -17,14 +17,14 @@ run() {  # log name, timeout, command...
   tail -4 "$out/$log.log" | sed 's/^/    /'
 }
 [ -x "$bin/sm90_attention_selftest" ] && for dt in bf16 f16; do
-  run "forward-$dt" 120 "$bin/sm90_attention_selftest" "$dt"; done
+  run "forward-$dt" 240 "$bin/sm90_attention_selftest" "$dt"; done
 [ -x "$bin/sm90_attention_bwd_selftest" ] && run backward 200 "$bin/sm90_attention_bwd_selftest" all
 # The masked (extended) path of the two-kernel backward: lengths, bottom-right
 # causal, windows, segment ids, softcap; then a packed-document timing.
 [ -x "$bin/sm90_attention_bwd_selftest" ] && run backward-ext 240 "$bin/sm90_attention_bwd_selftest" ext
 [ -x "$bin/sm90_attention_ext_selftest" ] && {
   run ext-gate 60 "$bin/sm90_attention_ext_selftest" gate
-  for dt in bf16 f16; do run "ext-$dt" 240 "$bin/sm90_attention_ext_selftest" "$dt"; done; }
+  for dt in bf16 f16; do run "ext-$dt" 360 "$bin/sm90_attention_ext_selftest" "$dt"; done; }
 # The fused backward: correctness and determinism first; timings only if they pass.
 [ -x "$bin/sm90_attention_bwd_selftest" ] && {
   run backward-fused-check 150 "$bin/sm90_attention_bwd_selftest" fusedcheck

@@ -55,11 +55,12 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
   const int h = static_cast<int>((row_id / Sq) % H);
   const int b = static_cast<int>(row_id / (static_cast<int64_t>(Sq) * H));
   const int hk = h / (H / Hk);
-  const int per = D / 32;  // 2 or 4
-  float qr[4], acc[4] = {0.f, 0.f, 0.f, 0.f};
+  constexpr int kMaxPer = 8;  // head dim up to 256
+  const int per = D / 32;     // 2, 4 or 8
+  float qr[kMaxPer], acc[kMaxPer] = {};
   const T* qp = q + ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
 #pragma unroll
-  for (int d = 0; d < 4; ++d) qr[d] = d < per ? ToF(qp[d]) : 0.f;
+  for (int d = 0; d < kMaxPer; ++d) qr[d] = d < per ? ToF(qp[d]) : 0.f;
   float mx = -INFINITY, l = 0.f;
   const ja::KeyRange kr = ja::AllowedKeys(m, s, b, i);
   for (int j = int(kr.lo); j < int(kr.hi); ++j) {
@@ -67,7 +68,7 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
     const int64_t kvo = ((static_cast<int64_t>(b) * Skv + j) * Hk + hk) * D + lane * per;
     float dot = 0.f;
 #pragma unroll
-    for (int d = 0; d < 4; ++d) if (d < per) dot += qr[d] * ToF(k[kvo + d]);
+    for (int d = 0; d < kMaxPer; ++d) if (d < per) dot += qr[d] * ToF(k[kvo + d]);
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     const float x = ja::Logit(m, dot);
     const float mn = fmaxf(mx, x);
@@ -75,12 +76,12 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
     const float pj = expf(x - mn);
     l = l * c + pj;
 #pragma unroll
-    for (int d = 0; d < 4; ++d) if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
+    for (int d = 0; d < kMaxPer; ++d) if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
     mx = mn;
   }
   float* op = out + ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
 #pragma unroll
-  for (int d = 0; d < 4; ++d) if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
+  for (int d = 0; d < kMaxPer; ++d) if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
   if (lane == 0) lse[(static_cast<int64_t>(b) * H + h) * Sq + i] = l > 0.f ? mx + logf(l) : -INFINITY;
 }
 
@@ -163,12 +164,25 @@ int main(int argc, char** argv) {
       {"segments q/kv differ",     2, 1000, 1000, 2, 1, 128, false, -1, -1, kNo, 1.f, {}, {}, kPackedShifted, 250, false, false},
       {"segments+lengths+window+cap", 2, 1200, 1200, 2, 2, 128, true, 300, 0, 20.f, 2.f, {1200, 801}, {1100, 801}, kPacked, 400, false, false},
       {"segments BR q<kv",         2, 500, 1500, 2, 2, 128, true, -1, -1, kNo, 1.f, {}, {}, kPacked, 350, false, false},
+      // Head dim 256 (64-key blocks: the votes and segment slots cover 64 keys).
+      {"D256 dense via ext",       2, 1000, 1000, 3, 1, 256, false, -1, -1, kNo, 1.f, {}, {}, kNoSeg, 0, false, true},
+      {"D256 dense causal via ext", 1, 1537, 1537, 4, 2, 256, true, -1, -1, kNo, 1.f, {}, {}, kNoSeg, 0, false, true},
+      {"D256 lengths causal",      3, 1000, 1000, 4, 2, 256, true, -1, -1, kNo, 1.f, {1000, 513, 1}, {1000, 700, 7}, kNoSeg, 0, false, false},
+      {"D256 causal BR q<kv",      2, 7, 1537, 4, 1, 256, true, -1, -1, kNo, 1.f, {}, {}, kNoSeg, 0, false, false},
+      {"D256 causal q>kv",         2, 1000, 300, 2, 2, 256, true, -1, -1, kNo, 1.f, {}, {}, kNoSeg, 0, false, false},
+      {"D256 window 100/37",       2, 1500, 1500, 2, 1, 256, false, 100, 37, kNo, 1.f, {}, {}, kNoSeg, 0, false, false},
+      {"D256 softcap 30 causal",   2, 1000, 1000, 2, 2, 256, true, -1, -1, 30.f, 4.f, {}, {}, kNoSeg, 0, false, false},
+      {"D256 segments packed causal", 2, 2048, 2048, 4, 2, 256, true, -1, -1, kNo, 1.f, {}, {}, kPacked, 300, false, false},
+      {"D256 segments random ids", 2, 1000, 1000, 2, 1, 256, false, -1, -1, kNo, 1.f, {}, {}, kRandomIds, 0, false, false},
+      {"D256 segs+len+window+cap", 2, 1200, 1200, 2, 2, 256, true, 300, 0, 20.f, 2.f, {1200, 801}, {1100, 801}, kPacked, 400, false, false},
       // timings (also checked)
       {"T packed docs causal",     2, 8192, 8192, 16, 16, 128, true, -1, -1, kNo, 1.f, {}, {}, kPacked, 1024, true, false},
       {"T packed docs",            2, 8192, 8192, 16, 16, 128, false, -1, -1, kNo, 1.f, {}, {}, kPacked, 1024, true, false},
       {"T dense causal via ext",   2, 8192, 8192, 16, 16, 128, true, -1, -1, kNo, 1.f, {}, {}, kNoSeg, 0, true, true},
       {"T dense causal (dense)",   2, 8192, 8192, 16, 16, 128, true, -1, -1, kNo, 1.f, {}, {}, kNoSeg, 0, true, false},
       {"T window 1024 causal",     2, 8192, 8192, 16, 16, 128, true, 1023, 0, kNo, 1.f, {}, {}, kNoSeg, 0, true, false},
+      {"T D256 packed docs causal", 2, 8192, 8192, 16, 16, 256, true, -1, -1, kNo, 1.f, {}, {}, kPacked, 1024, true, false},
+      {"T D256 dense causal via ext", 2, 8192, 8192, 16, 16, 256, true, -1, -1, kNo, 1.f, {}, {}, kNoSeg, 0, true, true},
   };
 
   if (gate) {

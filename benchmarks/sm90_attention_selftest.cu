@@ -40,18 +40,19 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
   const int h = static_cast<int>((row_id / Sq) % H);
   const int b = static_cast<int>(row_id / (static_cast<int64_t>(Sq) * H));
   const int hk = h / (H / Hk);
-  const int per = D / 32;  // 2 or 4
-  float qr[4], acc[4] = {0.f, 0.f, 0.f, 0.f};
+  constexpr int kMaxPer = 8;  // head dim up to 256
+  const int per = D / 32;     // 2, 4 or 8
+  float qr[kMaxPer], acc[kMaxPer] = {};
   const T* qp = q + ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
   #pragma unroll
-  for (int d = 0; d < 4; ++d) qr[d] = d < per ? ToF(qp[d]) : 0.f;
+  for (int d = 0; d < kMaxPer; ++d) qr[d] = d < per ? ToF(qp[d]) : 0.f;
   float m = -INFINITY, l = 0.f;
   const int hi = causal ? min(Skv, i + 1) : Skv;
   for (int j = 0; j < hi; ++j) {
     const int64_t kvo = ((static_cast<int64_t>(b) * Skv + j) * Hk + hk) * D + lane * per;
     float dot = 0.f;
     #pragma unroll
-    for (int d = 0; d < 4; ++d) if (d < per) dot += qr[d] * ToF(k[kvo + d]);
+    for (int d = 0; d < kMaxPer; ++d) if (d < per) dot += qr[d] * ToF(k[kvo + d]);
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     const float x = dot * scale;
     const float mn = fmaxf(m, x);
@@ -59,12 +60,12 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
     const float pj = expf(x - mn);
     l = l * c + pj;
     #pragma unroll
-    for (int d = 0; d < 4; ++d) if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
+    for (int d = 0; d < kMaxPer; ++d) if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
     m = mn;
   }
   float* op = out + ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
   #pragma unroll
-  for (int d = 0; d < 4; ++d) if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
+  for (int d = 0; d < kMaxPer; ++d) if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
   if (lane == 0) lse[(static_cast<int64_t>(b) * H + h) * Sq + i] = l > 0.f ? m + logf(l) : -INFINITY;
 }
 
@@ -77,9 +78,10 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Usage: sm90_attention_selftest [bf16|f16] [variant]
+  // Usage: sm90_attention_selftest [bf16|f16] [variant (-1: default)] [head dim (0: all)]
   const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
   const int variant = argc > 2 ? std::atoi(argv[2]) : jaxdnn::attention::kSm90DefaultVariant;
+  const int only_d = argc > 3 ? std::atoi(argv[3]) : 0;
   int dev = 0;
   CHECK_CUDA(cudaSetDevice(dev));
   cudaDeviceProp prop;
@@ -97,7 +99,25 @@ int main(int argc, char** argv) {
       {2, 8192, 8192, 16, 16, 128, 1, false}, {1, 16384, 16384, 16, 16, 128, 0, false},
       {1, 16384, 16384, 16, 16, 128, 1, true}, {8, 2048, 2048, 16, 16, 64, 0, true},
       {8, 2048, 2048, 16, 16, 64, 1, true},   {2, 8192, 8192, 16, 16, 64, 1, false},
+      // Head dim 256 (64-key blocks, O staged in Q's buffer): odd lengths,
+      // GQA, a causal diagonal that crosses two kv blocks per query tile.
+      {1, 1, 1, 1, 1, 256, 0, true},          {1, 1, 1, 1, 1, 256, 1, true},
+      {2, 7, 7, 4, 2, 256, 0, true},          {2, 7, 7, 4, 2, 256, 1, true},
+      {2, 1000, 1000, 3, 1, 256, 0, true},    {2, 1000, 1000, 3, 1, 256, 1, true},
+      {1, 1537, 1537, 4, 2, 256, 0, true},    {1, 1537, 1537, 4, 2, 256, 1, true},
+      {2, 200, 1000, 4, 2, 256, 0, true},     {2, 1000, 7, 4, 1, 256, 0, true},
+      // Head dim 256 benchmark grid: batch x seq = 16384 tokens, 16 heads.
+      {32, 512, 512, 16, 16, 256, 0, true},   {32, 512, 512, 16, 16, 256, 1, true},
+      {16, 1024, 1024, 16, 16, 256, 0, true}, {16, 1024, 1024, 16, 16, 256, 1, true},
+      {8, 2048, 2048, 16, 16, 256, 0, true},  {8, 2048, 2048, 16, 16, 256, 1, true},
+      {4, 4096, 4096, 16, 16, 256, 0, true},  {4, 4096, 4096, 16, 16, 256, 1, true},
+      {2, 8192, 8192, 16, 16, 256, 0, false}, {2, 8192, 8192, 16, 16, 256, 1, true},
+      {1, 16384, 16384, 16, 16, 256, 0, false}, {1, 16384, 16384, 16, 16, 256, 1, false},
   };
+  if (only_d != 0) {
+    cases.erase(std::remove_if(cases.begin(), cases.end(), [&](const Case& c) { return c.D != only_d; }),
+                cases.end());
+  }
 
   size_t max_q = 0, max_kv = 0, max_lse = 0;
   for (const Case& c : cases) {
