@@ -141,7 +141,7 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
     const bool fused_first = mode == 2 || (mode == -1 && p.shape.q_len >= kFusedBackwardMinQueryLen);
     // The fused backward is dense only (its support check builds on
     // Sm90BackwardSupports, which also takes the masked cases).
-    if (fused_first && !Sm90BackwardNeedsMasking(p) && Sm90FusedBackwardSupports(p)) {
+    if (fused_first && Sm90FusedBackwardSupports(p)) {
       return LaunchAttentionBwdSm90Fused(p, stream);
     }
     if (Sm90BackwardSupports(p)) return LaunchAttentionBwdSm90(p, stream);

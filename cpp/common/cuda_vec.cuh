@@ -66,6 +66,15 @@ template <> struct Vec16<__half> : Vec16Half<__half, __half2, H2ToF2, F2ToH2, HT
 __device__ inline uint4 LoadStream(const void* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
 __device__ inline void StoreStream(void* p, const uint4& v) { __stcs(reinterpret_cast<uint4*>(p), v); }
 __device__ inline float4 LoadParam(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+// A parameter read that asks L1 to keep the line over streamed data (every
+// row of a norm re-reads the same scale and bias).
+__device__ inline float4 LoadParamKeep(const float* p) {
+  float4 v;
+  asm volatile("ld.global.nc.L1::evict_last.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p));
+  return v;
+}
 
 __device__ inline float WarpSum(float v) {
 #pragma unroll

@@ -17,7 +17,9 @@ __device__ inline void SaveRowStats(const NormFwdArgs& p, int64_t row, float mea
   p.rstd[row] = rstd;
 }
 
-template <typename T, bool kLayer, bool kResidual, int kVpt>
+// kKeepParams: scale and bias are read with an L1 evict-last hint (every row
+// re-reads them; see norm_cuda_kernels.cu for where it pays).
+template <typename T, bool kLayer, bool kResidual, int kVpt, bool kKeepParams = false>
 __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
@@ -83,11 +85,13 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
     V::Unpack(raw[k], v);
 #pragma unroll
     for (int q = 0; q < N / 4; ++q) {
-      const float4 s4 = LoadParam(p.scale + prow + j * N + 4 * q);
+      const float4 s4 = kKeepParams ? LoadParamKeep(p.scale + prow + j * N + 4 * q)
+                                    : LoadParam(p.scale + prow + j * N + 4 * q);
       const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
       float bi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (kLayer) {
-        const float4 b4 = LoadParam(p.bias + prow + j * N + 4 * q);
+        const float4 b4 = kKeepParams ? LoadParamKeep(p.bias + prow + j * N + 4 * q)
+                                      : LoadParam(p.bias + prow + j * N + 4 * q);
         bi[0] = b4.x; bi[1] = b4.y; bi[2] = b4.z; bi[3] = b4.w;
       }
 #pragma unroll

@@ -28,6 +28,8 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 // on a GPU; it takes rows of 256-1024 16-byte vectors with shared parameters.
 constexpr int kColumnRows = 4;
 
+// JAXDNN_NORM_FWD=columns (read once) selects the column-stationary forward
+// for A/B runs; it was slower than the row kernel on an H200 (2026-11-22).
 bool ColumnForwardEnabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("JAXDNN_NORM_FWD");
@@ -67,11 +69,16 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
                                       kFwdBlockThreads);
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
+  // LayerNorm reads scale and bias with an L1 evict-last hint: on an H200 it
+  // took 32768x4096 from 70% to 73% of copy and 8192x8192 from 62% to 67%;
+  // RMSNorm (scale only) lost 7% with it, so it keeps the plain read
+  // (benchmarks/results/2026-11-22-h200-norms-fwd-ab-*).
+  constexpr bool kKeep = kLayer;
   switch (l.vpt) {
-    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1><<<grid, block, 0, stream>>>(p); break;
-    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2><<<grid, block, 0, stream>>>(p); break;
-    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4><<<grid, block, 0, stream>>>(p); break;
-    case 8: NormFwdVecKernel<T, kLayer, kResidual, 8><<<grid, block, 0, stream>>>(p); break;
+    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep><<<grid, block, 0, stream>>>(p); break;
+    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep><<<grid, block, 0, stream>>>(p); break;
+    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep><<<grid, block, 0, stream>>>(p); break;
+    case 8: NormFwdVecKernel<T, kLayer, kResidual, 8, kKeep><<<grid, block, 0, stream>>>(p); break;
     default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
   }
   return CheckLaunch("jaxdnn norm forward launch");

@@ -125,6 +125,9 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   // The fused requirement is at least the two-kernel one, so this checks the
   // same problem support (dtype, dims, masks, alignment, device).
   if (!Sm90BackwardSupports(p)) return false;
+  // The fused kernel has no masked path (lengths, segments, window, softcap,
+  // bottom-right causal): those stay with the two-kernel backward.
+  if (Sm90BackwardNeedsMasking(p)) return false;
   // The dQ conversion's grid.
   if (s.batch * s.q_len * s.heads * s.head_dim / 4 / 256 >= int64_t{0x7fffffff}) return false;
   return true;
