@@ -24,10 +24,35 @@ bool ExtEnabled() {
   return enabled;
 }
 
+// Head dim 256 is off unless JAXDNN_ATTENTION_SM90_BWD_D256=1: its kernels
+// (attention_sm90_backward_d256.cuh, the dQ kernel at 32-key steps) are
+// compiled but not yet run on a GPU; until then d256 keeps the mma.sync
+// backward.
+bool D256Enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD_D256");
+    return v != nullptr && v[0] == '1' && v[1] == '\0';
+  }();
+  return enabled;
+}
+
+// The dK/dV kernel and its configuration per head dim (a function, so that
+// the kernel is instantiated where it is launched, in the order it was before).
+template <int kD, bool kF16, bool kOverlapKV, bool kExt>
+struct DkDvKernelFor {
+  using Cfg = sm90::DkDvConfig<kD>;
+  static auto Kernel() { return sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV, kExt>; }
+};
+template <bool kF16, bool kOverlapKV, bool kExt>
+struct DkDvKernelFor<256, kF16, kOverlapKV, kExt> {
+  using Cfg = sm90::DkDvD256Config;
+  static auto Kernel() { return sm90::AttnBwdDkDvD256Kernel<kF16, kExt>; }
+};
+
 template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ, bool kExt>
 cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq,
                    bool head_major) {
-  using DkDvCfg = sm90::DkDvConfig<kD>;
+  using DkDvCfg = typename DkDvKernelFor<kD, kF16, kOverlapKV, kExt>::Cfg;
   using DqCfg = sm90::DqConfig<kD, kDqBlockN>;
   const AttnShape& s = a.shape;
   cudaError_t err;
@@ -104,7 +129,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV, kExt>;
+    auto kernel = DkDvKernelFor<kD, kF16, kOverlapKV, kExt>::Kernel();
     const int smem_bytes = kExt ? DkDvCfg::kSmemBytesExt : DkDvCfg::kSmemBytes;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
         cudaSuccess) {
@@ -154,12 +179,13 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   const AttnShape& s = p.shape;
   const AttnMaskParams& m = p.mask_params;
   if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
-  if (s.head_dim != 64 && s.head_dim != 128) return false;
+  if (s.head_dim != 64 && s.head_dim != 128 && !(s.head_dim == 256 && D256Enabled())) return false;
   if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
   if (s.heads % s.kv_heads != 0) return false;
   // Grid limits: x = batch * heads < 2^31, y = blocks along a sequence < 65536.
   if (s.batch * s.heads * ((std::max(s.q_len, s.kv_len) + 63) / 64) > int64_t{0x7fffffff}) return false;
   if ((s.q_len + 127) / 128 > 65535 || (s.kv_len + 127) / 128 > 65535) return false;
+  if (s.head_dim == 256 && (s.kv_len + 63) / 64 > 65535) return false;  // its 64-key dK/dV blocks
   if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
   if (p.bias.data != nullptr || p.mask.data != nullptr || p.dbias != nullptr || p.dlse != nullptr) {
     return false;
@@ -215,7 +241,7 @@ cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t str
     JAXDNN_SM90_BWD_EXT_CASE(64, 128)
     JAXDNN_SM90_BWD_EXT_CASE(64, 64)
 #undef JAXDNN_SM90_BWD_EXT_CASE
-    return cudaErrorInvalidValue;
+    if (d != 256) return cudaErrorInvalidValue;
   }
 #define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                       \
   if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                              \
@@ -233,6 +259,16 @@ cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t str
   JAXDNN_SM90_BWD_CASES(true, true)
 #undef JAXDNN_SM90_BWD_CASES
 #undef JAXDNN_SM90_BWD_CASE
+  // Head dim 256: one instantiation per path (32-key dQ steps, no overlap:
+  // variant bits 1, 16 and 32 are ignored; 2, 4 and 8 apply).
+  if (d == 256) {
+    if (ext) {
+      return f16 ? Launch<256, true, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major)
+                 : Launch<256, false, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major);
+    }
+    return f16 ? Launch<256, true, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major)
+               : Launch<256, false, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major);
+  }
   return cudaErrorInvalidValue;
 }
 

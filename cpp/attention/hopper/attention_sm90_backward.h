@@ -16,6 +16,9 @@ namespace jaxdnn::attention {
 // neither), a sliding window, softcap (>= 0) and causal with q_len != kv_len
 // (bottom-right) go through the kernels' extended path (see
 // Sm90BackwardNeedsMasking) unless JAXDNN_ATTENTION_SM90_BWD_EXT=0.
+// Head dim 256 (dense and masked) only with JAXDNN_ATTENTION_SM90_BWD_D256=1
+// (read once): its kernels are compiled but not yet run on a GPU, so it is
+// off by default (kv_len <= 65535 * 64 there). The fused backward refuses it.
 // Note: Sm90FusedBackwardSupports builds on this check, and the fused
 // backward is dense only, so its callers must also check
 // !Sm90BackwardNeedsMasking (AttentionBwdCuda does).
@@ -40,7 +43,8 @@ cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream);
 // gemm. -1: default, by head dim (H200 run of 2026-11-22, whole-backward
 // medians): D=128 -> 1 (the overlap variants are serialized by ptxas at
 // D=128, C7515, and head-major order was a wash), D=64 -> 57 (8 | 16 | 32 | 1:
-// ~10% faster than 1 at 8x2048x16).
+// ~10% faster than 1 at 8x2048x16). D=256 ignores bits 1, 16 and 32 (32-key
+// dQ steps, no overlap).
 constexpr int kSm90BwdDefaultVariant = -1;
 cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 

@@ -125,6 +125,8 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   // The fused requirement is at least the two-kernel one, so this checks the
   // same problem support (dtype, dims, masks, alignment, device).
   if (!Sm90BackwardSupports(p)) return false;
+  // Head dims 64 and 128 only (Sm90BackwardSupports may take 256).
+  if (s.head_dim != 64 && s.head_dim != 128) return false;
   // The fused kernel has no masked path (lengths, segments, window, softcap,
   // bottom-right causal): those stay with the two-kernel backward.
   if (Sm90BackwardNeedsMasking(p)) return false;

@@ -19,8 +19,15 @@ __global__ void __launch_bounds__(256) AttnBwdDeltaKernel(const BwdParams p) {
   const uint16_t* o = static_cast<const uint16_t*>(p.out) + row * kD;
   const uint16_t* d = static_cast<const uint16_t*>(p.dout) + row * kD;
   float acc = 0.f;
-  constexpr int kPer = kD / 32;  // 2 or 4 elements per lane
-  if constexpr (kPer == 4) {
+  constexpr int kPer = kD / 32;  // 2, 4 or 8 elements per lane
+  if constexpr (kPer == 8) {
+    const uint4 ov = *reinterpret_cast<const uint4*>(o + lane * 8);
+    const uint4 dv = *reinterpret_cast<const uint4*>(d + lane * 8);
+    const uint16_t* oe = reinterpret_cast<const uint16_t*>(&ov);
+    const uint16_t* de = reinterpret_cast<const uint16_t*>(&dv);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc += BwdLoad<kF16>(oe + e) * BwdLoad<kF16>(de + e);
+  } else if constexpr (kPer == 4) {
     const uint2 ov = *reinterpret_cast<const uint2*>(o + lane * 4);
     const uint2 dv = *reinterpret_cast<const uint2*>(d + lane * 4);
     const uint16_t* oe = reinterpret_cast<const uint16_t*>(&ov);

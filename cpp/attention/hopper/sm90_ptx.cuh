@@ -151,6 +151,52 @@ JAXDNN_WGMMA_DISPATCH(128, 64, true, f16)
 JAXDNN_WGMMA_DISPATCH(256, 128, false, bf16)
 JAXDNN_WGMMA_DISPATCH(256, 128, true, f16)
 
+// ---- Head dim 256 backward (attention_sm90_backward_d256.cuh) ----
+// m64n32k16 (S^T / dP^T halves and the dQ kernel's 32-key scores: 16
+// accumulator registers), and SS with B MN-major (tnsp-b 1: dV += P^T dO and
+// dK += dS^T Q with P^T / dS^T shared through shared memory).
+#define JAXDNN_WG_ACC16 JAXDNN_WG_ACC8(0), JAXDNN_WG_ACC8(8)
+#define JAXDNN_WG_REGS16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define JAXDNN_WGMMA_N32(TY, SUFFIX)                                                    \
+  JAXDNN_WGMMA_PAIR(32, 16, SUFFIX,                                                     \
+      "setp.ne.b32 p, %18, 0;\n"                                                        \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" JAXDNN_WG_REGS16     \
+      "}, %16, %17, p, 1, 1, 0, 0;\n}\n",                                               \
+      "setp.ne.b32 p, %21, 0;\n"                                                        \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" JAXDNN_WG_REGS16     \
+      "}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n")
+JAXDNN_WGMMA_N32("bf16", bf16)
+JAXDNN_WGMMA_N32("f16", f16)
+JAXDNN_WGMMA_DISPATCH(32, 16, false, bf16)
+JAXDNN_WGMMA_DISPATCH(32, 16, true, f16)
+
+// SS, A K-major and B MN-major: WgmmaSSBt_m64nNk16_<type>.
+#define JAXDNN_WGMMA_SS_BT(N, NACC, TY, SUFFIX, REGS, DA, DB, SC)                        \
+  __device__ __forceinline__ void WgmmaSSBt_m64n##N##k16_##SUFFIX(                      \
+      float (&d)[NACC], uint64_t desc_a, uint64_t desc_b, int scale_d) {                \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\n"                       \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS   \
+                 "}, " DA ", " DB ", p, 1, 1, 0, 1;\n}\n"                                \
+                 : JAXDNN_WG_ACC##NACC                                                  \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                             \
+  }
+JAXDNN_WGMMA_SS_BT(128, 64, "bf16", bf16, JAXDNN_WG_REGS64, "%64", "%65", "%66")
+JAXDNN_WGMMA_SS_BT(128, 64, "f16", f16, JAXDNN_WG_REGS64, "%64", "%65", "%66")
+template <int N, bool kF16>
+struct WgmmaBt;
+template <>
+struct WgmmaBt<128, false> {
+  static __device__ __forceinline__ void SS(float (&d)[64], uint64_t a, uint64_t b, int s) {
+    WgmmaSSBt_m64n128k16_bf16(d, a, b, s);
+  }
+};
+template <>
+struct WgmmaBt<128, true> {
+  static __device__ __forceinline__ void SS(float (&d)[64], uint64_t a, uint64_t b, int s) {
+    WgmmaSSBt_m64n128k16_f16(d, a, b, s);
+  }
+};
+
 // ---- mbarrier ----
 __device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count) : "memory");

@@ -64,4 +64,18 @@ __device__ __forceinline__ void TileGemmRegsA(float (&acc)[kD / 2], const uint32
   }
 }
 
+// acc (64 x kN) += A (64 x 64, one K-major 128-byte-swizzled panel in shared
+// memory: 64 rows of 64 16-bit elements) . B (64 rows, head dim (N)
+// contiguous, MN-major, 64-column panels kPanelBytes apart): the head dim 256
+// backward's dV += P^T dO and dK += dS^T Q with P^T, dS^T in shared memory.
+template <int kN, bool kF16, int kPanelBytes>
+__device__ __forceinline__ void TileGemmSmemA64(float (&acc)[kN / 2], uint32_t a_base, uint32_t b_base) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint64_t da = MakeDescSw128(a_base + kk * 32, 16, 1024);
+    const uint64_t db = MakeDescSw128(b_base + kk * 16 * 128, kPanelBytes, 1024);
+    WgmmaBt<kN, kF16>::SS(acc, da, db, 1);
+  }
+}
+
 }  // namespace jaxdnn::attention::sm90
