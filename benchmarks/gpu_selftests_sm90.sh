@@ -22,6 +22,9 @@ run() {  # log name, timeout, command...
 # The masked (extended) path of the two-kernel backward: lengths, bottom-right
 # causal, windows, segment ids, softcap; then a packed-document timing.
 [ -x "$bin/sm90_attention_bwd_selftest" ] && run backward-ext 240 "$bin/sm90_attention_bwd_selftest" ext
+# Head dim 256 in the two-kernel backward (off by default; the mode turns it
+# on): masked and dense checks, determinism, then the d256 timing grid.
+[ -x "$bin/sm90_attention_bwd_selftest" ] && run backward-d256 300 "$bin/sm90_attention_bwd_selftest" d256
 [ -x "$bin/sm90_attention_ext_selftest" ] && {
   run ext-gate 60 "$bin/sm90_attention_ext_selftest" gate
   for dt in bf16 f16; do run "ext-$dt" 360 "$bin/sm90_attention_ext_selftest" "$dt"; done; }

@@ -61,9 +61,9 @@ __global__ void RefDqMasked(const T* q, const T* k, const T* v, const T* out, co
   const int64_t hk = h / sh.group();
   const int D = static_cast<int>(sh.head_dim), per = D / 32;
   const int64_t qo = ((b * sh.q_len + i) * sh.heads + h) * D + lane * per;
-  float qr[4], dor[4], acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float qr[8], dor[8], acc[8] = {};  // per = D / 32 <= 8 (head dim <= 256)
   float dl = 0.f;
-  for (int d = 0; d < 4; ++d) {
+  for (int d = 0; d < 8; ++d) {
     qr[d] = d < per ? ToF(q[qo + d]) : 0.f;
     dor[d] = d < per ? ToF(dout[qo + d]) : 0.f;
     if (d < per) dl += dor[d] * ToF(out[qo + d]);
@@ -104,8 +104,8 @@ __global__ void RefDkDvMasked(const T* q, const T* k, const T* v, const T* dout,
   const int64_t group = sh.group();
   const int D = static_cast<int>(sh.head_dim), per = D / 32;
   const int64_t kvo = ((b * sh.kv_len + j) * sh.kv_heads + hk) * D + lane * per;
-  float kr[4], vr[4], ak[4] = {0.f, 0.f, 0.f, 0.f}, av[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int d = 0; d < 4; ++d) {
+  float kr[8], vr[8], ak[8] = {}, av[8] = {};
+  for (int d = 0; d < 8; ++d) {
     kr[d] = d < per ? ToF(k[kvo + d]) : 0.f;
     vr[d] = d < per ? ToF(v[kvo + d]) : 0.f;
   }
@@ -578,6 +578,70 @@ inline ExtCase PackedTimingCase() {
   c.docs = {1000, 1048, 1024, 999, 1049, 1024, 1021, 1027};
   c.check = false;
   return c;
+}
+
+// Head dim 256 (the d256 mode of sm90_attention_bwd_selftest; needs
+// JAXDNN_ATTENTION_SM90_BWD_D256=1, which that mode sets): each masked feature
+// once, bf16 and f16, GQA 4.
+inline std::vector<ExtCase> ExtCasesD256() {
+  std::vector<ExtCase> v;
+  {
+    ExtCase c{"lengths 3x1000 d256", 3, 1000, 1000, 4, 1, 256, false, false};
+    c.q_lengths = {1000, 0, 517};
+    c.kv_lengths = {1000, 700, 1};
+    v.push_back(c);
+  }
+  v.push_back({"causal br 300x1000 d256", 2, 300, 1000, 2, 1, 256, true, true});
+  v.push_back({"causal br 7x1537 d256", 1, 7, 1537, 2, 2, 256, true, false});
+  {
+    ExtCase c{"window (100,50) 1537 d256", 1, 1537, 1537, 2, 2, 256, false, true};
+    c.window_left = 100;
+    c.window_right = 50;
+    v.push_back(c);
+    ExtCase c2{"window (256,-1) causal 1000 d256", 1, 1000, 1000, 4, 1, 256, true, false};
+    c2.window_left = 256;
+    v.push_back(c2);
+  }
+  {
+    ExtCase c{"segments causal gqa4 1000 d256", 2, 1000, 1000, 8, 2, 256, true, false};
+    c.docs = {1, 130, 64, 257, 7, 191, 128, 65, 300};
+    v.push_back(c);
+    ExtCase c2{"segments 1537 d256", 1, 1537, 1537, 2, 2, 256, false, true};
+    c2.docs = {1, 333, 70, 596};
+    v.push_back(c2);
+  }
+  {
+    ExtCase c{"softcap30 causal 1000 d256", 2, 1000, 1000, 2, 1, 256, true, false};
+    c.softcap = 30.f;
+    c.scale = 4.f;
+    v.push_back(c);
+    ExtCase c2{"softcap30 seg+window 1000 d256", 1, 1000, 1000, 4, 4, 256, false, true};
+    c2.softcap = 30.f;
+    c2.scale = 4.f;
+    c2.docs = {1, 250, 129, 620};
+    c2.window_left = 200;
+    c2.window_right = 10;
+    v.push_back(c2);
+  }
+  {
+    ExtCase c{"lengths 1x1 d256", 2, 1, 1, 2, 2, 256, false, true};
+    c.q_lengths = {1, 0};
+    c.kv_lengths = {1, 1};
+    v.push_back(c);
+    ExtCase c2{"lengths causal 7x7 d256", 2, 7, 7, 2, 1, 256, true, false};
+    c2.q_lengths = {7, 3};
+    c2.kv_lengths = {7, 5};
+    v.push_back(c2);
+  }
+  return v;
+}
+
+inline bool RunExtD256Cases(cudaStream_t stream) {
+  std::printf("%-44s %-4s %9s %9s %9s %9s %9s %9s %5s\n", "ext case", "dt", "dq_maxrel", "dq_relL2", "dk_maxrel",
+              "dk_relL2", "dv_maxrel", "dv_relL2", "det");
+  bool all_ok = true;
+  for (const ExtCase& c : ExtCasesD256()) all_ok = RunExtCase(c, stream) && all_ok;
+  return all_ok;
 }
 
 inline int RunExtMode() {

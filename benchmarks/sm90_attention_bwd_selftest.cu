@@ -6,7 +6,13 @@
 // with 0xFF bytes before each checked launch; determinism = two runs compared
 // bytewise. Timing: median of 10 launches of the whole backward (delta
 // pre-pass, dK/dV, dQ, GQA reduction). Exit code 1 on any failure.
-// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck|ext]
+// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck|ext|d256]
+//   d256: head dim 256 (off by default in the library; this mode sets
+//   JAXDNN_ATTENTION_SM90_BWD_D256=1 itself): reference checks (non-causal and
+//   causal, GQA 4, lengths 1, 7, 1000, 1537, bf16 and f16, variants 0 and 8),
+//   determinism, the masked d256 cases of sm90_attention_bwd_ext_selftest.cuh,
+//   then timings of the grid (batch x seq = 16384, 16 heads, seq 1024..16384,
+//   causal and not).
 //   ext: the masked cases (lengths, bottom-right causal, windows, segment ids,
 //   softcap) against a masked reference, and a packed-document timing (see
 //   sm90_attention_bwd_ext_selftest.cuh).
@@ -62,9 +68,9 @@ __global__ void RefDq(const T* q, const T* k, const T* v, const T* out, const T*
   const int hk = h / (H / Hk);
   const int per = D / 32;
   const int64_t qo = ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
-  float qr[4], dor[4], acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float qr[8], dor[8], acc[8] = {};  // per = D / 32 <= 8 (head dim <= 256)
   float dl = 0.f;
-  for (int d = 0; d < 4; ++d) {
+  for (int d = 0; d < 8; ++d) {
     qr[d] = d < per ? ToF(q[qo + d]) : 0.f;
     dor[d] = d < per ? ToF(dout[qo + d]) : 0.f;
     if (d < per) dl += dor[d] * ToF(out[qo + d]);
@@ -75,7 +81,7 @@ __global__ void RefDq(const T* q, const T* k, const T* v, const T* out, const T*
   for (int j = 0; j < hi; ++j) {
     const int64_t kvo = ((static_cast<int64_t>(b) * Skv + j) * Hk + hk) * D + lane * per;
     float sd = 0.f, pd = 0.f;
-    for (int d = 0; d < 4; ++d) {
+    for (int d = 0; d < 8; ++d) {
       if (d < per) {
         sd += qr[d] * ToF(k[kvo + d]);
         pd += dor[d] * ToF(v[kvo + d]);
@@ -85,9 +91,9 @@ __global__ void RefDq(const T* q, const T* k, const T* v, const T* out, const T*
     pd = WarpSum(pd);
     const float pj = expf(sd * scale - l);
     const float ds = pj * (pd - dl);
-    for (int d = 0; d < 4; ++d) if (d < per) acc[d] += ds * ToF(k[kvo + d]);
+    for (int d = 0; d < 8; ++d) if (d < per) acc[d] += ds * ToF(k[kvo + d]);
   }
-  for (int d = 0; d < 4; ++d) if (d < per) dq[qo + d] = acc[d] * scale;
+  for (int d = 0; d < 8; ++d) if (d < per) dq[qo + d] = acc[d] * scale;
   if (lane == 0) delta[(static_cast<int64_t>(b) * H + h) * Sq + i] = dl;
 }
 
@@ -105,8 +111,8 @@ __global__ void RefDkDv(const T* q, const T* k, const T* v, const T* dout, const
   const int group = H / Hk;
   const int per = D / 32;
   const int64_t kvo = ((static_cast<int64_t>(b) * Skv + j) * Hk + hk) * D + lane * per;
-  float kr[4], vr[4], ak[4] = {0.f, 0.f, 0.f, 0.f}, av[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int d = 0; d < 4; ++d) {
+  float kr[8], vr[8], ak[8] = {}, av[8] = {};
+  for (int d = 0; d < 8; ++d) {
     kr[d] = d < per ? ToF(k[kvo + d]) : 0.f;
     vr[d] = d < per ? ToF(v[kvo + d]) : 0.f;
   }
@@ -115,7 +121,7 @@ __global__ void RefDkDv(const T* q, const T* k, const T* v, const T* dout, const
     for (int i = causal ? j : 0; i < Sq; ++i) {
       const int64_t qo = ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
       float sd = 0.f, pd = 0.f;
-      for (int d = 0; d < 4; ++d) {
+      for (int d = 0; d < 8; ++d) {
         if (d < per) {
           sd += kr[d] * ToF(q[qo + d]);
           pd += vr[d] * ToF(dout[qo + d]);
@@ -126,7 +132,7 @@ __global__ void RefDkDv(const T* q, const T* k, const T* v, const T* dout, const
       const int64_t lo = (static_cast<int64_t>(b) * H + h) * Sq + i;
       const float pj = expf(sd * scale - lse[lo]);
       const float ds = pj * (pd - delta[lo]);
-      for (int d = 0; d < 4; ++d) {
+      for (int d = 0; d < 8; ++d) {
         if (d < per) {
           av[d] += pj * ToF(dout[qo + d]);
           ak[d] += ds * ToF(q[qo + d]);
@@ -134,7 +140,7 @@ __global__ void RefDkDv(const T* q, const T* k, const T* v, const T* dout, const
       }
     }
   }
-  for (int d = 0; d < 4; ++d) {
+  for (int d = 0; d < 8; ++d) {
     if (d < per) {
       dk[kvo + d] = ak[d] * scale;
       dv[kvo + d] = av[d];
@@ -191,6 +197,9 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount);
   if (mode == "probe") return 0;
   if (mode == "ext") return sm90_bwd_ext::RunExtMode();
+  const bool d256 = mode == "d256";
+  // Before the first Supports call (the library reads the switch once).
+  if (d256) setenv("JAXDNN_ATTENTION_SM90_BWD_D256", "1", 1);
 
   std::vector<Case> cases = {
       // B, S, H, Hk, D, causal, f16, check
@@ -203,6 +212,21 @@ int main(int argc, char** argv) {
       {1, 200, 3, 3, 64, 1, false, true},
       {2, 1536, 2, 2, 128, 1, false, true},
   };
+  if (d256) {
+    cases = {
+        // B, S, H, Hk, D, causal, f16, check
+        {1, 1, 2, 2, 256, 0, false, true},
+        {1, 1, 2, 1, 256, 1, true, true},
+        {1, 7, 2, 1, 256, 1, true, true},
+        {1, 7, 2, 2, 256, 0, false, true},
+        {1, 128, 1, 1, 256, 1, false, true},
+        {2, 1000, 4, 1, 256, 0, false, true},
+        {2, 1000, 4, 1, 256, 1, true, true},
+        {1, 1537, 2, 2, 256, 1, false, true},
+        {1, 1537, 4, 1, 256, 0, true, true},
+        {1, 1537, 4, 1, 256, 1, false, true},
+    };
+  }
   if (mode == "all" || mode == "fused") {
     const int seqs[4][2] = {{8, 2048}, {4, 4096}, {2, 8192}, {1, 16384}};
     for (int c = 0; c < 2; ++c) {
@@ -221,6 +245,14 @@ int main(int argc, char** argv) {
 
   std::vector<uint16_t> pools_bf16[4], pools_f16[4];
   bool all_ok = true;
+  if (d256) {
+    // The masked cases first (small), then the dense checks and the timing grid.
+    all_ok = sm90_bwd_ext::RunExtD256Cases(stream);
+    const int seqs[5][2] = {{16, 1024}, {8, 2048}, {4, 4096}, {2, 8192}, {1, 16384}};
+    for (int c = 0; c < 2; ++c) {
+      for (auto& bs : seqs) cases.push_back({bs[0], bs[1], 16, 16, 256, c, false, false});
+    }
+  }
   std::printf("%-30s %-4s %10s %10s %10s %10s %10s %10s %5s %9s %8s\n", "case (B,S,H,Hk,D,causal)",
               "dt", "dq_max", "dq_relL2", "dk_max", "dk_relL2", "dv_max", "dv_relL2", "det", "ms",
               "TFLOP/s");
@@ -391,6 +423,7 @@ int main(int argc, char** argv) {
       // Fused mode: the fused variants 0 and 1 instead.
       for (int var = 0; var < 64; ++var) {
         if (fused ? var > 1 : (var & 6) != 0) continue;
+        if (c.D == 256 && (var & ~8) != 0) continue;  // d256 has bit 8 only
         CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
         CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
         CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
@@ -468,6 +501,16 @@ int main(int argc, char** argv) {
         if (var == 1 && c.D != 128) continue;
         const double t = time_fused(var);
         std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF (x%.2f)", var, t, flops / (t * 1e-3) / 1e12, t2 / t);
+        breakdown += buf;
+      }
+    } else if (!c.check && c.D == 256) {
+      // Per kernel (each with the delta pre-pass), by block order (bit 8).
+      char buf[96];
+      for (int var : {0, 8}) {
+        const double tk = time_variant(var | 4), tq = time_variant(var | 2), tt = time_variant(var);
+        std::snprintf(buf, sizeof(buf), "\n    v%d: dkdv %.3fms %.0fTF, dq %.3fms %.0fTF, total %.3fms %.0fTF", var,
+                      tk, flops * 0.8 / (tk * 1e-3) / 1e12, tq, flops * 0.6 / (tq * 1e-3) / 1e12, tt,
+                      flops / (tt * 1e-3) / 1e12);
         breakdown += buf;
       }
     } else if (!c.check) {
