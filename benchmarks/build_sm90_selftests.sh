@@ -24,4 +24,7 @@ build sm90_attention_selftest benchmarks/sm90_attention_selftest.cu $fwd &
 build sm90_attention_ext_selftest benchmarks/sm90_attention_ext_selftest.cu $fwd &
 build sm90_attention_bwd_selftest benchmarks/sm90_attention_bwd_selftest.cu $bwd \
   cpp/attention/hopper/attention_sm90_backward_fused.cu $fwd &
+# The split-KV decode forward (cpp/attention/decode), timed next to the Hopper forward.
+build decode_split_selftest benchmarks/decode_split_selftest.cu \
+  cpp/attention/decode/attention_decode_split.cu $fwd &
 wait

@@ -33,4 +33,6 @@ run() {  # log name, timeout, command...
   run backward-fused-check 150 "$bin/sm90_attention_bwd_selftest" fusedcheck
   grep -q "ALL PASSED" "$out/backward-fused-check.log" &&
     run backward-fused-timing 300 "$bin/sm90_attention_bwd_selftest" fused; }
+# The split-KV decode forward: checks, determinism, then timings (TB/s over K/V).
+[ -x "$bin/decode_split_selftest" ] && run decode-split 300 "$bin/decode_split_selftest" all
 exit 0

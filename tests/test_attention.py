@@ -812,6 +812,39 @@ def test_gpu_deterministic_backward():
     np.testing.assert_array_equal(np.asarray(x, np.float32), np.asarray(y, np.float32))
 
 
+# Decode shapes (a few query tokens over a long key/value cache): the split-KV
+# decode forward (cpp/attention/decode) takes these once JAXDNN_ATTENTION_DECODE
+# is on (off by default until it has run on a GPU; the switch is read in C++ at
+# first use, so the test sets nothing): until then they check the kernels that
+# take them now.
+DECODE_DIMS = [Dims(1, 1, 16384, 16, 16, 128), Dims(2, 4, 4096, 16, 4, 64),
+               Dims(1, 16, 8192, 16, 1, 256), Dims(4, 1, 2048, 8, 2, 128)]
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=dtype_name)
+@pytest.mark.parametrize("dims", DECODE_DIMS, ids=str)
+@pytest.mark.parametrize("option", ["plain", "causal", "window_pair", "both_lengths", "softcap"])
+def test_gpu_decode_shapes_match_oracle(option, dims, dtype):
+  with warnings.catch_warnings():
+    if not _gpu_kernel_expected():
+      warnings.simplefilter("ignore")
+    _fwd_check(None, dims, dtype, OPTIONS[option](dims))
+
+
+def test_decode_workspace_mirrors_cpp():
+  # Values of DecodeWorkspaceElems (cpp/attention/decode/attention_decode_split_plan.h),
+  # printed by the C++ for these shapes: the Python mirror must agree.
+  from jaxdnn.attention.primitives import decode_split_workspace_elems as elems
+  assert elems(1, 1, 16384, 16, 16, 128) == 266240
+  assert elems(16, 1, 16384, 16, 16, 128) == 532480
+  assert elems(1, 16, 65536, 16, 1, 256) == 8454144
+  assert elems(1, 1, 1000, 16, 16, 128) == 16640
+  assert elems(128, 1, 4096, 32, 8, 128) == 0   # enough CTAs without splitting
+  assert elems(1, 17, 65536, 16, 16, 128) == 0  # not a decode-length query
+  assert elems(1, 1, 65536, 16, 16, 96) == 0    # head dim the kernel lacks
+
+
 @pytest.mark.parametrize("impl", KERNELS, ids=str)
 def test_backward_is_deterministic_across_threads(impl):
   # Many (batch, head) work items on the CPU thread pool, a bias gradient too.

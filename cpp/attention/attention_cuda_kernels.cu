@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "attention/attention_cuda_backward.cuh"
+#include "attention/decode/attention_decode_split.h"
 #include "attention/hopper/attention_sm90_backward.h"
 #include "attention/hopper/attention_sm90_backward_fused.h"
 #include "attention/hopper/attention_sm90_forward.h"
@@ -176,8 +177,24 @@ static bool Sm90ForwardEnabled() {
   return enabled;
 }
 
+// The split-KV decode forward (cpp/attention/decode) for a few query tokens
+// over a long key/value cache. OFF by default: it has been compiled but not
+// yet run on a GPU; JAXDNN_ATTENTION_DECODE=1 turns it on (read once, at first
+// use). jaxdnn/attention/primitives.py reads the same variable to size the
+// workspace; without one large enough the forward goes on as before.
+static bool DecodeSplitEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("JAXDNN_ATTENTION_DECODE");
+    return v && v[0] == '1' && v[1] == '\0';
+  }();
+  return enabled;
+}
+
 cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.q_len == 0 || p.shape.heads == 0) return cudaSuccess;
+  if (DecodeSplitEnabled() && DecodeSplitSupports(p)) {
+    return LaunchAttentionFwdDecodeSplit(p, MakeDecodeSplitPlan(p.shape), stream);
+  }
   if (Sm90ForwardEnabled() && Sm90ForwardSupports(p)) return LaunchAttentionFwdSm90(p, stream);
   switch (p.dtype) {
     case ffi::DataType::BF16: return FwdByHeadDim<__nv_bfloat16>(p, stream);

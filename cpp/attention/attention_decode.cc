@@ -3,7 +3,7 @@
 //
 // Operand order (optional ones present when their OperandBits bit is set):
 //   forward:  q, k, v, [bias], [mask], [q_lengths], [kv_lengths],
-//             [q_segment_ids, kv_segment_ids], [seeds]    -> out, lse
+//             [q_segment_ids, kv_segment_ids], [seeds]    -> out, lse, [workspace]
 //   backward: q, k, v, out, lse, dout, [dlse], then the forward's optional
 //             operands                                    -> dq, dk, dv, [dbias], [workspace]
 #include <string>
@@ -185,6 +185,12 @@ ffi::ErrorOr<AttnFwdArgs> DecodeFwd(ffi::RemainingArgs args, ffi::RemainingRets 
   JAXDNN_CHECK(CheckDims(*lse, {s.batch, s.heads, s.q_len}, ffi::DataType::F32, "lse"));
   p.out = out->untyped_data();
   p.lse = static_cast<float*>(lse->untyped_data());
+  if (rets.size() > r) {  // CUDA: the split-KV decode path's scratch, when Python sized one
+    JAXDNN_TRY(ws, Ret(rets, r, "workspace"));
+    if (ws->element_type() != ffi::DataType::F32) return ffi::Unexpected(Fail("workspace must be float32"));
+    p.workspace = static_cast<float*>(ws->untyped_data());
+    p.workspace_elems = int64_t(ws->element_count());
+  }
   return p;
 }
 

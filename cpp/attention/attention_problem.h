@@ -75,6 +75,8 @@ struct AttnFwdArgs {
   AttnMaskParams mask_params;
   void* out;
   float* lse;
+  float* workspace = nullptr;  // CUDA: float32 scratch of the split-KV decode path; may be absent
+  int64_t workspace_elems = 0;
 };
 
 struct AttnBwdArgs {

@@ -2,7 +2,7 @@
 
 Operand order matches cpp/attention/attention_decode.cc:
   forward:  q, k, v, [bias], [mask], [q_lengths], [kv_lengths],
-            [q_segment_ids, kv_segment_ids], [seeds]          -> out, lse
+            [q_segment_ids, kv_segment_ids], [seeds]          -> out, lse, [workspace]
   backward: q, k, v, out, lse, dout, [dlse], then the forward's optional
             operands                                          -> dq, dk, dv, [dbias]
 `operands` (bits of OPERAND_BITS) says which optional operands are present.
@@ -91,6 +91,24 @@ class AttentionForward(FfiOp):
 
   def ffi_attributes(self, *, implementation, **params):
     return _attrs(**params)
+
+  def workspace(self, platform, avals_in, *, operands, dropout_rate, **params):
+    """CUDA: the split-KV decode path's float32 partials, only where that path
+    may run (JAXDNN_ATTENTION_DECODE=1 and a decode-shaped problem), so that
+    prefill and training calls allocate nothing extra."""
+    if platform != "cuda" or not _extension.has_cuda_target(self.target):
+      return []
+    if not _decode_split_enabled() or dropout_rate != 0.0:
+      return []
+    if operands & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"] | OPERAND_BITS["segments"]
+                   | OPERAND_BITS["dropout"]):
+      return []
+    q, k = avals_in[0], avals_in[1]
+    if np.dtype(q.dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
+      return []
+    batch, q_len, heads, dim = q.shape
+    elems = decode_split_workspace_elems(batch, q_len, k.shape[1], heads, k.shape[2], dim)
+    return [jax.ShapeDtypeStruct((elems,), jnp.float32)] if elems > 0 else []
 
   def sharding(self, avals_in, avals_out, *, operands, dropout_rate, **_):
     kinds = operand_kinds(FORWARD_FIXED, operands)
@@ -214,3 +232,51 @@ def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
   if heads != kv_heads:
     n += 2 * batch * kv_len * heads * dim
   return n
+
+
+# ---- the split-KV decode forward (cpp/attention/decode) ----
+# Mirrors of cpp/attention/decode/attention_decode_split_plan.h: change both together.
+DECODE_WARPS = 4
+DECODE_MAX_QUERY_LEN = 16
+DECODE_CHUNK_ALIGN = 64
+DECODE_MIN_CHUNK = 512
+DECODE_TARGET_CTAS = 1024
+
+
+def _decode_split_enabled():
+  """JAXDNN_ATTENTION_DECODE=1 turns the decode path on (off by default: not
+  yet run on a GPU); the C++ side reads the same variable at first use."""
+  return os.environ.get("JAXDNN_ATTENTION_DECODE") == "1"
+
+
+def _ceil_div(a, b):
+  return -(-a // b)
+
+
+def _decode_split_plan(batch, q_len, kv_len, heads, kv_heads):
+  """(slots per output row, splits): mirrors MakeDecodeSplitPlan."""
+  rows = q_len * (heads // max(kv_heads, 1))
+  row_tiles = 1 if rows <= 16 else (2 if rows <= 32 else 4)
+  key_groups = DECODE_WARPS // row_tiles
+  row_groups = _ceil_div(rows, 16 * row_tiles)
+  base_ctas = batch * kv_heads * row_groups
+  kv = max(kv_len, 1)
+  splits = _ceil_div(DECODE_TARGET_CTAS, base_ctas) if base_ctas > 0 else 1
+  splits = max(1, min(splits, _ceil_div(kv, DECODE_MIN_CHUNK)))
+  chunk = _ceil_div(_ceil_div(kv, splits), DECODE_CHUNK_ALIGN) * DECODE_CHUNK_ALIGN
+  splits = _ceil_div(kv, chunk)
+  return splits * key_groups, splits
+
+
+def decode_split_workspace_elems(batch, q_len, kv_len, heads, kv_heads, dim):
+  """float32 workspace elements of the decode path, 0 where the shape does not
+  take it: mirrors DecodeWorkspaceElems (DecodeSplitShapeFits, then
+  batch * heads * q_len * slots * (dim + 2))."""
+  if batch < 1 or not 1 <= q_len <= DECODE_MAX_QUERY_LEN or kv_len < 1:
+    return 0
+  if heads < 1 or kv_heads < 1 or heads % kv_heads != 0 or dim not in (64, 128, 256):
+    return 0
+  slots, splits = _decode_split_plan(batch, q_len, kv_len, heads, kv_heads)
+  if splits < 2:
+    return 0
+  return batch * heads * q_len * slots * (dim + 2)
