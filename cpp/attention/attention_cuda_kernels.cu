@@ -139,7 +139,10 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.heads == 0) return cudaSuccess;
   const int mode = Sm90BackwardMode();
   if (p.shape.q_len > 0 && p.shape.kv_len > 0 && mode != 0) {
-    const bool fused_first = mode == 2 || (mode == -1 && p.shape.q_len >= kFusedBackwardMinQueryLen);
+    // The fused kernel's unordered dQ mode (deterministic=False, opt-in) has
+    // no serial hand-off between key blocks, so it is tried at every length.
+    const bool fused_first = mode == 2 || (mode == -1 && (p.shape.q_len >= kFusedBackwardMinQueryLen ||
+                                                          !Sm90FusedBackwardOrdered(p)));
     // The fused backward is dense only (its support check builds on
     // Sm90BackwardSupports, which also takes the masked cases).
     if (fused_first && Sm90FusedBackwardSupports(p)) {

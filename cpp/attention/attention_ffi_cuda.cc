@@ -43,10 +43,12 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
 ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    int32_t operands, float scale, float softcap, int32_t causal, int32_t window_left,
                    int32_t window_right, float dropout_rate, int32_t deterministic) {
-  // The CUDA backward has no atomics: it is deterministic whatever `deterministic` says.
   auto p = DecodeBwd(args, rets, operands, scale, softcap, causal, window_left, window_right,
                      dropout_rate, /*has_workspace=*/true);
   if (!p.has_value()) return p.error();
+  // Only the fused sm90 backward's opt-in atomic dQ mode uses this; every
+  // other CUDA backward is deterministic whatever it says.
+  p->deterministic = deterministic != 0;
   if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
   const bool staging = p->dbias != nullptr && DbiasNeedsStaging(p->bias, p->shape);
   if (p->workspace_elems < BackwardWorkspaceElems(p->shape, staging)) {

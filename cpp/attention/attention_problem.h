@@ -99,6 +99,9 @@ struct AttnBwdArgs {
   float* dbias;             // float32 with bias's shape; null when not wanted
   float* workspace;         // CUDA: float32 scratch; null on CPU
   int64_t workspace_elems;
+  // false: the backward may add dQ contributions in any order (float32
+  // atomics), so reruns can differ in the last bits.
+  bool deterministic = true;
 };
 
 ffi::ErrorOr<AttnFwdArgs> DecodeFwd(ffi::RemainingArgs args, ffi::RemainingRets rets,

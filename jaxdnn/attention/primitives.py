@@ -152,7 +152,7 @@ class AttentionBackward(FfiOp):
       bias = avals_in[operand_kinds(BACKWARD_FIXED, operands).index("bias")]
       if tuple(bias.shape) != (batch, heads, q_len, kv_len):
         elems += batch * heads * q_len * kv_len
-    if _may_take_fused_backward(q_len):
+    if _may_take_fused_backward(q_len, params.get("deterministic", True)):
       # The fused Hopper backward also keeps a float32 dQ accumulator and
       # semaphores (attention_sm90_backward_fused.h: Sm90FusedBwdWorkspaceElems).
       elems = max(elems, _fused_backward_workspace(batch, q_len, kv_len, heads, k.shape[2], dim))
@@ -214,13 +214,17 @@ attention_backward = AttentionBackward()
 FUSED_BACKWARD_MIN_QUERY_LEN = 8192
 
 
-def _may_take_fused_backward(q_len):
+def _may_take_fused_backward(q_len, deterministic=True):
   """Whether the CUDA backward may pick the fused Hopper kernel, by the same
-  rule as the C++ side (JAXDNN_ATTENTION_SM90_BWD: 0/1 never, 2 always)."""
+  rule as the C++ side (JAXDNN_ATTENTION_SM90_BWD: 0/1 never, 2 always; by
+  default from FUSED_BACKWARD_MIN_QUERY_LEN rows, or at any length for
+  deterministic=False when JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1 allows its
+  unordered dQ mode)."""
   mode = os.environ.get("JAXDNN_ATTENTION_SM90_BWD")
   if mode in ("0", "1"):
     return False
-  return mode == "2" or q_len >= FUSED_BACKWARD_MIN_QUERY_LEN
+  atomic = not deterministic and os.environ.get("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") == "1"
+  return mode == "2" or atomic or q_len >= FUSED_BACKWARD_MIN_QUERY_LEN
 
 
 def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):

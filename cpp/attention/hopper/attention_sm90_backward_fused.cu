@@ -1,8 +1,10 @@
 // Host launcher of the fused Hopper attention backward
-// (see attention_sm90_backward_fused.cuh). COMPILE-ONLY so far.
+// (see attention_sm90_backward_fused.cuh). Checked on an H200 (self-test and
+// through jax, 2026-11-22); the unordered dQ mode is compiled only.
 #include "attention/hopper/attention_sm90_backward_fused.h"
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "attention/hopper/attention_sm90_backward.h"
 #include "attention/hopper/attention_sm90_backward_fused.cuh"
@@ -15,7 +17,7 @@ namespace {
 
 int64_t Round64(int64_t x) { return (x + 63) / 64 * 64; }
 
-template <int kD, bool kF16, int kStages, int kDqBufs>
+template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs>;
   const AttnShape& s = a.shape;
@@ -61,12 +63,16 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   fp.counters = reinterpret_cast<int*>(ws + off);
   const int64_t num_counters = s.batch * s.heads * num_m;
 
-  // 0. Semaphores to zero (the dQ accumulator needs no zeroing: key block 0
-  //    stores, later key blocks add).
-  if ((err = cudaMemsetAsync(fp.counters, 0, static_cast<size_t>(num_counters) * sizeof(int), stream)) !=
-      cudaSuccess) {
-    return err;
+  // 0. Ordered: semaphores to zero (the dQ accumulator needs no zeroing: key
+  //    block 0 stores, later key blocks add). Unordered: the accumulator to
+  //    zero (every key block adds).
+  if constexpr (kOrdered) {
+    err = cudaMemsetAsync(fp.counters, 0, static_cast<size_t>(num_counters) * sizeof(int), stream);
+  } else {
+    err = cudaMemsetAsync(fp.dq_accum, 0, static_cast<size_t>(s.batch * s.heads * num_m * 64 * kD) * sizeof(float),
+                          stream);
   }
+  if (err != cudaSuccess) return err;
 
   // 1. delta (the two-kernel backward's pre-pass).
   {
@@ -84,7 +90,7 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdFusedSm90Kernel<kD, kF16, kStages, kDqBufs>;
+    auto kernel = sm90::AttnBwdFusedSm90Kernel<kD, kF16, kStages, kDqBufs, kOrdered>;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes)) !=
         cudaSuccess) {
       return err;
@@ -119,6 +125,17 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+// The unordered (atomic) dQ mode is opt-in with
+// JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1 (read once) until it has run on a GPU;
+// it then serves calls with deterministic=False.
+bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p) {
+  static const bool atomic_enabled = [] {
+    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD_ATOMIC");
+    return v != nullptr && v[0] == '1' && v[1] == '\0';
+  }();
+  return p.deterministic || !atomic_enabled;
+}
+
 bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   const AttnShape& s = p.shape;
   if (p.workspace_elems < Sm90FusedBwdWorkspaceElems(s)) return false;
@@ -135,20 +152,27 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   return true;
 }
 
-cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+template <bool kOrdered>
+cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const bool f16 = p.dtype == ffi::DataType::F16;
   const int d = static_cast<int>(p.shape.head_dim);
   if (variant < 0) variant = 0;
   if (d == 64) {
-    return f16 ? LaunchFused<64, true, 4, 2>(p, stream) : LaunchFused<64, false, 4, 2>(p, stream);
+    return f16 ? LaunchFused<64, true, 4, 2, kOrdered>(p, stream) : LaunchFused<64, false, 4, 2, kOrdered>(p, stream);
   }
   if (d == 128) {
     if (variant == 1) {
-      return f16 ? LaunchFused<128, true, 3, 1>(p, stream) : LaunchFused<128, false, 3, 1>(p, stream);
+      return f16 ? LaunchFused<128, true, 3, 1, kOrdered>(p, stream)
+                 : LaunchFused<128, false, 3, 1, kOrdered>(p, stream);
     }
-    return f16 ? LaunchFused<128, true, 2, 2>(p, stream) : LaunchFused<128, false, 2, 2>(p, stream);
+    return f16 ? LaunchFused<128, true, 2, 2, kOrdered>(p, stream) : LaunchFused<128, false, 2, 2, kOrdered>(p, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+  return Sm90FusedBackwardOrdered(p) ? LaunchFusedVariant<true>(p, stream, variant)
+                                     : LaunchFusedVariant<false>(p, stream, variant);
 }
 
 cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream) {
