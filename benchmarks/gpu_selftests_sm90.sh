@@ -3,6 +3,7 @@
 # binaries built beforehand by benchmarks/build_sm90_selftests.sh (carry the
 # folder), each under a timeout; logs and a summary go to OUT.
 #   bash benchmarks/gpu_selftests_sm90.sh OUT [BINDIR]
+# NEW_ONLY=1 runs only the self-tests of code not yet run on a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?give an output folder}
@@ -16,23 +17,33 @@ run() {  # log name, timeout, command...
   echo "$log: exit $rc; $(grep -ciE 'FAIL' "$out/$log.log") lines with FAIL"
   tail -4 "$out/$log.log" | sed 's/^/    /'
 }
-[ -x "$bin/sm90_attention_selftest" ] && for dt in bf16 f16; do
-  run "forward-$dt" 240 "$bin/sm90_attention_selftest" "$dt"; done
-[ -x "$bin/sm90_attention_bwd_selftest" ] && run backward 200 "$bin/sm90_attention_bwd_selftest" all
-# The masked (extended) path of the two-kernel backward: lengths, bottom-right
-# causal, windows, segment ids, softcap; then a packed-document timing.
-[ -x "$bin/sm90_attention_bwd_selftest" ] && run backward-ext 240 "$bin/sm90_attention_bwd_selftest" ext
+b=$bin
+# ---- Not yet run on a GPU (first, so a short device call still covers them).
+# The split-KV decode forward: checks, determinism, then timings (TB/s over K/V).
+[ -x "$b/decode_split_selftest" ] && run decode-split 300 "$b/decode_split_selftest" all
 # Head dim 256 in the two-kernel backward (off by default; the mode turns it
 # on): masked and dense checks, determinism, then the d256 timing grid.
-[ -x "$bin/sm90_attention_bwd_selftest" ] && run backward-d256 300 "$bin/sm90_attention_bwd_selftest" d256
-[ -x "$bin/sm90_attention_ext_selftest" ] && {
-  run ext-gate 60 "$bin/sm90_attention_ext_selftest" gate
-  for dt in bf16 f16; do run "ext-$dt" 360 "$bin/sm90_attention_ext_selftest" "$dt"; done; }
-# The fused backward: correctness and determinism first; timings only if they pass.
-[ -x "$bin/sm90_attention_bwd_selftest" ] && {
-  run backward-fused-check 150 "$bin/sm90_attention_bwd_selftest" fusedcheck
+[ -x "$b/sm90_attention_bwd_selftest" ] && run backward-d256 300 "$b/sm90_attention_bwd_selftest" d256
+# The fused backward's unordered dQ mode (deterministic=False; opt-in): checks
+# first, timings against the ordered fused and the two-kernel one if they pass.
+[ -x "$b/sm90_attention_bwd_selftest" ] && {
+  run backward-atomic-check 150 "$b/sm90_attention_bwd_selftest" atomiccheck
+  grep -q "ALL PASSED" "$out/backward-atomic-check.log" &&
+    run backward-atomic-timing 300 "$b/sm90_attention_bwd_selftest" atomic; }
+[ -n "${NEW_ONLY:-}" ] && exit 0
+# ---- Checked on an H200 (2026-11-22): regression runs.
+[ -x "$b/sm90_attention_selftest" ] && for dt in bf16 f16; do
+  run "forward-$dt" 240 "$b/sm90_attention_selftest" "$dt"; done
+[ -x "$b/sm90_attention_bwd_selftest" ] && run backward 200 "$b/sm90_attention_bwd_selftest" all
+# The masked (extended) path of the two-kernel backward: lengths, bottom-right
+# causal, windows, segment ids, softcap; then a packed-document timing.
+[ -x "$b/sm90_attention_bwd_selftest" ] && run backward-ext 240 "$b/sm90_attention_bwd_selftest" ext
+[ -x "$b/sm90_attention_ext_selftest" ] && {
+  run ext-gate 60 "$b/sm90_attention_ext_selftest" gate
+  for dt in bf16 f16; do run "ext-$dt" 360 "$b/sm90_attention_ext_selftest" "$dt"; done; }
+# The fused backward (ordered dQ): correctness and determinism, then timings.
+[ -x "$b/sm90_attention_bwd_selftest" ] && {
+  run backward-fused-check 150 "$b/sm90_attention_bwd_selftest" fusedcheck
   grep -q "ALL PASSED" "$out/backward-fused-check.log" &&
-    run backward-fused-timing 300 "$bin/sm90_attention_bwd_selftest" fused; }
-# The split-KV decode forward: checks, determinism, then timings (TB/s over K/V).
-[ -x "$bin/decode_split_selftest" ] && run decode-split 300 "$bin/decode_split_selftest" all
+    run backward-fused-timing 300 "$b/sm90_attention_bwd_selftest" fused; }
 exit 0

@@ -6,7 +6,7 @@
 // with 0xFF bytes before each checked launch; determinism = two runs compared
 // bytewise. Timing: median of 10 launches of the whole backward (delta
 // pre-pass, dK/dV, dQ, GQA reduction). Exit code 1 on any failure.
-// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck|ext|d256]
+// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck|atomic|atomiccheck|ext|d256]
 //   d256: head dim 256 (off by default in the library; this mode sets
 //   JAXDNN_ATTENTION_SM90_BWD_D256=1 itself): reference checks (non-causal and
 //   causal, GQA 4, lengths 1, 7, 1000, 1537, bf16 and f16, variants 0 and 8),
@@ -20,6 +20,10 @@
 //   through the fused backward (attention_sm90_backward_fused.*): reference
 //   check of every fused variant, determinism = three runs compared bytewise,
 //   and timings of the fused backward next to the two-kernel one.
+//   atomic, atomiccheck: as fused / fusedcheck with the fused kernel's
+//   unordered dQ mode (deterministic = false, JAXDNN_ATTENTION_SM90_BWD_ATOMIC
+//   set here): dK and dV must still be bit-identical across runs, dQ only
+//   close; timings next to the ordered fused kernel and the two-kernel one.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -188,7 +192,10 @@ long long CountNonFinite(const std::vector<uint16_t>& got, bool f16) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
-  const bool fused = mode == "fused" || mode == "fusedcheck";
+  const bool atomic = mode == "atomic" || mode == "atomiccheck";
+  const bool fused = mode == "fused" || mode == "fusedcheck" || atomic;
+  // Before the first Sm90FusedBackwardOrdered call (the switch is read once).
+  if (atomic) setenv("JAXDNN_ATTENTION_SM90_BWD_ATOMIC", "1", 1);
   int dev = 0;
   CHECK_CUDA(cudaSetDevice(dev));
   cudaDeviceProp prop;
@@ -227,7 +234,7 @@ int main(int argc, char** argv) {
         {1, 1537, 4, 1, 256, 1, false, true},
     };
   }
-  if (mode == "all" || mode == "fused") {
+  if (mode == "all" || mode == "fused" || mode == "atomic") {
     const int seqs[4][2] = {{8, 2048}, {4, 4096}, {2, 8192}, {1, 16384}};
     for (int c = 0; c < 2; ++c) {
       for (auto& bs : seqs) cases.push_back({bs[0], bs[1], 16, 16, 128, c, false, false});
@@ -343,6 +350,12 @@ int main(int argc, char** argv) {
     a.dbias = nullptr;
     a.workspace = ws;
     a.workspace_elems = ws_elems;
+    a.deterministic = !atomic;
+    if (atomic && jaxdnn::attention::Sm90FusedBackwardOrdered(a)) {
+      std::printf("%-30s FAIL: the unordered dQ mode is not selected\n", name);
+      all_ok = false;
+      continue;
+    }
     if (!jaxdnn::attention::Sm90BackwardSupports(a)) {
       std::printf("%-30s FAIL: Sm90BackwardSupports() is false\n", name);
       all_ok = false;
@@ -373,10 +386,12 @@ int main(int argc, char** argv) {
     std::vector<uint16_t> gq1, gk1, gv1, gq2, gk2, gv2;
     run_poisoned(gq1, gk1, gv1);
     run_poisoned(gq2, gk2, gv2);
-    bool det = std::memcmp(gq1.data(), gq2.data(), nq * 2) == 0 &&
+    // The unordered dQ mode may round dQ differently from run to run; dK and
+    // dV are still formed without atomics.
+    bool det = (atomic || std::memcmp(gq1.data(), gq2.data(), nq * 2) == 0) &&
                std::memcmp(gk1.data(), gk2.data(), nkv * 2) == 0 &&
                std::memcmp(gv1.data(), gv2.data(), nkv * 2) == 0;
-    if (fused) {  // a third run (the dQ semaphores order the additions)
+    if (fused && !atomic) {  // a third run (the dQ semaphores order the additions)
       run_poisoned(gq2, gk2, gv2);
       det = det && std::memcmp(gq1.data(), gq2.data(), nq * 2) == 0 &&
             std::memcmp(gk1.data(), gk2.data(), nkv * 2) == 0 &&
@@ -491,7 +506,18 @@ int main(int argc, char** argv) {
     if (c.causal) flops *= 0.5;
     const double tflops = flops / (med * 1e-3) / 1e12;
     std::string breakdown;
-    if (fused) {
+    if (atomic) {
+      // Unordered dQ next to the ordered fused kernel and the two-kernel one.
+      char buf[200];
+      const double t2 = time_variant(-1);
+      a.deterministic = true;
+      const double t_ordered = time_fused(-1);
+      a.deterministic = false;
+      std::snprintf(buf, sizeof(buf), "\n    two-kernel %.3fms %.0fTF | fused ordered %.3fms %.0fTF | unordered x%.2f vs two-kernel, x%.2f vs ordered",
+                    t2, flops / (t2 * 1e-3) / 1e12, t_ordered, flops / (t_ordered * 1e-3) / 1e12, t2 / med,
+                    t_ordered / med);
+      breakdown += buf;
+    } else if (fused) {
       // The fused variants next to the two-kernel backward (default variant).
       char buf[160];
       const double t2 = time_variant(-1);
