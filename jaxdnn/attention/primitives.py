@@ -152,7 +152,8 @@ class AttentionBackward(FfiOp):
       bias = avals_in[operand_kinds(BACKWARD_FIXED, operands).index("bias")]
       if tuple(bias.shape) != (batch, heads, q_len, kv_len):
         elems += batch * heads * q_len * kv_len
-    if _may_take_fused_backward(q_len, params.get("deterministic", True)):
+    if (_fused_backward_applies(dim, q_len, kv_len, operands, **params)
+        and _may_take_fused_backward(q_len, params.get("deterministic", True))):
       # The fused Hopper backward also keeps a float32 dQ accumulator and
       # semaphores (attention_sm90_backward_fused.h: Sm90FusedBwdWorkspaceElems).
       elems = max(elems, _fused_backward_workspace(batch, q_len, kv_len, heads, k.shape[2], dim))
@@ -212,6 +213,20 @@ attention_backward = AttentionBackward()
 # From this many query rows up the CUDA backward takes the fused Hopper kernel
 # (mirrors kFusedBackwardMinQueryLen in cpp/attention/attention_cuda_kernels.cu).
 FUSED_BACKWARD_MIN_QUERY_LEN = 8192
+
+
+# Optional operands the fused Hopper backward never takes (it is dense only).
+_FUSED_BACKWARD_REFUSES = sum(OPERAND_BITS[n] for n in (
+    "bias", "mask", "q_lengths", "kv_lengths", "segments", "dropout", "dlse", "dbias"))
+
+
+def _fused_backward_applies(dim, q_len, kv_len, operands, *, softcap=0.0, causal=False,
+                            window_left=-1, window_right=-1, **_):
+  """The problems the fused kernel can take at all (attention_sm90_backward_fused.cu:
+  Sm90FusedBackwardSupports): dense, head dim 64/128, causal only when
+  q_len == kv_len; elsewhere its workspace would be asked for in vain."""
+  return (dim in (64, 128) and not operands & _FUSED_BACKWARD_REFUSES and not softcap
+          and window_left < 0 and window_right < 0 and (not causal or q_len == kv_len))
 
 
 def _may_take_fused_backward(q_len, deterministic=True):

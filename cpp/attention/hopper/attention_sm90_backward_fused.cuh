@@ -54,7 +54,7 @@
 // accumulator is zeroed by a memset first and every key block reduce-adds
 // its dQ block as soon as it is staged; no counters, no waiting.
 //
-// Deadlock freedom relies on in-order CTA dispatch (as FA3's deterministic
+// Ordered mode only: deadlock freedom relies on in-order CTA dispatch (as FA3's deterministic
 // mode does): the grid is (batch*heads, key blocks) with blockIdx.y = n, so
 // key block n - 1 of the same (b, h) has a lower linear block id and is
 // resident or finished whenever key block n is. Key block 0 never waits.

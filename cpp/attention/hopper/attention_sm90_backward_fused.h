@@ -38,13 +38,14 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p);
 // no semaphores; not yet run on a GPU, so opt-in).
 bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p);
 
-// Launches on `stream`: counter reset (cudaMemsetAsync of the semaphores),
-// delta pre-pass, the fused dK/dV/dQ kernel, the dQ conversion, and for GQA
-// the fixed-order reduction of per-query-head dK/dV partials. Allocates
-// nothing, does not synchronize. Deterministic (the dQ additions into each
-// 64-query block happen in key-block order, serialized by semaphores).
-// Relies on in-order CTA dispatch for forward progress (as FA3's
-// deterministic backward does).
+// Launches on `stream`: the workspace reset (ordered mode: the semaphores;
+// unordered: the dQ accumulator, by cudaMemsetAsync), delta pre-pass, the
+// fused dK/dV/dQ kernel, the dQ conversion, and for GQA the fixed-order
+// reduction of per-query-head dK/dV partials. Allocates nothing, does not
+// synchronize. Ordered mode (Sm90FusedBackwardOrdered): deterministic, the dQ
+// additions into each 64-query block happen in key-block order, serialized by
+// semaphores, relying on in-order CTA dispatch for forward progress (as FA3's
+// deterministic backward does). Unordered mode: dQ bits may differ per run.
 cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream);
 
 // Benchmarking hook. variant (head dim 128 only; ignored at 64, which uses
