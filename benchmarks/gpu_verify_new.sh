@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call (~10 min) that checks the kernels written but not yet run on
+# a GPU, then through jax with their switches on: carry build/sm90 (built here
+# by benchmarks/build_sm90_selftests.sh) and .whl.
+#   bash benchmarks/gpu_verify_new.sh OUTDIR
+# Steps, each under its own timeout, results under OUTDIR:
+#   1. jaxdnn builds in the background while the new-code self-tests run
+#      (gpu_selftests_sm90.sh with NEW_ONLY=1);
+#   2. attention_gpu_check.py with every opt-in switch on;
+#   3. the GPU attention tests that reach the new paths (decode shapes, head
+#      dim 256, causal), switches on;
+#   4. the attention benchmark at head dim 128 (dense, decode) with the
+#      switches on, for the A/B against the last committed run.
+set -uo pipefail
+out=${1:?give an output folder}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
+  echo "build exit $?" > "$out/build.rc" ) &
+NEW_ONLY=1 bash "$repo/benchmarks/gpu_selftests_sm90.sh" "$out/self" "${BIN:-build/sm90}"
+wait; cat "$out/build.rc"
+export JAXDNN_ATTENTION_DECODE=1 JAXDNN_ATTENTION_SM90_BWD_D256=1 JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1
+echo "== jax self-check, switches on"
+( cd /tmp && timeout "${CHECK_TIMEOUT:-300}" python3 "$repo/benchmarks/attention_gpu_check.py" ) > "$out/check.txt" 2>&1
+echo "exit $?: $(grep -c '^ok' "$out/check.txt") ok, $(grep -vc '^ok\|WARN' "$out/check.txt") other lines"
+grep -vE "^ok|WARN" "$out/check.txt" | tail -5
+echo "== GPU tests reaching the new paths"
+( cd /tmp && timeout "${TEST_TIMEOUT:-240}" python3 -m pytest "$repo/tests/test_attention.py" -q -p no:cacheprovider \
+    -k "gpu and (decode or 384 or causal or deterministic)" ) > "$out/tests.log" 2>&1
+echo "pytest exit $?"; grep -E "^FAILED|passed|failed" "$out/tests.log" | head -12
+if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$repo"/.whl/*.whl
+  mkdir -p /tmp/site/xprof/cli/tools
+  touch /tmp/site/xprof/__init__.py /tmp/site/xprof/cli/__init__.py
+  echo "get_kernel_stats_tool = None" > /tmp/site/xprof/cli/tools/__init__.py
+  export PYTHONPATH=/tmp/site
+fi
+echo "== benchmark, switches on"
+( cd /tmp && timeout "${BENCH_TIMEOUT:-240}" python3 -m jaxdnn.bench attention --dims 128 --seqs 2048,4096,8192 \
+    --only dense,decode --no-torch --out "$out/attention.json" ) 2>&1 | grep -v WARN > "$out/bench.txt"
+grep -E "jaxdnn|cudnn|geomean" "$out/bench.txt"
