@@ -61,6 +61,7 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/attention_sm90_backward_dkdv_store.cuh"
 #include "attention/hopper/attention_sm90_backward_scores.cuh"
 #include "attention/hopper/sm90_tile_gemm.cuh"
 
@@ -505,35 +506,7 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     // ---------------------------- epilogue ----------------------------
-    const float scale = p.scale;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int key = key0 + 8 * r;
-      if (key >= p.kv_len) continue;
-      if (p.group == 1) {
-        const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.kv_heads + hk) * kD;
-        uint16_t* gk = static_cast<uint16_t*>(p.dk) + base;
-        uint16_t* gv = static_cast<uint16_t*>(p.dv) + base;
-#pragma unroll
-        for (int j = 0; j < kD / 8; ++j) {
-          const int col = 8 * j + 2 * t;
-          *reinterpret_cast<uint32_t*>(gk + col) =
-              PackPair<kF16>(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
-          *reinterpret_cast<uint32_t*>(gv + col) = PackPair<kF16>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
-        }
-      } else {
-        const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.heads + h) * kD;
-        float* gk = p.dk_part + base;
-        float* gv = p.dv_part + base;
-#pragma unroll
-        for (int j = 0; j < kD / 8; ++j) {
-          const int col = 8 * j + 2 * t;
-          *reinterpret_cast<float2*>(gk + col) =
-              make_float2(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
-          *reinterpret_cast<float2*>(gv + col) = make_float2(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
-        }
-      }
-    }
+    StoreDkDvRows<kD, kD, kF16>(p, dk, dv, b, h, hk, key0, t, 0);
   }
 }
 
