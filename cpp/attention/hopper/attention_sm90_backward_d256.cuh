@@ -43,6 +43,9 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/attention_sm90_backward_dkdv_smem.cuh"
+#include "attention/hopper/attention_sm90_backward_key_block.cuh"
+#include "attention/hopper/attention_sm90_backward_pipeline_init.cuh"
 #include "attention/hopper/attention_sm90_backward_dkdv_store.cuh"
 #include "attention/hopper/attention_sm90_backward_scores.cuh"
 #include "attention/hopper/sm90_backward_mask.cuh"
@@ -123,79 +126,49 @@ __global__ void __launch_bounds__(384, 1)
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
-  uint8_t* smem_k = smem + Cfg::kOffK;
-  uint8_t* smem_v = smem + Cfg::kOffV;
-  uint8_t* smem_q = smem + Cfg::kOffQ;
-  uint8_t* smem_do = smem + Cfg::kOffDO;
+  const DkDvSmem<Cfg> sm(smem);
   uint8_t* smem_p = smem + Cfg::kOffP;
-  float* smem_lse = reinterpret_cast<float*>(smem + Cfg::kOffLse);
-  float* smem_delta = reinterpret_cast<float*>(smem + Cfg::kOffDelta);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffBar);
-  uint64_t* kv_full = bars;
-  uint64_t* q_full = bars + 1;
-  uint64_t* q_empty = bars + 1 + kStages;
 
-  // Block order as in AttnBwdDkDvSm90Kernel.
-  const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
-  const int n_block = p.head_major ? static_cast<int>(blockIdx.x) % num_n : static_cast<int>(blockIdx.y);
-  const int bh = p.head_major ? static_cast<int>(blockIdx.x) / num_n : static_cast<int>(blockIdx.x);
-  const int h = bh % p.heads;
-  const int b = bh / p.heads;
-  const int hk = h / p.group;
-  const int num_m = (p.q_len + kBlockM - 1) / kBlockM;
-  const int m_begin = p.causal ? (n_block * kBlockN) / kBlockM : 0;
-  const int m_count = num_m - m_begin;
+  const BwdKeyBlock cta = BwdKeyBlockOfCta<kBlockN, kBlockM>(p);
 
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
-  if (threadIdx.x == 0) {
-    MbarInit(kv_full, 1);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      MbarInit(&q_full[s], 32);  // every producer lane (lse/delta stores); lane 0 adds the tx
-      MbarInit(&q_empty[s], 8);  // one arrival per consumer warp
-    }
-    FenceMbarInit();
-    PrefetchTmaDescriptor(&tm_q);
-    PrefetchTmaDescriptor(&tm_k);
-    PrefetchTmaDescriptor(&tm_v);
-    PrefetchTmaDescriptor(&tm_do);
-  }
-  __syncthreads();
+  // q_full: every producer lane (lse/delta stores); lane 0 adds the tx.
+  InitBwdPipeline<kStages>(sm.kv_full, sm.q_full, 32, sm.q_empty, &tm_q, &tm_k, &tm_v, &tm_do, [] {});
 
   if (warpgroup == 0) {
     // ------------------------------ producer ------------------------------
     SetMaxNRegDec<kExt ? Cfg::kProducerRegsExt : Cfg::kProducerRegs>();
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
-    const int n0 = n_block * kBlockN;
+    const int n0 = cta.n_block * kBlockN;
     if (lane == 0) {
-      MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
-      TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k, &tm_k, kv_full, hk, n0, b);
-      TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v, &tm_v, kv_full, hk, n0, b);
+      MbarArriveExpectTx(sm.kv_full, 2 * Cfg::kKBytes);
+      TmaLoadHeadRows<kDBlocks, kBlockN>(sm.k, &tm_k, sm.kv_full, cta.hk, n0, cta.b);
+      TmaLoadHeadRows<kDBlocks, kBlockN>(sm.v, &tm_v, sm.kv_full, cta.hk, n0, cta.b);
     }
-    const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
-    const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
+    const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+    const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
     // Loads query block m into ring slot `it` (lse, delta by every lane; Q, dO
     // by TMA), after `before_arrive` filled the slot's extended-path words.
     auto load_block = [&](int it, int m, auto lse_of, auto before_arrive) {
       const int st = it % kStages;
-      MbarWait(&q_empty[st], ((it / kStages) & 1) ^ 1);
+      MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int qi = m * kBlockM + lane + 32 * e;
         const bool in = qi < p.q_len;
         // Rows past q_len: P = exp2(-inf) = 0 (their Q, dO rows load as zeros).
-        smem_lse[st * kBlockM + lane + 32 * e] = in ? lse_of(lse_row[qi]) : INFINITY;
-        smem_delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+        sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_of(lse_row[qi]) : INFINITY;
+        sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
       }
       before_arrive(st);
       if (lane == 0) {
-        MbarArriveExpectTx(&q_full[st], 2 * Cfg::kQBytes);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + st * Cfg::kQBytes, &tm_q, &q_full[st], h, m * kBlockM, b);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(smem_do + st * Cfg::kQBytes, &tm_do, &q_full[st], h, m * kBlockM, b);
+        MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
       } else {
-        MbarArrive(&q_full[st]);
+        MbarArrive(&sm.q_full[st]);
       }
     };
     if constexpr (kExt) {
@@ -204,7 +177,7 @@ __global__ void __launch_bounds__(384, 1)
       // AttnBwdDkDvSm90Kernel).
       int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
       int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
-      const FwdRowGeom geo = FwdGeom(p.mask, b, p.q_len, p.kv_len);
+      const FwdRowGeom geo = FwdGeom(p.mask, cta.b, p.q_len, p.kv_len);
       int m_lo, m_hi;
       BwdKeyBlockQueryBlocks<kBlockN, kBlockM>(p.mask, geo, p.causal, n0, m_lo, m_hi);
       int full_lo, full_hi;
@@ -214,10 +187,10 @@ __global__ void __launch_bounds__(384, 1)
       const bool has_seg = p.mask.q_segments != nullptr;
       int seg_min = 0, seg_max = 0;  // of the block's valid keys
       if (has_seg && m_hi > m_lo) {
-        FwdQuerySegmentRange(p.mask.kv_segments + static_cast<int64_t>(b) * p.kv_len, n0,
+        FwdQuerySegmentRange(p.mask.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len, n0,
                              min(n0 + kBlockN, geo.kv_valid) - 1, lane, seg_min, seg_max);
       }
-      const int32_t* q_ids = has_seg ? p.mask.q_segments + static_cast<int64_t>(b) * p.q_len : nullptr;
+      const int32_t* q_ids = has_seg ? p.mask.q_segments + static_cast<int64_t>(cta.b) * p.q_len : nullptr;
       int it = 0;
       for (int m_top = m_hi - 1; m_top >= m_lo; m_top -= 32) {
         unsigned may_bits = 0xffffffffu, same_bits = 0xffffffffu;  // no segments: all kind 1
@@ -242,12 +215,12 @@ __global__ void __launch_bounds__(384, 1)
       }
       // The terminator slot: no data, info -1 (every lane arrives, no bytes).
       const int st = it % kStages;
-      MbarWait(&q_empty[st], ((it / kStages) & 1) ^ 1);
+      MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
       if (lane == 0) info_smem[st] = -1;
-      MbarArrive(&q_full[st]);
+      MbarArrive(&sm.q_full[st]);
     } else {
-      for (int it = 0; it < m_count; ++it) {
-        load_block(it, m_begin + it, [](float l) { return l * 1.4426950408889634f; }, [](int) {});
+      for (int it = 0; it < cta.m_count; ++it) {
+        load_block(it, cta.m_begin + it, [](float l) { return l * 1.4426950408889634f; }, [](int) {});
       }
     }
   } else {
@@ -260,16 +233,16 @@ __global__ void __launch_bounds__(384, 1)
     const int g = lane / 4;
     const int t = lane % 4;
 
-    const uint32_t k_base = SmemAddr(smem_k);
-    const uint32_t v_base = SmemAddr(smem_v);
+    const uint32_t k_base = SmemAddr(sm.k);
+    const uint32_t v_base = SmemAddr(sm.v);
     // This consumer's 32 query rows of a Q / dO stage (B of the scores), and
     // its two 64-column panels (B of the dK / dV gemms).
-    const uint32_t q_rows = SmemAddr(smem_q) + cw * kHalfM * 128;
-    const uint32_t do_rows = SmemAddr(smem_do) + cw * kHalfM * 128;
-    const uint32_t q_cols = SmemAddr(smem_q) + cw * 2 * Cfg::kPanelBytes;
-    const uint32_t do_cols = SmemAddr(smem_do) + cw * 2 * Cfg::kPanelBytes;
+    const uint32_t q_rows = SmemAddr(sm.q) + cw * kHalfM * 128;
+    const uint32_t do_rows = SmemAddr(sm.dout) + cw * kHalfM * 128;
+    const uint32_t q_cols = SmemAddr(sm.q) + cw * 2 * Cfg::kPanelBytes;
+    const uint32_t do_cols = SmemAddr(sm.dout) + cw * 2 * Cfg::kPanelBytes;
     const float scale_log2 = p.scale_log2;
-    const int key0 = n_block * kBlockN + warp * 16 + g;  // +8 for r = 1
+    const int key0 = cta.n_block * kBlockN + warp * 16 + g;  // +8 for r = 1
     const int col0 = cw * kHalfM;                        // this consumer's score columns
 
     float dv[kHalfD / 2];
@@ -284,7 +257,7 @@ __global__ void __launch_bounds__(384, 1)
 
     auto p_panel = [&](int it) { return smem_p + (it % 2) * 2 * Cfg::kPanelBytes; };
     auto ds_panel = [&](int it) { return smem_p + (it % 2) * 2 * Cfg::kPanelBytes + Cfg::kPanelBytes; };
-    auto wait_full = [&](int it) { MbarWait(&q_full[it % kStages], (it / kStages) & 1); };
+    auto wait_full = [&](int it) { MbarWait(&sm.q_full[it % kStages], (it / kStages) & 1); };
     // S^T, dP^T for this consumer's 32 queries (two commit groups).
     auto gemm_s_dp = [&](int it) {
       const int st = it % kStages;
@@ -316,24 +289,24 @@ __global__ void __launch_bounds__(384, 1)
     };
     auto release = [&](int it) {
       __syncwarp();
-      if (lane == 0) MbarArrive(&q_empty[it % kStages]);
+      if (lane == 0) MbarArrive(&sm.q_empty[it % kStages]);
     };
 
-    MbarWait(kv_full, 0);
+    MbarWait(sm.kv_full, 0);
     if constexpr (kExt) {
       const int32_t* info_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffInfo);
       const int32_t* seg_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg);
       // Masks this consumer's S^T columns (see AttnBwdDkDvSm90Kernel).
       auto mask_block = [&](auto seg_tag, int q0, const int32_t* q_ids_smem) {
         constexpr bool kSeg = decltype(seg_tag)::value;
-        const FwdRowGeom geo = FwdGeom(p.mask, b, p.q_len, p.kv_len);
+        const FwdRowGeom geo = FwdGeom(p.mask, cta.b, p.q_len, p.kv_len);
         int q_lo[2], q_hi[2], kid[2] = {0, 0};
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int key = key0 + 8 * r;
           BwdKeyQueries(p.mask, geo, p.causal, key, q_lo[r], q_hi[r]);
           if (kSeg && key < geo.kv_valid) {
-            kid[r] = __ldg(p.mask.kv_segments + static_cast<int64_t>(b) * p.kv_len + key);
+            kid[r] = __ldg(p.mask.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len + key);
           }
         }
         FwdMaskBlock<kSeg>(s, q0, q_lo, q_hi, t, q_ids_smem, kid);
@@ -354,13 +327,13 @@ __global__ void __launch_bounds__(384, 1)
         } else if ((info & 3) == 1) {
           mask_block(std::false_type{}, q0, seg_smem);
         }
-        const float* lse_s = smem_lse + st * kBlockM + col0;
+        const float* lse_s = sm.lse + st * kBlockM + col0;
         ProbsTransposed<kHalfM>(s, lse_s, t, scale_log2);
         publish(s, p_panel(it), Cfg::kBarP);
         gemm_dv(it);
         WgmmaWait<1>();  // dP^T (dV may still run)
         FenceRegs(dp);
-        DsTransposed<kHalfM>(dp, s, smem_delta + st * kBlockM + col0, t);
+        DsTransposed<kHalfM>(dp, s, sm.delta + st * kBlockM + col0, t);
         if (softcap) BwdSoftcapDsTransposed<kHalfM>(dp, s, lse_s, t, p.inv_cap_log2e);
         publish(dp, ds_panel(it), Cfg::kBarDs);
         gemm_dk(it);
@@ -370,22 +343,22 @@ __global__ void __launch_bounds__(384, 1)
         release(it);
       }
     } else {
-      for (int it = 0; it < m_count; ++it) {
-        const int m = m_begin + it;
+      for (int it = 0; it < cta.m_count; ++it) {
+        const int m = cta.m_begin + it;
         const int st = it % kStages;
         wait_full(it);
         gemm_s_dp(it);
         WgmmaWait<1>();  // S^T
         FenceRegs(s);
-        ProbsTransposed<kHalfM>(s, smem_lse + st * kBlockM + col0, t, scale_log2);
-        if (p.causal && m * kBlockM < (n_block + 1) * kBlockN) {
+        ProbsTransposed<kHalfM>(s, sm.lse + st * kBlockM + col0, t, scale_log2);
+        if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
           MaskEarlierQueries<kHalfM>(s, m * kBlockM + col0, t, key0);
         }
         publish(s, p_panel(it), Cfg::kBarP);
         gemm_dv(it);
         WgmmaWait<1>();  // dP^T (dV may still run)
         FenceRegs(dp);
-        DsTransposed<kHalfM>(dp, s, smem_delta + st * kBlockM + col0, t);
+        DsTransposed<kHalfM>(dp, s, sm.delta + st * kBlockM + col0, t);
         publish(dp, ds_panel(it), Cfg::kBarDs);
         gemm_dk(it);
         WgmmaWait<0>();
@@ -397,7 +370,7 @@ __global__ void __launch_bounds__(384, 1)
 
     // ---------------------------- epilogue ----------------------------
     // This consumer's columns [128 cw, 128 cw + 128) of the block's 64 keys.
-    StoreDkDvRows<kD, kHalfD, kF16>(p, dk, dv, b, h, hk, key0, t, cw);
+    StoreDkDvRows<kD, kHalfD, kF16>(p, dk, dv, cta.b, cta.h, cta.hk, key0, t, cw);
   }
 }
 

@@ -2,6 +2,9 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/attention_sm90_backward_dkdv_smem.cuh"
+#include "attention/hopper/attention_sm90_backward_key_block.cuh"
+#include "attention/hopper/attention_sm90_backward_pipeline_init.cuh"
 #include "attention/hopper/attention_sm90_backward_dkdv_store.cuh"
 #include "attention/hopper/attention_sm90_backward_scores.cuh"
 #include "attention/hopper/sm90_backward_mask.cuh"
@@ -66,46 +69,14 @@ __global__ void __launch_bounds__(384, 1)
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
-  uint8_t* smem_k = smem + Cfg::kOffK;
-  uint8_t* smem_v = smem + Cfg::kOffV;
-  uint8_t* smem_q = smem + Cfg::kOffQ;
-  uint8_t* smem_do = smem + Cfg::kOffDO;
-  float* smem_lse = reinterpret_cast<float*>(smem + Cfg::kOffLse);
-  float* smem_delta = reinterpret_cast<float*>(smem + Cfg::kOffDelta);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffBar);
-  uint64_t* kv_full = bars;
-  uint64_t* q_full = bars + 1;
-  uint64_t* q_empty = bars + 1 + kStages;
+  const DkDvSmem<Cfg> sm(smem);
 
-  // Block order: head-major (the kv blocks of one (batch, head) adjacent, so
-  // they share Q and dO in L2) or kv-block-major (grid y; causal: n = 0, the
-  // heaviest, first).
-  const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
-  const int n_block = p.head_major ? static_cast<int>(blockIdx.x) % num_n : static_cast<int>(blockIdx.y);
-  const int bh = p.head_major ? static_cast<int>(blockIdx.x) / num_n : static_cast<int>(blockIdx.x);
-  const int h = bh % p.heads;
-  const int b = bh / p.heads;
-  const int hk = h / p.group;
-  const int num_m = (p.q_len + kBlockM - 1) / kBlockM;
-  const int m_begin = p.causal ? (n_block * kBlockN) / kBlockM : 0;
-  const int m_count = num_m - m_begin;
+  const BwdKeyBlock cta = BwdKeyBlockOfCta<kBlockN, kBlockM>(p);
 
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
-  if (threadIdx.x == 0) {
-    MbarInit(kv_full, 1);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      MbarInit(&q_full[s], 32);  // every producer lane (lse/delta stores); lane 0 adds the tx
-      MbarInit(&q_empty[s], 8);  // one arrival per consumer warp
-    }
-    FenceMbarInit();
-    PrefetchTmaDescriptor(&tm_q);
-    PrefetchTmaDescriptor(&tm_k);
-    PrefetchTmaDescriptor(&tm_v);
-    PrefetchTmaDescriptor(&tm_do);
-  }
-  __syncthreads();
+  // q_full: every producer lane (lse/delta stores); lane 0 adds the tx.
+  InitBwdPipeline<kStages>(sm.kv_full, sm.q_full, 32, sm.q_empty, &tm_q, &tm_k, &tm_v, &tm_do, [] {});
 
   if (warpgroup == 0) {
     // ------------------------------ producer ------------------------------
@@ -115,13 +86,13 @@ __global__ void __launch_bounds__(384, 1)
         const int lane = threadIdx.x;
         int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
         int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
-        const int n0 = n_block * kBlockN;
+        const int n0 = cta.n_block * kBlockN;
         if (lane == 0) {
-          MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k, &tm_k, kv_full, hk, n0, b);
-          TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v, &tm_v, kv_full, hk, n0, b);
+          MbarArriveExpectTx(sm.kv_full, 2 * Cfg::kKBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockN>(sm.k, &tm_k, sm.kv_full, cta.hk, n0, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockN>(sm.v, &tm_v, sm.kv_full, cta.hk, n0, cta.b);
         }
-        const FwdRowGeom geo = FwdGeom(p.mask, b, p.q_len, p.kv_len);
+        const FwdRowGeom geo = FwdGeom(p.mask, cta.b, p.q_len, p.kv_len);
         int m_lo, m_hi;
         BwdKeyBlockQueryBlocks<kBlockN, kBlockM>(p.mask, geo, p.causal, n0, m_lo, m_hi);
         // The query columns all 128 keys see (kind 0 there, unless segments differ).
@@ -132,12 +103,12 @@ __global__ void __launch_bounds__(384, 1)
         const bool has_seg = p.mask.q_segments != nullptr;
         int seg_min = 0, seg_max = 0;  // of the block's valid keys
         if (has_seg && m_hi > m_lo) {
-          FwdQuerySegmentRange(p.mask.kv_segments + static_cast<int64_t>(b) * p.kv_len, n0,
+          FwdQuerySegmentRange(p.mask.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len, n0,
                                min(n0 + kBlockN, geo.kv_valid) - 1, lane, seg_min, seg_max);
         }
-        const int32_t* q_ids = has_seg ? p.mask.q_segments + static_cast<int64_t>(b) * p.q_len : nullptr;
-        const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
-        const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
+        const int32_t* q_ids = has_seg ? p.mask.q_segments + static_cast<int64_t>(cta.b) * p.q_len : nullptr;
+        const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+        const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
         int it = 0;
         for (int m_top = m_hi - 1; m_top >= m_lo; m_top -= 32) {
           unsigned may_bits = 0xffffffffu, same_bits = 0xffffffffu;  // no segments: all kind 1
@@ -155,60 +126,60 @@ __global__ void __launch_bounds__(384, 1)
             if (kind == 2) BwdLoadSegments<kBlockM>(q_ids, m * kBlockM, geo.q_valid, lane, ids);
             const int st = it % kStages;
             const uint32_t ph = (it / kStages) & 1;
-            MbarWait(&q_empty[st], ph ^ 1);
+            MbarWait(&sm.q_empty[st], ph ^ 1);
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int qi = m * kBlockM + lane + 32 * e;
               const bool in = qi < p.q_len;
-              smem_lse[st * kBlockM + lane + 32 * e] = in ? BwdLse2(lse_row[qi]) : INFINITY;
-              smem_delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+              sm.lse[st * kBlockM + lane + 32 * e] = in ? BwdLse2(lse_row[qi]) : INFINITY;
+              sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
             }
             if (kind == 2) BwdStoreSegments<kBlockM>(ids, lane, seg_smem + st * kBlockM);
             if (lane == 0) {
               info_smem[st] = m * 4 + kind;
-              MbarArriveExpectTx(&q_full[st], 2 * Cfg::kQBytes);
-              TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + st * Cfg::kQBytes, &tm_q, &q_full[st], h, m * kBlockM, b);
-              TmaLoadHeadRows<kDBlocks, kBlockM>(smem_do + st * Cfg::kQBytes, &tm_do, &q_full[st], h, m * kBlockM, b);
+              MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+              TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+              TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
             } else {
-              MbarArrive(&q_full[st]);
+              MbarArrive(&sm.q_full[st]);
             }
             ++it;
           }
         }
         // The terminator slot: no data, info -1 (every lane arrives, no bytes).
         const int st = it % kStages;
-        MbarWait(&q_empty[st], ((it / kStages) & 1) ^ 1);
+        MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
         if (lane == 0) info_smem[st] = -1;
-        MbarArrive(&q_full[st]);
+        MbarArrive(&sm.q_full[st]);
       }
     } else if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
       if (lane == 0) {
-        MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
-        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k, &tm_k, kv_full, hk, n_block * kBlockN, b);
-        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v, &tm_v, kv_full, hk, n_block * kBlockN, b);
+        MbarArriveExpectTx(sm.kv_full, 2 * Cfg::kKBytes);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(sm.k, &tm_k, sm.kv_full, cta.hk, cta.n_block * kBlockN, cta.b);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(sm.v, &tm_v, sm.kv_full, cta.hk, cta.n_block * kBlockN, cta.b);
       }
-      const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
-      const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
-      for (int it = 0; it < m_count; ++it) {
-        const int m = m_begin + it;
+      const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+      const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+      for (int it = 0; it < cta.m_count; ++it) {
+        const int m = cta.m_begin + it;
         const int st = it % kStages;
         const uint32_t ph = (it / kStages) & 1;
-        MbarWait(&q_empty[st], ph ^ 1);
+        MbarWait(&sm.q_empty[st], ph ^ 1);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int qi = m * kBlockM + lane + 32 * e;
           const bool in = qi < p.q_len;
           // Rows past q_len: P = exp2(-inf) = 0 (their Q, dO rows load as zeros).
-          smem_lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
-          smem_delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+          sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
+          sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
         }
         if (lane == 0) {
-          MbarArriveExpectTx(&q_full[st], 2 * Cfg::kQBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + st * Cfg::kQBytes, &tm_q, &q_full[st], h, m * kBlockM, b);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(smem_do + st * Cfg::kQBytes, &tm_do, &q_full[st], h, m * kBlockM, b);
+          MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
         } else {
-          MbarArrive(&q_full[st]);
+          MbarArrive(&sm.q_full[st]);
         }
       }
     }
@@ -222,12 +193,12 @@ __global__ void __launch_bounds__(384, 1)
     const int g = lane / 4;
     const int t = lane % 4;
 
-    const uint32_t k_base = SmemAddr(smem_k) + cw * 64 * 128;
-    const uint32_t v_base = SmemAddr(smem_v) + cw * 64 * 128;
-    const uint32_t q_base = SmemAddr(smem_q);
-    const uint32_t do_base = SmemAddr(smem_do);
+    const uint32_t k_base = SmemAddr(sm.k) + cw * 64 * 128;
+    const uint32_t v_base = SmemAddr(sm.v) + cw * 64 * 128;
+    const uint32_t q_base = SmemAddr(sm.q);
+    const uint32_t do_base = SmemAddr(sm.dout);
     const float scale_log2 = p.scale_log2;
-    const int key0 = n_block * kBlockN + cw * 64 + warp * 16 + g;  // +8 for r = 1
+    const int key0 = cta.n_block * kBlockN + cw * 64 + warp * 16 + g;  // +8 for r = 1
 
     float dv[kD / 2];
     float dk[kD / 2];
@@ -255,10 +226,10 @@ __global__ void __launch_bounds__(384, 1)
     };
     // P^T in place of S^T (columns are queries), packed into pa.
     auto compute_p = [&](int it) {
-      const int m = m_begin + it;
-      const float* lse_s = smem_lse + (it % kStages) * kBlockM;
+      const int m = cta.m_begin + it;
+      const float* lse_s = sm.lse + (it % kStages) * kBlockM;
       ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
-      if (p.causal && m * kBlockM < (n_block + 1) * kBlockN) {
+      if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
         MaskEarlierQueries<kBlockM>(s, m * kBlockM, t, key0);
       }
       PackFragments<kF16, kBlockM>(s, pa);
@@ -272,7 +243,7 @@ __global__ void __launch_bounds__(384, 1)
     };
     // dS^T = P^T (dP^T - delta), packed into dsa.
     auto compute_ds = [&](int it) {
-      const float* delta_s = smem_delta + (it % kStages) * kBlockM;
+      const float* delta_s = sm.delta + (it % kStages) * kBlockM;
       DsTransposed<kBlockM>(dp, s, delta_s, t);
       PackFragments<kF16, kBlockM>(dp, dsa);
     };
@@ -285,11 +256,11 @@ __global__ void __launch_bounds__(384, 1)
     };
     auto release = [&](int it) {
       __syncwarp();
-      if (lane == 0) MbarArrive(&q_empty[it % kStages]);
+      if (lane == 0) MbarArrive(&sm.q_empty[it % kStages]);
     };
-    auto wait_full = [&](int it) { MbarWait(&q_full[it % kStages], (it / kStages) & 1); };
+    auto wait_full = [&](int it) { MbarWait(&sm.q_full[it % kStages], (it / kStages) & 1); };
 
-    MbarWait(kv_full, 0);
+    MbarWait(sm.kv_full, 0);
     if constexpr (kExt) {
       const int32_t* info_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffInfo);
       const int32_t* seg_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg);
@@ -300,14 +271,14 @@ __global__ void __launch_bounds__(384, 1)
       // (ptxas spilled).
       auto mask_block = [&](auto seg_tag, int q0, const int32_t* q_ids_smem) {
         constexpr bool kSeg = decltype(seg_tag)::value;
-        const FwdRowGeom geo = FwdGeom(p.mask, b, p.q_len, p.kv_len);
+        const FwdRowGeom geo = FwdGeom(p.mask, cta.b, p.q_len, p.kv_len);
         int q_lo[2], q_hi[2], kid[2] = {0, 0};
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int key = key0 + 8 * r;
           BwdKeyQueries(p.mask, geo, p.causal, key, q_lo[r], q_hi[r]);
           if (kSeg && key < geo.kv_valid) {
-            kid[r] = __ldg(p.mask.kv_segments + static_cast<int64_t>(b) * p.kv_len + key);
+            kid[r] = __ldg(p.mask.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len + key);
           }
         }
         FwdMaskBlock<kSeg>(s, q0, q_lo, q_hi, t, q_ids_smem, kid);
@@ -330,14 +301,14 @@ __global__ void __launch_bounds__(384, 1)
         } else if ((info & 3) == 1) {
           mask_block(std::false_type{}, q0, seg_smem);
         }
-        const float* lse_s = smem_lse + st * kBlockM;
+        const float* lse_s = sm.lse + st * kBlockM;
         ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
         // Unlike the dense loop, dS^T comes before the dV gemm, so P^T (s)
         // and its packed copy are not live together with dS^T: at 232
         // registers (the producer's votes need 40) the dense order spilled.
         WgmmaWait<0>();  // dP^T
         FenceRegs(dp);
-        DsTransposed<kBlockM>(dp, s, smem_delta + st * kBlockM, t);
+        DsTransposed<kBlockM>(dp, s, sm.delta + st * kBlockM, t);
         if (softcap) BwdSoftcapDsTransposed<kBlockM>(dp, s, lse_s, t, p.inv_cap_log2e);
         PackFragments<kF16, kBlockM>(s, pa);
         PackFragments<kF16, kBlockM>(dp, dsa);
@@ -349,7 +320,7 @@ __global__ void __launch_bounds__(384, 1)
         release(it);
       }
     } else if constexpr (!kOverlap) {
-      for (int it = 0; it < m_count; ++it) {
+      for (int it = 0; it < cta.m_count; ++it) {
         wait_full(it);
         gemm_s_dp(it);
         WgmmaWait<1>();  // S^T
@@ -375,7 +346,7 @@ __global__ void __launch_bounds__(384, 1)
       WgmmaWait<0>();
       FenceRegs(s);
       FenceRegs(dp);
-      for (int it = 0; it < m_count - 1; ++it) {
+      for (int it = 0; it < cta.m_count - 1; ++it) {
         compute_p(it);
         gemm_dv(it);
         compute_ds(it);  // while dV(it) runs
@@ -388,18 +359,18 @@ __global__ void __launch_bounds__(384, 1)
         FenceRegs(dp);
         release(it);
       }
-      compute_p(m_count - 1);
-      gemm_dv(m_count - 1);
-      compute_ds(m_count - 1);
-      gemm_dk(m_count - 1);
+      compute_p(cta.m_count - 1);
+      gemm_dv(cta.m_count - 1);
+      compute_ds(cta.m_count - 1);
+      gemm_dk(cta.m_count - 1);
       WgmmaWait<0>();
       FenceRegs(dv);
       FenceRegs(dk);
-      release(m_count - 1);
+      release(cta.m_count - 1);
     }
 
     // ---------------------------- epilogue ----------------------------
-    StoreDkDvRows<kD, kD, kF16>(p, dk, dv, b, h, hk, key0, t, 0);
+    StoreDkDvRows<kD, kD, kF16>(p, dk, dv, cta.b, cta.h, cta.hk, key0, t, 0);
   }
 }
 

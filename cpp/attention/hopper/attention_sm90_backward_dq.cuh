@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/attention_sm90_backward_pipeline_init.cuh"
 #include "attention/hopper/sm90_backward_mask.cuh"
 #include "attention/hopper/sm90_tile_gemm.cuh"
 
@@ -83,20 +84,7 @@ __global__ void __launch_bounds__(384, 1)
 
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
-  if (threadIdx.x == 0) {
-    MbarInit(q_full, 1);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      MbarInit(&kv_full[s], 1);
-      MbarInit(&kv_empty[s], 8);
-    }
-    FenceMbarInit();
-    PrefetchTmaDescriptor(&tm_q);
-    PrefetchTmaDescriptor(&tm_k);
-    PrefetchTmaDescriptor(&tm_v);
-    PrefetchTmaDescriptor(&tm_do);
-  }
-  __syncthreads();
+  InitBwdPipeline<kStages>(q_full, kv_full, 1, kv_empty, &tm_q, &tm_k, &tm_v, &tm_do, [] {});
 
   if (warpgroup == 0) {
     SetMaxNRegDec<kExt ? Cfg::kProducerRegsExt : Cfg::kProducerRegs>();

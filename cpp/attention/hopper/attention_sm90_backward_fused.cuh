@@ -61,6 +61,9 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
+#include "attention/hopper/attention_sm90_backward_dkdv_smem.cuh"
+#include "attention/hopper/attention_sm90_backward_key_block.cuh"
+#include "attention/hopper/attention_sm90_backward_pipeline_init.cuh"
 #include "attention/hopper/attention_sm90_backward_dkdv_store.cuh"
 #include "attention/hopper/attention_sm90_backward_scores.cuh"
 #include "attention/hopper/sm90_tile_gemm.cuh"
@@ -195,50 +198,24 @@ __global__ void __launch_bounds__(384, 1)
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
-  uint8_t* smem_k = smem + Cfg::kOffK;
-  uint8_t* smem_v = smem + Cfg::kOffV;
-  uint8_t* smem_q = smem + Cfg::kOffQ;
-  uint8_t* smem_do = smem + Cfg::kOffDO;
-  float* smem_lse = reinterpret_cast<float*>(smem + Cfg::kOffLse);
-  float* smem_delta = reinterpret_cast<float*>(smem + Cfg::kOffDelta);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffBar);
-  uint64_t* kv_full = bars;
-  uint64_t* q_full = bars + 1;
-  uint64_t* q_empty = bars + 1 + kStages;
-  uint64_t* dq_full = bars + 1 + 2 * kStages;
-  uint64_t* dq_empty = bars + 1 + 2 * kStages + kDqBufs;
+  const DkDvSmem<Cfg> sm(smem);
+  uint64_t* dq_full = sm.q_empty + kStages;
+  uint64_t* dq_empty = dq_full + kDqBufs;
 
   // blockIdx.y = key block (the semaphore order relies on it: see the header).
-  const int n_block = static_cast<int>(blockIdx.y);
-  const int bh = static_cast<int>(blockIdx.x);
-  const int h = bh % p.heads;
-  const int b = bh / p.heads;
-  const int hk = h / p.group;
-  const int num_m = fp.num_m;
-  const int m_begin = p.causal ? (n_block * kBlockN) / kBlockM : 0;
-  const int m_count = num_m - m_begin;
+  const BwdKeyBlock cta = BwdKeyBlockAt<kBlockN, kBlockM>(p, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x),
+                                                          [&] { return fp.num_m; });
 
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
-  if (threadIdx.x == 0) {
-    MbarInit(kv_full, 1);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      MbarInit(&q_full[s], 32);  // every loader lane (lse/delta stores); lane 0 adds the tx
-      MbarInit(&q_empty[s], 8);  // one arrival per consumer warp
-    }
+  // q_full: every loader lane (lse/delta stores); lane 0 adds the tx.
+  InitBwdPipeline<kStages>(sm.kv_full, sm.q_full, 32, sm.q_empty, &tm_q, &tm_k, &tm_v, &tm_do, [&] {
 #pragma unroll
     for (int s = 0; s < kDqBufs; ++s) {
       MbarInit(&dq_full[s], kSplitKeys ? 128 : 256);  // every storing consumer thread
       MbarInit(&dq_empty[s], 1);                      // the writer lane
     }
-    FenceMbarInit();
-    PrefetchTmaDescriptor(&tm_q);
-    PrefetchTmaDescriptor(&tm_k);
-    PrefetchTmaDescriptor(&tm_v);
-    PrefetchTmaDescriptor(&tm_do);
-  }
-  __syncthreads();
+  });
 
   if (warpgroup == 0) {
     SetMaxNRegDec<Cfg::kProducerRegs>();
@@ -246,39 +223,39 @@ __global__ void __launch_bounds__(384, 1)
       // ------------------------------ loader ------------------------------
       const int lane = threadIdx.x;
       if (lane == 0) {
-        MbarArriveExpectTx(kv_full, 2 * Cfg::kKBytes);
-        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k, &tm_k, kv_full, hk, n_block * kBlockN, b);
-        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v, &tm_v, kv_full, hk, n_block * kBlockN, b);
+        MbarArriveExpectTx(sm.kv_full, 2 * Cfg::kKBytes);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(sm.k, &tm_k, sm.kv_full, cta.hk, cta.n_block * kBlockN, cta.b);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(sm.v, &tm_v, sm.kv_full, cta.hk, cta.n_block * kBlockN, cta.b);
       }
-      const float* lse_row = p.lse + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
-      const float* delta_row = p.delta + (static_cast<int64_t>(b) * p.heads + h) * p.q_len;
-      for (int it = 0; it < m_count; ++it) {
-        const int m = m_begin + it;
+      const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+      const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+      for (int it = 0; it < cta.m_count; ++it) {
+        const int m = cta.m_begin + it;
         const int st = it % kStages;
         const uint32_t ph = (it / kStages) & 1;
-        MbarWait(&q_empty[st], ph ^ 1);
+        MbarWait(&sm.q_empty[st], ph ^ 1);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int qi = m * kBlockM + lane + 32 * e;
           const bool in = qi < p.q_len;
-          smem_lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
-          smem_delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+          sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
+          sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
         }
         if (lane == 0) {
-          MbarArriveExpectTx(&q_full[st], 2 * Cfg::kQBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + st * Cfg::kQBytes, &tm_q, &q_full[st], h, m * kBlockM, b);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(smem_do + st * Cfg::kQBytes, &tm_do, &q_full[st], h, m * kBlockM, b);
+          MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
         } else {
-          MbarArrive(&q_full[st]);
+          MbarArrive(&sm.q_full[st]);
         }
       }
     } else if (threadIdx.x == 32) {
       // ----------------------------- dQ writer -----------------------------
       const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
-      int* counters = fp.counters + static_cast<int64_t>(bh) * num_m;
-      float* accum = fp.dq_accum + static_cast<int64_t>(bh) * num_m * kBlockM * kD;
-      for (int it = 0; it < m_count; ++it) {
-        const int m = m_begin + it;
+      int* counters = fp.counters + static_cast<int64_t>(cta.bh) * cta.num_m;
+      float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * cta.num_m * kBlockM * kD;
+      for (int it = 0; it < cta.m_count; ++it) {
+        const int m = cta.m_begin + it;
         const int bq = it % kDqBufs;
         MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
         int* cnt = counters + m;
@@ -292,17 +269,17 @@ __global__ void __launch_bounds__(384, 1)
           MbarArrive(&dq_empty[bq]);
           continue;
         }
-        if (n_block == 0) {
+        if (cta.n_block == 0) {
           BulkStoreS2G(dst, src, Cfg::kDqBytes);
         } else {
 #if defined(JAXDNN_SM90_HANG_TRAP)
           long long spins = 0;
-          while (LdAcquireGpu(cnt) != n_block) {
+          while (LdAcquireGpu(cnt) != cta.n_block) {
             if (++spins > (1ll << 26)) __trap();
             __nanosleep(64);
           }
 #else
-          while (LdAcquireGpu(cnt) != n_block) __nanosleep(32);
+          while (LdAcquireGpu(cnt) != cta.n_block) __nanosleep(32);
 #endif
           FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
           BulkReduceAddF32S2G(dst, src, Cfg::kDqBytes);
@@ -313,7 +290,7 @@ __global__ void __launch_bounds__(384, 1)
         BulkWait0();
         FenceProxyAsyncGlobal();  // the async-proxy writes before the generic release
         __threadfence();
-        StReleaseGpu(cnt, n_block + 1);
+        StReleaseGpu(cnt, cta.n_block + 1);
       }
       if constexpr (!kOrdered) BulkWait0();  // every reduce-add complete before the CTA exits
     }
@@ -327,15 +304,15 @@ __global__ void __launch_bounds__(384, 1)
     const int g = lane / 4;
     const int t = lane % 4;
 
-    const uint32_t k_all = SmemAddr(smem_k);
+    const uint32_t k_all = SmemAddr(sm.k);
     const uint32_t k_base = k_all + cw * 64 * 128;
-    const uint32_t v_base = SmemAddr(smem_v) + cw * 64 * 128;
-    const uint32_t q_base = SmemAddr(smem_q);
-    const uint32_t do_base = SmemAddr(smem_do);
+    const uint32_t v_base = SmemAddr(sm.v) + cw * 64 * 128;
+    const uint32_t q_base = SmemAddr(sm.q);
+    const uint32_t do_base = SmemAddr(sm.dout);
     const uint32_t ds_smem = SmemAddr(smem + Cfg::kOffDs);
     const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
     const float scale_log2 = p.scale_log2;
-    const int key0 = n_block * kBlockN + cw * 64 + warp * 16 + g;  // +8 for r = 1
+    const int key0 = cta.n_block * kBlockN + cw * 64 + warp * 16 + g;  // +8 for r = 1
     // This thread's rows of the dS tile (keys): cw*64 + warp*16 + g + 8r; row & 7 = g.
     const uint32_t ds_row_off = (cw * 64 + warp * 16 + g) * 128 + 4 * t;
 
@@ -364,10 +341,10 @@ __global__ void __launch_bounds__(384, 1)
       WgmmaCommit();
     };
     auto compute_p = [&](int it) {
-      const int m = m_begin + it;
-      const float* lse_s = smem_lse + (it % kStages) * kBlockM;
+      const int m = cta.m_begin + it;
+      const float* lse_s = sm.lse + (it % kStages) * kBlockM;
       ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
-      if (p.causal && m * kBlockM < (n_block + 1) * kBlockN) {
+      if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
         MaskEarlierQueries<kBlockM>(s, m * kBlockM, t, key0);
       }
       PackFragments<kF16, kBlockM>(s, pa);
@@ -380,7 +357,7 @@ __global__ void __launch_bounds__(384, 1)
     };
     // dS^T = P^T (dP^T - delta) -> dsa, and into this step's dS tile.
     auto compute_ds = [&](int it) {
-      const float* delta_s = smem_delta + (it % kStages) * kBlockM;
+      const float* delta_s = sm.delta + (it % kStages) * kBlockM;
       DsTransposed<kBlockM>(dp, s, delta_s, t);
       const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes + ds_row_off;
 #pragma unroll
@@ -473,12 +450,12 @@ __global__ void __launch_bounds__(384, 1)
     };
     auto release = [&](int it) {
       __syncwarp();
-      if (lane == 0) MbarArrive(&q_empty[it % kStages]);
+      if (lane == 0) MbarArrive(&sm.q_empty[it % kStages]);
     };
-    auto wait_full = [&](int it) { MbarWait(&q_full[it % kStages], (it / kStages) & 1); };
+    auto wait_full = [&](int it) { MbarWait(&sm.q_full[it % kStages], (it / kStages) & 1); };
 
-    MbarWait(kv_full, 0);
-    for (int it = 0; it < m_count; ++it) {
+    MbarWait(sm.kv_full, 0);
+    for (int it = 0; it < cta.m_count; ++it) {
       wait_full(it);
       gemm_s_dp(it);
       WgmmaWait<1>();  // S^T
@@ -506,7 +483,7 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     // ---------------------------- epilogue ----------------------------
-    StoreDkDvRows<kD, kD, kF16>(p, dk, dv, b, h, hk, key0, t, 0);
+    StoreDkDvRows<kD, kD, kF16>(p, dk, dv, cta.b, cta.h, cta.hk, key0, t, 0);
   }
 }
 
