@@ -4,6 +4,10 @@
 // row); outputs poisoned with 0xFF bytes (NaN) before each checked launch.
 // Prints max abs / relative L2 errors of out and lse and the median TFLOP/s of
 // 20 timed launches after 5 warm-ups. Exit code 1 on any failure.
+// Mode `wide` (first argument): the off-by-default 176-key-block variant at
+// head dim 128 (JAXDNN_ATTENTION_SM90_FWD_WIDE=1, set here before the first
+// Sm90ForwardSupports call): checks on odd lengths and GQA, then timings next
+// to the default kernel on the benchmark grid.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -74,11 +78,251 @@ struct Case {
   bool check;
 };
 
+// Device buffers sized for the largest case, a stream and timing events.
+struct Buffers {
+  void *q, *k, *v, *out;
+  float *lse, *ref_out, *ref_lse;
+  cudaStream_t stream;
+  cudaEvent_t e0, e1;
+};
+
+AttnFwdArgs MakeArgs(const Case& c, bool f16, const Buffers& b) {
+  AttnFwdArgs a{};
+  a.shape.batch = c.B;
+  a.shape.q_len = c.Sq;
+  a.shape.kv_len = c.Skv;
+  a.shape.heads = c.H;
+  a.shape.kv_heads = c.Hk;
+  a.shape.head_dim = c.D;
+  a.dtype = f16 ? jaxdnn::ffi::DataType::F16 : jaxdnn::ffi::DataType::BF16;
+  a.q = b.q;
+  a.k = b.k;
+  a.v = b.v;
+  a.mask_params.scale = 1.f / std::sqrt(static_cast<float>(c.D));
+  a.mask_params.causal = c.causal != 0;
+  a.out = b.out;
+  a.lse = b.lse;
+  return a;
+}
+
+struct Errors {
+  double out_max = 0, out_l2 = 0, lse_max = 0, lse_l2 = 0;
+  long long nonfinite = 0;
+  bool ok() const { return nonfinite == 0 && out_l2 <= 1e-2 && lse_l2 <= 1e-2; }
+};
+
+// Launches `variant` on poisoned outputs and (if check) compares with the
+// reference; the raw outputs are left in out_bits / lse_vals.
+Errors CheckLaunch(const Case& c, bool f16, int variant, bool check, const Buffers& b,
+                   std::vector<uint16_t>& out_bits, std::vector<float>& lse_vals) {
+  const AttnFwdArgs a = MakeArgs(c, f16, b);
+  const size_t nq = static_cast<size_t>(c.B) * c.Sq * c.H * c.D;
+  const size_t nl = static_cast<size_t>(c.B) * c.H * c.Sq;
+  CHECK_CUDA(cudaMemsetAsync(b.out, 0xFF, nq * 2, b.stream));
+  CHECK_CUDA(cudaMemsetAsync(b.lse, 0xFF, nl * 4, b.stream));
+  CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, b.stream, variant));
+  CHECK_CUDA(cudaStreamSynchronize(b.stream));
+  Errors e;
+  out_bits.resize(nq);
+  lse_vals.resize(nl);
+  CHECK_CUDA(cudaMemcpy(out_bits.data(), b.out, nq * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(lse_vals.data(), b.lse, nl * 4, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < nq; ++i) e.nonfinite += !std::isfinite(HostToF(out_bits[i], f16));
+  for (size_t i = 0; i < nl; ++i) e.nonfinite += std::isnan(lse_vals[i]);
+  if (!check) return e;
+  const int threads = 256;
+  const int64_t rows = static_cast<int64_t>(c.B) * c.H * c.Sq;
+  const int blocks = static_cast<int>((rows * 32 + threads - 1) / threads);
+  if (f16) {
+    ReferenceFwd<__half><<<blocks, threads, 0, b.stream>>>(
+        static_cast<const __half*>(b.q), static_cast<const __half*>(b.k),
+        static_cast<const __half*>(b.v), b.ref_out, b.ref_lse, c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
+        a.mask_params.scale, c.causal);
+  } else {
+    ReferenceFwd<__nv_bfloat16><<<blocks, threads, 0, b.stream>>>(
+        static_cast<const __nv_bfloat16*>(b.q), static_cast<const __nv_bfloat16*>(b.k),
+        static_cast<const __nv_bfloat16*>(b.v), b.ref_out, b.ref_lse, c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
+        a.mask_params.scale, c.causal);
+  }
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaStreamSynchronize(b.stream));
+  std::vector<float> hro(nq), hrl(nl);
+  CHECK_CUDA(cudaMemcpy(hro.data(), b.ref_out, nq * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hrl.data(), b.ref_lse, nl * 4, cudaMemcpyDeviceToHost));
+  double out_ref = 0, lse_ref = 0;
+  for (size_t i = 0; i < nq; ++i) {
+    const double d = static_cast<double>(HostToF(out_bits[i], f16)) - hro[i];
+    e.out_max = std::max(e.out_max, std::fabs(d));
+    e.out_l2 += d * d;
+    out_ref += static_cast<double>(hro[i]) * hro[i];
+  }
+  for (size_t i = 0; i < nl; ++i) {
+    const double d = static_cast<double>(lse_vals[i]) - hrl[i];
+    e.lse_max = std::max(e.lse_max, std::fabs(d));
+    e.lse_l2 += d * d;
+    lse_ref += static_cast<double>(hrl[i]) * hrl[i];
+  }
+  e.out_l2 = std::sqrt(e.out_l2 / std::max(out_ref, 1e-30));
+  e.lse_l2 = std::sqrt(e.lse_l2 / std::max(lse_ref, 1e-30));
+  return e;
+}
+
+// Median of 20 timed launches after 5 warm-ups, in ms.
+double MedianMs(const AttnFwdArgs& a, int variant, const Buffers& b) {
+  for (int i = 0; i < 5; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, b.stream, variant));
+  std::vector<float> ms(20);
+  for (int i = 0; i < 20; ++i) {
+    CHECK_CUDA(cudaEventRecord(b.e0, b.stream));
+    CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, b.stream, variant));
+    CHECK_CUDA(cudaEventRecord(b.e1, b.stream));
+    CHECK_CUDA(cudaEventSynchronize(b.e1));
+    CHECK_CUDA(cudaEventElapsedTime(&ms[i], b.e0, b.e1));
+  }
+  std::sort(ms.begin(), ms.end());
+  return 0.5 * (ms[9] + ms[10]);
+}
+
+double Tflops(const Case& c, double ms) {
+  double flops = 4.0 * c.B * c.H * static_cast<double>(c.Sq) * c.Skv * c.D;
+  if (c.causal) flops *= 0.5;
+  return flops / (ms * 1e-3) / 1e12;
+}
+
+Buffers AllocBuffers(const std::vector<Case>& cases, bool f16) {
+  size_t max_q = 0, max_kv = 0, max_lse = 0;
+  for (const Case& c : cases) {
+    max_q = std::max(max_q, static_cast<size_t>(c.B) * c.Sq * c.H * c.D);
+    max_kv = std::max(max_kv, static_cast<size_t>(c.B) * c.Skv * c.Hk * c.D);
+    max_lse = std::max(max_lse, static_cast<size_t>(c.B) * c.H * c.Sq);
+  }
+  std::printf("generating inputs (%zu q, %zu kv elements)...\n", max_q, max_kv);
+  const std::vector<uint16_t> hq = RandomBits(max_q, f16), hk = RandomBits(max_kv, f16),
+                              hv = RandomBits(max_kv, f16);
+  Buffers b;
+  CHECK_CUDA(cudaMalloc(&b.q, max_q * 2));
+  CHECK_CUDA(cudaMalloc(&b.k, max_kv * 2));
+  CHECK_CUDA(cudaMalloc(&b.v, max_kv * 2));
+  CHECK_CUDA(cudaMalloc(&b.out, max_q * 2));
+  CHECK_CUDA(cudaMalloc(&b.lse, max_lse * 4));
+  CHECK_CUDA(cudaMalloc(&b.ref_out, max_q * 4));
+  CHECK_CUDA(cudaMalloc(&b.ref_lse, max_lse * 4));
+  CHECK_CUDA(cudaMemcpy(b.q, hq.data(), max_q * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(b.k, hk.data(), max_kv * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(b.v, hv.data(), max_kv * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaStreamCreate(&b.stream));
+  CHECK_CUDA(cudaEventCreate(&b.e0));
+  CHECK_CUDA(cudaEventCreate(&b.e1));
+  return b;
+}
+
+void FreeBuffers(Buffers& b) {
+  for (void* ptr : {b.q, b.k, b.v, b.out, static_cast<void*>(b.lse), static_cast<void*>(b.ref_out),
+                    static_cast<void*>(b.ref_lse)}) {
+    CHECK_CUDA(cudaFree(ptr));
+  }
+  CHECK_CUDA(cudaStreamDestroy(b.stream));
+  CHECK_CUDA(cudaEventDestroy(b.e0));
+  CHECK_CUDA(cudaEventDestroy(b.e1));
+}
+
+// Mode `wide`: the 176-key-block variant (head dim 128, dense, non-causal).
+// Variants: 11 = wide persistent + pingpong (what the default launch takes
+// with the switch on), 9 = wide, one CTA per tile; 3 = the default kernel.
+int RunWide(bool f16_only, bool bf16_only) {
+  // Before any Sm90ForwardSupports / launch call: the switch is read once.
+  setenv("JAXDNN_ATTENTION_SM90_FWD_WIDE", "1", 1);
+  constexpr int kDefault = 3, kWide = 11, kWideTiles = 9;
+  const std::vector<Case> checks = {
+      {1, 1, 1, 1, 1, 128, 0, true},         {2, 7, 7, 4, 2, 128, 0, true},
+      {1, 175, 175, 2, 1, 128, 0, true},     {1, 176, 176, 2, 2, 128, 0, true},
+      {1, 177, 177, 2, 1, 128, 0, true},     {2, 1000, 1000, 3, 1, 128, 0, true},
+      {1, 1537, 1537, 4, 2, 128, 0, true},   {2, 200, 1000, 4, 2, 128, 0, true},
+      {2, 1000, 7, 4, 1, 128, 0, true},      {1, 128, 353, 2, 1, 128, 0, true},
+      {8, 2048, 2048, 16, 16, 128, 0, true}, {2, 4096, 4096, 16, 4, 128, 0, true},
+  };
+  std::vector<Case> grid;
+  for (int seq = 512; seq <= 16384; seq *= 2) grid.push_back({16384 / seq, seq, seq, 16, 16, 128, 0, true});
+  std::vector<Case> all = checks;
+  all.insert(all.end(), grid.begin(), grid.end());
+
+  bool all_ok = true;
+  for (const bool f16 : {false, true}) {
+    if ((f16 && bf16_only) || (!f16 && f16_only)) continue;
+    std::printf("== wide (176-key blocks), %s ==\n", f16 ? "f16" : "bf16");
+    Buffers b = AllocBuffers(all, f16);
+    std::printf("%-34s %7s %10s %10s %10s %10s %s\n", "check (B,Sq,Skv,H,Hk,D,causal)", "variant",
+                "out_maxabs", "out_relL2", "lse_maxabs", "lse_relL2", "");
+    std::vector<uint16_t> out_default, out_wide;
+    std::vector<float> lse_default, lse_wide;
+    for (const Case& c : checks) {
+      char name[64];
+      std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D, c.causal);
+      if (!jaxdnn::attention::Sm90ForwardSupports(MakeArgs(c, f16, b))) {
+        std::printf("%-34s FAIL: Sm90ForwardSupports() is false\n", name);
+        all_ok = false;
+        continue;
+      }
+      // The default launch (variant -1) must take the wide kernel: its output
+      // is bitwise the explicit variant 11's.
+      for (const int variant : {jaxdnn::attention::kSm90DefaultVariant, kWide, kWideTiles}) {
+        std::vector<uint16_t>& ob = variant == kWide ? out_wide : out_default;
+        std::vector<float>& lb = variant == kWide ? lse_wide : lse_default;
+        const Errors e = CheckLaunch(c, f16, variant, true, b, ob, lb);
+        bool ok = e.ok();
+        const char* note = "";
+        if (variant == kWide) {
+          const bool same = out_wide == out_default &&
+                            std::memcmp(lse_wide.data(), lse_default.data(), lse_wide.size() * 4) == 0;
+          if (!same) {
+            ok = false;
+            note = " (the default launch with the switch on is not the wide kernel)";
+          }
+        }
+        std::printf("%-34s %7d %10.3g %10.3g %10.3g %10.3g %s%s%s\n", name, variant, e.out_max, e.out_l2,
+                    e.lse_max, e.lse_l2, ok ? "ok" : "FAIL", e.nonfinite ? " (non-finite outputs)" : "", note);
+        all_ok = all_ok && ok;
+      }
+      std::fflush(stdout);
+    }
+    std::printf("%-34s %10s %10s %10s %10s %10s\n", "timing (B,Sq,Skv,H,Hk,D,causal)", "default", "wide",
+                "wide/tile", "wide/def", "check");
+    for (const Case& c : grid) {
+      char name[64];
+      std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D, c.causal);
+      const AttnFwdArgs a = MakeArgs(c, f16, b);
+      // Only the shorter sequences get the (slow) reference check.
+      const Errors e = CheckLaunch(c, f16, kWide, c.Sq <= 4096, b, out_wide, lse_wide);
+      const double t_def = Tflops(c, MedianMs(a, kDefault, b));
+      const double t_wide = Tflops(c, MedianMs(a, kWide, b));
+      const double t_tiles = Tflops(c, MedianMs(a, kWideTiles, b));
+      std::printf("%-34s %10.1f %10.1f %10.1f %10.3f %s\n", name, t_def, t_wide, t_tiles, t_wide / t_def,
+                  e.ok() ? (c.Sq <= 4096 ? "ok" : "ok (finite only)") : "FAIL");
+      std::fflush(stdout);
+      all_ok = all_ok && e.ok();
+    }
+    FreeBuffers(b);
+  }
+  std::printf("(TFLOP/s: default = variant 3, wide = 11, wide/tile = 9; wide/def = the ratio)\n");
+  std::printf("%s\n", all_ok ? "ALL PASSED" : "SOME FAILED");
+  return all_ok ? 0 : 1;
+}
+
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // Usage: sm90_attention_selftest [bf16|f16] [variant (-1: default)] [head dim (0: all)]
+  //        sm90_attention_selftest wide [bf16|f16 (default: both)]
+  if (argc > 1 && std::string(argv[1]) == "wide") {
+    int dev = 0;
+    CHECK_CUDA(cudaSetDevice(dev));
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
+    std::printf("device: %s (sm_%d%d, %d SMs), mode wide\n", prop.name, prop.major, prop.minor,
+                prop.multiProcessorCount);
+    const std::string dt = argc > 2 ? argv[2] : "";
+    return RunWide(dt == "f16", dt == "bf16");
+  }
   const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
   const int variant = argc > 2 ? std::atoi(argv[2]) : jaxdnn::attention::kSm90DefaultVariant;
   const int only_d = argc > 3 ? std::atoi(argv[3]) : 0;
@@ -119,52 +363,14 @@ int main(int argc, char** argv) {
                 cases.end());
   }
 
-  size_t max_q = 0, max_kv = 0, max_lse = 0;
-  for (const Case& c : cases) {
-    max_q = std::max(max_q, static_cast<size_t>(c.B) * c.Sq * c.H * c.D);
-    max_kv = std::max(max_kv, static_cast<size_t>(c.B) * c.Skv * c.Hk * c.D);
-    max_lse = std::max(max_lse, static_cast<size_t>(c.B) * c.H * c.Sq);
-  }
-  std::printf("generating inputs (%zu q, %zu kv elements)...\n", max_q, max_kv);
-  const std::vector<uint16_t> hq = RandomBits(max_q, f16), hk = RandomBits(max_kv, f16),
-                              hv = RandomBits(max_kv, f16);
-  void *dq, *dk, *dv, *dout;
-  float *dlse, *rout, *rlse;
-  CHECK_CUDA(cudaMalloc(&dq, max_q * 2));
-  CHECK_CUDA(cudaMalloc(&dk, max_kv * 2));
-  CHECK_CUDA(cudaMalloc(&dv, max_kv * 2));
-  CHECK_CUDA(cudaMalloc(&dout, max_q * 2));
-  CHECK_CUDA(cudaMalloc(&dlse, max_lse * 4));
-  CHECK_CUDA(cudaMalloc(&rout, max_q * 4));
-  CHECK_CUDA(cudaMalloc(&rlse, max_lse * 4));
-  CHECK_CUDA(cudaMemcpy(dq, hq.data(), max_q * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(dk, hk.data(), max_kv * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(dv, hv.data(), max_kv * 2, cudaMemcpyHostToDevice));
-  cudaStream_t stream;
-  CHECK_CUDA(cudaStreamCreate(&stream));
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-
+  Buffers b = AllocBuffers(cases, f16);
   bool all_ok = true;
   std::printf("%-34s %10s %10s %10s %10s %9s %8s\n", "case (B,Sq,Skv,H,Hk,D,causal)", "out_maxabs",
               "out_relL2", "lse_maxabs", "lse_relL2", "ms", "TFLOP/s");
+  std::vector<uint16_t> gout;
+  std::vector<float> glse;
   for (const Case& c : cases) {
-    AttnFwdArgs a{};
-    a.shape.batch = c.B;
-    a.shape.q_len = c.Sq;
-    a.shape.kv_len = c.Skv;
-    a.shape.heads = c.H;
-    a.shape.kv_heads = c.Hk;
-    a.shape.head_dim = c.D;
-    a.dtype = f16 ? jaxdnn::ffi::DataType::F16 : jaxdnn::ffi::DataType::BF16;
-    a.q = dq;
-    a.k = dk;
-    a.v = dv;
-    a.mask_params.scale = 1.f / std::sqrt(static_cast<float>(c.D));
-    a.mask_params.causal = c.causal != 0;
-    a.out = dout;
-    a.lse = dlse;
+    const AttnFwdArgs a = MakeArgs(c, f16, b);
     char name[64];
     std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
                   c.causal);
@@ -173,88 +379,24 @@ int main(int argc, char** argv) {
       all_ok = false;
       continue;
     }
-    const size_t nq = static_cast<size_t>(c.B) * c.Sq * c.H * c.D;
-    const size_t nl = static_cast<size_t>(c.B) * c.H * c.Sq;
-
-    // Correctness (poisoned outputs first).
-    CHECK_CUDA(cudaMemsetAsync(dout, 0xFF, nq * 2, stream));
-    CHECK_CUDA(cudaMemsetAsync(dlse, 0xFF, nl * 4, stream));
-    CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, stream, variant));
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    double out_max = 0, out_l2 = 0, out_ref = 0, lse_max = 0, lse_l2 = 0, lse_ref = 0;
-    long long nan_count = 0;
-    bool case_ok = true;
-    std::vector<uint16_t> gout(nq);
-    std::vector<float> glse(nl);
-    CHECK_CUDA(cudaMemcpy(gout.data(), dout, nq * 2, cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(glse.data(), dlse, nl * 4, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < nq; ++i) nan_count += !std::isfinite(HostToF(gout[i], f16));
-    for (size_t i = 0; i < nl; ++i) nan_count += std::isnan(glse[i]);
+    // Correctness (poisoned outputs first), then timing.
+    const Errors e = CheckLaunch(c, f16, variant, c.check, b, gout, glse);
+    const bool case_ok = e.ok();
+    const double med = MedianMs(a, variant, b);
+    const double tflops = Tflops(c, med);
     if (c.check) {
-      const int threads = 256;
-      const int64_t rows = static_cast<int64_t>(c.B) * c.H * c.Sq;
-      const int blocks = static_cast<int>((rows * 32 + threads - 1) / threads);
-      if (f16) {
-        ReferenceFwd<__half><<<blocks, threads, 0, stream>>>(
-            static_cast<const __half*>(dq), static_cast<const __half*>(dk),
-            static_cast<const __half*>(dv), rout, rlse, c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
-            a.mask_params.scale, c.causal);
-      } else {
-        ReferenceFwd<__nv_bfloat16><<<blocks, threads, 0, stream>>>(
-            static_cast<const __nv_bfloat16*>(dq), static_cast<const __nv_bfloat16*>(dk),
-            static_cast<const __nv_bfloat16*>(dv), rout, rlse, c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
-            a.mask_params.scale, c.causal);
-      }
-      CHECK_CUDA(cudaGetLastError());
-      CHECK_CUDA(cudaStreamSynchronize(stream));
-      std::vector<float> hro(nq), hrl(nl);
-      CHECK_CUDA(cudaMemcpy(hro.data(), rout, nq * 4, cudaMemcpyDeviceToHost));
-      CHECK_CUDA(cudaMemcpy(hrl.data(), rlse, nl * 4, cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < nq; ++i) {
-        const double d = static_cast<double>(HostToF(gout[i], f16)) - hro[i];
-        out_max = std::max(out_max, std::fabs(d));
-        out_l2 += d * d;
-        out_ref += static_cast<double>(hro[i]) * hro[i];
-      }
-      for (size_t i = 0; i < nl; ++i) {
-        const double d = static_cast<double>(glse[i]) - hrl[i];
-        lse_max = std::max(lse_max, std::fabs(d));
-        lse_l2 += d * d;
-        lse_ref += static_cast<double>(hrl[i]) * hrl[i];
-      }
-      out_l2 = std::sqrt(out_l2 / std::max(out_ref, 1e-30));
-      lse_l2 = std::sqrt(lse_l2 / std::max(lse_ref, 1e-30));
-      if (!(out_l2 <= 1e-2) || !(lse_l2 <= 1e-2)) case_ok = false;
-    }
-    if (nan_count > 0) case_ok = false;
-
-    // Timing.
-    for (int i = 0; i < 5; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, stream, variant));
-    std::vector<float> ms(20);
-    for (int i = 0; i < 20; ++i) {
-      CHECK_CUDA(cudaEventRecord(e0, stream));
-      CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, stream, variant));
-      CHECK_CUDA(cudaEventRecord(e1, stream));
-      CHECK_CUDA(cudaEventSynchronize(e1));
-      CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
-    }
-    std::sort(ms.begin(), ms.end());
-    const double med = 0.5 * (ms[9] + ms[10]);
-    double flops = 4.0 * c.B * c.H * static_cast<double>(c.Sq) * c.Skv * c.D;
-    if (c.causal) flops *= 0.5;
-    const double tflops = flops / (med * 1e-3) / 1e12;
-    if (c.check) {
-      std::printf("%-34s %10.3g %10.3g %10.3g %10.3g %9.3f %8.1f %s%s\n", name, out_max, out_l2,
-                  lse_max, lse_l2, med, tflops, case_ok ? "ok" : "FAIL",
-                  nan_count ? " (non-finite outputs)" : "");
+      std::printf("%-34s %10.3g %10.3g %10.3g %10.3g %9.3f %8.1f %s%s\n", name, e.out_max, e.out_l2,
+                  e.lse_max, e.lse_l2, med, tflops, case_ok ? "ok" : "FAIL",
+                  e.nonfinite ? " (non-finite outputs)" : "");
     } else {
       std::printf("%-34s %10s %10s %10s %10s %9.3f %8.1f %s%s\n", name, "-", "-", "-", "-", med,
                   tflops, case_ok ? "ok (finite only)" : "FAIL",
-                  nan_count ? " (non-finite outputs)" : "");
+                  e.nonfinite ? " (non-finite outputs)" : "");
     }
     std::fflush(stdout);
     all_ok = all_ok && case_ok;
   }
   std::printf("%s\n", all_ok ? "ALL PASSED" : "SOME FAILED");
+  FreeBuffers(b);
   return all_ok ? 0 : 1;
 }
