@@ -20,7 +20,8 @@ export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
   echo "build exit $?" > "$out/build.rc" ) &
 NEW_ONLY=1 bash "$repo/benchmarks/gpu_selftests_sm90.sh" "$out/self" "${BIN:-build/sm90}"
 wait; cat "$out/build.rc"
-export JAXDNN_ATTENTION_DECODE=1 JAXDNN_ATTENTION_SM90_BWD_D256=1 JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1
+export JAXDNN_ATTENTION_DECODE=1 JAXDNN_ATTENTION_SM90_BWD_D256=1 JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1 \
+  JAXDNN_ATTENTION_SM90_FWD_WIDE=1
 echo "== jax self-check, switches on"
 ( cd /tmp && timeout "${CHECK_TIMEOUT:-300}" python3 "$repo/benchmarks/attention_gpu_check.py" ) > "$out/check.txt" 2>&1
 echo "exit $?: $(grep -c '^ok' "$out/check.txt") ok, $(grep -vc '^ok\|WARN' "$out/check.txt") other lines"
