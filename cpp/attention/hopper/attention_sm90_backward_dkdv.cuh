@@ -2,7 +2,6 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
-#include "attention/hopper/attention_sm90_backward_dkdv_producer.cuh"
 #include "attention/hopper/attention_sm90_backward_dkdv_smem.cuh"
 #include "attention/hopper/attention_sm90_backward_key_block.cuh"
 #include "attention/hopper/attention_sm90_backward_pipeline_init.cuh"
@@ -82,9 +81,107 @@ __global__ void __launch_bounds__(384, 1)
   if (warpgroup == 0) {
     // ------------------------------ producer ------------------------------
     SetMaxNRegDec<kExt ? Cfg::kProducerRegsExt : Cfg::kProducerRegs>();
-    if (threadIdx.x < 32) {
+    if constexpr (kExt) {
+      if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
+        int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
+        const int n0 = cta.n_block * kBlockN;
+        if (lane == 0) {
+          MbarArriveExpectTx(sm.kv_full, 2 * Cfg::kKBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockN>(sm.k, &tm_k, sm.kv_full, cta.hk, n0, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockN>(sm.v, &tm_v, sm.kv_full, cta.hk, n0, cta.b);
+        }
+        const FwdRowGeom geo = FwdGeom(p.mask, cta.b, p.q_len, p.kv_len);
+        int m_lo, m_hi;
+        BwdKeyBlockQueryBlocks<kBlockN, kBlockM>(p.mask, geo, p.causal, n0, m_lo, m_hi);
+        // The query columns all 128 keys see (kind 0 there, unless segments differ).
+        int full_lo, full_hi;
+        BwdFullColumns<kBlockN>(
+            n0, geo.kv_valid, [&](int key, int& lo, int& hi) { BwdKeyQueries(p.mask, geo, p.causal, key, lo, hi); },
+            full_lo, full_hi);
+        const bool has_seg = p.mask.q_segments != nullptr;
+        int seg_min = 0, seg_max = 0;  // of the block's valid keys
+        if (has_seg && m_hi > m_lo) {
+          FwdQuerySegmentRange(p.mask.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len, n0,
+                               min(n0 + kBlockN, geo.kv_valid) - 1, lane, seg_min, seg_max);
+        }
+        const int32_t* q_ids = has_seg ? p.mask.q_segments + static_cast<int64_t>(cta.b) * p.q_len : nullptr;
+        const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+        const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+        int it = 0;
+        for (int m_top = m_hi - 1; m_top >= m_lo; m_top -= 32) {
+          unsigned may_bits = 0xffffffffu, same_bits = 0xffffffffu;  // no segments: all kind 1
+          if (has_seg) {
+            FwdVoteSegmentChunk<kBlockM>(q_ids, m_top, m_lo, geo.q_valid, seg_min, seg_max, lane, may_bits,
+                                         same_bits);
+          }
+          const int count = min(32, m_top - m_lo + 1);
+          for (int k = 0; k < count; ++k) {
+            if (((may_bits >> k) & 1u) == 0) continue;  // warp-uniform skip
+            const int m = m_top - k;
+            const bool in_full = m * kBlockM >= full_lo && (m + 1) * kBlockM <= full_hi;
+            const int kind = ((same_bits >> k) & 1u) ? (in_full ? 0 : 1) : 2;
+            int ids[kBlockM / 32];
+            if (kind == 2) BwdLoadSegments<kBlockM>(q_ids, m * kBlockM, geo.q_valid, lane, ids);
+            const int st = it % kStages;
+            const uint32_t ph = (it / kStages) & 1;
+            MbarWait(&sm.q_empty[st], ph ^ 1);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int qi = m * kBlockM + lane + 32 * e;
+              const bool in = qi < p.q_len;
+              sm.lse[st * kBlockM + lane + 32 * e] = in ? BwdLse2(lse_row[qi]) : INFINITY;
+              sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+            }
+            if (kind == 2) BwdStoreSegments<kBlockM>(ids, lane, seg_smem + st * kBlockM);
+            if (lane == 0) {
+              info_smem[st] = m * 4 + kind;
+              MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+              TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+              TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+            } else {
+              MbarArrive(&sm.q_full[st]);
+            }
+            ++it;
+          }
+        }
+        // The terminator slot: no data, info -1 (every lane arrives, no bytes).
+        const int st = it % kStages;
+        MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
+        if (lane == 0) info_smem[st] = -1;
+        MbarArrive(&sm.q_full[st]);
+      }
+    } else if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
-      ProduceDkDvQueryBlocks<Cfg, kExt>(p, sm, cta, &tm_q, &tm_k, &tm_v, &tm_do, lane);
+      if (lane == 0) {
+        MbarArriveExpectTx(sm.kv_full, 2 * Cfg::kKBytes);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(sm.k, &tm_k, sm.kv_full, cta.hk, cta.n_block * kBlockN, cta.b);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(sm.v, &tm_v, sm.kv_full, cta.hk, cta.n_block * kBlockN, cta.b);
+      }
+      const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+      const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+      for (int it = 0; it < cta.m_count; ++it) {
+        const int m = cta.m_begin + it;
+        const int st = it % kStages;
+        const uint32_t ph = (it / kStages) & 1;
+        MbarWait(&sm.q_empty[st], ph ^ 1);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int qi = m * kBlockM + lane + 32 * e;
+          const bool in = qi < p.q_len;
+          // Rows past q_len: P = exp2(-inf) = 0 (their Q, dO rows load as zeros).
+          sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
+          sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+        }
+        if (lane == 0) {
+          MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+        } else {
+          MbarArrive(&sm.q_full[st]);
+        }
+      }
     }
   } else {
     // ------------------------------ consumers ------------------------------

@@ -61,7 +61,6 @@
 #pragma once
 
 #include "attention/hopper/attention_sm90_backward_common.cuh"
-#include "attention/hopper/attention_sm90_backward_dkdv_producer.cuh"
 #include "attention/hopper/attention_sm90_backward_dkdv_smem.cuh"
 #include "attention/hopper/attention_sm90_backward_key_block.cuh"
 #include "attention/hopper/attention_sm90_backward_pipeline_init.cuh"
@@ -223,7 +222,33 @@ __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x < 32) {
       // ------------------------------ loader ------------------------------
       const int lane = threadIdx.x;
-      ProduceDkDvQueryBlocks<Cfg, false>(p, sm, cta, &tm_q, &tm_k, &tm_v, &tm_do, lane);
+      if (lane == 0) {
+        MbarArriveExpectTx(sm.kv_full, 2 * Cfg::kKBytes);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(sm.k, &tm_k, sm.kv_full, cta.hk, cta.n_block * kBlockN, cta.b);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(sm.v, &tm_v, sm.kv_full, cta.hk, cta.n_block * kBlockN, cta.b);
+      }
+      const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+      const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+      for (int it = 0; it < cta.m_count; ++it) {
+        const int m = cta.m_begin + it;
+        const int st = it % kStages;
+        const uint32_t ph = (it / kStages) & 1;
+        MbarWait(&sm.q_empty[st], ph ^ 1);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int qi = m * kBlockM + lane + 32 * e;
+          const bool in = qi < p.q_len;
+          sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
+          sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
+        }
+        if (lane == 0) {
+          MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+        } else {
+          MbarArrive(&sm.q_full[st]);
+        }
+      }
     } else if (threadIdx.x == 32) {
       // ----------------------------- dQ writer -----------------------------
       const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
