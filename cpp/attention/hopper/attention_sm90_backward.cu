@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "attention/hopper/attention_sm90_backward.cuh"
+#include "attention/hopper/sm90_mask_params.h"
 #include "attention/hopper/sm90_tma.h"
 
 namespace jaxdnn::attention {
@@ -87,26 +88,12 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
   p.dk = a.dk;
   p.dv = a.dv;
   if constexpr (kExt) {
-    // As the forward's extended path (attention_sm90_forward.cu).
-    const AttnMaskParams& m = a.mask_params;
-    p.mask.q_lengths = m.q_lengths;
-    p.mask.kv_lengths = m.kv_lengths;
-    if (m.q_segments != nullptr && m.kv_segments != nullptr) {
-      p.mask.q_segments = m.q_segments;
-      p.mask.kv_segments = m.kv_segments;
-    }
-    // A window at least as wide as any diagonal distance is no window (and
-    // keeps diag +- window inside int range in the kernels).
-    const int64_t span = s.q_len + s.kv_len;
-    p.mask.window_left = (m.window_left < 0 || m.window_left >= span) ? -1 : m.window_left;
-    p.mask.window_right = (m.window_right < 0 || m.window_right >= span) ? -1 : m.window_right;
-    if (m.softcap > 0.f) {
+    p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
+    if (p.mask.softcap > 0.f) {
       // s = c * tanh(raw * scale / c), P = exp(s - lse); the epilogues'
       // final * scale is the scale part of d s / d raw.
-      p.mask.softcap = m.softcap;
-      p.mask.softcap_scale = m.scale / m.softcap;
       p.scale_log2 = 1.4426950408889634f;
-      p.inv_cap_log2e = 1.f / (m.softcap * 1.4426950408889634f);
+      p.inv_cap_log2e = 1.f / (p.mask.softcap * 1.4426950408889634f);
     }
   }
 

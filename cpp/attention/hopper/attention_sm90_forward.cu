@@ -6,6 +6,7 @@
 
 #include "attention/hopper/attention_sm90_forward.cuh"
 #include "attention/hopper/attention_sm90_forward_wide.cuh"
+#include "attention/hopper/sm90_mask_params.h"
 #include "attention/hopper/sm90_tma.h"
 
 namespace jaxdnn::attention {
@@ -69,24 +70,9 @@ cudaError_t LaunchTiles(Kernel kernel, const AttnFwdArgs& a, cudaStream_t stream
   p.out = a.out;
   p.lse = a.lse;
   if constexpr (kExt) {
-    const AttnMaskParams& m = a.mask_params;
-    p.mask.q_lengths = m.q_lengths;
-    p.mask.kv_lengths = m.kv_lengths;
-    if (m.q_segments != nullptr && m.kv_segments != nullptr) {
-      p.mask.q_segments = m.q_segments;
-      p.mask.kv_segments = m.kv_segments;
-    }
-    // A window at least as wide as any diagonal distance is no window (and
-    // keeps diag +- window inside int range in the kernel).
-    const int64_t span = s.q_len + s.kv_len;
-    p.mask.window_left = (m.window_left < 0 || m.window_left >= span) ? -1 : m.window_left;
-    p.mask.window_right = (m.window_right < 0 || m.window_right >= span) ? -1 : m.window_right;
-    if (m.softcap > 0.f) {
-      // s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
-      p.mask.softcap = m.softcap;
-      p.mask.softcap_scale = m.scale / m.softcap;
-      p.scale_log2 = 1.4426950408889634f;
-    }
+    p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
+    // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
+    if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
   }
   const int smem_bytes = kExt ? Cfg::kSmemBytesExt : Cfg::kSmemBytes;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
