@@ -3,13 +3,14 @@
 #include "attention/attention_cuda_kernels.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <string>
 
 #include "attention/attention_cuda_backward.cuh"
 #include "attention/decode/attention_decode_split.h"
 #include "attention/hopper/attention_sm90_backward.h"
 #include "attention/hopper/attention_sm90_backward_fused.h"
 #include "attention/hopper/attention_sm90_forward.h"
+#include "common/env_switch.h"
 
 namespace jaxdnn::attention {
 namespace {
@@ -129,8 +130,8 @@ constexpr int64_t kFusedBackwardMinQueryLen = 8192;
 
 static int Sm90BackwardMode() {  // -1: by size
   static const int mode = [] {
-    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD");
-    return v && v[0] >= '0' && v[0] <= '2' && v[1] == '\0' ? v[0] - '0' : -1;
+    const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD");
+    return v == "0" ? 0 : v == "1" ? 1 : v == "2" ? 2 : -1;
   }();
   return mode;
 }
@@ -173,10 +174,7 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
 // covers; JAXDNN_ATTENTION_SM90=0 keeps every case on the mma.sync kernel
 // (for A/B timing).
 static bool Sm90ForwardEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JAXDNN_ATTENTION_SM90");
-    return !(v && v[0] == '0');
-  }();
+  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_SM90") != "0";
   return enabled;
 }
 
@@ -186,10 +184,7 @@ static bool Sm90ForwardEnabled() {
 // use). jaxdnn/attention/primitives.py reads the same variable to size the
 // workspace; without one large enough the forward goes on as before.
 static bool DecodeSplitEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JAXDNN_ATTENTION_DECODE");
-    return v && v[0] == '1' && v[1] == '\0';
-  }();
+  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_DECODE") == "1";
   return enabled;
 }
 

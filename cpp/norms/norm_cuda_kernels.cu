@@ -4,11 +4,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
+#include "common/env_switch.h"
 #include "norms/norm_cuda_backward.cuh"
 #include "norms/norm_cuda_backward_ring.cuh"
 #include "norms/norm_cuda_config.h"
@@ -31,10 +30,7 @@ constexpr int kColumnRows = 4;
 // JAXDNN_NORM_FWD=columns (read once) selects the column-stationary forward
 // for A/B runs; it was slower than the row kernel on an H200 (2026-11-22).
 bool ColumnForwardEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JAXDNN_NORM_FWD");
-    return v && std::string(v) == "columns";
-  }();
+  static const bool enabled = EnvSwitch("JAXDNN_NORM_FWD") == "columns";
   return enabled;
 }
 

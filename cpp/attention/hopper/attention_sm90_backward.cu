@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "attention/hopper/attention_sm90_backward.cuh"
 #include "attention/hopper/sm90_mask_params.h"
 #include "attention/hopper/sm90_tma.h"
+#include "common/env_switch.h"
 
 namespace jaxdnn::attention {
 
@@ -18,10 +18,7 @@ bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 // The extended cases are on unless JAXDNN_ATTENTION_SM90_BWD_EXT=0, which
 // sends them back to the mma.sync backward (A/B timing, or a way out).
 bool ExtEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD_EXT");
-    return !(v != nullptr && v[0] == '0' && v[1] == '\0');
-  }();
+  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_EXT") != "0";
   return enabled;
 }
 
@@ -30,10 +27,7 @@ bool ExtEnabled() {
 // compiled but not yet run on a GPU; until then d256 keeps the mma.sync
 // backward.
 bool D256Enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD_D256");
-    return v != nullptr && v[0] == '1' && v[1] == '\0';
-  }();
+  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_D256") == "1";
   return enabled;
 }
 

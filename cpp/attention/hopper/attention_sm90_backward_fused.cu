@@ -4,12 +4,12 @@
 #include "attention/hopper/attention_sm90_backward_fused.h"
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "attention/hopper/attention_sm90_backward.h"
 #include "attention/hopper/attention_sm90_backward_fused.cuh"
 #include "attention/hopper/attention_sm90_backward_prepost.cuh"
 #include "attention/hopper/sm90_tma.h"
+#include "common/env_switch.h"
 
 namespace jaxdnn::attention {
 
@@ -129,10 +129,7 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
 // JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1 (read once) until it has run on a GPU;
 // it then serves calls with deterministic=False.
 bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p) {
-  static const bool atomic_enabled = [] {
-    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_BWD_ATOMIC");
-    return v != nullptr && v[0] == '1' && v[1] == '\0';
-  }();
+  static const bool atomic_enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") == "1";
   return p.deterministic || !atomic_enabled;
 }
 

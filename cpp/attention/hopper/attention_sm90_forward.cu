@@ -2,12 +2,12 @@
 #include "attention/hopper/attention_sm90_forward.h"
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "attention/hopper/attention_sm90_forward.cuh"
 #include "attention/hopper/attention_sm90_forward_wide.cuh"
 #include "attention/hopper/sm90_mask_params.h"
 #include "attention/hopper/sm90_tma.h"
+#include "common/env_switch.h"
 
 namespace jaxdnn::attention {
 
@@ -20,10 +20,7 @@ bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 // H200 (2026-11-22); JAXDNN_ATTENTION_SM90_EXT=0 sends them back to the
 // mma.sync kernel (for A/B timing).
 bool ExtEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_EXT");
-    return !(v != nullptr && v[0] == '0' && v[1] == '\0');
-  }();
+  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_EXT") != "0";
   return enabled;
 }
 
@@ -31,10 +28,7 @@ bool ExtEnabled() {
 // compiled only, not yet run on a GPU, so OFF unless
 // JAXDNN_ATTENTION_SM90_FWD_WIDE=1 (read once).
 bool WideEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JAXDNN_ATTENTION_SM90_FWD_WIDE");
-    return v != nullptr && v[0] == '1' && v[1] == '\0';
-  }();
+  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_FWD_WIDE") == "1";
   return enabled;
 }
 
