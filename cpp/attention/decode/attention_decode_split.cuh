@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "attention/attention_mask.h"
+#include "attention/attention_mma_tiles.cuh"
 #include "attention/decode/attention_decode_split_plan.h"
 #include "common/cuda_mma.cuh"
 
@@ -170,22 +171,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
     // S = Q K^T for this warp's 16 rows and kWarpKeys keys.
     float sc[kNTiles][4];
-#pragma unroll
-    for (int i = 0; i < kNTiles; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t a[4], bk[kWarpKeys / 16][4];
-      mma::LdMatrixX4(a, sQ + Swz::Offset(row_tile * 16 + (lane % 16), kk * 2 + lane / 16));
-#pragma unroll
-      for (int nb = 0; nb < kWarpKeys / 16; ++nb) {
-        mma::LdMatrixX4(bk[nb], tK + Swz::Offset(nb * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2));
-      }
-#pragma unroll
-      for (int nb = 0; nb < kWarpKeys / 16; ++nb) {
-        mma::MmaOp<T>::Run(sc[2 * nb], a, bk[nb][0], bk[nb][1]);
-        mma::MmaOp<T>::Run(sc[2 * nb + 1], a, bk[nb][2], bk[nb][3]);
-      }
-    }
+    WarpScores<T, kD, kWarpKeys>(sc, sQ, row_tile * 16, tK, lane);
 
     // Logits (log2 units), the rows' key ranges, then the online softmax.
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -226,30 +212,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
       }
     }
 
-    // O += P V: the S accumulators of two n8 blocks are the A operand of one k16 step.
-#pragma unroll
-    for (int kt = 0; kt < kWarpKeys / 16; ++kt) {
-      uint32_t a[4];
-      a[0] = mma::Pack2<T>(sc[2 * kt][0], sc[2 * kt][1]);
-      a[1] = mma::Pack2<T>(sc[2 * kt][2], sc[2 * kt][3]);
-      a[2] = mma::Pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
-      a[3] = mma::Pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
-      constexpr int kGroup = 4;  // V fragments loaded ahead of their MMAs
-#pragma unroll
-      for (int db0 = 0; db0 < kD / 16; db0 += kGroup) {
-        uint32_t bv[kGroup][4];
-#pragma unroll
-        for (int g4 = 0; g4 < kGroup; ++g4) {
-          mma::LdMatrixX4Trans(bv[g4], tV + Swz::Offset(kt * 16 + ((lane / 8) % 2) * 8 + (lane % 8),
-                                                      (db0 + g4) * 2 + lane / 16));
-        }
-#pragma unroll
-        for (int g4 = 0; g4 < kGroup; ++g4) {
-          mma::MmaOp<T>::Run(o[2 * (db0 + g4)], a, bv[g4][0], bv[g4][1]);
-          mma::MmaOp<T>::Run(o[2 * (db0 + g4) + 1], a, bv[g4][2], bv[g4][3]);
-        }
-      }
-    }
+    // O += P V.
+    WarpAccumulatePV<T, kD, kWarpKeys>(o, sc, tV, lane);
     __syncthreads();  // the next iteration's loads overwrite this buffer
   }
   mma::CpAsyncWait<0>();
