@@ -18,16 +18,20 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
   echo "build exit $?" > "$out/build.rc" ) &
-NEW_ONLY=1 bash "$repo/benchmarks/gpu_selftests_sm90.sh" "$out/self" "${BIN:-build/sm90}"
+# Every step is capped so the whole script ends by BUDGET seconds (one device
+# call is at most 600 s).
+budget=${BUDGET:-570}
+left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+NEW_ONLY=1 DEADLINE=$((budget - 200)) bash "$repo/benchmarks/gpu_selftests_sm90.sh" "$out/self" "${BIN:-build/sm90}"
 wait; cat "$out/build.rc"
 export JAXDNN_ATTENTION_DECODE=1 JAXDNN_ATTENTION_SM90_BWD_D256=1 JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1 \
   JAXDNN_ATTENTION_SM90_FWD_WIDE=1
 echo "== jax self-check, switches on"
-( cd /tmp && timeout "${CHECK_TIMEOUT:-300}" python3 "$repo/benchmarks/attention_gpu_check.py" ) > "$out/check.txt" 2>&1
+( cd /tmp && timeout "$(left "${CHECK_TIMEOUT:-300}")" python3 "$repo/benchmarks/attention_gpu_check.py" ) > "$out/check.txt" 2>&1
 echo "exit $?: $(grep -c '^ok' "$out/check.txt") ok, $(grep -vc '^ok\|WARN' "$out/check.txt") other lines"
 grep -vE "^ok|WARN" "$out/check.txt" | tail -5
 echo "== GPU tests reaching the new paths"
-( cd /tmp && timeout "${TEST_TIMEOUT:-240}" python3 -m pytest "$repo/tests/test_attention.py" -q -p no:cacheprovider \
+( cd /tmp && timeout "$(left "${TEST_TIMEOUT:-240}")" python3 -m pytest "$repo/tests/test_attention.py" -q -p no:cacheprovider \
     -k "gpu and (decode or 384 or causal or deterministic)" ) > "$out/tests.log" 2>&1
 echo "pytest exit $?"; grep -E "^FAILED|passed|failed" "$out/tests.log" | head -12
 if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
@@ -38,6 +42,6 @@ if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
   export PYTHONPATH=/tmp/site
 fi
 echo "== benchmark, switches on"
-( cd /tmp && timeout "${BENCH_TIMEOUT:-240}" python3 -m jaxdnn.bench attention --dims 128 --seqs 2048,4096,8192 \
+( cd /tmp && timeout "$(left "${BENCH_TIMEOUT:-240}")" python3 -m jaxdnn.bench attention --dims 128 --seqs 2048,4096,8192 \
     --only dense,decode --no-torch --out "$out/attention.json" ) 2>&1 | grep -v WARN > "$out/bench.txt"
 grep -E "jaxdnn|cudnn|geomean" "$out/bench.txt"
