@@ -813,10 +813,9 @@ def test_gpu_deterministic_backward():
 
 
 # Decode shapes (a few query tokens over a long key/value cache): the split-KV
-# decode forward (cpp/attention/decode) takes these once JAXDNN_ATTENTION_DECODE
-# is on (off by default until it has run on a GPU; the switch is read in C++ at
-# first use, so the test sets nothing): until then they check the kernels that
-# take them now.
+# decode forward (cpp/attention/decode) takes these unless
+# JAXDNN_ATTENTION_DECODE=0 (read in C++ at first use, so the test sets
+# nothing; with it off they check the kernels that take them instead).
 DECODE_DIMS = [Dims(1, 1, 16384, 16, 16, 128), Dims(2, 4, 4096, 16, 4, 64),
                Dims(1, 16, 8192, 16, 1, 256), Dims(4, 1, 2048, 8, 2, 128)]
 

@@ -116,17 +116,21 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 
 }  // namespace
 
-// Which backward runs. By default the Hopper ones, both checked through jax on
-// an H200 (2026-11-22): the fused one (dK/dV/dQ in one kernel, dQ added in
-// key-block order) from kFusedBackwardMinQueryLen query rows up, where it
-// measured 3-9% faster, the two-kernel one (delta, dK/dV and dQ passes) below
-// it, where it measured 3-15% faster (benchmarks/results/2026-11-22-h200-
-// attention-v7-*). JAXDNN_ATTENTION_SM90_BWD=0 keeps the mma.sync backward,
-// =1 the two-kernel one, =2 the fused one wherever it applies (for A/B timing).
-// The Python side sizes the workspace by the same rule
-// (jaxdnn/attention/primitives.py: FUSED_BACKWARD_MIN_QUERY_LEN); the fused
-// kernel refuses a workspace too small for it.
+// Which backward runs. By default the Hopper ones, all checked on an H200
+// (2026-11-22): the fused one (dK/dV/dQ in one kernel) and the two-kernel one
+// (delta, dK/dV and dQ passes). With deterministic=True the fused one adds dQ
+// in key-block order and wins from kFusedBackwardMinQueryLen query rows up
+// (3-9% through jax; the two-kernel one is 3-15% faster below, results
+// 2026-11-22-h200-attention-v7-*). With deterministic=False it adds dQ
+// unordered and wins from kFusedBackwardUnorderedMinQueryLen rows up (self-test
+// at d128: 1.05-1.25x the two-kernel one from seq 4096, 0.8x at 2048).
+// JAXDNN_ATTENTION_SM90_BWD=0 keeps the mma.sync backward, =1 the two-kernel
+// one, =2 the fused one wherever it applies (for A/B timing). The Python side
+// sizes the workspace by the same rule (jaxdnn/attention/primitives.py:
+// FUSED_BACKWARD_MIN_QUERY_LEN*); the fused kernel refuses a workspace too
+// small for it.
 constexpr int64_t kFusedBackwardMinQueryLen = 8192;
+constexpr int64_t kFusedBackwardUnorderedMinQueryLen = 4096;
 
 static int Sm90BackwardMode() {  // -1: by size
   static const int mode = [] {
@@ -140,10 +144,9 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.heads == 0) return cudaSuccess;
   const int mode = Sm90BackwardMode();
   if (p.shape.q_len > 0 && p.shape.kv_len > 0 && mode != 0) {
-    // The fused kernel's unordered dQ mode (deterministic=False, opt-in) has
-    // no serial hand-off between key blocks, so it is tried at every length.
-    const bool fused_first = mode == 2 || (mode == -1 && (p.shape.q_len >= kFusedBackwardMinQueryLen ||
-                                                          !Sm90FusedBackwardOrdered(p)));
+    const int64_t fused_from =
+        Sm90FusedBackwardOrdered(p) ? kFusedBackwardMinQueryLen : kFusedBackwardUnorderedMinQueryLen;
+    const bool fused_first = mode == 2 || (mode == -1 && p.shape.q_len >= fused_from);
     // The fused backward is dense only (its support check builds on
     // Sm90BackwardSupports, which also takes the masked cases).
     if (fused_first && Sm90FusedBackwardSupports(p)) {
@@ -179,12 +182,13 @@ static bool Sm90ForwardEnabled() {
 }
 
 // The split-KV decode forward (cpp/attention/decode) for a few query tokens
-// over a long key/value cache. OFF by default: it has been compiled but not
-// yet run on a GPU; JAXDNN_ATTENTION_DECODE=1 turns it on (read once, at first
-// use). jaxdnn/attention/primitives.py reads the same variable to size the
+// over a long key/value cache (self-test passed on an H200, 2026-11-22: 3.06
+// TB/s at batch 1 over 128k keys, where the prefill forward reached 0.75).
+// JAXDNN_ATTENTION_DECODE=0 turns it off (read once, at first use).
+// jaxdnn/attention/primitives.py reads the same variable to size the
 // workspace; without one large enough the forward goes on as before.
 static bool DecodeSplitEnabled() {
-  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_DECODE") == "1";
+  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_DECODE") != "0";
   return enabled;
 }
 

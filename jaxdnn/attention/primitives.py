@@ -94,7 +94,7 @@ class AttentionForward(FfiOp):
 
   def workspace(self, platform, avals_in, *, operands, dropout_rate, **params):
     """CUDA: the split-KV decode path's float32 partials, only where that path
-    may run (JAXDNN_ATTENTION_DECODE=1 and a decode-shaped problem), so that
+    may run (a decode-shaped problem, JAXDNN_ATTENTION_DECODE not 0), so that
     prefill and training calls allocate nothing extra."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
@@ -210,9 +210,12 @@ attention_forward = AttentionForward()
 attention_backward = AttentionBackward()
 
 
-# From this many query rows up the CUDA backward takes the fused Hopper kernel
-# (mirrors kFusedBackwardMinQueryLen in cpp/attention/attention_cuda_kernels.cu).
+# From this many query rows up the CUDA backward takes the fused Hopper kernel:
+# deterministic=True (dQ added in key-block order) and deterministic=False
+# (unordered dQ). Mirrors kFusedBackwardMinQueryLen and
+# kFusedBackwardUnorderedMinQueryLen in cpp/attention/attention_cuda_kernels.cu.
 FUSED_BACKWARD_MIN_QUERY_LEN = 8192
+FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN = 4096
 
 
 # Optional operands the fused Hopper backward never takes (it is dense only).
@@ -232,14 +235,15 @@ def _fused_backward_applies(dim, q_len, kv_len, operands, *, softcap=0.0, causal
 def _may_take_fused_backward(q_len, deterministic=True):
   """Whether the CUDA backward may pick the fused Hopper kernel, by the same
   rule as the C++ side (JAXDNN_ATTENTION_SM90_BWD: 0/1 never, 2 always; by
-  default from FUSED_BACKWARD_MIN_QUERY_LEN rows, or at any length for
-  deterministic=False when JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1 allows its
-  unordered dQ mode)."""
+  default from FUSED_BACKWARD_MIN_QUERY_LEN rows, or from
+  FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN rows for deterministic=False unless
+  JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns its unordered dQ mode off)."""
   mode = os.environ.get("JAXDNN_ATTENTION_SM90_BWD")
   if mode in ("0", "1"):
     return False
-  atomic = not deterministic and os.environ.get("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") == "1"
-  return mode == "2" or atomic or q_len >= FUSED_BACKWARD_MIN_QUERY_LEN
+  unordered = not deterministic and os.environ.get("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") != "0"
+  threshold = FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN if unordered else FUSED_BACKWARD_MIN_QUERY_LEN
+  return mode == "2" or q_len >= threshold
 
 
 def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
@@ -263,9 +267,9 @@ DECODE_TARGET_CTAS = 1024
 
 
 def _decode_split_enabled():
-  """JAXDNN_ATTENTION_DECODE=1 turns the decode path on (off by default: not
-  yet run on a GPU); the C++ side reads the same variable at first use."""
-  return os.environ.get("JAXDNN_ATTENTION_DECODE") == "1"
+  """The decode path is on unless JAXDNN_ATTENTION_DECODE=0; the C++ side
+  reads the same variable at first use."""
+  return os.environ.get("JAXDNN_ATTENTION_DECODE") != "0"
 
 
 def _ceil_div(a, b):

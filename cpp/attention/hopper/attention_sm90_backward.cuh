@@ -1,6 +1,6 @@
-// Hopper (sm_90a) attention backward: head dim 64 or 128 (and 256, off by
-// default: JAXDNN_ATTENTION_SM90_BWD_D256=1; its dK/dV kernel splits the head
-// dim over the consumers, attention_sm90_backward_d256.cuh), bf16 or f16; no
+// Hopper (sm_90a) attention backward: head dim 64, 128 or 256 (its dK/dV
+// kernel splits the head dim over the consumers,
+// attention_sm90_backward_d256.cuh), bf16 or f16; no
 // bias/mask/dropout/dlse. Deterministic: no atomics, every sum has a fixed
 // order. The dense case is below; padding lengths, bottom-right causal, a
 // sliding window, softcap and segment ids go through the dK/dV and dQ

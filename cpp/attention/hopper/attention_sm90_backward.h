@@ -16,9 +16,8 @@ namespace jaxdnn::attention {
 // neither), a sliding window, softcap (>= 0) and causal with q_len != kv_len
 // (bottom-right) go through the kernels' extended path (see
 // Sm90BackwardNeedsMasking) unless JAXDNN_ATTENTION_SM90_BWD_EXT=0.
-// Head dim 256 (dense and masked) only with JAXDNN_ATTENTION_SM90_BWD_D256=1
-// (read once): its kernels are compiled but not yet run on a GPU, so it is
-// off by default (kv_len <= 65535 * 64 there). The fused backward refuses it.
+// Head dim 256 (dense and masked) unless JAXDNN_ATTENTION_SM90_BWD_D256=0
+// (read once; kv_len <= 65535 * 64 there). The fused backward refuses it.
 // Note: Sm90FusedBackwardSupports builds on this check, and the fused
 // backward is dense only, so its callers must also check
 // !Sm90BackwardNeedsMasking (AttentionBwdCuda does).

@@ -1,6 +1,6 @@
 // Host launcher of the fused Hopper attention backward
-// (see attention_sm90_backward_fused.cuh). Checked on an H200 (self-test and
-// through jax, 2026-11-22); the unordered dQ mode is compiled only.
+// (see attention_sm90_backward_fused.cuh). Both dQ modes checked on an H200
+// (self-tests, and the ordered one through jax too, 2026-11-22).
 #include "attention/hopper/attention_sm90_backward_fused.h"
 
 #include <cstdint>
@@ -125,11 +125,11 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-// The unordered (atomic) dQ mode is opt-in with
-// JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1 (read once) until it has run on a GPU;
-// it then serves calls with deterministic=False.
+// The unordered (atomic) dQ mode serves calls with deterministic=False
+// (self-test passed on an H200, 2026-11-22); JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0
+// (read once) keeps them on the ordered mode.
 bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p) {
-  static const bool atomic_enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") == "1";
+  static const bool atomic_enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") != "0";
   return p.deterministic || !atomic_enabled;
 }
 

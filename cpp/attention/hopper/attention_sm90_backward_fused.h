@@ -33,9 +33,9 @@ inline int64_t Sm90FusedBwdWorkspaceElems(const AttnShape& s) {
 bool Sm90FusedBackwardSupports(const AttnBwdArgs& p);
 
 // Whether the launch adds dQ in key-block order (bit-identical reruns): true
-// unless p.deterministic is false AND JAXDNN_ATTENTION_SM90_BWD_ATOMIC=1 (the
-// unordered mode: the accumulator is zeroed, every key block reduce-adds with
-// no semaphores; not yet run on a GPU, so opt-in).
+// unless p.deterministic is false (the unordered mode: the accumulator is
+// zeroed, every key block reduce-adds with no semaphores), which
+// JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns off.
 bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p);
 
 // Launches on `stream`: the workspace reset (ordered mode: the semaphores;
