@@ -36,9 +36,6 @@ b=$bin
   run backward-atomic-check 90 "$b/sm90_attention_bwd_selftest" atomiccheck
   grep -q "ALL PASSED" "$out/backward-atomic-check.log" &&
     run backward-atomic-timing 120 "$b/sm90_attention_bwd_selftest" atomic; }
-# The forward's 176-key-block variant at head dim 128 (off by default; the
-# mode sets JAXDNN_ATTENTION_SM90_FWD_WIDE=1): checks, then timings vs default.
-[ -x "$b/sm90_attention_selftest" ] && run forward-wide 150 "$b/sm90_attention_selftest" wide
 [ -n "${NEW_ONLY:-}" ] && exit 0
 # ---- Checked on an H200 (2026-11-22): regression runs.
 [ -x "$b/sm90_attention_selftest" ] && for dt in bf16 f16; do

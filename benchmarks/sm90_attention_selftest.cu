@@ -4,10 +4,6 @@
 // row); outputs poisoned with 0xFF bytes (NaN) before each checked launch.
 // Prints max abs / relative L2 errors of out and lse and the median TFLOP/s of
 // 20 timed launches after 5 warm-ups. Exit code 1 on any failure.
-// Mode `wide` (first argument): the off-by-default 176-key-block variant at
-// head dim 128 (JAXDNN_ATTENTION_SM90_FWD_WIDE=1, set here before the first
-// Sm90ForwardSupports call): checks on odd lengths and GQA, then timings next
-// to the default kernel on the benchmark grid.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -225,104 +221,11 @@ void FreeBuffers(Buffers& b) {
   CHECK_CUDA(cudaEventDestroy(b.e1));
 }
 
-// Mode `wide`: the 176-key-block variant (head dim 128, dense, non-causal).
-// Variants: 11 = wide persistent + pingpong (what the default launch takes
-// with the switch on), 9 = wide, one CTA per tile; 3 = the default kernel.
-int RunWide(bool f16_only, bool bf16_only) {
-  // Before any Sm90ForwardSupports / launch call: the switch is read once.
-  setenv("JAXDNN_ATTENTION_SM90_FWD_WIDE", "1", 1);
-  constexpr int kDefault = 3, kWide = 11, kWideTiles = 9;
-  const std::vector<Case> checks = {
-      {1, 1, 1, 1, 1, 128, 0, true},         {2, 7, 7, 4, 2, 128, 0, true},
-      {1, 175, 175, 2, 1, 128, 0, true},     {1, 176, 176, 2, 2, 128, 0, true},
-      {1, 177, 177, 2, 1, 128, 0, true},     {2, 1000, 1000, 3, 1, 128, 0, true},
-      {1, 1537, 1537, 4, 2, 128, 0, true},   {2, 200, 1000, 4, 2, 128, 0, true},
-      {2, 1000, 7, 4, 1, 128, 0, true},      {1, 128, 353, 2, 1, 128, 0, true},
-      {8, 2048, 2048, 16, 16, 128, 0, true}, {2, 4096, 4096, 16, 4, 128, 0, true},
-  };
-  std::vector<Case> grid;
-  for (int seq = 512; seq <= 16384; seq *= 2) grid.push_back({16384 / seq, seq, seq, 16, 16, 128, 0, true});
-  std::vector<Case> all = checks;
-  all.insert(all.end(), grid.begin(), grid.end());
-
-  bool all_ok = true;
-  for (const bool f16 : {false, true}) {
-    if ((f16 && bf16_only) || (!f16 && f16_only)) continue;
-    std::printf("== wide (176-key blocks), %s ==\n", f16 ? "f16" : "bf16");
-    Buffers b = AllocBuffers(all, f16);
-    std::printf("%-34s %7s %10s %10s %10s %10s %s\n", "check (B,Sq,Skv,H,Hk,D,causal)", "variant",
-                "out_maxabs", "out_relL2", "lse_maxabs", "lse_relL2", "");
-    std::vector<uint16_t> out_default, out_wide;
-    std::vector<float> lse_default, lse_wide;
-    for (const Case& c : checks) {
-      char name[64];
-      std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D, c.causal);
-      if (!jaxdnn::attention::Sm90ForwardSupports(MakeArgs(c, f16, b))) {
-        std::printf("%-34s FAIL: Sm90ForwardSupports() is false\n", name);
-        all_ok = false;
-        continue;
-      }
-      // The default launch (variant -1) must take the wide kernel: its output
-      // is bitwise the explicit variant 11's.
-      for (const int variant : {jaxdnn::attention::kSm90DefaultVariant, kWide, kWideTiles}) {
-        std::vector<uint16_t>& ob = variant == kWide ? out_wide : out_default;
-        std::vector<float>& lb = variant == kWide ? lse_wide : lse_default;
-        const Errors e = CheckLaunch(c, f16, variant, true, b, ob, lb);
-        bool ok = e.ok();
-        const char* note = "";
-        if (variant == kWide) {
-          const bool same = out_wide == out_default &&
-                            std::memcmp(lse_wide.data(), lse_default.data(), lse_wide.size() * 4) == 0;
-          if (!same) {
-            ok = false;
-            note = " (the default launch with the switch on is not the wide kernel)";
-          }
-        }
-        std::printf("%-34s %7d %10.3g %10.3g %10.3g %10.3g %s%s%s\n", name, variant, e.out_max, e.out_l2,
-                    e.lse_max, e.lse_l2, ok ? "ok" : "FAIL", e.nonfinite ? " (non-finite outputs)" : "", note);
-        all_ok = all_ok && ok;
-      }
-      std::fflush(stdout);
-    }
-    std::printf("%-34s %10s %10s %10s %10s %10s\n", "timing (B,Sq,Skv,H,Hk,D,causal)", "default", "wide",
-                "wide/tile", "wide/def", "check");
-    for (const Case& c : grid) {
-      char name[64];
-      std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D, c.causal);
-      const AttnFwdArgs a = MakeArgs(c, f16, b);
-      // Only the shorter sequences get the (slow) reference check.
-      const Errors e = CheckLaunch(c, f16, kWide, c.Sq <= 4096, b, out_wide, lse_wide);
-      const double t_def = Tflops(c, MedianMs(a, kDefault, b));
-      const double t_wide = Tflops(c, MedianMs(a, kWide, b));
-      const double t_tiles = Tflops(c, MedianMs(a, kWideTiles, b));
-      std::printf("%-34s %10.1f %10.1f %10.1f %10.3f %s\n", name, t_def, t_wide, t_tiles, t_wide / t_def,
-                  e.ok() ? (c.Sq <= 4096 ? "ok" : "ok (finite only)") : "FAIL");
-      std::fflush(stdout);
-      all_ok = all_ok && e.ok();
-    }
-    FreeBuffers(b);
-  }
-  std::printf("(TFLOP/s: default = variant 3, wide = 11, wide/tile = 9; wide/def = the ratio)\n");
-  std::printf("%s\n", all_ok ? "ALL PASSED" : "SOME FAILED");
-  return all_ok ? 0 : 1;
-}
-
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // Usage: sm90_attention_selftest [bf16|f16] [variant (-1: default)] [head dim (0: all)]
-  //        sm90_attention_selftest wide [bf16|f16 (default: both)]
-  if (argc > 1 && std::string(argv[1]) == "wide") {
-    int dev = 0;
-    CHECK_CUDA(cudaSetDevice(dev));
-    cudaDeviceProp prop;
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
-    std::printf("device: %s (sm_%d%d, %d SMs), mode wide\n", prop.name, prop.major, prop.minor,
-                prop.multiProcessorCount);
-    const std::string dt = argc > 2 ? argv[2] : "";
-    return RunWide(dt == "f16", dt == "bf16");
-  }
   const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
   const int variant = argc > 2 ? std::atoi(argv[2]) : jaxdnn::attention::kSm90DefaultVariant;
   const int only_d = argc > 3 ? std::atoi(argv[3]) : 0;

@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include "attention/hopper/attention_sm90_forward.cuh"
-#include "attention/hopper/attention_sm90_forward_wide.cuh"
 #include "attention/hopper/sm90_mask_params.h"
 #include "attention/hopper/sm90_tma.h"
 #include "common/env_switch.h"
@@ -24,14 +23,6 @@ bool ExtEnabled() {
   return enabled;
 }
 
-// The 176-key-block variant at head dim 128 (attention_sm90_forward_wide.cuh):
-// compiled only, not yet run on a GPU, so OFF unless
-// JAXDNN_ATTENTION_SM90_FWD_WIDE=1 (read once).
-bool WideEnabled() {
-  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_FWD_WIDE") == "1";
-  return enabled;
-}
-
 // Whether the problem uses a feature only the extended kernel path handles.
 bool NeedsExt(const AttnFwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
@@ -40,10 +31,9 @@ bool NeedsExt(const AttnFwdArgs& a) {
          (m.causal && a.shape.q_len != a.shape.kv_len);
 }
 
-// Launches `kernel`, an instantiation of the kernel for block configuration Cfg.
-template <class Cfg, bool kF16, bool kPersistent, bool kExt, class Kernel>
-cudaError_t LaunchTiles(Kernel kernel, const AttnFwdArgs& a, cudaStream_t stream) {
-  constexpr int kD = Cfg::kHeadDim;
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt>
+cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
+  using Cfg = sm90::FwdConfig<kD>;
   const AttnShape& s = a.shape;
   CUtensorMap tq, tk, tv;
   cudaError_t err;
@@ -69,6 +59,8 @@ cudaError_t LaunchTiles(Kernel kernel, const AttnFwdArgs& a, cudaStream_t stream
     if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
   }
   const int smem_bytes = kExt ? Cfg::kSmemBytesExt : Cfg::kSmemBytes;
+
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   smem_bytes)) != cudaSuccess) {
     return err;
@@ -84,21 +76,6 @@ cudaError_t LaunchTiles(Kernel kernel, const AttnFwdArgs& a, cudaStream_t stream
   kernel<<<grid, Cfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, p);
   return cudaGetLastError();
 }
-
-template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt>
-cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
-  return LaunchTiles<sm90::FwdConfig<kD>, kF16, kPersistent, kExt>(
-      sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt>, a, stream);
-}
-
-template <bool kF16, bool kPingpong, bool kPersistent>
-cudaError_t LaunchWide(const AttnFwdArgs& a, cudaStream_t stream) {
-  return LaunchTiles<sm90::FwdWideConfig, kF16, kPersistent, false>(
-      sm90::AttnFwdSm90WideKernel<kF16, kPingpong, kPersistent>, a, stream);
-}
-// Defined at the end of the file, so that the wide kernels are instantiated
-// (and emitted) after the existing ones.
-cudaError_t LaunchWideVariant(const AttnFwdArgs& a, cudaStream_t stream, bool persistent);
 
 }  // namespace
 
@@ -135,24 +112,14 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   const int d = static_cast<int>(p.shape.head_dim);
   const AttnMaskParams& m = p.mask_params;
   const bool needs_ext = NeedsExt(p);
-  // The wide variant's problems: head dim 128, dense, non-causal.
-  const bool wide_ok = d == 128 && !needs_ext && !m.causal;
   if (variant < 0) {
     // Extended cases with a band (causal, window) or packed documents have
     // uneven tiles: one CTA per tile, like causal. (Not yet tuned on a GPU.)
     const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
     variant = uneven ? 1 : 3;
-    if (wide_ok && WideEnabled()) variant += 8;
   }
   const bool ext = needs_ext || (variant & 4) != 0;
-  const bool wide = (variant & 8) != 0;
   variant &= 3;
-  if (wide) {
-    // Pingpong only (9: one CTA per tile, 11: persistent; O staged in Q's
-    // buffer costs the persistent CTAs their next-Q overlap, hence both).
-    if (!wide_ok || ext || variant == 0 || variant == 2) return cudaErrorInvalidValue;
-    return LaunchWideVariant(p, stream, variant == 3);
-  }
 #define JAXDNN_SM90_CASE(D, PP, PERS)                                                       \
   if (d == D && variant == (PP) + 2 * (PERS)) {                                             \
     if (ext) {                                                                              \
@@ -180,15 +147,5 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
 cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream) {
   return LaunchAttentionFwdSm90Variant(p, stream, kSm90DefaultVariant);
 }
-
-namespace {
-
-cudaError_t LaunchWideVariant(const AttnFwdArgs& a, cudaStream_t stream, bool persistent) {
-  const bool f16 = a.dtype == ffi::DataType::F16;
-  if (persistent) return f16 ? LaunchWide<true, true, true>(a, stream) : LaunchWide<false, true, true>(a, stream);
-  return f16 ? LaunchWide<true, true, false>(a, stream) : LaunchWide<false, true, false>(a, stream);
-}
-
-}  // namespace
 
 }  // namespace jaxdnn::attention

@@ -37,8 +37,6 @@
 // up front and a tile with no allowed key (rows past q_length, a window that
 // misses everything) just writes zeros and lse = -inf. The dense path
 // (kExt = false) is the code it was before.
-// 176-key blocks at head dim 128 (dense, non-causal; off by default, compiled
-// only): FwdConfig<128, 176>, see attention_sm90_forward_wide.cuh.
 // Not done: fp8, bias/mask/dropout, a dynamic (atomic) tile
 // scheduler for causal persistent runs.
 #pragma once
@@ -65,30 +63,21 @@ struct FwdParams {
   FwdMaskParams mask;  // the extended path's features (kExt); unused by the dense path
 };
 
-// kKeyBlock: the kv block (kBlockN). Head dim 256: 64-row kv blocks, so that
-// Q and a 2-stage K/V ring fit in shared memory (and S, 32 registers, fits
-// beside the 128 of O). FwdConfig<128, 176>: the off-by-default wide variant
-// (attention_sm90_forward_wide.cuh), dense and non-causal only.
-template <int kD, int kKeyBlock = (kD == 256 ? 64 : 128)>
+template <int kD>
 struct FwdConfig {
   static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
-  static_assert(kKeyBlock % 16 == 0 && kKeyBlock <= 256, "wgmma N, P.V k-steps, TMA box rows");
-  static constexpr int kHeadDim = kD;
   static constexpr int kThreads = 384;
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows
-  static constexpr int kBlockN = kKeyBlock;
+  // Head dim 256: 64-row kv blocks, so that Q and a 2-stage K/V ring fit in
+  // shared memory (and S, 32 registers, fits beside the 128 of O).
+  static constexpr int kBlockN = kD == 256 ? 64 : 128;
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kKVBytes = kBlockN * kD * 2;
-  // O is staged for the epilogue in its own buffer, or (head dim 256, and
-  // 176-key blocks at head dim 128: no room for one) in Q's, which then must
-  // stay unloaded until the staging is read.
-  static constexpr bool kOInQ =
-      kQBytes + 2 * kStages * kKVBytes + kQBytes + (2 + 4 * kStages) * 8 + 1024 > 227 * 1024;
-  // The causal path assumes a query tile's diagonal spans whole kv blocks;
-  // other key blocks (176) are for non-causal problems only.
-  static constexpr bool kCausalOk = kBlockM % kBlockN == 0;
+  // O is staged for the epilogue in its own buffer, or (head dim 256: no room
+  // for one) in Q's, which then must stay unloaded until the staging is read.
+  static constexpr bool kOInQ = kD == 256;
   static constexpr int kOffQ = 0;
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKVBytes;
@@ -113,7 +102,8 @@ struct FwdConfig {
   static constexpr int kConsumerRegsExt = kD == 256 ? 224 : 232;
   static_assert(kProducerRegs + 2 * kConsumerRegs <= 3 * 168, "register split");
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
-  static_assert(kSmemBytes <= 227 * 1024 && kSmemBytesExt <= 227 * 1024, "shared memory per CTA");
+  static_assert(kSmemBytesExt <= 227 * 1024, "shared memory per CTA");
+  static_assert(kBlockM % kBlockN == 0, "a query tile's diagonal spans whole kv blocks");
 };
 
 // kPingpong: the two consumer warpgroups take turns issuing their gemms
@@ -125,13 +115,11 @@ struct FwdConfig {
 // L2), heaviest (causal) first.
 // kExt: the extended path (lengths, bottom-right causal, window, softcap,
 // segments); the dense instantiations (kExt = false) compile as before.
-// The whole kernel, for a block configuration Cfg (a FwdConfig): the
-// __global__ entry points below and in attention_sm90_forward_wide.cuh.
-template <class Cfg, bool kF16, bool kPingpong, bool kPersistent, bool kExt>
-__device__ __forceinline__ void AttnFwdSm90Tiles(const CUtensorMap& tm_q, const CUtensorMap& tm_k,
-                                                 const CUtensorMap& tm_v, const FwdParams& p) {
-  constexpr int kD = Cfg::kHeadDim;
-  static_assert(Cfg::kCausalOk || !kExt, "the extended path assumes whole diagonal blocks");
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false>
+__global__ void __launch_bounds__(384, 1)
+    AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                      const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
+  using Cfg = FwdConfig<kD>;
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
 
@@ -162,9 +150,7 @@ __device__ __forceinline__ void AttnFwdSm90Tiles(const CUtensorMap& tm_q, const 
     r.m_block = p.num_m_blocks - 1 - m_rev;
     r.h = bh % p.heads;
     r.b = bh / p.heads;
-    if constexpr (!Cfg::kCausalOk) {
-      r.n_blocks = kv_blocks;  // non-causal only (the launcher's rule)
-    } else if constexpr (kBlockN == kBlockM) {
+    if constexpr (kBlockN == kBlockM) {
       r.n_blocks = p.causal ? min(kv_blocks, r.m_block + 1) : kv_blocks;
     } else {
       r.n_blocks = p.causal ? min(kv_blocks, (r.m_block + 1) * (kBlockM / kBlockN)) : kv_blocks;
@@ -623,8 +609,7 @@ __device__ __forceinline__ void AttnFwdSm90Tiles(const CUtensorMap& tm_q, const 
         // The staging sat in this warpgroup's Q rows: only now may the next
         // tile's Q land there (persistent CTAs). The simplest correct order:
         // the producer's next Q load waits for the epilogue (at head dim 256
-        // or with 176-key blocks a tile's kv loop is long, so the lost overlap
-        // is small). The fence
+        // a tile's kv loop is long, so the lost overlap is small). The fence
         // orders these generic-proxy reads before that TMA (async-proxy) write.
         FenceProxyAsyncShared();
         __syncwarp();
@@ -635,13 +620,6 @@ __device__ __forceinline__ void AttnFwdSm90Tiles(const CUtensorMap& tm_q, const 
       if (cw == 0) NamedBarrierSync(kSchedBar + 0, 256);  // consume consumer 1's last arrival
     }
   }
-}
-
-template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false>
-__global__ void __launch_bounds__(384, 1)
-    AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                      const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
-  AttnFwdSm90Tiles<FwdConfig<kD>, kF16, kPingpong, kPersistent, kExt>(tm_q, tm_k, tm_v, p);
 }
 
 }  // namespace jaxdnn::attention::sm90

@@ -17,11 +17,6 @@ namespace jaxdnn::attention {
 // (bottom-right when q_len < kv_len, per attention_mask.h), a sliding window,
 // softcap and segment ids (checked on an H200 by
 // benchmarks/sm90_attention_ext_selftest.cu and through jax).
-// With JAXDNN_ATTENTION_SM90_FWD_WIDE=1 (read once; OFF by default; compiled
-// only, not yet run on a GPU) the launcher runs bf16/f16 head dim 128,
-// non-causal problems with no extended feature on a variant with 176-key
-// blocks (attention_sm90_forward_wide.cuh); those problems are supported
-// either way, so this function's answer does not depend on the switch.
 bool Sm90ForwardSupports(const AttnFwdArgs& p);
 
 // Launches the forward on `stream`. Allocates nothing and does not synchronize
@@ -37,11 +32,6 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 //  -1 (the default): 3 when not causal, 1 when causal (the static persistent
 //   schedule balances causal tiles badly). Measured on H200, bf16, D=128.
 //   Extended cases: 1 with causal, a window or segments, else 3 (not tuned).
-//   With JAXDNN_ATTENTION_SM90_FWD_WIDE=1: 11 for head dim 128, dense,
-//   non-causal problems.
-// + 8: the 176-key-block variant (head dim 128, dense, non-causal; pingpong
-//   only: 9 one CTA per tile, 11 persistent), whatever the switch says; other
-//   problems or variants give cudaErrorInvalidValue. Not yet run on a GPU.
 constexpr int kSm90DefaultVariant = -1;
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
 

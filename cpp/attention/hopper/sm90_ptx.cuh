@@ -151,26 +151,6 @@ JAXDNN_WGMMA_DISPATCH(128, 64, true, f16)
 JAXDNN_WGMMA_DISPATCH(256, 128, false, bf16)
 JAXDNN_WGMMA_DISPATCH(256, 128, true, f16)
 
-// Head dim 128 forward with 176-key blocks (FwdConfig<128, 176>, off by
-// default): S = Q K^T by m64n176k16 (88 accumulator registers per thread).
-#define JAXDNN_WG_ACC88 JAXDNN_WG_ACC64, JAXDNN_WG_ACC8(64), JAXDNN_WG_ACC8(72), JAXDNN_WG_ACC8(80)
-#define JAXDNN_WG_REGS88                                                               \
-  JAXDNN_WG_REGS64 ","                                                                  \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"    \
-  "%80, %81, %82, %83, %84, %85, %86, %87"
-#define JAXDNN_WGMMA_N176(TY, SUFFIX)                                                   \
-  JAXDNN_WGMMA_PAIR(176, 88, SUFFIX,                                                    \
-      "setp.ne.b32 p, %90, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " {" JAXDNN_WG_REGS88    \
-      "}, %88, %89, p, 1, 1, 0, 0;\n}\n",                                               \
-      "setp.ne.b32 p, %93, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " {" JAXDNN_WG_REGS88    \
-      "}, {%88, %89, %90, %91}, %92, p, 1, 1, 1;\n}\n")
-JAXDNN_WGMMA_N176("bf16", bf16)
-JAXDNN_WGMMA_N176("f16", f16)
-JAXDNN_WGMMA_DISPATCH(176, 88, false, bf16)
-JAXDNN_WGMMA_DISPATCH(176, 88, true, f16)
-
 // ---- Head dim 256 backward (attention_sm90_backward_d256.cuh) ----
 // m64n32k16 (S^T / dP^T halves and the dQ kernel's 32-key scores: 16
 // accumulator registers), and SS with B MN-major (tnsp-b 1: dV += P^T dO and
