@@ -153,7 +153,7 @@ class AttentionBackward(FfiOp):
       if tuple(bias.shape) != (batch, heads, q_len, kv_len):
         elems += batch * heads * q_len * kv_len
     if (_fused_backward_applies(dim, q_len, kv_len, operands, **params)
-        and _may_take_fused_backward(q_len, params.get("deterministic", True))):
+        and _may_take_fused_backward(q_len, params.get("deterministic", True), dim)):
       # The fused Hopper backward also keeps a float32 dQ accumulator and
       # semaphores (attention_sm90_backward_fused.h: Sm90FusedBwdWorkspaceElems).
       elems = max(elems, _fused_backward_workspace(batch, q_len, kv_len, heads, k.shape[2], dim))
@@ -232,17 +232,19 @@ def _fused_backward_applies(dim, q_len, kv_len, operands, *, softcap=0.0, causal
           and window_left < 0 and window_right < 0 and (not causal or q_len == kv_len))
 
 
-def _may_take_fused_backward(q_len, deterministic=True):
+def _may_take_fused_backward(q_len, deterministic=True, dim=128):
   """Whether the CUDA backward may pick the fused Hopper kernel, by the same
   rule as the C++ side (JAXDNN_ATTENTION_SM90_BWD: 0/1 never, 2 always; by
   default from FUSED_BACKWARD_MIN_QUERY_LEN rows, or from
-  FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN rows for deterministic=False unless
-  JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns its unordered dQ mode off)."""
+  FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN rows for deterministic=False at head
+  dim 128 unless JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns its unordered dQ mode
+  off)."""
   mode = os.environ.get("JAXDNN_ATTENTION_SM90_BWD")
   if mode in ("0", "1"):
     return False
   unordered = not deterministic and os.environ.get("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") != "0"
-  threshold = FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN if unordered else FUSED_BACKWARD_MIN_QUERY_LEN
+  threshold = (FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN if unordered and dim != 64
+               else FUSED_BACKWARD_MIN_QUERY_LEN)
   return mode == "2" or q_len >= threshold
 
 
