@@ -541,6 +541,8 @@ def _check_drop_in(case, dims):
     assert_close(g, x, 1e-4)
 
 
+# float32 in: on a GPU that falls back to XLA (TF32 dots), so CPU only.
+@requires_cpu_backend
 def test_drop_in_unbatched():
   q, k, v = qkv(Dims(1, 33, 33, 4, 2, 64))
   q, k, v = q[0], k[0], v[0]
@@ -697,6 +699,8 @@ def test_check_grads_float32():
   check_grads(g, (q, k, v), order=1, modes=["rev"], atol=2e-2, rtol=2e-2, eps=1e-3)
 
 
+# float32 in: on a GPU that falls back to XLA (TF32 dots), so CPU only.
+@requires_cpu_backend
 def test_checkpoint():
   dims = Dims(2, 33, 33, 4, 2, 64)
   q, k, v = qkv(dims)
