@@ -816,6 +816,34 @@ def test_gpu_deterministic_backward():
     np.testing.assert_array_equal(np.asarray(x, np.float32), np.asarray(y, np.float32))
 
 
+@requires_gpu
+def test_gpu_128k_token_sequence_forward_and_backward():
+  """One 131072-token causal sequence (the kernels use O(N) memory): forward and
+  backward run, and the rows that a short reference can check match it."""
+  t, n, d, edge = 131072, 8, 128, 256
+  ks = jax.random.split(jax.random.PRNGKey(3), 4)
+  q, k, v, w = (jax.random.normal(kk, (1, t, n, d), jnp.bfloat16) for kk in ks)
+  f = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True)
+  loss = lambda f, w: lambda q, k, v: jnp.sum(f(q, k, v).astype(jnp.float32) * w)
+  out = jax.jit(f)(q, k, v)
+  dq, dk, dv = jax.jit(jax.grad(loss(f, w.astype(jnp.float32)), argnums=(0, 1, 2)))(q, k, v)
+  assert all(bool(jnp.all(jnp.isfinite(x))) for x in (out, dq, dk, dv))
+  f32 = lambda x: x.astype(jnp.float32)
+  ref = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+  # The first rows see only the first keys; their dQ needs nothing else.
+  head = [f32(x[:, :edge]) for x in (q, k, v, w)]
+  assert_close(out[:, :edge], jax.jit(ref)(*head[:3]), tol(jnp.bfloat16))
+  dq_head = jax.jit(jax.grad(loss(ref, head[3]), argnums=0))(*head[:3])
+  assert_close(dq[:, :edge], dq_head, grad_tol(jnp.bfloat16), err_msg="dq")
+  # The last rows see every key (a short query block is aligned bottom-right),
+  # and only they reach the last keys, so those keys' dK/dV come from them.
+  q_tail, w_tail = f32(q[:, -edge:]), f32(w[:, -edge:])
+  assert_close(out[:, -edge:], jax.jit(ref)(q_tail, f32(k), f32(v)), tol(jnp.bfloat16))
+  _, dk_ref, dv_ref = jax.jit(jax.grad(loss(ref, w_tail), argnums=(0, 1, 2)))(q_tail, f32(k), f32(v))
+  assert_close(dk[:, -edge:], dk_ref[:, -edge:], grad_tol(jnp.bfloat16), err_msg="dk")
+  assert_close(dv[:, -edge:], dv_ref[:, -edge:], grad_tol(jnp.bfloat16), err_msg="dv")
+
+
 # Decode shapes (a few query tokens over a long key/value cache): the split-KV
 # decode forward (cpp/attention/decode) takes these unless
 # JAXDNN_ATTENTION_DECODE=0 (read in C++ at first use, so the test sets
