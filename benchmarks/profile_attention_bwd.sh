@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Per-kernel durations (ncu, clocks left alone) of the attention backward as
+# jax runs it, to place the gap between the self-test and the jax timings:
+# d128 at seq 2048 / 4096 / 8192, deterministic=False (the unordered fused
+# dQ from 4096) and deterministic=True (ordered fused from 8192, two-kernel
+# below), one line per kernel launch.
+#   bash benchmarks/profile_attention_bwd.sh OUTDIR   (jaxdnn installed, or SKIP_BUILD unset)
+set -uo pipefail
+out=${1:-${OUT:?give an output folder}}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+[ -n "${SKIP_BUILD:-}" ] || ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps . ) \
+  > "$out/build.log" 2>&1 || exit 1
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+cd /tmp
+for args in "2048" "4096" "8192" "8192 --deterministic" "2048 --causal" "8192 --causal"; do
+  name=$(echo "$args" | tr -d ' -')
+  # Two jitted calls run; the last lines are the second call's launches.
+  timeout 120 "$ncu" --clock-control none --section SpeedOfLight \
+    --kernel-name regex:"Attn|attn|Attention|attention" \
+    python3 "$repo/benchmarks/profile_attention_bwd.py" $args > "$out/ncu-$name.txt" 2>&1
+  echo "== $args (exit $?)"
+  grep -E "^  [A-Za-z].*\(|Duration" "$out/ncu-$name.txt" | grep -B1 Duration | grep -vE "^--" | paste - - \
+    | sed -E 's/\s+/ /g' | cut -c1-160 | tail -12
+done
