@@ -42,10 +42,28 @@ echo "== benchmark"
   > "$out/bench.txt" 2>&1
 grep -E "ceiling|fwd |bwd |bwd_kernel" "$out/bench.txt" | grep -E "ceiling|jaxdnn|32768x4096|8192x8192" \
   | grep -E "ceiling|jaxdnn" | head -30
+# The opt-in shared-memory backward (JAXDNN_NORM_BWD=smem): its GPU tests,
+# then the two backwards timed one process each (the switch is read once per
+# process), xla as the in-process anchor. This step and the later ones are
+# capped so the script ends by BUDGET seconds; NORM_BWD_AB=0 skips it.
+budget=${BUDGET:-540}
+left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+if [ "${NORM_BWD_AB:-1}" != 0 ]; then
+  echo "== shared-memory backward (JAXDNN_NORM_BWD=smem): tests, then A/B"
+  ( cd /tmp && JAXDNN_NORM_BWD=smem timeout "$(left "${BWD_TEST_TIMEOUT:-150}")" python3 -m pytest \
+      "$repo/tests/test_norms.py" -q -p no:cacheprovider -k "gpu or gradients" ) > "$out/tests-bwd-smem.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-bwd-smem.log" | head -10; tail -1 "$out/tests-bwd-smem.log"
+  for bwd in ring smem; do
+    ( cd /tmp && JAXDNN_NORM_BWD=$bwd timeout "$(left "${BWD_AB_TIMEOUT:-100}")" python3 -m jaxdnn.bench norms \
+        --cases 32768x4096,8192x8192 --impls xla --out "$out/norms-bwd-$bwd.json" ) > "$out/bench-bwd-$bwd.txt" 2>&1
+    echo "-- JAXDNN_NORM_BWD=$bwd: exit $?"
+    grep -E "ceiling| (bwd|bwd_kernel) +jaxdnn" "$out/bench-bwd-$bwd.txt" | head -10
+  done
+fi
 echo "== column-stationary forward (JAXDNN_NORM_FWD=columns): tests, then A/B"
-( cd /tmp && JAXDNN_NORM_FWD=columns timeout ${TEST_TIMEOUT:-200} python3 -m pytest \
+( cd /tmp && JAXDNN_NORM_FWD=columns timeout "$(left "${TEST_TIMEOUT:-200}")" python3 -m pytest \
     "$repo/tests/test_norms.py" -q -p no:cacheprovider -k "gpu or gradients" ) > "$out/tests-columns.log" 2>&1
 echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-columns.log" | head -10; tail -1 "$out/tests-columns.log"
-( cd /tmp && JAXDNN_NORM_FWD=columns timeout ${AB_TIMEOUT:-150} python3 -m jaxdnn.bench norms \
+( cd /tmp && JAXDNN_NORM_FWD=columns timeout "$(left "${AB_TIMEOUT:-150}")" python3 -m jaxdnn.bench norms \
     --cases 32768x4096,8192x8192 --out "$out/norms-columns.json" ) > "$out/bench-columns.txt" 2>&1
 grep -E " fwd .*(jaxdnn|xla|torch|tokamax)" "$out/bench-columns.txt" | head -16

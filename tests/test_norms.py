@@ -208,12 +208,14 @@ def test_gpu_backward_is_deterministic(kind):
 # 16384), the two-stage backward ring (16384), the scalar backward (32768),
 # row counts that are not a multiple of anything, float32, a fused residual,
 # and parameters grouped by vmap (persistent forward blocks cross groups).
+# Under JAXDNN_NORM_BWD=smem, (1000, 4096) float16 and (1031, 8192) take the
+# shared-memory backward with an odd row count in some blocks.
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shape,dtype", [
     ((3001, 64), jnp.bfloat16), ((777, 256), jnp.float16), ((4099, 4096), jnp.float32),
     ((1031, 8192), jnp.bfloat16), ((257, 16384), jnp.bfloat16), ((33, 32768), jnp.bfloat16),
-    ((5, 7, 1536), jnp.bfloat16)], ids=str)
+    ((5, 7, 1536), jnp.bfloat16), ((1000, 4096), jnp.float16)], ids=str)
 @pytest.mark.parametrize("residual", [False, True])
 def test_gpu_launch_layouts(kind, shape, dtype, residual):
   x, r = rand(shape, dtype), rand(shape, dtype)
@@ -232,9 +234,10 @@ def test_gpu_launch_layouts(kind, shape, dtype, residual):
 
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
-def test_gpu_grouped_parameters(kind):
-  x = rand((6, 333, 1024), jnp.bfloat16)
-  s, b = rand((6, 1024), offset=1.0), rand((6, 1024))
+@pytest.mark.parametrize("dim", [1024, 4096])  # 4096: the shared-memory backward's groups
+def test_gpu_grouped_parameters(kind, dim):
+  x = rand((6, 333, dim), jnp.bfloat16)
+  s, b = rand((6, dim), offset=1.0), rand((6, dim))
   f = lambda impl: jax.jit(jax.vmap(lambda x, s, b: call(
       kind, x, s, b if kind == "layer" else None, implementation=impl)))
   assert_close(f("cuda")(x, s, b), f("xla")(x, s, b), 2e-2)

@@ -10,6 +10,7 @@
 #include "common/env_switch.h"
 #include "norms/norm_cuda_backward.cuh"
 #include "norms/norm_cuda_backward_ring.cuh"
+#include "norms/norm_cuda_backward_smem.cuh"
 #include "norms/norm_cuda_config.h"
 #include "norms/norm_cuda_forward.cuh"
 #include "norms/norm_cuda_forward_columns.cuh"
@@ -107,29 +108,84 @@ bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p,
   return true;
 }
 
+// JAXDNN_NORM_BWD=smem (read once) selects the shared-memory-partials
+// backward (norm_cuda_backward_smem.cuh) for A/B runs until it has been
+// timed against the ring kernel on a GPU.
+bool SmemBackwardEnabled() {
+  static const bool enabled = EnvSwitch("JAXDNN_NORM_BWD") == "smem";
+  return enabled;
+}
+
+// Launches the shared-memory backward for 2-byte rows it covers. Its
+// persistent grid is one block per resident slot, capped by the workspace's
+// partial rows, so `partials_used` <= p.num_partials: it writes the first
+// [groups, partials_used, 2, dim] floats of the workspace.
+template <typename T, bool kLayer, bool kResidual>
+bool LaunchBwdSmemHalf(const NormBwdArgs& p, cudaStream_t stream, int64_t& partials_used) {
+  auto* kernel = NormBwdSmemKernel<T, kLayer, kResidual, 1, kBwdSmemRows>;
+  const int threads = RoundUp32(p.shape.dim / Vec16<T>::kElems);
+  const size_t smem = BwdSmemBytes(kLayer, p.shape.dim);
+  int device = 0, sms = 0, optin = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess ||
+      smem > size_t(optin) ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) !=
+          cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
+          cudaSuccess ||
+      per_sm < 1) {
+    cudaGetLastError();  // the ring takes over; leave no error for its launch check
+    return false;
+  }
+  NormBwdArgs q = p;
+  const int64_t slots_per_group = std::max<int64_t>(1, int64_t(sms) * per_sm / p.shape.groups);
+  q.num_partials = std::min(p.num_partials, slots_per_group);
+  const dim3 grid(unsigned(q.num_partials), unsigned(p.shape.groups));
+  kernel<<<grid, threads, smem, stream>>>(q);
+  partials_used = q.num_partials;
+  return true;
+}
+
+// True when the opt-in backward took the call; float32 rows stay on the ring
+// (and compile no copy of the kernel).
+template <typename T, bool kLayer, bool kResidual>
+bool LaunchBwdSmem(const NormBwdArgs& p, bool aligned, cudaStream_t stream,
+                   int64_t& partials_used) {
+  if (!SmemBackwardEnabled() || !aligned || !BwdSmemCovers<T>(p.shape.dim)) return false;
+  if constexpr (sizeof(T) == 2) {
+    return LaunchBwdSmemHalf<T, kLayer, kResidual>(p, stream, partials_used);
+  }
+  return false;
+}
+
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) &&
                        (!kResidual || Aligned16(p.dsum));
-  RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
-  const int64_t rpg = p.shape.rows_per_group();
-  const BwdGrid bg{(rpg + p.num_partials - 1) / p.num_partials};
-  bool launched = false;
-  switch (l.vpt) {
-    case 1: launched = LaunchBwdVec<T, kLayer, kResidual, 1>(l, stream, p, bg); break;
-    case 2: launched = LaunchBwdVec<T, kLayer, kResidual, 2>(l, stream, p, bg); break;
-    case 4: launched = LaunchBwdVec<T, kLayer, kResidual, 4>(l, stream, p, bg); break;
-    default: break;
-  }
-  if (!launched) {
-    l = ScalarLaunch(p.shape.dim);
-    const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
-    NormBwdScalarKernel<T, kLayer, kResidual><<<grid, dim3(l.tpr, l.rpc), 0, stream>>>(p, bg);
+  NormBwdArgs reduce = p;  // the reduction reads as many partial rows as were written
+  if (!LaunchBwdSmem<T, kLayer, kResidual>(p, aligned, stream, reduce.num_partials)) {
+    RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
+    const int64_t rpg = p.shape.rows_per_group();
+    const BwdGrid bg{(rpg + p.num_partials - 1) / p.num_partials};
+    bool launched = false;
+    switch (l.vpt) {
+      case 1: launched = LaunchBwdVec<T, kLayer, kResidual, 1>(l, stream, p, bg); break;
+      case 2: launched = LaunchBwdVec<T, kLayer, kResidual, 2>(l, stream, p, bg); break;
+      case 4: launched = LaunchBwdVec<T, kLayer, kResidual, 4>(l, stream, p, bg); break;
+      default: break;
+    }
+    if (!launched) {
+      l = ScalarLaunch(p.shape.dim);
+      const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
+      NormBwdScalarKernel<T, kLayer, kResidual><<<grid, dim3(l.tpr, l.rpc), 0, stream>>>(p, bg);
+    }
   }
   if (auto e = CheckLaunch("jaxdnn norm backward launch"); e.failure()) return e;
   const dim3 rblock(32, kReduceWarps);
   const dim3 rgrid(unsigned((p.shape.dim + 31) / 32), unsigned(p.shape.groups));
-  NormReducePartialsKernel<kLayer><<<rgrid, rblock, 0, stream>>>(p);
+  NormReducePartialsKernel<kLayer><<<rgrid, rblock, 0, stream>>>(reduce);
   return CheckLaunch("jaxdnn norm backward reduction launch");
 }
 
