@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # One device call for the norms: build, the norm tests (GPU ones included),
-# the benchmark over the default cases, then the opt-in column-stationary
-# forward (JAXDNN_NORM_FWD=columns): its GPU tests and an A/B benchmark in
-# the same session. Optionally a slice of the attention tests
-# (ATTN_K="pytest -k expression"). Everything goes to the folder given.
+# then the opt-in kernels not yet timed: the warp-per-row forward
+# (JAXDNN_NORM_FWD=warprows) and the shared-memory backward
+# (JAXDNN_NORM_BWD=smem), each one's tests with its switch on, then an A/B:
+# one benchmark process with both off and one per switch, same cases, XLA in
+# each as the drift reference. Then the benchmark over the default cases if
+# 120 s of the budget are left. Optionally a slice of the attention tests
+# (ATTN_K="pytest -k expression") and, with COLUMNS_AB=1, the column-stationary
+# forward's tests and A/B (JAXDNN_NORM_FWD=columns; slower on an H200).
+# Every step is capped so the script ends by BUDGET seconds (default 540:
+# one device call is at most 600 s). Everything goes to the folder given.
 #   bash benchmarks/gpu_run_norms.sh OUTDIR
 set -uo pipefail
 out=${1:-${OUT:?give an output folder}}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+budget=${BUDGET:-540}
+left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+# pytest-xdist, where installed, splits the switched-on tests over 4 processes.
+xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 4"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
@@ -27,43 +37,65 @@ echo "== build"
   || { tail -50 "$out/build.log"; exit 1; }
 grep -E "Successfully" "$out/build.log" | tail -1
 echo "== norm tests"
-( cd /tmp && timeout ${TEST_TIMEOUT:-200} python3 -m pytest "$repo/tests/test_norms.py" \
+( cd /tmp && timeout "$(left "${TEST_TIMEOUT:-200}")" python3 -m pytest "$repo/tests/test_norms.py" \
     "$repo/tests/test_sharding.py" -q -p no:cacheprovider ) > "$out/tests-norms.log" 2>&1
 echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-norms.log" | head -20; tail -1 "$out/tests-norms.log"
 if [ -n "${ATTN_K:-}" ]; then
   echo "== attention tests (-k $ATTN_K)"
-  ( cd /tmp && timeout ${ATTN_TIMEOUT:-150} python3 -m pytest "$repo/tests/test_attention.py" -q \
+  ( cd /tmp && timeout "$(left "${ATTN_TIMEOUT:-150}")" python3 -m pytest "$repo/tests/test_attention.py" -q \
       -p no:cacheprovider -k "$ATTN_K" ) > "$out/tests-attention.log" 2>&1
   echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-attention.log" | head -20
   tail -1 "$out/tests-attention.log"
 fi
-echo "== benchmark"
-( cd /tmp && timeout ${BENCH_TIMEOUT:-240} python3 -m jaxdnn.bench norms --out "$out/norms.json" ) \
-  > "$out/bench.txt" 2>&1
-grep -E "ceiling|fwd |bwd |bwd_kernel" "$out/bench.txt" | grep -E "ceiling|jaxdnn|32768x4096|8192x8192" \
-  | grep -E "ceiling|jaxdnn" | head -30
-# The opt-in shared-memory backward (JAXDNN_NORM_BWD=smem): its GPU tests,
-# then the two backwards timed one process each (the switch is read once per
-# process), xla as the in-process anchor. This step and the later ones are
-# capped so the script ends by BUDGET seconds; NORM_BWD_AB=0 skips it.
-budget=${BUDGET:-540}
-left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
-if [ "${NORM_BWD_AB:-1}" != 0 ]; then
-  echo "== shared-memory backward (JAXDNN_NORM_BWD=smem): tests, then A/B"
-  ( cd /tmp && JAXDNN_NORM_BWD=smem timeout "$(left "${BWD_TEST_TIMEOUT:-150}")" python3 -m pytest \
-      "$repo/tests/test_norms.py" -q -p no:cacheprovider -k "gpu or gradients" ) > "$out/tests-bwd-smem.log" 2>&1
-  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-bwd-smem.log" | head -10; tail -1 "$out/tests-bwd-smem.log"
-  for bwd in ring smem; do
-    ( cd /tmp && JAXDNN_NORM_BWD=$bwd timeout "$(left "${BWD_AB_TIMEOUT:-100}")" python3 -m jaxdnn.bench norms \
-        --cases 32768x4096,8192x8192 --impls xla --out "$out/norms-bwd-$bwd.json" ) > "$out/bench-bwd-$bwd.txt" 2>&1
-    echo "-- JAXDNN_NORM_BWD=$bwd: exit $?"
-    grep -E "ceiling| (bwd|bwd_kernel) +jaxdnn" "$out/bench-bwd-$bwd.txt" | head -10
-  done
+# The opt-in kernels not yet timed on a GPU: each one's tests with its switch
+# on, then one benchmark process per configuration (a switch is read once per
+# process) over the same cases, XLA as the drift reference in each: both off,
+# JAXDNN_NORM_FWD=warprows, JAXDNN_NORM_BWD=smem. Every process times the
+# forward and the backward, so the run with both off is the baseline of both
+# A/Bs. NORM_FWD_AB=0 / NORM_BWD_AB=0 leave a family out.
+fwd_ab=${NORM_FWD_AB:-1}
+bwd_ab=${NORM_BWD_AB:-1}
+if [ "$fwd_ab" != 0 ]; then
+  echo "== warp-per-row forward (JAXDNN_NORM_FWD=warprows): tests"
+  ( cd /tmp && JAXDNN_NORM_FWD=warprows timeout "$(left "${WARPROWS_TEST_TIMEOUT:-120}")" python3 -m pytest \
+      "$repo/tests/test_norms.py" -q -p no:cacheprovider $xdist -k "gpu or forward or residual or gradients" ) \
+    > "$out/tests-warprows.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-warprows.log" | head -10; tail -1 "$out/tests-warprows.log"
 fi
-echo "== column-stationary forward (JAXDNN_NORM_FWD=columns): tests, then A/B"
-( cd /tmp && JAXDNN_NORM_FWD=columns timeout "$(left "${TEST_TIMEOUT:-200}")" python3 -m pytest \
-    "$repo/tests/test_norms.py" -q -p no:cacheprovider -k "gpu or gradients" ) > "$out/tests-columns.log" 2>&1
-echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-columns.log" | head -10; tail -1 "$out/tests-columns.log"
-( cd /tmp && JAXDNN_NORM_FWD=columns timeout "$(left "${AB_TIMEOUT:-150}")" python3 -m jaxdnn.bench norms \
-    --cases 32768x4096,8192x8192 --out "$out/norms-columns.json" ) > "$out/bench-columns.txt" 2>&1
-grep -E " fwd .*(jaxdnn|xla|torch|tokamax)" "$out/bench-columns.txt" | head -16
+if [ "$bwd_ab" != 0 ]; then
+  echo "== shared-memory backward (JAXDNN_NORM_BWD=smem): tests"
+  ( cd /tmp && JAXDNN_NORM_BWD=smem timeout "$(left "${BWD_TEST_TIMEOUT:-150}")" python3 -m pytest \
+      "$repo/tests/test_norms.py" -q -p no:cacheprovider $xdist -k "gpu or gradients" ) > "$out/tests-bwd-smem.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-bwd-smem.log" | head -10; tail -1 "$out/tests-bwd-smem.log"
+fi
+configs=""
+[ "$fwd_ab" != 0 ] && configs="$configs fwd-warprows"
+[ "$bwd_ab" != 0 ] && configs="$configs bwd-smem"
+[ -n "$configs" ] && configs="default$configs"
+for c in $configs; do
+  fwd=""; bwd=""
+  case $c in fwd-warprows) fwd=warprows ;; bwd-smem) bwd=smem ;; esac
+  ( cd /tmp && JAXDNN_NORM_FWD=$fwd JAXDNN_NORM_BWD=$bwd timeout "$(left "${AB_TIMEOUT:-100}")" \
+      python3 -m jaxdnn.bench norms --cases "${AB_CASES:-32768x4096,8192x8192}" --impls xla \
+      --out "$out/norms-ab-$c.json" ) > "$out/bench-ab-$c.txt" 2>&1
+  echo "-- A/B $c (exit $?)"
+  grep -E "ceiling| (fwd|bwd|bwd_kernel) +(jaxdnn|xla)" "$out/bench-ab-$c.txt" | head -24
+done
+if [ "${COLUMNS_AB:-0}" = 1 ]; then
+  echo "== column-stationary forward (JAXDNN_NORM_FWD=columns): tests, then A/B"
+  ( cd /tmp && JAXDNN_NORM_FWD=columns timeout "$(left "${TEST_TIMEOUT:-200}")" python3 -m pytest \
+      "$repo/tests/test_norms.py" -q -p no:cacheprovider -k "gpu or gradients" ) > "$out/tests-columns.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-columns.log" | head -10; tail -1 "$out/tests-columns.log"
+  ( cd /tmp && JAXDNN_NORM_FWD=columns timeout "$(left "${AB_TIMEOUT:-150}")" python3 -m jaxdnn.bench norms \
+      --cases 32768x4096,8192x8192 --out "$out/norms-columns.json" ) > "$out/bench-columns.txt" 2>&1
+  grep -E " fwd .*(jaxdnn|xla|torch|tokamax)" "$out/bench-columns.txt" | head -16
+fi
+if [ $((budget - SECONDS)) -ge 120 ]; then
+  echo "== benchmark (default kernels, all cases and anchors; $((budget - SECONDS)) s left)"
+  ( cd /tmp && timeout "$(left "${BENCH_TIMEOUT:-240}")" python3 -m jaxdnn.bench norms --out "$out/norms.json" ) \
+    > "$out/bench.txt" 2>&1
+  grep -E "ceiling|fwd |bwd |bwd_kernel" "$out/bench.txt" | grep -E "ceiling|jaxdnn|32768x4096|8192x8192" \
+    | grep -E "ceiling|jaxdnn" | head -30
+else
+  echo "== benchmark skipped: $((budget - SECONDS)) s left of ${budget}"
+fi

@@ -14,6 +14,7 @@
 #include "norms/norm_cuda_config.h"
 #include "norms/norm_cuda_forward.cuh"
 #include "norms/norm_cuda_forward_columns.cuh"
+#include "norms/norm_cuda_forward_warprows.cuh"
 
 namespace jaxdnn::norms {
 namespace {
@@ -54,6 +55,57 @@ bool LaunchFwdColumns(const NormFwdArgs& p, cudaStream_t stream) {
   return true;
 }
 
+// The warp-per-row forward (norm_cuda_forward_warprows.cuh) is opt-in with
+// JAXDNN_NORM_FWD=warprows (read once) until it has been timed against the v7
+// kernel on a GPU; it takes 16-bit rows of up to 1024 16-byte vectors with
+// one parameter row, everything else keeps the v7 path.
+bool WarpRowsForwardEnabled() {
+  static const bool enabled = EnvSwitch("JAXDNN_NORM_FWD") == "warprows";
+  return enabled;
+}
+
+template <typename T, bool kLayer, bool kResidual, int kVpl, int kWarpsPerRow>
+bool LaunchWarpRows(const NormFwdArgs& p, cudaStream_t stream) {
+  using Layout = WarpRowsLayout<kResidual, kVpl, kWarpsPerRow>;
+  constexpr int kRowsPerBlock = Layout::kRowsPerBlock;
+  auto* kernel = NormFwdWarpRowsKernel<T, kLayer, kResidual, kVpl, kWarpsPerRow>;
+  const int threads = 32 * Layout::kBlockWarps;
+  const size_t smem = WarpRowsSmemBytes(p.shape.dim, kLayer);
+  int device = 0, sms = 0, per_sm = 0;
+  // The dynamic shared-memory limit is a function attribute, not a stream
+  // operation, so raising it is safe under graph capture.
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) !=
+          cudaSuccess ||
+      cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
+          cudaSuccess ||
+      per_sm < 1) {
+    cudaGetLastError();  // the v7 fallback's launch check must not report this
+    return false;
+  }
+  const int64_t steps = (p.shape.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  const unsigned grid = unsigned(std::min<int64_t>(steps, int64_t(sms) * per_sm));
+  kernel<<<grid, threads, smem, stream>>>(p);
+  return true;
+}
+
+template <typename T, bool kLayer, bool kResidual>
+bool LaunchFwdWarpRows(const NormFwdArgs& p, cudaStream_t stream) {
+  if constexpr (sizeof(T) != 2) {
+    return false;  // float32 rows keep the v7 kernel
+  } else {
+    if (!WarpRowsForwardEnabled() || p.shape.groups != 1) return false;
+    const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
+    if (nvec < 1) return false;
+    if (nvec <= 128) return LaunchWarpRows<T, kLayer, kResidual, 4, 1>(p, stream);
+    if (nvec <= 256) return LaunchWarpRows<T, kLayer, kResidual, 8, 1>(p, stream);
+    if (nvec <= 512) return LaunchWarpRows<T, kLayer, kResidual, 16, 1>(p, stream);
+    if (nvec <= 1024) return LaunchWarpRows<T, kLayer, kResidual, 16, 2>(p, stream);
+    return false;
+  }
+}
+
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
@@ -61,6 +113,10 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   if (aligned && p.shape.dim % Vec16<T>::kElems == 0 &&
       LaunchFwdColumns<T, kLayer, kResidual>(p, stream)) {
     return CheckLaunch("jaxdnn norm forward (columns) launch");
+  }
+  if (aligned && p.shape.dim % Vec16<T>::kElems == 0 &&
+      LaunchFwdWarpRows<T, kLayer, kResidual>(p, stream)) {
+    return CheckLaunch("jaxdnn norm forward (warprows) launch");
   }
   const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, kFwdMaxVpt,
                                       kFwdBlockThreads);
