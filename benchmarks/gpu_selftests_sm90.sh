@@ -24,20 +24,21 @@ run() {  # log name, timeout, command...
   tail -4 "$out/$log.log" | sed 's/^/    /'
 }
 b=$bin
-# ---- Not yet run on a GPU (first, so a short device call still covers them).
+# ---- Not yet run on a GPU (first, so a short device call still covers them):
+# none at present.
+[ -n "${NEW_ONLY:-}" ] && exit 0
+# ---- Checked on an H200 (2026-11-22): regression runs.
 # The split-KV decode forward: checks, determinism, then timings (TB/s over K/V).
 [ -x "$b/decode_split_selftest" ] && run decode-split 120 "$b/decode_split_selftest" all
-# Head dim 256 in the two-kernel backward (off by default; the mode turns it
-# on): masked and dense checks, determinism, then the d256 timing grid.
+# Head dim 256 in the two-kernel backward: masked and dense checks,
+# determinism, then the d256 timing grid.
 [ -x "$b/sm90_attention_bwd_selftest" ] && run backward-d256 150 "$b/sm90_attention_bwd_selftest" d256
-# The fused backward's unordered dQ mode (deterministic=False; opt-in): checks
+# The fused backward's unordered dQ mode (deterministic=False): checks
 # first, timings against the ordered fused and the two-kernel one if they pass.
 [ -x "$b/sm90_attention_bwd_selftest" ] && {
   run backward-atomic-check 90 "$b/sm90_attention_bwd_selftest" atomiccheck
   grep -q "ALL PASSED" "$out/backward-atomic-check.log" &&
     run backward-atomic-timing 120 "$b/sm90_attention_bwd_selftest" atomic; }
-[ -n "${NEW_ONLY:-}" ] && exit 0
-# ---- Checked on an H200 (2026-11-22): regression runs.
 [ -x "$b/sm90_attention_selftest" ] && for dt in bf16 f16; do
   run "forward-$dt" 240 "$b/sm90_attention_selftest" "$dt"; done
 [ -x "$b/sm90_attention_bwd_selftest" ] && run backward 200 "$b/sm90_attention_bwd_selftest" all
