@@ -800,9 +800,26 @@ def test_gpu_dropout_matches_oracle(dtype):
     _grad_check(None, q, k, v, kw)
 
 
+# Long sequences reach the fused Hopper backward: its unordered dQ from 4096
+# query rows (deterministic=False, head dim 128), the ordered one from 8192.
+LONG_DIMS = [Dims(1, 4096, 4096, 4, 2, 128), Dims(1, 8192, 8192, 2, 2, 128),
+             Dims(1, 8192, 8192, 2, 1, 64)]
+
+
 @requires_gpu
-def test_gpu_deterministic_backward():
-  dims = Dims(2, 512, 512, 8, 2, 128)
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dims", LONG_DIMS, ids=str)
+def test_gpu_long_sequence_backward_matches_oracle(dims, causal, deterministic):
+  kw = dict(is_causal=causal, deterministic=deterministic)
+  q, k, v = _fwd_check(None, dims, jnp.bfloat16, kw, lse=False)
+  _grad_check(None, q, k, v, kw)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dims", [Dims(2, 512, 512, 8, 2, 128), Dims(1, 8192, 8192, 2, 2, 128)],
+                         ids=str)
+def test_gpu_deterministic_backward(dims):
   q, k, v = qkv(dims, jnp.bfloat16)
   w = cotangent_like(q)
   loss = lambda q, k, v: jnp.sum(jaxdnn.dot_product_attention(
