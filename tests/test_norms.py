@@ -209,13 +209,18 @@ def test_gpu_backward_is_deterministic(kind):
 # row counts that are not a multiple of anything, float32, a fused residual,
 # and parameters grouped by vmap (persistent forward blocks cross groups).
 # Under JAXDNN_NORM_BWD=smem, (1000, 4096) float16 and (1031, 8192) take the
-# shared-memory backward with an odd row count in some blocks.
+# shared-memory backward with an odd row count in some blocks. Widths that are
+# not a multiple of 32 vectors (2056, 4104, 4616): ragged last chunks in the
+# warp-per-row forward (one warp of a pair holding one vector more) and spare
+# threads in the shared-memory backward.
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shape,dtype", [
     ((3001, 64), jnp.bfloat16), ((777, 256), jnp.float16), ((4099, 4096), jnp.float32),
     ((1031, 8192), jnp.bfloat16), ((257, 16384), jnp.bfloat16), ((33, 32768), jnp.bfloat16),
-    ((5, 7, 1536), jnp.bfloat16), ((1000, 4096), jnp.float16)], ids=str)
+    ((5, 7, 1536), jnp.bfloat16), ((1000, 4096), jnp.float16),
+    ((999, 2056), jnp.bfloat16), ((513, 4104), jnp.float16), ((1001, 4616), jnp.bfloat16)],
+    ids=str)
 @pytest.mark.parametrize("residual", [False, True])
 def test_gpu_launch_layouts(kind, shape, dtype, residual):
   x, r = rand(shape, dtype), rand(shape, dtype)
