@@ -71,13 +71,18 @@ bool LaunchWarpRows(const NormFwdArgs& p, cudaStream_t stream) {
   auto* kernel = NormFwdWarpRowsKernel<T, kLayer, kResidual, kVpl, kWarpsPerRow>;
   const int threads = 32 * Layout::kBlockWarps;
   const size_t smem = WarpRowsSmemBytes(p.shape.dim, kLayer);
-  int device = 0, sms = 0, per_sm = 0;
+  int device = 0, sms = 0, optin = 0, per_sm = 0;
   // The dynamic shared-memory limit is a function attribute, not a stream
-  // operation, so raising it is safe under graph capture.
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) !=
-          cudaSuccess ||
-      cudaGetDevice(&device) != cudaSuccess ||
+  // operation, so raising it is safe under graph capture. It is raised to the
+  // device maximum, the same value on every call, so that calls of other
+  // widths on other host threads cannot lower it between a set and a launch.
+  if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess ||
+      smem > size_t(optin) ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) !=
+          cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
           cudaSuccess ||
       per_sm < 1) {
@@ -187,7 +192,8 @@ bool LaunchBwdSmemHalf(const NormBwdArgs& p, cudaStream_t stream, int64_t& parti
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
           cudaSuccess ||
       smem > size_t(optin) ||
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) !=
+      // The device maximum, as in LaunchWarpRows: the same value on every call.
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) !=
           cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
           cudaSuccess ||
