@@ -28,12 +28,14 @@ def _fn(kind, impl):
 
 
 def _pallas_fn(kind):
+  """jax's Pallas (Triton) norms take [batch, seq, features] (they vmap twice),
+  so the rows go in as one batch; its RMSNorm also adds a bias (zeros here)."""
   try:
     if kind == "layer":
       from jax.experimental.pallas.ops.gpu import layer_norm as m
-      return lambda x, s, b: m.layer_norm(x, s, b)
+      return lambda x, s, b: m.layer_norm(x[None], s, b)[0]
     from jax.experimental.pallas.ops.gpu import rms_norm as m
-    return lambda x, s, b: m.rms_norm(x, s, b)
+    return lambda x, s, b: m.rms_norm(x[None], s, jnp.zeros_like(s) if b is None else b)[0]
   except Exception:  # noqa: BLE001 - an anchor that cannot import is reported as such
     return None
 
