@@ -1,0 +1,66 @@
+// Tile primitives of the CPU attention kernels: a block of kQBlock queries
+// against a block of kKeyBlock keys, float32, written so the compiler
+// vectorizes them at the default flags. Each output element is a plain
+// sequential sum over the head dim, so the result does not depend on the
+// vector width (the AVX2 clone and the baseline one give the same bits).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "common/host_half.h"
+
+namespace jaxdnn::attention {
+
+constexpr int64_t kQBlock = 16;    // query rows per tile (a multiple of 4)
+constexpr int64_t kKeyBlock = 64;  // keys per tile (a multiple of 16)
+
+inline int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Offsets of element [b, pos, head, 0] in a [batch, len, heads, D] array.
+inline int64_t RowOffset(int64_t b, int64_t pos, int64_t head, int64_t len, int64_t heads,
+                         int64_t dim) {
+  return ((b * len + pos) * heads + head) * dim;
+}
+
+// Rows [b, 0:len, head, :] as float32 [len_pad, dim], zero rows past len.
+template <typename T>
+void WidenRows(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads, int64_t dim,
+               int64_t len_pad, std::vector<float>& dst) {
+  dst.assign(len_pad * dim, 0.f);
+  for (int64_t j = 0; j < len; ++j) {
+    const T* row = src + RowOffset(b, j, head, len, heads, dim);
+    for (int64_t d = 0; d < dim; ++d) dst[j * dim + d] = ToFloat(row[d]);
+  }
+}
+
+// The same rows transposed, [dim, len_pad]: a tile's keys are contiguous.
+template <typename T>
+void WidenColumns(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads, int64_t dim,
+                  int64_t len_pad, std::vector<float>& dst) {
+  dst.assign(dim * len_pad, 0.f);
+  for (int64_t j = 0; j < len; ++j) {
+    const T* row = src + RowOffset(b, j, head, len, heads, dim);
+    for (int64_t d = 0; d < dim; ++d) dst[d * len_pad + j] = ToFloat(row[d]);
+  }
+}
+
+// s[r][t] = sum over d (in order) of a[r][d] * bt[d][t], r < kQBlock, t <
+// kKeyBlock; a is [kQBlock, dim], bt points at the tile's first key column
+// of a [dim, ld] array.
+void ScoreTile(const float* a, int64_t dim, const float* bt, int64_t ld, float* s);
+
+// acc[d] += w[t] * rows[t][d] for t < n in order, skipping zero weights (a
+// masked or dropped key adds nothing, even where its row is not finite).
+void WeightedRowSum(float* acc, const float* w, const float* rows, int64_t n, int64_t dim);
+
+// out[t][d] += w[r][t] * a[r][d] for t < n, r < n_rows in order (r inner),
+// zero weights skipped; w is [kQBlock, kKeyBlock], a is [kQBlock, dim].
+void WeightedColumnSum(float* out, const float* w, const float* a, int64_t n_rows, int64_t n,
+                       int64_t dim);
+
+// x[t] *= scale for t < n; returns the largest (-inf when n is 0).
+float ScaleAndMax(float* x, int64_t n, float scale);
+
+}  // namespace jaxdnn::attention
