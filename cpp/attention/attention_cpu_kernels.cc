@@ -114,9 +114,12 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
     const int64_t i_begin = part * part_len, i_end = std::min(s.q_len, i_begin + part_len);
     if (i_begin >= i_end) return;
     std::vector<float> kt, vf, qf(kQBlock * dim), acc(kQBlock * dim), tile(kQBlock * kKeyBlock),
-        w(kKeyBlock);
-    WidenColumns(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, kt);
+        w(kQBlock * kKeyBlock);
+    WidenPanels(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, kt);
     WidenRows(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, vf);
+    // A masked key's value row must add nothing even when it is not finite
+    // (a padded cache): then rows skip their zero weights one by one.
+    const bool v_finite = AllFinite(vf.data(), vf.size());
     for (int64_t i0 = i_begin; i0 < i_end; i0 += kQBlock) {
       const QueryTile qt(m, s, b, i0, 0, s.kv_len);
       std::fill(qf.begin(), qf.end(), 0.f);
@@ -133,7 +136,8 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
         row_state[r] = drop.on ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i0 + r)) : 0;
       }
       for (int64_t j0 = qt.first_block(); j0 < qt.hi; j0 += kKeyBlock) {
-        ScoreTile(qf.data(), dim, &kt[j0], kv_pad, tile.data());
+        ScoreTile(qf.data(), dim, &kt[j0 * dim], tile.data());
+        std::fill(w.begin(), w.end(), 0.f);
         for (int64_t r = 0; r < qt.rows; ++r) {
           const int64_t i = i0 + r;
           // This row's keys within the block: t in [t0, t1).
@@ -157,17 +161,24 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
           float sum = run_sum[r] * correction;
           float* a = &acc[r * dim];
           for (int64_t d = 0; d < dim; ++d) a[d] *= correction;
+          float* wr = &w[r * kKeyBlock];
           for (int64_t t = t0; t < t1; ++t) {
-            w[t] = 0.f;
             if (x[t] == kNegInf) continue;
             const float pr = std::exp(x[t] - new_max);
             sum += pr;
             if (drop.on && !DropoutKeep(row_state[r], uint32_t(j0 + t), drop.threshold)) continue;
-            w[t] = pr * drop.keep_scale;
+            wr[t] = pr * drop.keep_scale;
           }
-          WeightedRowSum(a, &w[t0], &vf[(j0 + t0) * dim], t1 - t0, dim);
           run_sum[r] = sum;
           run_max[r] = new_max;
+        }
+        const int64_t n = std::min(kKeyBlock, qt.hi - j0);
+        if (v_finite) {
+          RowSumTile(acc.data(), w.data(), &vf[j0 * dim], n, dim);
+        } else {
+          for (int64_t r = 0; r < qt.rows; ++r) {
+            WeightedRowSum(&acc[r * dim], &w[r * kKeyBlock], &vf[j0 * dim], n, dim);
+          }
         }
       }
       for (int64_t r = 0; r < qt.rows; ++r) {
@@ -224,9 +235,12 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
     std::vector<float> kt, kf, vt, dkf(kv_pad * dim, 0.f), dvf(kv_pad * dim, 0.f);
     std::vector<float> qf(kQBlock * dim), dof(kQBlock * dim), dqf(kQBlock * dim);
     std::vector<float> tile(kQBlock * kKeyBlock), dp(kQBlock * kKeyBlock);
-    WidenColumns(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, kt);
+    WidenPanels(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, kt);
     WidenRows(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, kf);
-    WidenColumns(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, vt);
+    WidenPanels(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, vt);
+    // Whole-tile sums add zero weights too; a non-finite row (a padded,
+    // masked position) must add nothing, so then zero weights are skipped.
+    const bool k_finite = AllFinite(kf.data(), kf.size());
     for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
       float* dq_part = parts > 1 ? &dq_parts[((b * s.heads + h) * parts + part) * q_elems] : nullptr;
       for (int64_t i0 = 0; i0 < s.q_len; i0 += kQBlock) {
@@ -251,9 +265,10 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
           delta[r] = dl;
           row_state[r] = drop.on ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i)) : 0;
         }
+        const bool q_finite = AllFinite(qf.data(), qf.size()) && AllFinite(dof.data(), dof.size());
         for (int64_t j0 = qt.first_block(); j0 < qt.hi; j0 += kKeyBlock) {
-          ScoreTile(qf.data(), dim, &kt[j0], kv_pad, tile.data());
-          ScoreTile(dof.data(), dim, &vt[j0], kv_pad, dp.data());
+          ScoreTile(qf.data(), dim, &kt[j0 * dim], tile.data());
+          ScoreTile(dof.data(), dim, &vt[j0 * dim], dp.data());
           // tile becomes the dropout-scaled probabilities, dp the logit gradients.
           for (int64_t r = 0; r < kQBlock; ++r) {
             const int64_t i = i0 + r;
@@ -284,10 +299,19 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
             }
           }
           const int64_t n = std::min(kKeyBlock, qt.hi - j0);
-          WeightedColumnSum(&dvf[j0 * dim], tile.data(), dof.data(), qt.rows, n, dim);
-          WeightedColumnSum(&dkf[j0 * dim], dp.data(), qf.data(), qt.rows, n, dim);
-          for (int64_t r = 0; r < qt.rows; ++r) {
-            WeightedRowSum(&dqf[r * dim], &dp[r * kKeyBlock], &kf[j0 * dim], n, dim);
+          if (q_finite) {
+            ColumnSumTile(&dvf[j0 * dim], tile.data(), dof.data(), dim);
+            ColumnSumTile(&dkf[j0 * dim], dp.data(), qf.data(), dim);
+          } else {
+            WeightedColumnSum(&dvf[j0 * dim], tile.data(), dof.data(), qt.rows, n, dim);
+            WeightedColumnSum(&dkf[j0 * dim], dp.data(), qf.data(), qt.rows, n, dim);
+          }
+          if (k_finite) {
+            RowSumTile(dqf.data(), dp.data(), &kf[j0 * dim], n, dim);
+          } else {
+            for (int64_t r = 0; r < qt.rows; ++r) {
+              WeightedRowSum(&dqf[r * dim], &dp[r * kKeyBlock], &kf[j0 * dim], n, dim);
+            }
           }
         }
         for (int64_t r = 0; r < qt.rows; ++r) {

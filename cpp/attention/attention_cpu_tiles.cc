@@ -1,12 +1,17 @@
-// The tile loops, each built twice on x86-64 Linux: AVX2 without FMA (so no
-// contraction, the same bits as the baseline build) and the baseline, the
-// loader picking one at run time. No -march flag: wheels stay portable.
+// The tile loops, each built for three x86-64 levels on Linux (AVX-512,
+// AVX2 with FMA, the baseline), the loader picking one at run time: no
+// -march flag, so wheels stay portable. With FMA the products are fused
+// into the sums, so the last bits depend on the level the machine takes;
+// on one machine every run picks the same clone and gives the same bits.
 #include "attention/attention_cpu_tiles.h"
 
+#include <cmath>
 #include <limits>
 
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
-#define JAXDNN_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
+    __GNUC__ >= 12
+#define JAXDNN_CPU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define JAXDNN_CPU_CLONES
 #endif
@@ -14,14 +19,13 @@
 namespace jaxdnn::attention {
 
 // Four rows by sixteen keys of accumulators stay in registers over d.
-JAXDNN_CPU_CLONES void ScoreTile(const float* a, int64_t dim, const float* bt, int64_t ld,
-                                 float* s) {
+JAXDNN_CPU_CLONES void ScoreTile(const float* a, int64_t dim, const float* panel, float* s) {
   for (int64_t r = 0; r < kQBlock; r += 4) {
     const float* a0 = a + r * dim;
     for (int64_t tc = 0; tc < kKeyBlock; tc += 16) {
       float acc[4][16] = {};
       for (int64_t d = 0; d < dim; ++d) {
-        const float* bd = bt + d * ld + tc;
+        const float* bd = panel + d * kKeyBlock + tc;
         const float x0 = a0[d], x1 = a0[dim + d], x2 = a0[2 * dim + d], x3 = a0[3 * dim + d];
         for (int u = 0; u < 16; ++u) {
           acc[0][u] += x0 * bd[u];
@@ -102,6 +106,72 @@ JAXDNN_CPU_CLONES float ScaleAndMax(float* x, int64_t n, float scale) {
   float m = lane[0];
   for (int u = 1; u < 8; ++u) m = m < lane[u] ? lane[u] : m;
   return m;
+}
+
+// Four rows by sixteen columns of accumulators: independent chains, so the
+// adds overlap rather than wait on each other.
+JAXDNN_CPU_CLONES void RowSumTile(float* acc, const float* w, const float* rows, int64_t n,
+                                  int64_t dim) {
+  int64_t dc = 0;
+  for (; dc + 16 <= dim; dc += 16) {
+    for (int64_t r = 0; r < kQBlock; r += 4) {
+      float a[4][16];
+      for (int k = 0; k < 4; ++k) std::copy(acc + (r + k) * dim + dc, acc + (r + k) * dim + dc + 16, a[k]);
+      const float* w0 = w + r * kKeyBlock;
+      for (int64_t t = 0; t < n; ++t) {
+        const float* row = rows + t * dim + dc;
+        const float x0 = w0[t], x1 = w0[kKeyBlock + t], x2 = w0[2 * kKeyBlock + t],
+                    x3 = w0[3 * kKeyBlock + t];
+        for (int u = 0; u < 16; ++u) {
+          a[0][u] += x0 * row[u];
+          a[1][u] += x1 * row[u];
+          a[2][u] += x2 * row[u];
+          a[3][u] += x3 * row[u];
+        }
+      }
+      for (int k = 0; k < 4; ++k) std::copy(a[k], a[k] + 16, acc + (r + k) * dim + dc);
+    }
+  }
+  for (int64_t r = 0; r < kQBlock && dc < dim; ++r) {
+    for (int64_t t = 0; t < n; ++t) {
+      const float wt = w[r * kKeyBlock + t];
+      for (int64_t d = dc; d < dim; ++d) acc[r * dim + d] += wt * rows[t * dim + d];
+    }
+  }
+}
+
+JAXDNN_CPU_CLONES void ColumnSumTile(float* out, const float* w, const float* a, int64_t dim) {
+  int64_t dc = 0;
+  for (; dc + 16 <= dim; dc += 16) {
+    for (int64_t t = 0; t < kKeyBlock; t += 4) {
+      float x[4][16];
+      for (int k = 0; k < 4; ++k) std::copy(out + (t + k) * dim + dc, out + (t + k) * dim + dc + 16, x[k]);
+      for (int64_t r = 0; r < kQBlock; ++r) {
+        const float* ar = a + r * dim + dc;
+        const float* wr = w + r * kKeyBlock + t;
+        const float w0 = wr[0], w1 = wr[1], w2 = wr[2], w3 = wr[3];
+        for (int u = 0; u < 16; ++u) {
+          x[0][u] += w0 * ar[u];
+          x[1][u] += w1 * ar[u];
+          x[2][u] += w2 * ar[u];
+          x[3][u] += w3 * ar[u];
+        }
+      }
+      for (int k = 0; k < 4; ++k) std::copy(x[k], x[k] + 16, out + (t + k) * dim + dc);
+    }
+  }
+  for (int64_t t = 0; t < kKeyBlock && dc < dim; ++t) {
+    for (int64_t r = 0; r < kQBlock; ++r) {
+      const float wt = w[r * kKeyBlock + t];
+      for (int64_t d = dc; d < dim; ++d) out[t * dim + d] += wt * a[r * dim + d];
+    }
+  }
+}
+
+bool AllFinite(const float* x, int64_t n) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok &= std::isfinite(x[i]);
+  return ok;
 }
 
 }  // namespace jaxdnn::attention

@@ -1,8 +1,7 @@
 // Tile primitives of the CPU attention kernels: a block of kQBlock queries
 // against a block of kKeyBlock keys, float32, written so the compiler
 // vectorizes them at the default flags. Each output element is a plain
-// sequential sum over the head dim, so the result does not depend on the
-// vector width (the AVX2 clone and the baseline one give the same bits).
+// sequential sum over the head dim, in an order fixed by the shape.
 #pragma once
 
 #include <algorithm>
@@ -35,21 +34,24 @@ void WidenRows(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads
   }
 }
 
-// The same rows transposed, [dim, len_pad]: a tile's keys are contiguous.
+// The same rows transposed into panels, one per key block: panel p is
+// [dim, kKeyBlock] at p * dim * kKeyBlock, so a tile reads one contiguous
+// run (a whole transposed array would put its rows a power of two apart,
+// all on the same cache sets).
 template <typename T>
-void WidenColumns(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads, int64_t dim,
-                  int64_t len_pad, std::vector<float>& dst) {
+void WidenPanels(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads, int64_t dim,
+                 int64_t len_pad, std::vector<float>& dst) {
   dst.assign(dim * len_pad, 0.f);
   for (int64_t j = 0; j < len; ++j) {
     const T* row = src + RowOffset(b, j, head, len, heads, dim);
-    for (int64_t d = 0; d < dim; ++d) dst[d * len_pad + j] = ToFloat(row[d]);
+    float* panel = &dst[j / kKeyBlock * dim * kKeyBlock + j % kKeyBlock];
+    for (int64_t d = 0; d < dim; ++d) panel[d * kKeyBlock] = ToFloat(row[d]);
   }
 }
 
-// s[r][t] = sum over d (in order) of a[r][d] * bt[d][t], r < kQBlock, t <
-// kKeyBlock; a is [kQBlock, dim], bt points at the tile's first key column
-// of a [dim, ld] array.
-void ScoreTile(const float* a, int64_t dim, const float* bt, int64_t ld, float* s);
+// s[r][t] = sum over d (in order) of a[r][d] * panel[d][t], r < kQBlock, t
+// < kKeyBlock; a is [kQBlock, dim], panel [dim, kKeyBlock] (WidenPanels).
+void ScoreTile(const float* a, int64_t dim, const float* panel, float* s);
 
 // acc[d] += w[t] * rows[t][d] for t < n in order, skipping zero weights (a
 // masked or dropped key adds nothing, even where its row is not finite).
@@ -59,6 +61,18 @@ void WeightedRowSum(float* acc, const float* w, const float* rows, int64_t n, in
 // zero weights skipped; w is [kQBlock, kKeyBlock], a is [kQBlock, dim].
 void WeightedColumnSum(float* out, const float* w, const float* a, int64_t n_rows, int64_t n,
                        int64_t dim);
+
+// The same sums for a whole tile, zero weights included (so only for finite
+// rows, where a zero weight adds zero): acc[r][d] += w[r][t] * rows[t][d]
+// for r < kQBlock, t < n in order; acc is [kQBlock, dim].
+void RowSumTile(float* acc, const float* w, const float* rows, int64_t n, int64_t dim);
+
+// out[t][d] += w[r][t] * a[r][d] for t < kKeyBlock, r < kQBlock in order,
+// zero weights included (finite a only); out is [kKeyBlock, dim].
+void ColumnSumTile(float* out, const float* w, const float* a, int64_t dim);
+
+// No inf or NaN among x[0:n]: the tile sums above may then be used.
+bool AllFinite(const float* x, int64_t n);
 
 // x[t] *= scale for t < n; returns the largest (-inf when n is 0).
 float ScaleAndMax(float* x, int64_t n, float scale);
