@@ -161,14 +161,8 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
           float sum = run_sum[r] * correction;
           float* a = &acc[r * dim];
           for (int64_t d = 0; d < dim; ++d) a[d] *= correction;
-          float* wr = &w[r * kKeyBlock];
-          for (int64_t t = t0; t < t1; ++t) {
-            if (x[t] == kNegInf) continue;
-            const float pr = std::exp(x[t] - new_max);
-            sum += pr;
-            if (drop.on && !DropoutKeep(row_state[r], uint32_t(j0 + t), drop.threshold)) continue;
-            wr[t] = pr * drop.keep_scale;
-          }
+          sum += SoftmaxWeights(x + t0, t1 - t0, new_max, &w[r * kKeyBlock + t0], drop, row_state[r],
+                                uint32_t(j0 + t0));
           run_sum[r] = sum;
           run_max[r] = new_max;
         }
@@ -277,6 +271,19 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
             const int64_t t0 = r < qt.rows ? std::max<int64_t>(qt.row[r].lo - j0, 0) : 0;
             int64_t t1 = r < qt.rows ? std::min<int64_t>(qt.row[r].hi - j0, kKeyBlock) : 0;
             if (r < qt.rows && lse[r] == kNegInf) t1 = t0;
+            if (plain && !p.dbias) {
+              // Zeros outside the row's keys [lo, hi) = [t0, t1) clipped to the block.
+              const int64_t lo = std::min(t0, kKeyBlock), hi = std::max(lo, t1);
+              std::fill(pt, pt + lo, 0.f);
+              std::fill(gt, gt + lo, 0.f);
+              if (hi > lo) {
+                PlainGradients(pt + lo, gt + lo, hi - lo, m.scale, lse[r], delta[r], drop, row_state[r],
+                               uint32_t(j0 + lo));
+              }
+              std::fill(pt + hi, pt + kKeyBlock, 0.f);
+              std::fill(gt + hi, gt + kKeyBlock, 0.f);
+              continue;
+            }
             for (int64_t t = 0; t < kKeyBlock; ++t) {
               if (t < t0 || t >= t1) {
                 pt[t] = gt[t] = 0.f;

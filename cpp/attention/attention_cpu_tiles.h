@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention/attention_mask.h"
 #include "common/host_half.h"
 
 namespace jaxdnn::attention {
@@ -73,6 +74,19 @@ void ColumnSumTile(float* out, const float* w, const float* a, int64_t dim);
 
 // No inf or NaN among x[0:n]: the tile sums above may then be used.
 bool AllFinite(const float* x, int64_t n);
+
+// Forward weights of one row's keys t < n (key j0 + t): w[t] = e^(x[t] -
+// max) times the dropout keep scale (0 where x is -inf or dropped). Returns
+// the sum of the undropped terms, eight lanes added in a fixed order.
+float SoftmaxWeights(const float* x, int64_t n, float max, float* w, const DropoutPlan& drop,
+                     uint32_t row_state, uint32_t j0);
+
+// Backward of one row with plain logits (scaled products): pt holds the
+// products, gt dO.V; they become the dropout-scaled probabilities and the
+// product gradients: pr = e^(pt * scale - lse), keep as in the forward,
+// pt = pr * keep, gt = pr * (gt * keep - delta) * scale.
+void PlainGradients(float* pt, float* gt, int64_t n, float scale, float lse, float delta,
+                    const DropoutPlan& drop, uint32_t row_state, uint32_t j0);
 
 // x[t] *= scale for t < n; returns the largest (-inf when n is 0).
 float ScaleAndMax(float* x, int64_t n, float scale);
