@@ -1,7 +1,8 @@
 // Tile primitives of the CPU attention kernels: a block of kQBlock queries
 // against a block of kKeyBlock keys, float32, written so the compiler
-// vectorizes them at the default flags. Each output element is a plain
-// sequential sum over the head dim, in an order fixed by the shape.
+// vectorizes them at the default flags. A dot product is a sequential sum
+// over the head dim, a weighted sum sequential over its keys (or queries),
+// a row's sum of exponentials eight fixed lanes: orders set by the shape.
 #pragma once
 
 #include <algorithm>
