@@ -211,19 +211,20 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
   // keys' dK/dV. With one part it also owns its query heads' dQ; with more,
   // each part leaves its dQ terms in a float32 buffer and a second pass adds
   // the parts in order. A bias gradient that broadcasts over batch or heads
-  // is shared between items, so that case runs them in order on one thread
-  // (and a bias gradient keeps the keys in one part).
-  const bool shared_dbias =
-      p.dbias && (p.bias.dims[0] != s.batch || p.bias.dims[1] != s.heads);
+  // is shared between items: one broadcast over the batch only is split by
+  // kv head, each item taking its batch rows in order; one broadcast over
+  // heads runs every item in order on one thread. (A bias gradient keeps the
+  // keys in one part.) Either way each element's terms come in (b, h, i, j)
+  // order, as on one thread.
+  const bool dbias_over_batch = p.dbias && p.bias.dims[0] != s.batch;
+  const bool dbias_over_heads = p.dbias && p.bias.dims[1] != s.heads;
   const int64_t parts = p.dbias ? 1 : Parts(s.batch * s.kv_heads, s.kv_len, kKeyBlock, 2);
   const int64_t part_len = RoundUp((s.kv_len + parts - 1) / parts, kKeyBlock);
   const int64_t q_elems = s.q_len * dim;  // one (batch, head)'s dQ
   // Not zeroed: every part writes all of its rows.
   std::unique_ptr<float[]> dq_parts(parts > 1 ? new float[s.batch * s.heads * parts * q_elems] : nullptr);
 
-  ParallelFor(shared_dbias ? nullptr : pool, s.batch * s.kv_heads * parts, [&](int64_t item) {
-    const int64_t part = item % parts, bkv = item / parts;
-    const int64_t b = bkv / s.kv_heads, kvh = bkv % s.kv_heads;
+  auto run_item = [&](int64_t b, int64_t kvh, int64_t part) {
     const int64_t k_lo = std::min(s.kv_len, part * part_len);
     const int64_t k_hi = std::min(s.kv_len, k_lo + part_len);
     std::vector<float> kt, kf, vt, dkf(kv_pad * dim, 0.f), dvf(kv_pad * dim, 0.f);
@@ -339,7 +340,19 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
         dv[ko + d] = FromFloat<T>(dvf[j * dim + d]);
       }
     }
-  });
+  };
+  if (dbias_over_heads) {
+    for (int64_t bkv = 0; bkv < s.batch * s.kv_heads; ++bkv) run_item(bkv / s.kv_heads, bkv % s.kv_heads, 0);
+  } else if (dbias_over_batch) {
+    ParallelFor(pool, s.kv_heads, [&](int64_t kvh) {
+      for (int64_t b = 0; b < s.batch; ++b) run_item(b, kvh, 0);
+    });
+  } else {
+    ParallelFor(pool, s.batch * s.kv_heads * parts, [&](int64_t item) {
+      const int64_t bkv = item / parts;
+      run_item(bkv / s.kv_heads, bkv % s.kv_heads, item % parts);
+    });
+  }
   if (parts == 1) return;
   // dQ: the parts' terms added in part order (fixed by the shape).
   ParallelFor(pool, s.batch * s.heads, [&](int64_t bh) {
