@@ -112,6 +112,20 @@ def test_option_edge_lengths(option, dims):
   _option_case(option, dims)
 
 
+# Long enough, with few enough heads, that the CPU kernel splits the queries
+# (forward) and the keys (backward, dQ parts added after) over several items;
+# head dim 40 takes the tile loops' ragged tails, 300 vs 333 bottom-right.
+@requires_cpu_backend
+@pytest.mark.parametrize("dims", [Dims(1, 300, 300, 4, 1, 64), Dims(1, 520, 520, 2, 1, 40),
+                                  Dims(1, 300, 333, 2, 2, 64)], ids=str)
+@pytest.mark.parametrize("option", ["plain", "causal", "window_pair", "both_lengths", "segments",
+                                    "mask_full", "softcap", "causal_segments_kvlen", "dropout"])
+def test_cpu_split_sequences(option, dims):
+  kw = dict(dropout_rate=0.25, dropout_rng=key()) if option == "dropout" else OPTIONS[option](dims)
+  q, k, v = _fwd_check("cpu", dims, jnp.float32, kw)
+  _grad_check("cpu", q, k, v, kw)
+
+
 def _option_case(option, dims):
   kw = OPTIONS[option](dims)
   impl = KERNELS[list(OPTIONS).index(option) % len(KERNELS)]  # both entry points, alternately
