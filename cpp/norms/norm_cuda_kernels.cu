@@ -64,18 +64,16 @@ bool WarpRowsForwardEnabled() {
   return enabled;
 }
 
-template <typename T, bool kLayer, bool kResidual, int kVpl, int kWarpsPerRow>
-bool LaunchWarpRows(const NormFwdArgs& p, cudaStream_t stream) {
-  using Layout = WarpRowsLayout<kResidual, kVpl, kWarpsPerRow>;
-  constexpr int kRowsPerBlock = Layout::kRowsPerBlock;
-  auto* kernel = NormFwdWarpRowsKernel<T, kLayer, kResidual, kVpl, kWarpsPerRow>;
-  const int threads = 32 * Layout::kBlockWarps;
-  const size_t smem = WarpRowsSmemBytes(p.shape.dim, kLayer);
-  int device = 0, sms = 0, optin = 0, per_sm = 0;
-  // The dynamic shared-memory limit is a function attribute, not a stream
-  // operation, so raising it is safe under graph capture. It is raised to the
-  // device maximum, the same value on every call, so that calls of other
-  // widths on other host threads cannot lower it between a set and a launch.
+// For the persistent opt-in kernels: the SM count and how many blocks of
+// `kernel` (`threads`, `smem` dynamic bytes) fit on one SM. False, with no CUDA
+// error left pending for the fallback's launch check, when a query fails or
+// none fits. The dynamic shared-memory limit is a function attribute, not a
+// stream operation, so raising it is safe under graph capture; it is raised to
+// the device maximum, the same value on every call, so that calls of other
+// widths on other host threads cannot lower it between a set and a launch.
+template <typename Kernel>
+bool ResidentSlots(Kernel* kernel, int threads, size_t smem, int& sms, int& per_sm) {
+  int device = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
@@ -86,9 +84,21 @@ bool LaunchWarpRows(const NormFwdArgs& p, cudaStream_t stream) {
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
           cudaSuccess ||
       per_sm < 1) {
-    cudaGetLastError();  // the v7 fallback's launch check must not report this
+    cudaGetLastError();
     return false;
   }
+  return true;
+}
+
+template <typename T, bool kLayer, bool kResidual, int kVpl, int kWarpsPerRow>
+bool LaunchWarpRows(const NormFwdArgs& p, cudaStream_t stream) {
+  using Layout = WarpRowsLayout<kResidual, kVpl, kWarpsPerRow>;
+  constexpr int kRowsPerBlock = Layout::kRowsPerBlock;
+  auto* kernel = NormFwdWarpRowsKernel<T, kLayer, kResidual, kVpl, kWarpsPerRow>;
+  const int threads = 32 * Layout::kBlockWarps;
+  const size_t smem = WarpRowsSmemBytes(p.shape.dim, kLayer);
+  int sms = 0, per_sm = 0;
+  if (!ResidentSlots(kernel, threads, smem, sms, per_sm)) return false;  // v7 path takes it
   const int64_t steps = (p.shape.rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const unsigned grid = unsigned(std::min<int64_t>(steps, int64_t(sms) * per_sm));
   kernel<<<grid, threads, smem, stream>>>(p);
@@ -186,21 +196,8 @@ bool LaunchBwdSmemHalf(const NormBwdArgs& p, cudaStream_t stream, int64_t& parti
   auto* kernel = NormBwdSmemKernel<T, kLayer, kResidual, 1, kBwdSmemRows>;
   const int threads = RoundUp32(p.shape.dim / Vec16<T>::kElems);
   const size_t smem = BwdSmemBytes(kLayer, p.shape.dim);
-  int device = 0, sms = 0, optin = 0, per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-          cudaSuccess ||
-      smem > size_t(optin) ||
-      // The device maximum, as in LaunchWarpRows: the same value on every call.
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) !=
-          cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
-          cudaSuccess ||
-      per_sm < 1) {
-    cudaGetLastError();  // the ring takes over; leave no error for its launch check
-    return false;
-  }
+  int sms = 0, per_sm = 0;
+  if (!ResidentSlots(kernel, threads, smem, sms, per_sm)) return false;  // the ring takes it
   NormBwdArgs q = p;
   const int64_t slots_per_group = std::max<int64_t>(1, int64_t(sms) * per_sm / p.shape.groups);
   q.num_partials = std::min(p.num_partials, slots_per_group);
