@@ -240,3 +240,23 @@ OPTIONS = {
         query_segment_ids=segment_ids(d.batch, d.q_len),
         key_value_segment_ids=segment_ids(d.batch, d.kv_len), softcap=5.0, scale=0.2),
 }
+
+
+def context_parallel_and_whole(mesh, kw, use_segments, implementation=None):
+  """(cp, whole): attention with the sequence split over the mesh's "seq" axis
+  (shard_map of dot_product_attention_context_parallel) and the same call on
+  the whole sequence; both take (q, k, v, segment_ids)."""
+  from jax.sharding import PartitionSpec as P
+
+  def segments(s):
+    return dict(query_segment_ids=s, key_value_segment_ids=s) if use_segments else {}
+
+  def local(q, k, v, s):
+    return jaxdnn.dot_product_attention_context_parallel(q, k, v, axis_name="seq", **kw,
+                                                         **segments(s))
+  cp = jax.shard_map(local, mesh=mesh, in_specs=(P(None, "seq"),) * 4, out_specs=P(None, "seq"))
+
+  def whole(q, k, v, s):
+    return jaxdnn.dot_product_attention(q, k, v, implementation=implementation, **kw,
+                                        **segments(s))
+  return cp, whole

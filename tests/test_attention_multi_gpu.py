@@ -10,8 +10,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-import jaxdnn
-from attention_cases import FWD_TARGET, BWD_TARGET, assert_close
+from attention_cases import BWD_TARGET, FWD_TARGET, assert_close, context_parallel_and_whole
 
 GPUS = [d for d in jax.devices() if d.platform == "gpu"]
 pytestmark = pytest.mark.skipif(len(GPUS) < 2, reason="needs 2 GPUs")
@@ -35,16 +34,7 @@ def test_gpu_context_parallel_matches_one_gpu(kw):
   seq = NamedSharding(mesh, P(None, "seq"))
   qs, kss, vs, segs, ws = (jax.device_put(x, seq) for x in (q, k, v, seg, w))
 
-  def segments(s):
-    return dict(query_segment_ids=s, key_value_segment_ids=s) if use_segments else {}
-
-  def local(q, k, v, s):
-    return jaxdnn.dot_product_attention_context_parallel(q, k, v, axis_name="seq", **kw,
-                                                         **segments(s))
-  cp = jax.shard_map(local, mesh=mesh, in_specs=(P(None, "seq"),) * 4, out_specs=P(None, "seq"))
-
-  def one_gpu(q, k, v, s):
-    return jaxdnn.dot_product_attention(q, k, v, **kw, **segments(s))
+  cp, one_gpu = context_parallel_and_whole(mesh, kw, use_segments)
 
   one = [jax.device_put(x, GPUS[0]) for x in (q, k, v, seg, w)]
   assert_close(jax.jit(cp)(qs, kss, vs, segs), jax.jit(one_gpu)(*one[:4]), 2e-2)

@@ -6,8 +6,9 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jaxdnn
-from attention_cases import (BWD_TARGET, FWD_TARGET, Dims, assert_close, bias_of, cotangent_like,
-                             jit, key, lengths, rand, segment_ids)
+from attention_cases import (BWD_TARGET, FWD_TARGET, Dims, assert_close, bias_of,
+                             context_parallel_and_whole, cotangent_like, jit, key, lengths,
+                             rand, segment_ids)
 
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 4, reason="needs 4 devices")
 
@@ -195,16 +196,7 @@ def test_context_parallel_matches_unsharded(kw):
   seq = NamedSharding(mesh, P(None, "seq"))
   qs, kss, vs, segs, ws = (jax.device_put(x, seq) for x in (q, k, v, seg, w))
 
-  def segments(s):
-    return dict(query_segment_ids=s, key_value_segment_ids=s) if use_segments else {}
-
-  def local(q, k, v, s):
-    return jaxdnn.dot_product_attention_context_parallel(q, k, v, axis_name="seq", **kw,
-                                                         **segments(s))
-  cp = jax.shard_map(local, mesh=mesh, in_specs=(P(None, "seq"),) * 4, out_specs=P(None, "seq"))
-
-  def ref(q, k, v, s):
-    return jaxdnn.dot_product_attention(q, k, v, implementation="xla", **kw, **segments(s))
+  cp, ref = context_parallel_and_whole(mesh, kw, use_segments, implementation="xla")
 
   assert_close(jax.jit(cp)(qs, kss, vs, segs), ref(q, k, v, seg), 2e-5)
   loss = lambda f, s, w: lambda q, k, v: jnp.sum(f(q, k, v, s) * w)
