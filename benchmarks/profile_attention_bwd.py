@@ -15,12 +15,16 @@ ap.add_argument("seq", type=int)
 ap.add_argument("--causal", action="store_true")
 ap.add_argument("--dim", type=int, default=128)
 ap.add_argument("--deterministic", action="store_true")
+ap.add_argument("--cudnn", action="store_true", help="jax.nn's cuDNN attention instead (the anchor)")
 a = ap.parse_args()
 batch = max(1, 16384 // a.seq)
 keys = jax.random.split(jax.random.PRNGKey(0), 4)
 q, k, v, w = (jax.random.normal(kk, (batch, a.seq, 16, a.dim), jnp.bfloat16) for kk in keys)
-loss = lambda q, k, v: jnp.sum(jaxdnn.dot_product_attention(
-    q, k, v, is_causal=a.causal, deterministic=a.deterministic).astype(jnp.float32) * w)
+if a.cudnn:
+  attend = lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=a.causal, implementation="cudnn")
+else:
+  attend = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=a.causal, deterministic=a.deterministic)
+loss = lambda q, k, v: jnp.sum(attend(q, k, v).astype(jnp.float32) * w)
 g = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
 for _ in range(2):
   jax.block_until_ready(g(q, k, v))

@@ -14,13 +14,15 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false
   > "$out/build.log" 2>&1 || exit 1
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 cd /tmp
-for args in "2048" "4096" "8192" "8192 --deterministic" "2048 --causal" "8192 --causal"; do
+for args in "2048" "2048 --cudnn" "4096" "4096 --cudnn" "8192" "8192 --deterministic" "8192 --cudnn" \
+    "2048 --causal" "8192 --causal" "8192 --causal --cudnn"; do
   name=$(echo "$args" | tr -d ' -')
-  # Two jitted calls run; the last lines are the second call's launches.
+  # Two jitted calls run; the last lines are the second call's launches (all
+  # kernels: XLA's fusions and cuDNN's too, so the anchor's lines compare).
   timeout 120 "$ncu" --clock-control none --section SpeedOfLight \
-    --kernel-name regex:"Attn|attn|Attention|attention" \
+    --launch-skip "${LAUNCH_SKIP:-0}" \
     python3 "$repo/benchmarks/profile_attention_bwd.py" $args > "$out/ncu-$name.txt" 2>&1
   echo "== $args (exit $?)"
   grep -E "^  [A-Za-z].*\(|Duration" "$out/ncu-$name.txt" | grep -B1 Duration | grep -vE "^--" | paste - - \
-    | sed -E 's/\s+/ /g' | cut -c1-160 | tail -12
+    | sed -E 's/\s+/ /g' | cut -c1-160 | tail -${TAIL:-10}
 done
