@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One device call for the norms: build, the norm tests (GPU ones included),
-# then the opt-in kernels not yet timed: the warp-per-row forward
+# then the opt-in kernels not yet timed: the staged-parameter forward
+# (JAXDNN_NORM_FWD=staged; NORM_STAGED_AB=0 leaves it out) and, with
+# NORM_FWD_AB=1 / NORM_BWD_AB=1, the warp-per-row forward
 # (JAXDNN_NORM_FWD=warprows) and the shared-memory backward
-# (JAXDNN_NORM_BWD=smem), each one's tests with its switch on, then an A/B:
+# (JAXDNN_NORM_BWD=smem), each one's tests with its switch on, then an A/B
+# (host-timed and GPU-busy, --gpu-busy):
 # one benchmark process with both off and one per switch, same cases, XLA in
 # each as the drift reference. Then the benchmark over the default cases if
 # 120 s of the budget are left. Optionally a slice of the attention tests
@@ -53,8 +56,16 @@ fi
 # JAXDNN_NORM_FWD=warprows, JAXDNN_NORM_BWD=smem. Every process times the
 # forward and the backward, so the run with both off is the baseline of both
 # A/Bs. NORM_FWD_AB=0 / NORM_BWD_AB=0 leave a family out.
-fwd_ab=${NORM_FWD_AB:-1}
-bwd_ab=${NORM_BWD_AB:-1}
+fwd_ab=${NORM_FWD_AB:-0}
+bwd_ab=${NORM_BWD_AB:-0}
+staged_ab=${NORM_STAGED_AB:-1}
+if [ "$staged_ab" != 0 ]; then
+  echo "== staged-parameter forward (JAXDNN_NORM_FWD=staged): tests"
+  ( cd /tmp && JAXDNN_NORM_FWD=staged timeout "$(left "${STAGED_TEST_TIMEOUT:-120}")" python3 -m pytest \
+      "$repo/tests/test_norms.py" -q -p no:cacheprovider $xdist -k "gpu or forward or residual or gradients" ) \
+    > "$out/tests-staged.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-staged.log" | head -10; tail -1 "$out/tests-staged.log"
+fi
 if [ "$fwd_ab" != 0 ]; then
   echo "== warp-per-row forward (JAXDNN_NORM_FWD=warprows): tests"
   ( cd /tmp && JAXDNN_NORM_FWD=warprows timeout "$(left "${WARPROWS_TEST_TIMEOUT:-120}")" python3 -m pytest \
@@ -69,17 +80,18 @@ if [ "$bwd_ab" != 0 ]; then
   echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-bwd-smem.log" | head -10; tail -1 "$out/tests-bwd-smem.log"
 fi
 configs=""
+[ "$staged_ab" != 0 ] && configs="$configs fwd-staged"
 [ "$fwd_ab" != 0 ] && configs="$configs fwd-warprows"
 [ "$bwd_ab" != 0 ] && configs="$configs bwd-smem"
 [ -n "$configs" ] && configs="default$configs"
 for c in $configs; do
   fwd=""; bwd=""
-  case $c in fwd-warprows) fwd=warprows ;; bwd-smem) bwd=smem ;; esac
+  case $c in fwd-warprows) fwd=warprows ;; fwd-staged) fwd=staged ;; bwd-smem) bwd=smem ;; esac
   ( cd /tmp && JAXDNN_NORM_FWD=$fwd JAXDNN_NORM_BWD=$bwd timeout "$(left "${AB_TIMEOUT:-100}")" \
-      python3 -m jaxdnn.bench norms --cases "${AB_CASES:-32768x4096,8192x8192}" --impls xla \
+      python3 -m jaxdnn.bench norms --cases "${AB_CASES:-32768x4096,8192x8192}" --impls xla --gpu-busy \
       --out "$out/norms-ab-$c.json" ) > "$out/bench-ab-$c.txt" 2>&1
   echo "-- A/B $c (exit $?)"
-  grep -E "ceiling| (fwd|bwd|bwd_kernel) +(jaxdnn|xla)" "$out/bench-ab-$c.txt" | head -24
+  grep -E "ceiling| (fwd|bwd|bwd_kernel) +(jaxdnn|xla)" "$out/bench-ab-$c.txt" | cut -c1-150 | head -24
 done
 if [ "${COLUMNS_AB:-0}" = 1 ]; then
   echo "== column-stationary forward (JAXDNN_NORM_FWD=columns): tests, then A/B"
@@ -92,7 +104,8 @@ if [ "${COLUMNS_AB:-0}" = 1 ]; then
 fi
 if [ $((budget - SECONDS)) -ge 120 ]; then
   echo "== benchmark (default kernels, all cases and anchors; $((budget - SECONDS)) s left)"
-  ( cd /tmp && timeout "$(left "${BENCH_TIMEOUT:-240}")" python3 -m jaxdnn.bench norms --out "$out/norms.json" ) \
+  ( cd /tmp && JAXDNN_NORM_FWD=${BENCH_NORM_FWD:-} timeout "$(left "${BENCH_TIMEOUT:-240}")" python3 -m jaxdnn.bench norms \
+      --gpu-busy --out "$out/norms.json" ) \
     > "$out/bench.txt" 2>&1
   grep -E "ceiling|fwd |bwd |bwd_kernel" "$out/bench.txt" | grep -E "ceiling|jaxdnn|32768x4096|8192x8192" \
     | grep -E "ceiling|jaxdnn" | head -30

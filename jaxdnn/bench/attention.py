@@ -64,19 +64,28 @@ def _fwd_and_fwdbwd(f, kw):
   return fwd, fwdbwd
 
 
-def _record(name, case, direction, impl, seconds, flops, **extra):
-  return dict(op=name, case=case, direction=direction, impl=impl, time_us=seconds * 1e6,
-              tflops=flops / seconds / 1e12, **extra)
+def _record(name, case, direction, impl, seconds, flops, busy=None, **extra):
+  r = dict(op=name, case=case, direction=direction, impl=impl, time_us=seconds * 1e6,
+           tflops=flops / seconds / 1e12, **extra)
+  if busy:  # GPU-busy time (timing.MODE["gpu_busy"])
+    r.update(gpu_us=busy * 1e6, gpu_tflops=flops / busy / 1e12)
+  return r
+
+
+def _busy(measure):
+  return measure() if timing.MODE["gpu_busy"] else None
 
 
 def _time_pair(impl_name, f, kw, q, k, v, flops_fwd, case, name, records, with_bwd=True):
   try:
     fwd, fwdbwd = _fwd_and_fwdbwd(f, kw)
     t_f = timing.time_jax(fwd, q, k, v, warmup=2, repeats=7)  # samples span >= 3 ms
-    records.append(_record(name, case, "fwd", impl_name, t_f, flops_fwd))
+    b_f = _busy(lambda: timing.busy_jax(fwd, q, k, v, calls=10))
+    records.append(_record(name, case, "fwd", impl_name, t_f, flops_fwd, b_f))
     if with_bwd:
       t_fb = timing.time_jax(fwdbwd, q, k, v, warmup=2, repeats=7, calls=3)
-      records.append(_record(name, case, "fwd+bwd", impl_name, t_fb, 3.5 * flops_fwd))
+      b_fb = _busy(lambda: timing.busy_jax(fwdbwd, q, k, v, calls=5))
+      records.append(_record(name, case, "fwd+bwd", impl_name, t_fb, 3.5 * flops_fwd, b_fb))
   except Exception as e:  # noqa: BLE001 - an anchor that refuses a case is recorded, not fatal
     records.append(dict(op=name, case=case, direction="fwd", impl=impl_name,
                         error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"))
@@ -91,16 +100,18 @@ def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
   tq, tk, tv = (torch.from_numpy(np.asarray(x.astype(jnp.float32))).to("cuda", torch.bfloat16)
                 .transpose(1, 2).contiguous() for x in (q, k, v))
   try:
-    t_f = timing.time_torch(lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal),
-                            warmup=2, repeats=7, calls=5)
-    records.append(_record(name, case, "fwd", "torch", t_f, flops_fwd))
+    fwd = lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    t_f = timing.time_torch(fwd, warmup=2, repeats=7, calls=5)
+    b_f = _busy(lambda: timing.busy_torch(fwd, calls=10))
+    records.append(_record(name, case, "fwd", "torch", t_f, flops_fwd, b_f))
     tq.requires_grad_(True), tk.requires_grad_(True), tv.requires_grad_(True)
 
     def fb():
       o = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
       o.sum().backward()
     t_fb = timing.time_torch(fb, warmup=2, repeats=7, calls=3)
-    records.append(_record(name, case, "fwd+bwd", "torch", t_fb, 3.5 * flops_fwd))
+    b_fb = _busy(lambda: timing.busy_torch(fb, calls=5))
+    records.append(_record(name, case, "fwd+bwd", "torch", t_fb, 3.5 * flops_fwd, b_fb))
   except Exception as e:  # noqa: BLE001
     records.append(dict(op=name, case=case, direction="fwd", impl="torch", error=str(e)[:160]))
   finally:
@@ -158,13 +169,16 @@ def packed_documents(dim, with_torch, records, seq=8192, batch=2, mean_doc=1024)
     if r.get("case") == case and "time_us" in r:
       scale = 3.5 if r["direction"] == "fwd+bwd" else 1.0
       r["tflops_blocks"] = scale * block_flops / r["time_us"] / 1e6
+      if r.get("gpu_us"):
+        r["gpu_tflops_blocks"] = scale * block_flops / r["gpu_us"] / 1e6
       r["block_flops_fwd"] = block_flops
       r["dense_causal_block_flops_fwd"] = dense_block_flops
   _print_case(records, case)
   for r in records:
     if r.get("case") == case and "tflops_blocks" in r:
+      busy = (f" (GPU-busy {r['gpu_tflops_blocks']:.1f})" if r.get("gpu_tflops_blocks") else "")
       print(f"  {case:<22}{r['direction']:<9}{r['impl']:<9} counting unmasked 128x128 blocks:"
-            f"{r['tflops_blocks']:>8.1f} TFLOP/s", flush=True)
+            f"{r['tflops_blocks']:>8.1f} TFLOP/s{busy}", flush=True)
 
 
 def _block_flops(ids, dim, block=128):
@@ -212,6 +226,8 @@ def decode(dim, records, kv_len=16384, batch=16):
   for r in records:
     if r.get("case") == case and "time_us" in r:
       r["tbps"] = nbytes / r["time_us"] / 1e6
+      if r.get("gpu_us"):
+        r["gpu_tbps"] = nbytes / r["gpu_us"] / 1e6
   _print_case(records, case)
 
 
@@ -222,21 +238,24 @@ def _print_case(records, case):
       print(f"  {case:<22}{r['impl']:<9} failed: {r['error'][:90]}", flush=True)
     else:
       tbps = f"{r['tbps']:>7.2f} TB/s" if "tbps" in r else ""
+      busy = (f"   GPU-busy {r['gpu_us']:>10.1f} us{r['gpu_tflops']:>8.1f} TFLOP/s"
+              if r.get("gpu_us") else "")
       print(f"  {case:<22}{r['direction']:<9}{r['impl']:<9}{r['time_us']:>10.1f} us"
-            f"{r['tflops']:>8.1f} TFLOP/s{tbps}", flush=True)
+            f"{r['tflops']:>8.1f} TFLOP/s{tbps}{busy}", flush=True)
 
 
 def summary(records, dim=128, seq_min=2048):
   """Geometric means of jaxdnn / cuDNN TFLOP/s over the target grid (seq >= 2k, head dim 128)."""
   out = {}
-  for direction in ("fwd", "fwd+bwd"):
-    ratios = [r["speedup_vs"]["cudnn"] for r in records
-              if r.get("impl") == "jaxdnn" and r["op"] == "attention" and r["direction"] == direction
-              and "cudnn" in r.get("speedup_vs", {}) and f"d{dim}" in r["case"]
-              and int(r["case"].split("s")[1].split("d")[0]) >= seq_min]
-    if ratios:
-      out[direction] = dict(geomean=math.exp(sum(map(math.log, ratios)) / len(ratios)),
-                            min=min(ratios), cases=len(ratios))
+  for key, prefix in (("speedup_vs", ""), ("gpu_speedup_vs", "gpu-busy ")):
+    for direction in ("fwd", "fwd+bwd"):
+      ratios = [r[key]["cudnn"] for r in records
+                if r.get("impl") == "jaxdnn" and r["op"] == "attention" and r["direction"] == direction
+                and "cudnn" in r.get(key, {}) and f"d{dim}" in r["case"]
+                and int(r["case"].split("s")[1].split("d")[0]) >= seq_min]
+      if ratios:
+        out[prefix + direction] = dict(geomean=math.exp(sum(map(math.log, ratios)) / len(ratios)),
+                                       min=min(ratios), cases=len(ratios))
   return out
 
 
@@ -255,8 +274,11 @@ def main(argv=None):
   ap.add_argument("--no-torch", action="store_true")
   ap.add_argument("--only", default="dense,packed,decode",
                   help="comma-separated parts: dense (the grid), packed, decode")
+  ap.add_argument("--gpu-busy", action="store_true",
+                  help="also record GPU-busy time per call from CUPTI (needs PyTorch)")
   ap.add_argument("--out")
   args = ap.parse_args(argv)
+  timing.MODE["gpu_busy"] = args.gpu_busy
   dims = [int(d) for d in args.dims.split(",")]
   seqs = [256] if args.quick else [int(s) for s in args.seqs.split(",")]
   with_torch = not args.no_torch and jax.default_backend() == "gpu"

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdnn
+from jaxdnn.bench import timing
 from jaxdnn.bench.timing import time_jax_chained, time_torch
 from jaxdnn.norms.primitives import norm_backward, norm_forward
 
@@ -52,13 +53,24 @@ def _tokamax_fn(kind, implementation=None):
   return lambda x, s, b: tokamax.layer_norm(x, s, None, subtract_mean=False, **kw)
 
 
-def _difference_row(name, t_fb, t_f, nbytes_bwd):
+def _difference_row(name, t_fb, t_f, nbytes_bwd, b_fb=None, b_f=None):
   """Backward as (fwd+bwd) - fwd; flagged when noise makes it meaningless."""
   t_b = t_fb - t_f
   if t_b < 0.2 * t_f:
     return dict(impl=name, direction="bwd",
                 error=f"unreliable: fwd+bwd {t_fb * 1e6:.1f} us vs fwd {t_f * 1e6:.1f} us")
-  return dict(impl=name, direction="bwd", time_us=t_b * 1e6, tbps=nbytes_bwd / t_b / 1e12)
+  return _row(name, "bwd", t_b, nbytes_bwd, b_fb - b_f if b_fb and b_f else None)
+
+
+def _row(name, direction, seconds, nbytes, busy=None):
+  r = dict(impl=name, direction=direction, time_us=seconds * 1e6, tbps=nbytes / seconds / 1e12)
+  if busy:  # GPU-busy time (timing.MODE["gpu_busy"])
+    r.update(gpu_us=busy * 1e6, gpu_tbps=nbytes / busy / 1e12)
+  return r
+
+
+def _busy(measure):
+  return measure() if timing.MODE["gpu_busy"] else None
 
 
 def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
@@ -76,12 +88,13 @@ def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
   try:
     t_f = time_jax_chained(lambda x: f(x, s, b), x)
     t_fb = time_jax_chained(fwd_bwd, (x, dy, s, b))
+    b_f = _busy(lambda: timing.busy_jax(jax.jit(lambda x: f(x, s, b)), x))
+    b_fb = _busy(lambda: timing.busy_jax(jax.jit(fwd_bwd), (x, dy, s, b)))
   except Exception as e:  # noqa: BLE001
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
-  rows.append(dict(impl=name, direction="fwd", time_us=t_f * 1e6, tbps=nbytes_fwd / t_f / 1e12))
-  rows.append(_difference_row(name, t_fb, t_f, nbytes_bwd))
-  rows.append(dict(impl=name, direction="fwd+bwd", time_us=t_fb * 1e6,
-                   tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12))
+  rows.append(_row(name, "fwd", t_f, nbytes_fwd, b_f))
+  rows.append(_difference_row(name, t_fb, t_f, nbytes_bwd, b_fb, b_f))
+  rows.append(_row(name, "fwd+bwd", t_fb, nbytes_fwd + nbytes_bwd, b_fb))
   return rows
 
 
@@ -97,7 +110,8 @@ def _jaxdnn_bwd_kernel(kind, inputs, nbytes_bwd):
                               implementation=None)
     return outs[0], outs[1]
   t = time_jax_chained(step, (dy, s))
-  return dict(impl="jaxdnn", direction="bwd_kernel", time_us=t * 1e6, tbps=nbytes_bwd / t / 1e12)
+  busy = _busy(lambda: timing.busy_jax(jax.jit(step), (dy, s)))
+  return _row("jaxdnn", "bwd_kernel", t, nbytes_bwd, busy)
 
 
 def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
@@ -117,6 +131,7 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
       fwd = lambda x: F.rms_norm(x, (dim,), ts, 1e-5)
     with torch.no_grad():
       t_f = time_torch(lambda: fwd(tx))
+      b_f = _busy(lambda: timing.busy_torch(lambda: fwd(tx)))
     txg = tx.clone().requires_grad_(True)
 
     def fb():
@@ -124,12 +139,12 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
       y.backward(tdy)
       txg.grad = None
     t_fb = time_torch(fb)
+    b_fb = _busy(lambda: timing.busy_torch(fb))
   except Exception as e:  # noqa: BLE001
     return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return [dict(impl="torch", direction="fwd", time_us=t_f * 1e6, tbps=nbytes_fwd / t_f / 1e12),
-          _difference_row("torch", t_fb, t_f, nbytes_bwd),
-          dict(impl="torch", direction="fwd+bwd", time_us=t_fb * 1e6,
-               tbps=(nbytes_fwd + nbytes_bwd) / t_fb / 1e12)]
+  return [_row("torch", "fwd", t_f, nbytes_fwd, b_f),
+          _difference_row("torch", t_fb, t_f, nbytes_bwd, b_fb, b_f),
+          _row("torch", "fwd+bwd", t_fb, nbytes_fwd + nbytes_bwd, b_fb)]
 
 
 def _inputs(rows, dim, dtype):

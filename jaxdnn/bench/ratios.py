@@ -5,12 +5,14 @@ from __future__ import annotations
 
 def add_ratios(records):
   """Adds `speedup_vs` {anchor: anchor time / jaxdnn time} to jaxdnn's records,
-  per (op, case, direction)."""
-  by_key = {}
-  for r in records:
-    if "time_us" in r:
-      by_key.setdefault((r["op"], r["case"], r["direction"]), {})[r["impl"]] = r["time_us"]
-  for r in records:
-    if r.get("impl") == "jaxdnn" and "time_us" in r:
-      others = by_key[(r["op"], r["case"], r["direction"])]
-      r["speedup_vs"] = {k: v / r["time_us"] for k, v in others.items() if k != "jaxdnn"}
+  per (op, case, direction), from the host-timed `time_us`; and, where the
+  GPU-busy times were measured (`gpu_us`), `gpu_speedup_vs` from those."""
+  for time_key, out_key in (("time_us", "speedup_vs"), ("gpu_us", "gpu_speedup_vs")):
+    by_key = {}
+    for r in records:
+      if r.get(time_key):
+        by_key.setdefault((r["op"], r["case"], r["direction"]), {})[r["impl"]] = r[time_key]
+    for r in records:
+      if r.get("impl") == "jaxdnn" and r.get(time_key):
+        others = by_key[(r["op"], r["case"], r["direction"])]
+        r[out_key] = {k: v / r[time_key] for k, v in others.items() if k != "jaxdnn"}

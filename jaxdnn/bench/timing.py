@@ -40,7 +40,7 @@ def time_jax(fn, *args, warmup=3, repeats=15, calls=None, sample_seconds=3e-3):
 
 # Applications per jit call: 1 (default: each call times one kernel launch
 # plus dispatch, which the queue hides for ~100 us kernels) or a chain.
-MODE = {"chain_length": 1}
+MODE = {"chain_length": 1, "gpu_busy": False}
 
 
 def time_jax_chained(step, init, length=None, warmup=2, repeats=10):
@@ -79,3 +79,62 @@ def time_torch(fn, warmup=3, repeats=15, calls=10):
     torch.cuda.synchronize()
     samples.append(start.elapsed_time(end) / 1e3 / calls)
   return statistics.median(samples)
+
+
+# GPU-busy time (opt-in, `--gpu-busy`): the summed duration of the kernels,
+# memsets and memcpys the GPU ran during N calls, from CUPTI records
+# (torch.profiler's collector sees every launch in the process, jax's too).
+# It leaves out what the host-timed figure adds: idle GPU time between two
+# calls (dispatch, the final wait). It is what an op costs inside a larger
+# jitted program, and it is measured the same way for every implementation
+# and for the copy ceiling. Needs PyTorch with CUDA; None otherwise.
+_GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
+
+
+def _busy_seconds(run, calls, repeats=3):
+  try:
+    import json
+    import os
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+  except Exception:  # noqa: BLE001 - no PyTorch: no busy time
+    return None
+  samples = []
+  for _ in range(repeats):
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+      run(calls)
+    with tempfile.TemporaryDirectory() as d:
+      path = os.path.join(d, "trace.json")
+      prof.export_chrome_trace(path)
+      with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    durations = [e["dur"] for e in events if e.get("cat") in _GPU_CATEGORIES and "dur" in e]
+    if durations:
+      samples.append(sum(durations) / 1e6 / calls)
+  return statistics.median(samples) if samples else None
+
+
+def busy_jax(fn, *args, calls=20):
+  """Median GPU-busy seconds per call of a jitted `fn` (None without PyTorch)."""
+  _block(fn(*args))
+
+  def run(n):
+    out = None
+    for _ in range(n):
+      out = fn(*args)
+    _block(out)
+  return _busy_seconds(run, calls)
+
+
+def busy_torch(fn, calls=20):
+  """Median GPU-busy seconds per call of a CUDA PyTorch callable."""
+  import torch
+  fn()
+  torch.cuda.synchronize()
+
+  def run(n):
+    for _ in range(n):
+      fn()
+    torch.cuda.synchronize()
+  return _busy_seconds(run, calls)
