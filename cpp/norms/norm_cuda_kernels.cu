@@ -70,18 +70,21 @@ bool WarpRowsForwardEnabled() {
 // error left pending for the fallback's launch check, when a query fails or
 // none fits. The dynamic shared-memory limit is a function attribute, not a
 // stream operation, so raising it is safe under graph capture; it is raised to
-// the device maximum, the same value on every call, so that calls of other
-// widths on other host threads cannot lower it between a set and a launch.
+// the device maximum less the kernel's static shared memory (the two together
+// must fit the opt-in limit), the same value on every call, so that calls of
+// other widths on other host threads cannot lower it between a set and a launch.
 template <typename Kernel>
 bool ResidentSlots(Kernel* kernel, int threads, size_t smem, int& sms, int& per_sm) {
   int device = 0, optin = 0;
+  cudaFuncAttributes attr{};
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
           cudaSuccess ||
-      smem > size_t(optin) ||
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) !=
-          cudaSuccess ||
+      cudaFuncGetAttributes(&attr, kernel) != cudaSuccess ||
+      smem + attr.sharedSizeBytes > size_t(optin) ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           optin - int(attr.sharedSizeBytes)) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
           cudaSuccess ||
       per_sm < 1) {
@@ -132,7 +135,7 @@ bool StagedForwardEnabled() {
 }
 
 template <typename T, bool kLayer, bool kResidual>
-bool LaunchFwdStaged(const NormFwdArgs& p, cudaStream_t stream) {
+bool LaunchFwdStaged(const NormFwdArgs& p, cudaStream_t stream, bool& setup_failed) {
   const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
   if (!StagedForwardEnabled() || p.shape.groups != 1 || nvec % 128 != 0 || nvec > 2048) {
     return false;
@@ -142,7 +145,12 @@ bool LaunchFwdStaged(const NormFwdArgs& p, cudaStream_t stream) {
   auto* kernel = NormFwdStagedKernel<T, kLayer, kResidual>;
   const size_t smem = StagedFwdSmemBytes(p.shape.dim, kLayer);
   int sms = 0, per_sm = 0;
-  if (!ResidentSlots(kernel, kStagedBlockThreads, smem, sms, per_sm)) return false;
+  // Asked for by name and eligible: a setup failure is an error, not a silent
+  // fall back to v7 (an A/B would time the wrong kernel).
+  if (!ResidentSlots(kernel, kStagedBlockThreads, smem, sms, per_sm)) {
+    setup_failed = true;
+    return false;
+  }
   const int64_t steps = (p.shape.rows + block.y - 1) / block.y;
   const unsigned grid = unsigned(std::min<int64_t>(steps, int64_t(sms) * per_sm));
   kernel<<<grid, block, smem, stream>>>(p);
@@ -153,9 +161,14 @@ template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
+  bool staged_setup_failed = false;
   if (aligned && p.shape.dim % Vec16<T>::kElems == 0 &&
-      LaunchFwdStaged<T, kLayer, kResidual>(p, stream)) {
+      LaunchFwdStaged<T, kLayer, kResidual>(p, stream, staged_setup_failed)) {
     return CheckLaunch("jaxdnn norm forward (staged) launch");
+  }
+  if (staged_setup_failed) {
+    return ffi::Error::Internal("jaxdnn norm forward: JAXDNN_NORM_FWD=staged could not be set up "
+                                "(occupancy or shared-memory query failed)");
   }
   if (aligned && p.shape.dim % Vec16<T>::kElems == 0 &&
       LaunchFwdColumns<T, kLayer, kResidual>(p, stream)) {
