@@ -23,6 +23,15 @@ bool ExtEnabled() {
   return enabled;
 }
 
+// The dynamic tile scheduler for uneven tiles (causal, window, segment ids):
+// opt-in with JAXDNN_ATTENTION_SM90_DYNAMIC=1 (read once) until timed on a
+// GPU. It also needs the FFI workspace (its first element is the claim
+// counter); jaxdnn/attention/primitives.py sizes one for every uneven case.
+bool DynamicEnabled() {
+  static const bool enabled = EnvSwitch("JAXDNN_ATTENTION_SM90_DYNAMIC") == "1";
+  return enabled;
+}
+
 // Whether the problem uses a feature only the extended kernel path handles.
 bool NeedsExt(const AttnFwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
@@ -31,7 +40,7 @@ bool NeedsExt(const AttnFwdArgs& a) {
          (m.causal && a.shape.q_len != a.shape.kv_len);
 }
 
-template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt>
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false>
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
   using Cfg = sm90::FwdConfig<kD>;
   const AttnShape& s = a.shape;
@@ -53,14 +62,17 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
   p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
   p.out = a.out;
   p.lse = a.lse;
+  // The float32 workspace's first element, as the int32 claim counter.
+  p.tile_counter = kDynamic ? reinterpret_cast<int*>(a.workspace) : nullptr;
+  if (kDynamic && (a.workspace == nullptr || a.workspace_elems < 1)) return cudaErrorInvalidValue;
   if constexpr (kExt) {
     p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
     // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
     if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
   }
-  const int smem_bytes = kExt ? Cfg::kSmemBytesExt : Cfg::kSmemBytes;
+  const int smem_bytes = kExt ? Cfg::kSmemBytesExt : (kDynamic ? Cfg::kSmemBytesDynamic : Cfg::kSmemBytes);
 
-  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt>;
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   smem_bytes)) != cudaSuccess) {
     return err;
@@ -72,6 +84,11 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
     if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
     if (grid > sms) grid = sms;
+  }
+  if (kDynamic) {
+    // Claims start at 0 on every launch (stream-ordered, no host sync: safe
+    // under CUDA graph capture).
+    if ((err = cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream)) != cudaSuccess) return err;
   }
   kernel<<<grid, Cfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, p);
   return cudaGetLastError();
@@ -114,11 +131,32 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   const bool needs_ext = NeedsExt(p);
   if (variant < 0) {
     // Extended cases with a band (causal, window) or packed documents have
-    // uneven tiles: one CTA per tile, like causal. (Not yet tuned on a GPU.)
+    // uneven tiles: one CTA per tile, like causal (not yet tuned on a GPU),
+    // or with JAXDNN_ATTENTION_SM90_DYNAMIC=1 and a workspace the dynamic
+    // scheduler. Python's workspace rule (primitives.py) mirrors `uneven`.
     const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
-    variant = uneven ? 1 : 3;
+    const bool dynamic = uneven && DynamicEnabled() && p.workspace != nullptr && p.workspace_elems >= 1;
+    variant = dynamic ? 9 : (uneven ? 1 : 3);
   }
   const bool ext = needs_ext || (variant & 4) != 0;
+  if ((variant & 8) != 0) {
+    // The dynamic scheduler: persistent CTAs with pingpong (bits 0-1 ignored).
+    if (p.workspace == nullptr || p.workspace_elems < 1) return cudaErrorInvalidValue;
+#define JAXDNN_SM90_DYNAMIC_CASE(D)                                                                   \
+  if (d == D) {                                                                                       \
+    if (ext) {                                                                                        \
+      return f16 ? Launch<D, true, true, true, true, true>(p, stream)                                 \
+                 : Launch<D, false, true, true, true, true>(p, stream);                               \
+    }                                                                                                 \
+    return f16 ? Launch<D, true, true, true, false, true>(p, stream)                                  \
+               : Launch<D, false, true, true, false, true>(p, stream);                                \
+  }
+    JAXDNN_SM90_DYNAMIC_CASE(128)
+    JAXDNN_SM90_DYNAMIC_CASE(64)
+    JAXDNN_SM90_DYNAMIC_CASE(256)
+#undef JAXDNN_SM90_DYNAMIC_CASE
+    return cudaErrorInvalidValue;
+  }
   variant &= 3;
 #define JAXDNN_SM90_CASE(D, PP, PERS)                                                       \
   if (d == D && variant == (PP) + 2 * (PERS)) {                                             \
