@@ -27,8 +27,9 @@ b=$bin
 # ---- Not yet run on a GPU (first, so a short device call still covers them):
 # the forward's dynamic tile scheduler (variant 9 = 8 + pingpong; opt-in in
 # jax with JAXDNN_ATTENTION_SM90_DYNAMIC=1): every dense case in it, then the
-# causal A/B against the default (checked, rerun bit-identical, TFLOP/s), then
-# the extended cases (variant 8 beside 0..3, packed-document timings).
+# causal A/B against the default (checked, rerun bit-identical, TFLOP/s; 25 is
+# the L2-chunked longest-first order), then the extended cases (variants 8 and
+# 24 beside 0..3, packed-document timings).
 [ -x "$b/sm90_attention_selftest" ] && {
   run forward-dynamic-bf16 240 "$b/sm90_attention_selftest" bf16 9
   run forward-dynamic-ab-bf16 300 "$b/sm90_attention_selftest" bf16 ab; }

@@ -5,8 +5,9 @@
 // reference (one warp per query row) decides which pairs take part with the
 // library's own attention_mask.h (AllowedKeys, SameSegment, Logit), the rules
 // every kernel follows. Outputs are poisoned (0xFF bytes: NaN) before each
-// checked launch; every case runs in every kernel variant (0..3, and 8: the
-// dynamic tile scheduler, whose claim counter lives in a 64-float workspace
+// checked launch; every case runs in every kernel variant (0..3, and 8 / 24:
+// the dynamic tile scheduler in the default / the L2-chunked longest-first
+// tile order, whose claim counter lives in a 64-float workspace
 // allocated here and zeroed by the launcher before each launch); rows the
 // reference leaves empty must come back as zeros with lse = -inf. Then a few
 // timings (median of 20 after 5 warm-ups) of packed documents, with TFLOP/s
@@ -328,7 +329,7 @@ int main(int argc, char** argv) {
     long long empty_rows = 0;
     for (size_t i = 0; i < nl; ++i) empty_rows += std::isinf(hrl[i]) && hrl[i] < 0;
 
-    for (int var : {0, 1, 2, 3, 8}) {
+    for (int var : {0, 1, 2, 3, 8, 24}) {
       const int launch_var = var + (c.force_ext ? 4 : 0);
       CHECK_CUDA(cudaMemsetAsync(dout, 0xFF, nq * 2, stream));
       CHECK_CUDA(cudaMemsetAsync(dlse, 0xFF, nl * 4, stream));
@@ -384,7 +385,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 5; ++i) CHECK_CUDA(ja::LaunchAttentionFwdSm90Variant(a, stream, var));
       const int dyn = c.force_ext ? 12 : 8;
       double default_tflops = 0;
-      for (int tv : {var, c.force_ext ? 4 : 0, c.force_ext ? 5 : 1, c.force_ext ? 7 : 3, dyn}) {
+      for (int tv : {var, c.force_ext ? 4 : 0, c.force_ext ? 5 : 1, c.force_ext ? 7 : 3, dyn, dyn + 16}) {
         std::vector<float> ms(20);
         for (int i = 0; i < 20; ++i) {
           CHECK_CUDA(cudaEventRecord(e0, stream));
@@ -399,7 +400,7 @@ int main(int argc, char** argv) {
         if (tv == var) default_tflops = tflops;
         std::printf("  timing %-28s variant %2d: %8.3f ms  %7.1f TFLOP/s (allowed pairs only: %.3g)", c.name,
                     tv, med, tflops, pairs);
-        if (tv == dyn) std::printf("  dynamic/default %.3fx", tflops / default_tflops);
+        if (tv == dyn || tv == dyn + 16) std::printf("  dynamic/default %.3fx", tflops / default_tflops);
         std::printf("\n");
       }
       std::fflush(stdout);

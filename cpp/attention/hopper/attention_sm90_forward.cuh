@@ -51,7 +51,9 @@
 // read the slot (arrive is release, try_wait acquire). The slot is rewritten
 // only after q_empty, which every consumer warp arrives on after reading it.
 // Tiles keep the decode() order (heaviest causal tile of a (batch, head)
-// first), so the greedy claim is close to longest-first.
+// first), so the greedy claim is close to longest-first; an A/B order
+// (p.lpt_chunk_bh) takes heads in L2-sized chunks, longest tile first across
+// each chunk.
 // Not done: fp8, bias/mask/dropout.
 #pragma once
 
@@ -76,6 +78,7 @@ struct FwdParams {
   float* lse;        // [batch, heads, q_len]
   FwdMaskParams mask;  // the extended path's features (kExt); unused by the dense path
   int* tile_counter;   // kDynamic: zeroed global claim counter; unused otherwise
+  int lpt_chunk_bh;    // kDynamic: > 0 takes the L2-chunked longest-first order (see decode)
 };
 
 template <int kD>
@@ -169,8 +172,21 @@ __global__ void __launch_bounds__(384, 1)
   };
   auto decode = [&](int tile) {
     Tile r;
-    const int m_rev = tile % p.num_m_blocks;
-    const int bh = tile / p.num_m_blocks;
+    int m_rev = tile % p.num_m_blocks;
+    int bh = tile / p.num_m_blocks;
+    if constexpr (kDynamic) {
+      if (p.lpt_chunk_bh > 0) {
+        // A/B order: (batch, head) pairs in chunks of lpt_chunk_bh whose K/V
+        // fit in about half the L2; within a chunk the heaviest query tile of
+        // every pair first, then the next heaviest (longest-first across the
+        // chunk rather than per pair).
+        const int base = tile / (p.lpt_chunk_bh * p.num_m_blocks) * p.lpt_chunk_bh;
+        const int size = min(p.lpt_chunk_bh, p.heads * p.batch - base);
+        const int t = tile - base * p.num_m_blocks;
+        m_rev = t / size;
+        bh = base + t % size;
+      }
+    }
     r.m_block = p.num_m_blocks - 1 - m_rev;
     r.h = bh % p.heads;
     r.b = bh / p.heads;

@@ -34,11 +34,14 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 //     with pingpong, tiles claimed through an atomic counter): needs
 //     p.workspace (>= 1 element; its first 4 bytes are the counter, zeroed by
 //     the launcher with cudaMemsetAsync), else cudaErrorInvalidValue.
+//     + 16: with (batch, head) pairs in chunks whose K/V fill about half the
+//     L2, longest query tile first across each chunk (A/B order).
 //  -1 (the default): 3 when not causal, 1 when causal (the static persistent
 //   schedule balances causal tiles badly). Measured on H200, bf16, D=128.
 //   Extended cases: 1 with causal, a window or segments, else 3 (not tuned).
 //   With JAXDNN_ATTENTION_SM90_DYNAMIC=1 (read once) and a workspace, the
-//   uneven cases (causal, window, segment ids) take 8 + 1 instead of 1.
+//   uneven cases (causal, window, segment ids) take 8 + 1 instead of 1
+//   (=lpt: 16 + 8 + 1).
 constexpr int kSm90DefaultVariant = -1;
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
 
