@@ -25,7 +25,15 @@ run() {  # log name, timeout, command...
 }
 b=$bin
 # ---- Not yet run on a GPU (first, so a short device call still covers them):
-# none at present.
+# the forward's dynamic tile scheduler (variant 9 = 8 + pingpong; opt-in in
+# jax with JAXDNN_ATTENTION_SM90_DYNAMIC=1): every dense case in it, then the
+# causal A/B against the default (checked, rerun bit-identical, TFLOP/s; 25 is
+# the L2-chunked longest-first order), then the extended cases (variants 8 and
+# 24 beside 0..3, packed-document timings).
+[ -x "$b/sm90_attention_selftest" ] && {
+  run forward-dynamic-bf16 240 "$b/sm90_attention_selftest" bf16 9
+  run forward-dynamic-ab-bf16 300 "$b/sm90_attention_selftest" bf16 ab; }
+[ -x "$b/sm90_attention_ext_selftest" ] && run ext-dynamic-bf16 420 "$b/sm90_attention_ext_selftest" bf16
 [ -n "${NEW_ONLY:-}" ] && exit 0
 # ---- Checked on an H200 (2026-11-22): regression runs.
 # The split-KV decode forward: checks, determinism, then timings (TB/s over K/V).

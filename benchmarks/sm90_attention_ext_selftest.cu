@@ -5,10 +5,14 @@
 // reference (one warp per query row) decides which pairs take part with the
 // library's own attention_mask.h (AllowedKeys, SameSegment, Logit), the rules
 // every kernel follows. Outputs are poisoned (0xFF bytes: NaN) before each
-// checked launch; every case runs in every kernel variant (0..3); rows the
+// checked launch; every case runs in every kernel variant (0..3, and 8 / 24:
+// the dynamic tile scheduler in the default / the L2-chunked longest-first
+// tile order, whose claim counter lives in a 64-float workspace
+// allocated here and zeroed by the launcher before each launch); rows the
 // reference leaves empty must come back as zeros with lse = -inf. Then a few
 // timings (median of 20 after 5 warm-ups) of packed documents, with TFLOP/s
-// counting only in-document (allowed) pairs.
+// counting only in-document (allowed) pairs, the dynamic scheduler against
+// the default variant.
 //
 // Usage: sm90_attention_ext_selftest [bf16|f16]       checks + timings
 //        sm90_attention_ext_selftest gate             checks that, with
@@ -185,6 +189,8 @@ int main(int argc, char** argv) {
   void *dq, *dk, *dv, *dout;
   float *dlse, *rout, *rlse;
   int32_t *dqlen, *dkvlen, *dqseg, *dkvseg;
+  float* dworkspace;  // the dynamic scheduler's claim counter (first element, as int32)
+  constexpr int64_t kWorkspaceElems = 64;  // SM90_TILE_COUNTER_ELEMS in primitives.py
   CHECK_CUDA(cudaMalloc(&dq, max_q * 2));
   CHECK_CUDA(cudaMalloc(&dk, max_kv * 2));
   CHECK_CUDA(cudaMalloc(&dv, max_kv * 2));
@@ -196,6 +202,8 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&dkvlen, 64 * 4));
   CHECK_CUDA(cudaMalloc(&dqseg, max_ids * 4));
   CHECK_CUDA(cudaMalloc(&dkvseg, max_ids * 4));
+  CHECK_CUDA(cudaMalloc(&dworkspace, kWorkspaceElems * 4));
+  CHECK_CUDA(cudaMemset(dworkspace, 0, kWorkspaceElems * 4));
   CHECK_CUDA(cudaMemcpy(dq, hq.data(), max_q * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(dk, hk.data(), max_kv * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(dv, hv.data(), max_kv * 2, cudaMemcpyHostToDevice));
@@ -220,6 +228,8 @@ int main(int argc, char** argv) {
     a.q = dq;
     a.k = dk;
     a.v = dv;
+    a.workspace = dworkspace;
+    a.workspace_elems = kWorkspaceElems;
     ja::AttnMaskParams& m = a.mask_params;
     m.scale = c.scale_mul / std::sqrt(static_cast<float>(c.D));
     m.causal = c.causal;
@@ -319,7 +329,7 @@ int main(int argc, char** argv) {
     long long empty_rows = 0;
     for (size_t i = 0; i < nl; ++i) empty_rows += std::isinf(hrl[i]) && hrl[i] < 0;
 
-    for (int var = 0; var < 4; ++var) {
+    for (int var : {0, 1, 2, 3, 8, 24}) {
       const int launch_var = var + (c.force_ext ? 4 : 0);
       CHECK_CUDA(cudaMemsetAsync(dout, 0xFF, nq * 2, stream));
       CHECK_CUDA(cudaMemsetAsync(dlse, 0xFF, nl * 4, stream));
@@ -373,7 +383,9 @@ int main(int argc, char** argv) {
     if (c.timed) {
       const int var = c.force_ext ? 4 + (c.causal ? 1 : 3) : ja::kSm90DefaultVariant;
       for (int i = 0; i < 5; ++i) CHECK_CUDA(ja::LaunchAttentionFwdSm90Variant(a, stream, var));
-      for (int tv : {var, c.force_ext ? 4 : 0, c.force_ext ? 5 : 1, c.force_ext ? 7 : 3}) {
+      const int dyn = c.force_ext ? 12 : 8;
+      double default_tflops = 0;
+      for (int tv : {var, c.force_ext ? 4 : 0, c.force_ext ? 5 : 1, c.force_ext ? 7 : 3, dyn, dyn + 16}) {
         std::vector<float> ms(20);
         for (int i = 0; i < 20; ++i) {
           CHECK_CUDA(cudaEventRecord(e0, stream));
@@ -385,8 +397,11 @@ int main(int argc, char** argv) {
         std::sort(ms.begin(), ms.end());
         const double med = 0.5 * (ms[9] + ms[10]);
         const double tflops = 4.0 * c.D * pairs / (med * 1e-3) / 1e12;
-        std::printf("  timing %-28s variant %2d: %8.3f ms  %7.1f TFLOP/s (allowed pairs only: %.3g)\n", c.name,
+        if (tv == var) default_tflops = tflops;
+        std::printf("  timing %-28s variant %2d: %8.3f ms  %7.1f TFLOP/s (allowed pairs only: %.3g)", c.name,
                     tv, med, tflops, pairs);
+        if (tv == dyn || tv == dyn + 16) std::printf("  dynamic/default %.3fx", tflops / default_tflops);
+        std::printf("\n");
       }
       std::fflush(stdout);
     }

@@ -4,6 +4,10 @@
 // row); outputs poisoned with 0xFF bytes (NaN) before each checked launch.
 // Prints max abs / relative L2 errors of out and lse and the median TFLOP/s of
 // 20 timed launches after 5 warm-ups. Exit code 1 on any failure.
+// Every launch gets a 64-float workspace (zeroed here once; the launcher
+// zeroes its first int before each dynamic launch), so variant 9 (the dynamic
+// tile scheduler) runs over the whole grid like any other variant, and the
+// "ab" mode checks it and times it against the default on causal grids.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -74,10 +78,17 @@ struct Case {
   bool check;
 };
 
+// The FFI's size for the dynamic scheduler's counter (SM90_TILE_COUNTER_ELEMS
+// in jaxdnn/attention/primitives.py).
+constexpr int64_t kWorkspaceElems = 64;
+constexpr int kDynamicVariant = 9;  // 8: dynamic scheduler (+1 pingpong)
+constexpr int kDynamicLptVariant = 25;  // + 16: L2-chunked longest-first tile order
+
 // Device buffers sized for the largest case, a stream and timing events.
 struct Buffers {
   void *q, *k, *v, *out;
   float *lse, *ref_out, *ref_lse;
+  float* workspace;  // the dynamic scheduler's claim counter (first element, as int32)
   cudaStream_t stream;
   cudaEvent_t e0, e1;
 };
@@ -98,6 +109,8 @@ AttnFwdArgs MakeArgs(const Case& c, bool f16, const Buffers& b) {
   a.mask_params.causal = c.causal != 0;
   a.out = b.out;
   a.lse = b.lse;
+  a.workspace = b.workspace;
+  a.workspace_elems = kWorkspaceElems;
   return a;
 }
 
@@ -202,6 +215,8 @@ Buffers AllocBuffers(const std::vector<Case>& cases, bool f16) {
   CHECK_CUDA(cudaMalloc(&b.lse, max_lse * 4));
   CHECK_CUDA(cudaMalloc(&b.ref_out, max_q * 4));
   CHECK_CUDA(cudaMalloc(&b.ref_lse, max_lse * 4));
+  CHECK_CUDA(cudaMalloc(&b.workspace, kWorkspaceElems * 4));
+  CHECK_CUDA(cudaMemset(b.workspace, 0, kWorkspaceElems * 4));
   CHECK_CUDA(cudaMemcpy(b.q, hq.data(), max_q * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(b.k, hk.data(), max_kv * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(b.v, hv.data(), max_kv * 2, cudaMemcpyHostToDevice));
@@ -213,7 +228,7 @@ Buffers AllocBuffers(const std::vector<Case>& cases, bool f16) {
 
 void FreeBuffers(Buffers& b) {
   for (void* ptr : {b.q, b.k, b.v, b.out, static_cast<void*>(b.lse), static_cast<void*>(b.ref_out),
-                    static_cast<void*>(b.ref_lse)}) {
+                    static_cast<void*>(b.ref_lse), static_cast<void*>(b.workspace)}) {
     CHECK_CUDA(cudaFree(ptr));
   }
   CHECK_CUDA(cudaStreamDestroy(b.stream));
@@ -222,11 +237,81 @@ void FreeBuffers(Buffers& b) {
 }
 
 
+// The dynamic tile scheduler against the default (one CTA per tile) on causal
+// grids, batch x seq = 16k tokens, 16 heads, head dim 128 and 64 (plus odd
+// lengths, GQA and head dim 256 for the check): each case first checked in
+// the dynamic variant against the fp32 reference (and the chunked-order one,
+// 25), then timed in all (and in the static persistent variant 3 for scale).
+// Returns false on a failure.
+bool RunDynamicAb(bool f16) {
+  const int def = 1;  // the default for causal cases without the switch
+  std::vector<Case> cases;
+  for (int d : {128, 64}) {
+    for (int s : {1024, 2048, 4096, 8192, 16384}) cases.push_back({16384 / s, s, s, 16, 16, d, 1, true});
+  }
+  const std::vector<Case> extra = {
+      {2, 1000, 1000, 3, 1, 128, 1, true}, {1, 1537, 1537, 4, 2, 256, 1, true},
+      {3, 777, 777, 8, 2, 64, 1, true},    {8, 2048, 2048, 16, 16, 256, 1, true},
+      {2, 1000, 1000, 4, 2, 128, 0, true}, {1, 1, 1, 1, 1, 128, 1, true},
+  };
+  cases.insert(cases.end(), extra.begin(), extra.end());
+  Buffers b = AllocBuffers(cases, f16);
+  bool all_ok = true;
+  std::printf("%-34s %10s %10s %9s | %8s %8s %8s %8s %7s %7s\n", "dynamic (9) vs default (1)", "out_relL2",
+              "lse_relL2", "check", "TF/s v1", "TF/s v3", "TF/s v9", "TF/s v25", "v9/v1", "v25/v1");
+  std::vector<uint16_t> gout;
+  std::vector<float> glse;
+  for (const Case& c : cases) {
+    const AttnFwdArgs a = MakeArgs(c, f16, b);
+    char name[64];
+    std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
+                  c.causal);
+    if (!jaxdnn::attention::Sm90ForwardSupports(a)) {
+      std::printf("%-34s FAIL: Sm90ForwardSupports() is false\n", name);
+      all_ok = false;
+      continue;
+    }
+    const Errors e = CheckLaunch(c, f16, kDynamicVariant, c.check, b, gout, glse);
+    // A rerun must give the same bits (another claim order, same tiles).
+    std::vector<uint16_t> gout2;
+    std::vector<float> glse2;
+    CheckLaunch(c, f16, kDynamicVariant, false, b, gout2, glse2);
+    bool same = gout2 == gout && std::memcmp(glse2.data(), glse.data(), glse.size() * 4) == 0;
+    // The chunked order computes the same tiles: the same bits again.
+    CheckLaunch(c, f16, kDynamicLptVariant, false, b, gout2, glse2);
+    same = same && gout2 == gout && std::memcmp(glse2.data(), glse.data(), glse.size() * 4) == 0;
+    const bool ok = e.ok() && same;
+    const double t1 = Tflops(c, MedianMs(a, def, b));
+    const double t3 = Tflops(c, MedianMs(a, 3, b));
+    const double t9 = Tflops(c, MedianMs(a, kDynamicVariant, b));
+    const double t25 = Tflops(c, MedianMs(a, kDynamicLptVariant, b));
+    std::printf("%-34s %10.3g %10.3g %9s | %8.1f %8.1f %8.1f %8.1f %6.3fx %6.3fx\n", name, e.out_l2, e.lse_l2,
+                ok ? "ok" : (same ? "FAIL" : "FAIL(bits differ)"), t1, t3, t9, t25, t9 / t1, t25 / t1);
+    std::fflush(stdout);
+    all_ok = all_ok && ok;
+  }
+  FreeBuffers(b);
+  return all_ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Usage: sm90_attention_selftest [bf16|f16] [variant (-1: default)] [head dim (0: all)]
+  // Usage: sm90_attention_selftest [bf16|f16] [variant (-1: default; 9: dynamic scheduler,
+  //          25: with the chunked order)] [head dim (0: all)]
+  //        sm90_attention_selftest [bf16|f16] ab    the dynamic scheduler: checks, then A/B timings
   const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
+  if (argc > 2 && std::string(argv[2]) == "ab") {
+    int dev = 0;
+    CHECK_CUDA(cudaSetDevice(dev));
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
+    std::printf("device: %s (sm_%d%d, %d SMs), dtype %s, dynamic scheduler A/B\n", prop.name, prop.major,
+                prop.minor, prop.multiProcessorCount, f16 ? "f16" : "bf16");
+    const bool ok = RunDynamicAb(f16);
+    std::printf("%s\n", ok ? "ALL PASSED" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   const int variant = argc > 2 ? std::atoi(argv[2]) : jaxdnn::attention::kSm90DefaultVariant;
   const int only_d = argc > 3 ? std::atoi(argv[3]) : 0;
   int dev = 0;

@@ -907,6 +907,49 @@ def test_decode_workspace_mirrors_cpp():
   assert elems(1, 1, 65536, 16, 16, 96) == 0    # head dim the kernel lacks
 
 
+def test_forward_workspace_tile_counter_rule(monkeypatch):
+  # The CUDA forward's workspace carries the sm90 dynamic scheduler's counter
+  # for uneven tiles (mirrors `uneven` in attention_sm90_forward.cu), and stays
+  # absent for dense non-causal prefill; decode shapes keep their larger size.
+  from jaxdnn import _extension
+  from jaxdnn.attention import primitives as prim
+  monkeypatch.setattr(_extension, "has_cuda_target", lambda name: True)
+  monkeypatch.delenv("JAXDNN_ATTENTION_DECODE", raising=False)
+  seg = prim.OPERAND_BITS["segments"]
+
+  def elems(q_shape, kv_len=None, dtype=jnp.bfloat16, platform="cuda", operands=0,
+            dropout_rate=0.0, **mask):
+    b, s, h, d = q_shape
+    q = jax.core.ShapedArray(q_shape, dtype)
+    k = jax.core.ShapedArray((b, kv_len or s, h, d), dtype)
+    ws = prim.attention_forward.workspace(platform, [q, k, k], operands=operands,
+                                          dropout_rate=dropout_rate, scale=0.1, softcap=0.0,
+                                          implementation=None, **mask)
+    return sum(int(np.prod(w.shape)) for w in ws)
+
+  counter = prim.SM90_TILE_COUNTER_ELEMS
+  assert elems((2, 2048, 16, 128)) == 0
+  assert elems((2, 2048, 16, 128), causal=1) == counter
+  assert elems((2, 2048, 16, 64), window_left=256, window_right=0) == counter
+  assert elems((2, 2048, 16, 256), window_left=-1, window_right=5) == counter
+  assert elems((2, 2048, 16, 128), operands=seg) == counter
+  assert elems((2, 2048, 16, 128), dtype=jnp.float16, causal=1) == counter
+  assert elems((2, 2048, 16, 128), dtype=jnp.float32, causal=1) == 0
+  assert elems((2, 2048, 16, 96), causal=1) == 0
+  assert elems((2, 2048, 16, 128), causal=1, operands=prim.OPERAND_BITS["bias"]) == 0
+  assert elems((2, 2048, 16, 128), causal=1, dropout_rate=0.1,
+               operands=prim.OPERAND_BITS["dropout"]) == 0
+  assert elems((2, 2048, 16, 128), causal=1, platform="cpu") == 0
+  # A decode shape: the decode partials (>= the counter) serve both paths.
+  decode = prim.decode_split_workspace_elems(1, 1, 16384, 16, 16, 128)
+  assert decode > counter
+  assert elems((1, 1, 16, 128), kv_len=16384) == decode
+  assert elems((1, 1, 16, 128), kv_len=16384, causal=1) == decode
+  monkeypatch.setenv("JAXDNN_ATTENTION_DECODE", "0")
+  assert elems((1, 1, 16, 128), kv_len=16384) == 0
+  assert elems((1, 1, 16, 128), kv_len=16384, causal=1) == counter
+
+
 @pytest.mark.parametrize("impl", KERNELS, ids=str)
 def test_backward_is_deterministic_across_threads(impl):
   # Many (batch, head) work items on the CPU thread pool, a bias gradient too.

@@ -75,7 +75,9 @@ struct AttnFwdArgs {
   AttnMaskParams mask_params;
   void* out;
   float* lse;
-  float* workspace = nullptr;  // CUDA: float32 scratch of the split-KV decode path; may be absent
+  // CUDA: float32 scratch of the split-KV decode path, or (uneven cases) the
+  // sm90 forward's dynamic tile counter in its first element; may be absent.
+  float* workspace = nullptr;
   int64_t workspace_elems = 0;
 };
 

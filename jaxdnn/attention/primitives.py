@@ -92,22 +92,26 @@ class AttentionForward(FfiOp):
   def ffi_attributes(self, *, implementation, **params):
     return _attrs(**params)
 
-  def workspace(self, platform, avals_in, *, operands, dropout_rate, **params):
+  def workspace(self, platform, avals_in, *, operands, dropout_rate, causal=False,
+                window_left=-1, window_right=-1, **params):
     """CUDA: the split-KV decode path's float32 partials, only where that path
-    may run (a decode-shaped problem, JAXDNN_ATTENTION_DECODE not 0), so that
-    prefill and training calls allocate nothing extra."""
+    may run (a decode-shaped problem, JAXDNN_ATTENTION_DECODE not 0), and the
+    sm90 forward's dynamic tile counter (its first element) where the tiles are
+    uneven (sm90_tile_counter_elems); the two paths never run in one call, so
+    one buffer of the larger size serves both. Dense non-causal prefill and
+    training calls allocate nothing extra."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
-    if not _decode_split_enabled() or dropout_rate != 0.0:
-      return []
-    if operands & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"] | OPERAND_BITS["segments"]
-                   | OPERAND_BITS["dropout"]):
-      return []
     q, k = avals_in[0], avals_in[1]
-    if np.dtype(q.dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
-      return []
     batch, q_len, heads, dim = q.shape
-    elems = decode_split_workspace_elems(batch, q_len, k.shape[1], heads, k.shape[2], dim)
+    elems = sm90_tile_counter_elems(q.dtype, dim, operands, dropout_rate, causal, window_left,
+                                    window_right)
+    if (_decode_split_enabled() and dropout_rate == 0.0
+        and not operands & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"]
+                            | OPERAND_BITS["segments"] | OPERAND_BITS["dropout"])
+        and np.dtype(q.dtype) in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))):
+      elems = max(elems, decode_split_workspace_elems(batch, q_len, k.shape[1], heads, k.shape[2],
+                                                      dim))
     return [jax.ShapeDtypeStruct((elems,), jnp.float32)] if elems > 0 else []
 
   def sharding(self, avals_in, avals_out, *, operands, dropout_rate, **_):
@@ -257,6 +261,30 @@ def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
   if heads != kv_heads:
     n += 2 * batch * kv_len * heads * dim
   return n
+
+
+# ---- the sm90 forward's dynamic tile scheduler (cpp/attention/hopper) ----
+# float32 elements the forward's workspace holds for the claim counter (one
+# int32 is used; 256 bytes keep the buffer's start aligned for anything else).
+SM90_TILE_COUNTER_ELEMS = 64
+
+
+def sm90_tile_counter_elems(dtype, dim, operands, dropout_rate, causal, window_left, window_right):
+  """Workspace elements for the sm90 forward's dynamic tile counter, 0 where it
+  cannot be used: bf16/f16, head dim 64/128/256, no bias/mask/dropout, and
+  uneven tiles (causal, a window, segment ids), as `uneven` in
+  LaunchAttentionFwdSm90Variant (cpp/attention/hopper/attention_sm90_forward.cu).
+  Sized whatever JAXDNN_ATTENTION_SM90_DYNAMIC says (the C++ side reads it):
+  256 bytes, and the kernel takes the scheduler only where one is present."""
+  if np.dtype(dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
+    return 0
+  if dim not in (64, 128, 256) or dropout_rate != 0.0:
+    return 0
+  if operands & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"] | OPERAND_BITS["dropout"]):
+    return 0
+  uneven = (bool(causal) or window_left >= 0 or window_right >= 0
+            or bool(operands & OPERAND_BITS["segments"]))
+  return SM90_TILE_COUNTER_ELEMS if uneven else 0
 
 
 # ---- the split-KV decode forward (cpp/attention/decode) ----

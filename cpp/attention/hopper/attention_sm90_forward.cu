@@ -1,7 +1,9 @@
 // Host launcher of the Hopper attention forward (see attention_sm90_forward.cuh).
 #include "attention/hopper/attention_sm90_forward.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "attention/hopper/attention_sm90_forward.cuh"
 #include "attention/hopper/sm90_mask_params.h"
@@ -23,6 +25,34 @@ bool ExtEnabled() {
   return enabled;
 }
 
+// The dynamic tile scheduler for uneven tiles (causal, window, segment ids):
+// opt-in with JAXDNN_ATTENTION_SM90_DYNAMIC=1 (read once) until timed on a
+// GPU; =lpt takes the L2-chunked longest-first tile order (A/B). It also
+// needs the FFI workspace (its first element is the claim counter);
+// jaxdnn/attention/primitives.py sizes one for every uneven case.
+// Returns 0 (off), 8 (on) or 8 + 16 (on, chunked order): variant bits.
+int DynamicVariantBits() {
+  static const int bits = [] {
+    const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_DYNAMIC");
+    return v == "1" ? 8 : (v == "lpt" ? 8 + 16 : 0);
+  }();
+  return bits;
+}
+
+// The L2-chunked order's chunk: (batch, head) pairs whose K/V take about half
+// the L2 (query heads of one kv head share theirs), at least 1.
+cudaError_t LptChunkPairs(const AttnShape& s, int* chunk) {
+  int dev = 0, l2 = 0;
+  cudaError_t err;
+  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) != cudaSuccess) return err;
+  const int64_t group = s.heads / s.kv_heads;
+  const int64_t kv_bytes_per_pair = std::max<int64_t>(1, 2 * s.kv_len * s.head_dim * 2 / group);
+  const int64_t pairs = s.batch * s.heads;
+  *chunk = static_cast<int>(std::min<int64_t>(pairs, std::max<int64_t>(1, l2 / 2 / kv_bytes_per_pair)));
+  return cudaSuccess;
+}
+
 // Whether the problem uses a feature only the extended kernel path handles.
 bool NeedsExt(const AttnFwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
@@ -31,8 +61,8 @@ bool NeedsExt(const AttnFwdArgs& a) {
          (m.causal && a.shape.q_len != a.shape.kv_len);
 }
 
-template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt>
-cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false>
+cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD>;
   const AttnShape& s = a.shape;
   CUtensorMap tq, tk, tv;
@@ -53,14 +83,18 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
   p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
   p.out = a.out;
   p.lse = a.lse;
+  // The float32 workspace's first element, as the int32 claim counter.
+  p.tile_counter = kDynamic ? reinterpret_cast<int*>(a.workspace) : nullptr;
+  p.lpt_chunk_bh = kDynamic ? lpt_chunk_pairs : 0;
+  if (kDynamic && (a.workspace == nullptr || a.workspace_elems < 1)) return cudaErrorInvalidValue;
   if constexpr (kExt) {
     p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
     // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
     if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
   }
-  const int smem_bytes = kExt ? Cfg::kSmemBytesExt : Cfg::kSmemBytes;
+  const int smem_bytes = kExt ? Cfg::kSmemBytesExt : (kDynamic ? Cfg::kSmemBytesDynamic : Cfg::kSmemBytes);
 
-  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt>;
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   smem_bytes)) != cudaSuccess) {
     return err;
@@ -72,6 +106,11 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream) {
     if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
     if (grid > sms) grid = sms;
+  }
+  if (kDynamic) {
+    // Claims start at 0 on every launch (stream-ordered, no host sync: safe
+    // under CUDA graph capture).
+    if ((err = cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream)) != cudaSuccess) return err;
   }
   kernel<<<grid, Cfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, p);
   return cudaGetLastError();
@@ -114,11 +153,37 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   const bool needs_ext = NeedsExt(p);
   if (variant < 0) {
     // Extended cases with a band (causal, window) or packed documents have
-    // uneven tiles: one CTA per tile, like causal. (Not yet tuned on a GPU.)
+    // uneven tiles: one CTA per tile, like causal (not yet tuned on a GPU),
+    // or with JAXDNN_ATTENTION_SM90_DYNAMIC=1 and a workspace the dynamic
+    // scheduler. Python's workspace rule (primitives.py) mirrors `uneven`.
     const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
-    variant = uneven ? 1 : 3;
+    const bool dynamic = uneven && DynamicVariantBits() != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
+    variant = dynamic ? DynamicVariantBits() + 1 : (uneven ? 1 : 3);
   }
   const bool ext = needs_ext || (variant & 4) != 0;
+  if ((variant & 8) != 0) {
+    // The dynamic scheduler: persistent CTAs with pingpong (bits 0-1 ignored);
+    // + 16: the L2-chunked longest-first tile order.
+    if (p.workspace == nullptr || p.workspace_elems < 1) return cudaErrorInvalidValue;
+    int chunk = 0;
+    if ((variant & 16) != 0) {
+      if (cudaError_t err = LptChunkPairs(p.shape, &chunk); err != cudaSuccess) return err;
+    }
+#define JAXDNN_SM90_DYNAMIC_CASE(D)                                                                   \
+  if (d == D) {                                                                                       \
+    if (ext) {                                                                                        \
+      return f16 ? Launch<D, true, true, true, true, true>(p, stream, chunk)                          \
+                 : Launch<D, false, true, true, true, true>(p, stream, chunk);                        \
+    }                                                                                                 \
+    return f16 ? Launch<D, true, true, true, false, true>(p, stream, chunk)                           \
+               : Launch<D, false, true, true, false, true>(p, stream, chunk);                         \
+  }
+    JAXDNN_SM90_DYNAMIC_CASE(128)
+    JAXDNN_SM90_DYNAMIC_CASE(64)
+    JAXDNN_SM90_DYNAMIC_CASE(256)
+#undef JAXDNN_SM90_DYNAMIC_CASE
+    return cudaErrorInvalidValue;
+  }
   variant &= 3;
 #define JAXDNN_SM90_CASE(D, PP, PERS)                                                       \
   if (d == D && variant == (PP) + 2 * (PERS)) {                                             \

@@ -37,8 +37,24 @@
 // up front and a tile with no allowed key (rows past q_length, a window that
 // misses everything) just writes zeros and lse = -inf. The dense path
 // (kExt = false) is the code it was before.
-// Not done: fp8, bias/mask/dropout, a dynamic (atomic) tile
-// scheduler for causal persistent runs.
+// Dynamic tile scheduler (template flag kDynamic, opt-in): for uneven tiles
+// (causal, windows, packed documents) one CTA per tile pays a dead prologue
+// and epilogue per short tile (1 CTA per SM: nothing overlaps them), and a
+// static persistent stride balances them badly. With kDynamic, min(tiles,
+// SMs) persistent CTAs take tiles greedily: the first is blockIdx.x, each next
+// one gridDim.x + atomicAdd(tile_counter, 1) (a global int the launcher zeroes
+// before the launch), claimed by the producer right after it issues the
+// current tile's Q load (so the atomic's latency hides behind the tile's K/V
+// loads; a CTA holds at most one claimed tile ahead). The producer posts each
+// tile index in a shared-memory slot before Q's arrive.expect_tx, and -1 with
+// a plain arrive when no tile is left; the consumers wait on Q's barrier, then
+// read the slot (arrive is release, try_wait acquire). The slot is rewritten
+// only after q_empty, which every consumer warp arrives on after reading it.
+// Tiles keep the decode() order (heaviest causal tile of a (batch, head)
+// first), so the greedy claim is close to longest-first; an A/B order
+// (p.lpt_chunk_bh) takes heads in L2-sized chunks, longest tile first across
+// each chunk.
+// Not done: fp8, bias/mask/dropout.
 #pragma once
 
 #include <cuda.h>
@@ -61,6 +77,8 @@ struct FwdParams {
   void* out;         // [batch, q_len, heads, head_dim]
   float* lse;        // [batch, heads, q_len]
   FwdMaskParams mask;  // the extended path's features (kExt); unused by the dense path
+  int* tile_counter;   // kDynamic: zeroed global claim counter; unused otherwise
+  int lpt_chunk_bh;    // kDynamic: > 0 takes the L2-chunked longest-first order (see decode)
 };
 
 template <int kD>
@@ -90,6 +108,10 @@ struct FwdConfig {
   static constexpr int kOffSeg = kOffBar + 128;
   static_assert(kNumBars * 8 <= 96 && kStages * 4 <= 32, "ext smem slots");
   static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
+  // Dynamic scheduler: the slot where the producer posts the next tile index.
+  static constexpr int kOffTileSlot = kOffBar + kNumBars * 8;
+  static_assert(kOffTileSlot + 4 <= kOffInfo, "tile slot below the ext slots");
+  static constexpr int kSmemBytesDynamic = kOffTileSlot + 16 + 1024;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   // Extended path: its producer warp (segment votes of 32 blocks at once,
@@ -115,7 +137,9 @@ struct FwdConfig {
 // L2), heaviest (causal) first.
 // kExt: the extended path (lengths, bottom-right causal, window, softcap,
 // segments); the dense instantiations (kExt = false) compile as before.
-template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false>
+// kDynamic (with kPersistent): tiles claimed through p.tile_counter (see the
+// header comment); off, every instantiation compiles as before.
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false>
 __global__ void __launch_bounds__(384, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
@@ -136,6 +160,9 @@ __global__ void __launch_bounds__(384, 1)
   uint64_t* v_full = bars + 2 + kStages;
   uint64_t* k_empty = bars + 2 + 2 * kStages;
   uint64_t* v_empty = bars + 2 + 3 * kStages;
+  // kDynamic: the current tile's index (-1: no more), posted by the producer.
+  volatile int32_t* tile_slot = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffTileSlot);
+  static_assert(!kDynamic || kPersistent, "the dynamic scheduler runs persistent CTAs");
 
   const int num_tiles = p.num_m_blocks * p.heads * p.batch;
   const int tile_stride = kPersistent ? static_cast<int>(gridDim.x) : num_tiles;
@@ -145,8 +172,21 @@ __global__ void __launch_bounds__(384, 1)
   };
   auto decode = [&](int tile) {
     Tile r;
-    const int m_rev = tile % p.num_m_blocks;
-    const int bh = tile / p.num_m_blocks;
+    int m_rev = tile % p.num_m_blocks;
+    int bh = tile / p.num_m_blocks;
+    if constexpr (kDynamic) {
+      if (p.lpt_chunk_bh > 0) {
+        // A/B order: (batch, head) pairs in chunks of lpt_chunk_bh whose K/V
+        // fit in about half the L2; within a chunk the heaviest query tile of
+        // every pair first, then the next heaviest (longest-first across the
+        // chunk rather than per pair).
+        const int base = tile / (p.lpt_chunk_bh * p.num_m_blocks) * p.lpt_chunk_bh;
+        const int size = min(p.lpt_chunk_bh, p.heads * p.batch - base);
+        const int t = tile - base * p.num_m_blocks;
+        m_rev = t / size;
+        bh = base + t % size;
+      }
+    }
     r.m_block = p.num_m_blocks - 1 - m_rev;
     r.h = bh % p.heads;
     r.b = bh / p.heads;
@@ -190,7 +230,9 @@ __global__ void __launch_bounds__(384, 1)
         const bool has_seg = p.mask.q_segments != nullptr;
         int kv_it = 0;
         int local = 0;
-        for (int tile = blockIdx.x; tile < num_tiles; tile += tile_stride, ++local) {
+        int claimed = 0;  // kDynamic, lane 0: the next tile, claimed while this one loads
+        for (int tile = blockIdx.x; tile < num_tiles;
+             tile = kDynamic ? __shfl_sync(0xffffffffu, claimed, 0) : tile + tile_stride, ++local) {
           const Tile tl = decode(tile);
           const int hk = tl.h / p.group;
           const int q0 = tl.m_block * kBlockM;
@@ -206,8 +248,10 @@ __global__ void __launch_bounds__(384, 1)
               has_seg ? p.mask.kv_segments + static_cast<int64_t>(tl.b) * p.kv_len : nullptr;
           if (lane == 0) {
             MbarWait(q_empty, (local & 1) ^ 1);
+            if constexpr (kDynamic) *tile_slot = tile;  // read by the consumers after q_full
             MbarArriveExpectTx(q_full, Cfg::kQBytes);
             TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, q0, tl.b);
+            if constexpr (kDynamic) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
           }
           // Blocks from the top down, voted on 32 at a time.
           for (int n_top = n_hi - 1; n_top >= n_lo; n_top -= 32) {
@@ -257,16 +301,29 @@ __global__ void __launch_bounds__(384, 1)
           }
           __syncwarp();
         }
+        if constexpr (kDynamic) {
+          // No tile left: post -1 (once the consumers have read the last
+          // tile's index, i.e. released its Q), completing q_full's phase
+          // with a plain arrive (no transaction bytes).
+          if (lane == 0) {
+            MbarWait(q_empty, (local & 1) ^ 1);
+            *tile_slot = -1;
+            MbarArrive(q_full);
+          }
+        }
       }
     } else if (threadIdx.x == 0) {
       int kv_it = 0;  // kv blocks loaded so far (ring position)
       int local = 0;  // tiles done by this CTA
-      for (int tile = blockIdx.x; tile < num_tiles; tile += tile_stride, ++local) {
+      int claimed = 0;  // kDynamic: the next tile, claimed while this one loads
+      for (int tile = blockIdx.x; tile < num_tiles; tile = kDynamic ? claimed : tile + tile_stride, ++local) {
         const Tile tl = decode(tile);
         const int hk = tl.h / p.group;
         MbarWait(q_empty, (local & 1) ^ 1);
+        if constexpr (kDynamic) *tile_slot = tile;  // read by the consumers after q_full
         MbarArriveExpectTx(q_full, Cfg::kQBytes);
         TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, tl.m_block * kBlockM, tl.b);
+        if constexpr (kDynamic) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
         for (int it = 0; it < tl.n_blocks; ++it, ++kv_it) {
           const int n = tl.n_blocks - 1 - it;
           const int st = kv_it % kStages;
@@ -278,6 +335,12 @@ __global__ void __launch_bounds__(384, 1)
           MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
           TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
         }
+      }
+      if constexpr (kDynamic) {
+        // No tile left: -1 once the last tile's index was read (see the ext path).
+        MbarWait(q_empty, (local & 1) ^ 1);
+        *tile_slot = -1;
+        MbarArrive(q_full);
       }
     }
   } else {
@@ -372,9 +435,16 @@ __global__ void __launch_bounds__(384, 1)
       if (cw == 1) NamedBarrierArrive(kSchedBar + 0, 256);  // consumer 0 goes first
     }
 
+    // kDynamic: the tile comes from the producer's slot once Q's barrier
+    // completes (the same phase the tile's body waits on); -1 ends the loop.
+    auto posted_tile = [&](int local_tile) -> int {
+      MbarWait(q_full, local_tile & 1);
+      return *tile_slot;
+    };
     int kv_it = 0;
     int local = 0;
-    for (int tile = blockIdx.x; tile < num_tiles; tile += tile_stride, ++local) {
+    for (int tile = kDynamic ? posted_tile(0) : static_cast<int>(blockIdx.x); kDynamic ? tile >= 0 : tile < num_tiles;
+         tile = kDynamic ? posted_tile(local + 1) : tile + tile_stride, ++local) {
       const Tile tl = decode(tile);
       const int row0 = tl.m_block * kBlockM + cw * 64 + warp * 16 + g;  // +8 for r = 1
 #pragma unroll
@@ -422,7 +492,7 @@ __global__ void __launch_bounds__(384, 1)
           release(&k_empty[st]);
         };
 
-        MbarWait(q_full, local & 1);
+        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile
         int prev = kv_it;
         int st = prev % kStages;
         MbarWait(&k_full[st], (prev / kStages) & 1);
@@ -486,7 +556,7 @@ __global__ void __launch_bounds__(384, 1)
       } else {
         const int n_blocks = tl.n_blocks;
         // First block (the highest kv block): the only one that may need a mask.
-        MbarWait(q_full, local & 1);
+        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile
         {
           const int st = kv_it % kStages;
           MbarWait(&k_full[st], (kv_it / kStages) & 1);

@@ -20,7 +20,8 @@ namespace jaxdnn::attention {
 bool Sm90ForwardSupports(const AttnFwdArgs& p);
 
 // Launches the forward on `stream`. Allocates nothing and does not synchronize
-// (safe under CUDA graph capture). Callers check Sm90ForwardSupports first.
+// (safe under CUDA graph capture; the dynamic scheduler zeroes its counter in
+// p.workspace with cudaMemsetAsync). Callers check Sm90ForwardSupports first.
 cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 
 // Benchmarking hook: variant = pingpong + 2 * persistent (+ 4: force the
@@ -29,9 +30,18 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 //   0: intra-warpgroup overlap only, one CTA per tile
 //   1: + pingpong scheduling of the two consumer warpgroups
 //   2: persistent CTAs (one per SM) without pingpong, 3: persistent + pingpong
+//   8 (+4 ext; bits 0-1 ignored): the dynamic tile scheduler (persistent CTAs
+//     with pingpong, tiles claimed through an atomic counter): needs
+//     p.workspace (>= 1 element; its first 4 bytes are the counter, zeroed by
+//     the launcher with cudaMemsetAsync), else cudaErrorInvalidValue.
+//     + 16: with (batch, head) pairs in chunks whose K/V fill about half the
+//     L2, longest query tile first across each chunk (A/B order).
 //  -1 (the default): 3 when not causal, 1 when causal (the static persistent
 //   schedule balances causal tiles badly). Measured on H200, bf16, D=128.
 //   Extended cases: 1 with causal, a window or segments, else 3 (not tuned).
+//   With JAXDNN_ATTENTION_SM90_DYNAMIC=1 (read once) and a workspace, the
+//   uneven cases (causal, window, segment ids) take 8 + 1 instead of 1
+//   (=lpt: 16 + 8 + 1).
 constexpr int kSm90DefaultVariant = -1;
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
 
