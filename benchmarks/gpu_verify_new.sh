@@ -24,16 +24,19 @@ budget=${BUDGET:-570}
 left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
 NEW_ONLY=1 DEADLINE=$((budget - 200)) bash "$repo/benchmarks/gpu_selftests_sm90.sh" "$out/self" "${BIN:-build/sm90}"
 wait; cat "$out/build.rc"
-# Export here the opt-in switches of the kernels under test (none at present:
-# decode, the d256 backward and the unordered dQ are defaults since their
-# 2026-11-22 run).
+# The opt-in switches of the kernels under test, for the jax steps below (the
+# self-tests above pick their variants themselves), e.g.
+# VERIFY_SWITCHES="JAXDNN_ATTENTION_SM90_DYNAMIC=1".
+[ -n "${VERIFY_SWITCHES:-}" ] && export ${VERIFY_SWITCHES?} && echo "switches: $VERIFY_SWITCHES"
+xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
 echo "== jax self-check, switches on"
 ( cd /tmp && timeout "$(left "${CHECK_TIMEOUT:-300}")" python3 "$repo/benchmarks/attention_gpu_check.py" ) > "$out/check.txt" 2>&1
 echo "exit $?: $(grep -c '^ok' "$out/check.txt") ok, $(grep -vc '^ok\|WARN' "$out/check.txt") other lines"
 grep -vE "^ok|WARN" "$out/check.txt" | tail -5
 echo "== GPU tests reaching the new paths"
 ( cd /tmp && timeout "$(left "${TEST_TIMEOUT:-240}")" python3 -m pytest "$repo/tests/test_attention.py" -q -p no:cacheprovider \
-    -k "gpu and (decode or 384 or causal or deterministic)" ) > "$out/tests.log" 2>&1
+    $xdist -k "${TEST_K:-gpu and (decode or 384 or causal or deterministic or segment or window or packed)}" ) \
+    > "$out/tests.log" 2>&1
 echo "pytest exit $?"; grep -E "^FAILED|passed|failed" "$out/tests.log" | head -12
 if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$repo"/.whl/*.whl
