@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the norms: build, the norm tests (GPU ones included),
-# then the opt-in kernels not yet timed: the staged-parameter forward
-# (JAXDNN_NORM_FWD=staged; NORM_STAGED_AB=0 leaves it out) and, with
-# NORM_FWD_AB=1 / NORM_BWD_AB=1, the warp-per-row forward
+# then, with NORM_FWD_AB=1 / NORM_BWD_AB=1, the opt-in kernels: the warp-per-row forward
 # (JAXDNN_NORM_FWD=warprows) and the shared-memory backward
 # (JAXDNN_NORM_BWD=smem), each one's tests with its switch on, then an A/B
 # (host-timed and GPU-busy, --gpu-busy):
@@ -58,14 +56,6 @@ fi
 # A/Bs. NORM_FWD_AB=0 / NORM_BWD_AB=0 leave a family out.
 fwd_ab=${NORM_FWD_AB:-0}
 bwd_ab=${NORM_BWD_AB:-0}
-staged_ab=${NORM_STAGED_AB:-1}
-if [ "$staged_ab" != 0 ]; then
-  echo "== staged-parameter forward (JAXDNN_NORM_FWD=staged): tests"
-  ( cd /tmp && JAXDNN_NORM_FWD=staged timeout "$(left "${STAGED_TEST_TIMEOUT:-120}")" python3 -m pytest \
-      "$repo/tests/test_norms.py" -q -p no:cacheprovider $xdist -k "gpu or forward or residual or gradients" ) \
-    > "$out/tests-staged.log" 2>&1
-  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-staged.log" | head -10; tail -1 "$out/tests-staged.log"
-fi
 if [ "$fwd_ab" != 0 ]; then
   echo "== warp-per-row forward (JAXDNN_NORM_FWD=warprows): tests"
   ( cd /tmp && JAXDNN_NORM_FWD=warprows timeout "$(left "${WARPROWS_TEST_TIMEOUT:-120}")" python3 -m pytest \
@@ -80,13 +70,12 @@ if [ "$bwd_ab" != 0 ]; then
   echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-bwd-smem.log" | head -10; tail -1 "$out/tests-bwd-smem.log"
 fi
 configs=""
-[ "$staged_ab" != 0 ] && configs="$configs fwd-staged"
 [ "$fwd_ab" != 0 ] && configs="$configs fwd-warprows"
 [ "$bwd_ab" != 0 ] && configs="$configs bwd-smem"
 [ -n "$configs" ] && configs="default$configs"
 for c in $configs; do
   fwd=""; bwd=""
-  case $c in fwd-warprows) fwd=warprows ;; fwd-staged) fwd=staged ;; bwd-smem) bwd=smem ;; esac
+  case $c in fwd-warprows) fwd=warprows ;; bwd-smem) bwd=smem ;; esac
   ( cd /tmp && JAXDNN_NORM_FWD=$fwd JAXDNN_NORM_BWD=$bwd timeout "$(left "${AB_TIMEOUT:-100}")" \
       python3 -m jaxdnn.bench norms --cases "${AB_CASES:-32768x4096,8192x8192}" --impls xla --gpu-busy \
       --out "$out/norms-ab-$c.json" ) > "$out/bench-ab-$c.txt" 2>&1

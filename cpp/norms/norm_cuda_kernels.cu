@@ -14,7 +14,6 @@
 #include "norms/norm_cuda_config.h"
 #include "norms/norm_cuda_forward.cuh"
 #include "norms/norm_cuda_forward_columns.cuh"
-#include "norms/norm_cuda_forward_staged.cuh"
 #include "norms/norm_cuda_forward_warprows.cuh"
 
 namespace jaxdnn::norms {
@@ -125,51 +124,10 @@ bool LaunchFwdWarpRows(const NormFwdArgs& p, cudaStream_t stream) {
   }
 }
 
-// The staged-parameter forward (norm_cuda_forward_staged.cuh) is opt-in with
-// JAXDNN_NORM_FWD=staged (read once) until it has been timed against the v7
-// kernel on a GPU; it takes rows of 128..2048 16-byte vectors (multiples of
-// 128) with one parameter row.
-bool StagedForwardEnabled() {
-  static const bool enabled = EnvSwitch("JAXDNN_NORM_FWD") == "staged";
-  return enabled;
-}
-
-template <typename T, bool kLayer, bool kResidual>
-bool LaunchFwdStaged(const NormFwdArgs& p, cudaStream_t stream, bool& setup_failed) {
-  const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
-  if (!StagedForwardEnabled() || p.shape.groups != 1 || nvec % 128 != 0 || nvec > 2048) {
-    return false;
-  }
-  const int tpr = int(nvec / kStagedVpt);
-  const dim3 block(tpr, kStagedBlockThreads / tpr);
-  auto* kernel = NormFwdStagedKernel<T, kLayer, kResidual>;
-  const size_t smem = StagedFwdSmemBytes(p.shape.dim, kLayer);
-  int sms = 0, per_sm = 0;
-  // Asked for by name and eligible: a setup failure is an error, not a silent
-  // fall back to v7 (an A/B would time the wrong kernel).
-  if (!ResidentSlots(kernel, kStagedBlockThreads, smem, sms, per_sm)) {
-    setup_failed = true;
-    return false;
-  }
-  const int64_t steps = (p.shape.rows + block.y - 1) / block.y;
-  const unsigned grid = unsigned(std::min<int64_t>(steps, int64_t(sms) * per_sm));
-  kernel<<<grid, block, smem, stream>>>(p);
-  return true;
-}
-
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
-  bool staged_setup_failed = false;
-  if (aligned && p.shape.dim % Vec16<T>::kElems == 0 &&
-      LaunchFwdStaged<T, kLayer, kResidual>(p, stream, staged_setup_failed)) {
-    return CheckLaunch("jaxdnn norm forward (staged) launch");
-  }
-  if (staged_setup_failed) {
-    return ffi::Error::Internal("jaxdnn norm forward: JAXDNN_NORM_FWD=staged could not be set up "
-                                "(occupancy or shared-memory query failed)");
-  }
   if (aligned && p.shape.dim % Vec16<T>::kElems == 0 &&
       LaunchFwdColumns<T, kLayer, kResidual>(p, stream)) {
     return CheckLaunch("jaxdnn norm forward (columns) launch");

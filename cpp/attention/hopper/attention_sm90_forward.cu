@@ -25,18 +25,34 @@ bool ExtEnabled() {
   return enabled;
 }
 
-// The dynamic tile scheduler for uneven tiles (causal, window, segment ids):
-// opt-in with JAXDNN_ATTENTION_SM90_DYNAMIC=1 (read once) until timed on a
-// GPU; =lpt takes the L2-chunked longest-first tile order (A/B). It also
-// needs the FFI workspace (its first element is the claim counter);
+// The dynamic tile scheduler for uneven tiles (causal, window, segment ids).
+// It needs the FFI workspace (its first element is the claim counter);
 // jaxdnn/attention/primitives.py sizes one for every uneven case.
-// Returns 0 (off), 8 (on) or 8 + 16 (on, chunked order): variant bits.
+// JAXDNN_ATTENTION_SM90_DYNAMIC (read once): unset = by problem
+// (DynamicByDefault), 0 = never, 1 = every uneven case in tile order, lpt =
+// every uneven case in the L2-chunked longest-first order.
+// Returns -1 (by problem), 0 (off), 8 (on) or 8 + 16 (on, chunked order):
+// variant bits.
 int DynamicVariantBits() {
   static const int bits = [] {
     const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_DYNAMIC");
-    return v == "1" ? 8 : (v == "lpt" ? 8 + 16 : 0);
+    return v == "0" ? 0 : v == "1" ? 8 : v == "lpt" ? 8 + 16 : -1;
   }();
   return bits;
+}
+
+// Where the dynamic scheduler (chunked order) won on an H200 (2026-11-22,
+// sm90 self-tests, results/2026-11-22-h200-selftests-dynamic-v13.txt): short
+// tiles, whose dead prologue/epilogue it overlaps with the neighbouring tile:
+// packed documents 1.13-1.15x, a causal 1024 window 1.07x, causal seq 1024
+// 1.06x and 2048 1.04x (head dims 64 and 128). It lost on long causal tiles
+// (seq 4096 0.99x, 8192 0.88-0.99x, 16384 0.84-0.92x) and at head dim 256
+// (0.95-0.96x), which keep one CTA per tile.
+bool DynamicByDefault(const AttnFwdArgs& p) {
+  const AttnMaskParams& m = p.mask_params;
+  if (p.shape.head_dim == 256) return false;
+  if (m.q_segments != nullptr || m.window_left >= 0 || m.window_right >= 0) return true;
+  return m.causal && p.shape.kv_len <= 2048;
 }
 
 // The L2-chunked order's chunk: (batch, head) pairs whose K/V take about half
@@ -152,13 +168,15 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   const AttnMaskParams& m = p.mask_params;
   const bool needs_ext = NeedsExt(p);
   if (variant < 0) {
-    // Extended cases with a band (causal, window) or packed documents have
-    // uneven tiles: one CTA per tile, like causal (not yet tuned on a GPU),
-    // or with JAXDNN_ATTENTION_SM90_DYNAMIC=1 and a workspace the dynamic
-    // scheduler. Python's workspace rule (primitives.py) mirrors `uneven`.
+    // Uneven tiles (a band: causal, window; packed documents): one CTA per
+    // tile, or the dynamic scheduler where it wins (see DynamicByDefault),
+    // given a workspace. Python's workspace rule (primitives.py) mirrors
+    // `uneven`. Even tiles: persistent CTAs with a static stride.
     const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
-    const bool dynamic = uneven && DynamicVariantBits() != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
-    variant = dynamic ? DynamicVariantBits() + 1 : (uneven ? 1 : 3);
+    const int switch_bits = DynamicVariantBits();
+    const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) ? 8 + 16 : 0);
+    const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
+    variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   if ((variant & 8) != 0) {
