@@ -145,15 +145,16 @@ def norms(table):
   del big, big2
 
 
-def attention(table, seqs=(2048, 4096, 8192, 16384), dim=128, heads=16):
+def attention(table, seqs=(2048, 4096, 8192, 16384), dim=128, heads=16, impls=("jaxdnn", "cudnn"),
+              causals=(False, True)):
   for seq in seqs:
-    for causal in (False, True):
+    for causal in causals:
       batch = 16384 // seq
       k = jax.random.split(jax.random.key(seq), 4)
       q, kk, v, w = (jax.random.normal(x, (batch, seq, heads, dim), jnp.bfloat16) for x in k)
       flops = 4 * batch * heads * seq * seq * dim / (2 if causal else 1)
       case = f"attn d{dim} s{seq}{' causal' if causal else ''}"
-      for name in ("jaxdnn", "cudnn"):
+      for name in impls:
         if name == "jaxdnn":
           att = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=causal)
         else:
@@ -171,6 +172,9 @@ def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--norms", action="store_true")
   ap.add_argument("--attention", action="store_true")
+  ap.add_argument("--seqs", default="2048,4096,8192,16384")
+  ap.add_argument("--impls", default="jaxdnn,cudnn")
+  ap.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
   ap.add_argument("--out")
   a = ap.parse_args()
   table = []
@@ -178,7 +182,8 @@ def main():
   if a.norms:
     norms(table)
   if a.attention:
-    attention(table)
+    attention(table, seqs=[int(x) for x in a.seqs.split(",")], impls=a.impls.split(","),
+              causals=[bool(int(c)) for c in a.causal.split(",")])
   if a.out:
     with open(a.out, "w") as f:
       json.dump(dict(device=jax.devices()[0].device_kind, rows=table), f, indent=1)
