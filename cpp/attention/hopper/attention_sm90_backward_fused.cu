@@ -17,6 +17,14 @@ namespace {
 
 int64_t Round64(int64_t x) { return (x + 63) / 64 * 64; }
 
+// The unordered mode's head-major grid with rotated query-block starts
+// (FusedBwdParams::head_major): opt-in with JAXDNN_ATTENTION_SM90_BWD_ORDER=head
+// (read once) until timed on a GPU.
+bool FusedHeadMajor() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_ORDER") == "head";
+  return on;
+}
+
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs>;
@@ -95,10 +103,13 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
         cudaSuccess) {
       return err;
     }
-    // blockIdx.y = key block: in-order dispatch puts key block n - 1 of a
-    // (batch, head) before key block n (the semaphore order needs it).
+    // Ordered: blockIdx.y = key block: in-order dispatch puts key block n - 1
+    // of a (batch, head) before key block n (the semaphore order needs it).
+    // Unordered, head-major: one dimension, a (batch, head)'s key blocks adjacent.
     const int64_t nb = (s.kv_len + Cfg::kBlockN - 1) / Cfg::kBlockN;
-    const dim3 grid(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
+    fp.head_major = !kOrdered && FusedHeadMajor() && nb * s.batch * s.heads <= int64_t{0x7fffffff} ? 1 : 0;
+    const dim3 grid = fp.head_major ? dim3(static_cast<unsigned>(nb * s.batch * s.heads))
+                                    : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }

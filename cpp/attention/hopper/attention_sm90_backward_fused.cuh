@@ -143,6 +143,12 @@ struct FusedBwdParams {
   float* dq_accum;  // [batch, heads, num_m * 64, D] float32, 16-byte chunks of a row XOR (row & 7)
   int* counters;    // [batch, heads, num_m] int32, zero before the fused kernel
   int num_m;        // ceil(q_len / 64)
+  // Unordered mode only: 1 = head-major 1-D grid (blockIdx.x = bh * key
+  // blocks + n: the key blocks of a (batch, head) run together, sharing its
+  // Q, dO and dQ accumulator in L2) with each key block starting its query
+  // blocks at a different one (fewer reduce-adds to the same dQ block at
+  // once); 0 = the ordered mode's grid (blockIdx.y = n) and order.
+  int head_major;
 };
 
 template <int kD, int kStages_, int kDqBufs_>
@@ -202,9 +208,20 @@ __global__ void __launch_bounds__(384, 1)
   uint64_t* dq_full = sm.q_empty + kStages;
   uint64_t* dq_empty = dq_full + kDqBufs;
 
-  // blockIdx.y = key block (the semaphore order relies on it: see the header).
-  const BwdKeyBlock cta = BwdKeyBlockAt<kBlockN, kBlockM>(p, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x),
-                                                          [&] { return fp.num_m; });
+  // Ordered: blockIdx.y = key block (the semaphore order relies on it: see
+  // the header). Unordered with fp.head_major: see FusedBwdParams.
+  const bool head_major = !kOrdered && fp.head_major != 0;
+  const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
+  const BwdKeyBlock cta = BwdKeyBlockAt<kBlockN, kBlockM>(
+      p, head_major ? static_cast<int>(blockIdx.x % num_n) : static_cast<int>(blockIdx.y),
+      head_major ? static_cast<int>(blockIdx.x / num_n) : static_cast<int>(blockIdx.x), [&] { return fp.num_m; });
+  // The query block of step `it` (loader, dQ writer and consumers alike).
+  const int m_rot = head_major && cta.m_count > 0 ? cta.n_block % cta.m_count : 0;
+  auto m_of = [&](int it) {
+    int r = it + m_rot;
+    if (r >= cta.m_count) r -= cta.m_count;
+    return cta.m_begin + r;
+  };
 
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
@@ -230,7 +247,7 @@ __global__ void __launch_bounds__(384, 1)
       const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
       const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
       for (int it = 0; it < cta.m_count; ++it) {
-        const int m = cta.m_begin + it;
+        const int m = m_of(it);
         const int st = it % kStages;
         const uint32_t ph = (it / kStages) & 1;
         MbarWait(&sm.q_empty[st], ph ^ 1);
@@ -255,7 +272,7 @@ __global__ void __launch_bounds__(384, 1)
       int* counters = fp.counters + static_cast<int64_t>(cta.bh) * cta.num_m;
       float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * cta.num_m * kBlockM * kD;
       for (int it = 0; it < cta.m_count; ++it) {
-        const int m = cta.m_begin + it;
+        const int m = m_of(it);
         const int bq = it % kDqBufs;
         MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
         int* cnt = counters + m;
@@ -341,7 +358,7 @@ __global__ void __launch_bounds__(384, 1)
       WgmmaCommit();
     };
     auto compute_p = [&](int it) {
-      const int m = cta.m_begin + it;
+      const int m = m_of(it);
       const float* lse_s = sm.lse + (it % kStages) * kBlockM;
       ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
       if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
