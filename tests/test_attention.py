@@ -814,9 +814,11 @@ def test_gpu_dropout_matches_oracle(dtype):
     _grad_check(None, q, k, v, kw)
 
 
-# Long sequences reach the fused Hopper backward: its unordered dQ from 4096
-# query rows (deterministic=False, head dim 128), the ordered one from 8192.
-LONG_DIMS = [Dims(1, 4096, 4096, 4, 2, 128), Dims(1, 8192, 8192, 2, 2, 128),
+# Long sequences reach the fused Hopper backward: its unordered dQ from 2048
+# query rows (deterministic=False, head dim 128; head-major grid), the ordered
+# one from 8192; 2500 leaves partial query and key blocks.
+LONG_DIMS = [Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
+             Dims(1, 4096, 4096, 4, 2, 128), Dims(1, 8192, 8192, 2, 2, 128),
              Dims(1, 8192, 8192, 2, 1, 64)]
 
 

@@ -123,16 +123,17 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 // (3-9% through jax; the two-kernel one is 3-15% faster below, results
 // 2026-11-22-h200-attention-v7-*). With deterministic=False it adds dQ
 // unordered and wins from kFusedBackwardUnorderedMinQueryLen rows up at head
-// dim 128 (self-test: 1.05-1.25x the two-kernel one from seq 4096, 0.8x at
-// 2048) and from kFusedBackwardMinQueryLen at head dim 64 (through jax: 5%
-// slower at 4096, 2% faster from 8192; results 2026-11-22-h200-attention-v11-*).
+// dim 128 (with its head-major grid, through jax: 1.21x the two-kernel one at
+// seq 2048, 1.13x causal; results 2026-11-22-h200-attention-v14-*) and from
+// kFusedBackwardMinQueryLen at head dim 64 (key-block-major grid, through jax:
+// 5% slower at 4096, 2% faster from 8192; results 2026-11-22-h200-attention-v11-*).
 // JAXDNN_ATTENTION_SM90_BWD=0 keeps the mma.sync backward, =1 the two-kernel
 // one, =2 the fused one wherever it applies (for A/B timing). The Python side
 // sizes the workspace by the same rule (jaxdnn/attention/primitives.py:
 // FUSED_BACKWARD_MIN_QUERY_LEN*); the fused kernel refuses a workspace too
 // small for it.
 constexpr int64_t kFusedBackwardMinQueryLen = 8192;
-constexpr int64_t kFusedBackwardUnorderedMinQueryLen = 4096;
+constexpr int64_t kFusedBackwardUnorderedMinQueryLen = 2048;
 
 static int Sm90BackwardMode() {  // -1: by size
   static const int mode = [] {

@@ -18,10 +18,14 @@ namespace {
 int64_t Round64(int64_t x) { return (x + 63) / 64 * 64; }
 
 // The unordered mode's head-major grid with rotated query-block starts
-// (FusedBwdParams::head_major): opt-in with JAXDNN_ATTENTION_SM90_BWD_ORDER=head
-// (read once) until timed on a GPU.
+// (FusedBwdParams::head_major). On an H200 (2026-11-22, GPU-busy through jax,
+// d128, results/2026-11-22-h200-attention-v14-bwd-order-ab.txt) it took the
+// fused backward alone up 11% at seq 4096 and 6% at 8192 against the
+// key-block-major order, and made the fused kernel beat the two-kernel
+// backward at seq 2048 (+21%, causal +13%). JAXDNN_ATTENTION_SM90_BWD_ORDER=key
+// (read once) keeps the key-block-major order.
 bool FusedHeadMajor() {
-  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_ORDER") == "head";
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_ORDER") != "key";
   return on;
 }
 
