@@ -25,17 +25,22 @@ run() {  # log name, timeout, command...
 }
 b=$bin
 # ---- Not yet run on a GPU (first, so a short device call still covers them):
-# the forward's dynamic tile scheduler (variant 9 = 8 + pingpong; opt-in in
-# jax with JAXDNN_ATTENTION_SM90_DYNAMIC=1): every dense case in it, then the
-# causal A/B against the default (checked, rerun bit-identical, TFLOP/s; 25 is
-# the L2-chunked longest-first order), then the extended cases (variants 8 and
-# 24 beside 0..3, packed-document timings).
+# the dynamic scheduler's late claim (JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM=late:
+# the next tile claimed after the current one's last K/V load): the causal A/B
+# (variants 1, 3, 9, 25: checked, rerun bit-identical, TFLOP/s), then the
+# extended cases with their packed-document timings.
+[ -x "$b/sm90_attention_selftest" ] &&
+  run forward-dynamic-ab-late-bf16 300 env JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM=late "$b/sm90_attention_selftest" bf16 ab
+[ -x "$b/sm90_attention_ext_selftest" ] &&
+  run ext-dynamic-late-bf16 420 env JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM=late "$b/sm90_attention_ext_selftest" bf16
+[ -n "${NEW_ONLY:-}" ] && exit 0
+# ---- Checked on an H200 (2026-11-22): regression runs.
+# The forward's dynamic tile scheduler (claim at Q load; default for short
+# uneven tiles): every dense case in it, the causal A/B, the extended cases.
 [ -x "$b/sm90_attention_selftest" ] && {
   run forward-dynamic-bf16 240 "$b/sm90_attention_selftest" bf16 9
   run forward-dynamic-ab-bf16 300 "$b/sm90_attention_selftest" bf16 ab; }
 [ -x "$b/sm90_attention_ext_selftest" ] && run ext-dynamic-bf16 420 "$b/sm90_attention_ext_selftest" bf16
-[ -n "${NEW_ONLY:-}" ] && exit 0
-# ---- Checked on an H200 (2026-11-22): regression runs.
 # The split-KV decode forward: checks, determinism, then timings (TB/s over K/V).
 [ -x "$b/decode_split_selftest" ] && run decode-split 120 "$b/decode_split_selftest" all
 # Head dim 256 in the two-kernel backward: masked and dense checks,

@@ -55,6 +55,17 @@ bool DynamicByDefault(const AttnFwdArgs& p) {
   return m.causal && p.shape.kv_len <= 2048;
 }
 
+// JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM=late (read once; A/B, not yet timed):
+// the dynamic scheduler claims a CTA's next tile after the current tile's last
+// K/V load instead of right after its Q load: closer to greedy list
+// scheduling (a CTA busy with a long tile holds no reservation), with less of
+// the atomic's latency hidden. A candidate for its 5-15% loss on long causal
+// tiles (benchmarks/NOTES.md, v13).
+bool DynamicClaimLate() {
+  static const bool late = EnvSwitch("JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM") == "late";
+  return late;
+}
+
 // The L2-chunked order's chunk: (batch, head) pairs whose K/V take about half
 // the L2 (query heads of one kv head share theirs), at least 1.
 cudaError_t LptChunkPairs(const AttnShape& s, int* chunk) {
@@ -102,6 +113,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   // The float32 workspace's first element, as the int32 claim counter.
   p.tile_counter = kDynamic ? reinterpret_cast<int*>(a.workspace) : nullptr;
   p.lpt_chunk_bh = kDynamic ? lpt_chunk_pairs : 0;
+  p.claim_late = kDynamic && DynamicClaimLate() ? 1 : 0;
   if (kDynamic && (a.workspace == nullptr || a.workspace_elems < 1)) return cudaErrorInvalidValue;
   if constexpr (kExt) {
     p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);

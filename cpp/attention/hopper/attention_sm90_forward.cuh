@@ -79,6 +79,8 @@ struct FwdParams {
   FwdMaskParams mask;  // the extended path's features (kExt); unused by the dense path
   int* tile_counter;   // kDynamic: zeroed global claim counter; unused otherwise
   int lpt_chunk_bh;    // kDynamic: > 0 takes the L2-chunked longest-first order (see decode)
+  int claim_late;      // kDynamic: 1 claims the next tile after this one's last K/V load
+                       // (more greedy), 0 right after its Q load (the atomic's latency hidden)
 };
 
 template <int kD>
@@ -251,7 +253,9 @@ __global__ void __launch_bounds__(384, 1)
             if constexpr (kDynamic) *tile_slot = tile;  // read by the consumers after q_full
             MbarArriveExpectTx(q_full, Cfg::kQBytes);
             TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, q0, tl.b);
-            if constexpr (kDynamic) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
+            if constexpr (kDynamic) {
+              if (!p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
+            }
           }
           // Blocks from the top down, voted on 32 at a time.
           for (int n_top = n_hi - 1; n_top >= n_lo; n_top -= 32) {
@@ -299,6 +303,9 @@ __global__ void __launch_bounds__(384, 1)
             }
             ++kv_it;
           }
+          if constexpr (kDynamic) {
+            if (lane == 0 && p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
+          }
           __syncwarp();
         }
         if constexpr (kDynamic) {
@@ -323,7 +330,9 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kDynamic) *tile_slot = tile;  // read by the consumers after q_full
         MbarArriveExpectTx(q_full, Cfg::kQBytes);
         TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, tl.m_block * kBlockM, tl.b);
-        if constexpr (kDynamic) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
+        if constexpr (kDynamic) {
+          if (!p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
+        }
         for (int it = 0; it < tl.n_blocks; ++it, ++kv_it) {
           const int n = tl.n_blocks - 1 - it;
           const int st = kv_it % kStages;
@@ -334,6 +343,9 @@ __global__ void __launch_bounds__(384, 1)
           MbarWait(&v_empty[st], ph ^ 1);
           MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
           TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
+        }
+        if constexpr (kDynamic) {
+          if (p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
         }
       }
       if constexpr (kDynamic) {
