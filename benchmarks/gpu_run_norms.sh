@@ -12,13 +12,7 @@
 # Every step is capped so the script ends by BUDGET seconds (default 540:
 # one device call is at most 600 s). Everything goes to the folder given.
 #   bash benchmarks/gpu_run_norms.sh OUTDIR
-set -uo pipefail
-out=${1:-${OUT:?give an output folder}}
-repo=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-budget=${BUDGET:-540}
-left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+source "$(dirname "$0")/device_call.sh" 540 "$@"
 # pytest-xdist, where installed, splits the switched-on tests over 4 processes.
 xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 4"
 

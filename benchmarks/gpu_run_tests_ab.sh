@@ -7,13 +7,7 @@
 # (JAXDNN_ATTENTION_SM90_BWD=2) and the dynamic forward scheduler on every
 # causal case (JAXDNN_ATTENTION_SM90_DYNAMIC=lpt vs 0) at seq 4096-16384.
 #   bash benchmarks/gpu_run_tests_ab.sh OUTDIR
-set -uo pipefail
-out=${1:-${OUT:?give an output folder}}
-repo=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-budget=${BUDGET:-570}
-left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+source "$(dirname "$0")/device_call.sh" 570 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps . ) > "$out/build.log" 2>&1 \
   || { tail -30 "$out/build.log"; exit 1; }

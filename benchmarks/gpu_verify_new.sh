@@ -11,17 +11,11 @@
 #      dim 256, causal), switches on;
 #   4. the attention benchmark at head dim 128 (dense, decode) with the
 #      switches on, for the A/B against the last committed run.
-set -uo pipefail
-out=${1:?give an output folder}
-repo=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+source "$(dirname "$0")/device_call.sh" 570 "$@"
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
   echo "build exit $?" > "$out/build.rc" ) &
 # Every step is capped so the whole script ends by BUDGET seconds (one device
 # call is at most 600 s).
-budget=${BUDGET:-570}
-left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
 NEW_ONLY=1 DEADLINE=$((budget - 200)) bash "$repo/benchmarks/gpu_selftests_sm90.sh" "$out/self" "${BIN:-build/sm90}"
 wait; cat "$out/build.rc"
 # The opt-in switches of the kernels under test, for the jax steps below (the

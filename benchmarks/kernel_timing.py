@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
@@ -28,57 +27,31 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 import jaxdnn
-from jaxdnn.bench.timing import time_jax, time_torch
+from jaxdnn.bench.timing import gpu_records, jax_runner, time_jax, time_torch, torch_runner
 from jaxdnn.norms.primitives import norm_backward, norm_forward
-
-GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
-
 
 def _gpu_records(run, calls):
   """(busy, span) seconds per call of `run` (calls `calls` times, then waits)."""
-  with profile(activities=[ProfilerActivity.CUDA]) as prof:
-    run(calls)
-  path = os.path.join(tempfile.mkdtemp(), "trace.json")
-  prof.export_chrome_trace(path)
-  with open(path) as f:
-    events = json.load(f)["traceEvents"]
-  recs = [e for e in events if e.get("cat") in GPU_CATEGORIES and "dur" in e]
+  recs = gpu_records(run, calls)
   if not recs:
     return None, None, 0
-  busy = sum(e["dur"] for e in recs) / 1e6 / calls
-  span = (max(e["ts"] + e["dur"] for e in recs) - min(e["ts"] for e in recs)) / 1e6 / calls
+  busy = sum(d for _, d in recs) / 1e6 / calls
+  span = (max(t + d for t, d in recs) - min(t for t, _ in recs)) / 1e6 / calls
   return busy, span, len(recs) / calls
 
 
 def time_gpu_jax(fn, *args, calls=30, repeats=3):
-  for _ in range(3):
-    jax.block_until_ready(fn(*args))
-
-  def run(n):
-    out = None
-    for _ in range(n):
-      out = fn(*args)
-    jax.block_until_ready(out)
+  run = jax_runner(fn, *args)
   samples = [_gpu_records(run, calls) for _ in range(repeats)]
-  wall = time_jax(fn, *args)
-  return _summary(samples, wall)
+  return _summary(samples, time_jax(fn, *args))
 
 
 def time_gpu_torch(fn, calls=30, repeats=3):
-  for _ in range(3):
-    fn()
-  torch.cuda.synchronize()
-
-  def run(n):
-    for _ in range(n):
-      fn()
-    torch.cuda.synchronize()
+  run = torch_runner(fn)
   samples = [_gpu_records(run, calls) for _ in range(repeats)]
-  wall = time_torch(fn)
-  return _summary(samples, wall)
+  return _summary(samples, time_torch(fn))
 
 
 def _summary(samples, wall):

@@ -197,6 +197,15 @@ double Tflops(const Case& c, double ms) {
   return flops / (ms * 1e-3) / 1e12;
 }
 
+// Prints the case as (B,Sq,Skv,H,Hk,D,causal) into `name`; false, after a
+// FAIL line, when the sm90 forward does not take it.
+bool NameAndSupported(const Case& c, const AttnFwdArgs& a, char (&name)[64]) {
+  std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D, c.causal);
+  if (jaxdnn::attention::Sm90ForwardSupports(a)) return true;
+  std::printf("%-34s FAIL: Sm90ForwardSupports() is false\n", name);
+  return false;
+}
+
 Buffers AllocBuffers(const std::vector<Case>& cases, bool f16) {
   size_t max_q = 0, max_kv = 0, max_lse = 0;
   for (const Case& c : cases) {
@@ -264,10 +273,7 @@ bool RunDynamicAb(bool f16) {
   for (const Case& c : cases) {
     const AttnFwdArgs a = MakeArgs(c, f16, b);
     char name[64];
-    std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
-                  c.causal);
-    if (!jaxdnn::attention::Sm90ForwardSupports(a)) {
-      std::printf("%-34s FAIL: Sm90ForwardSupports() is false\n", name);
+    if (!NameAndSupported(c, a, name)) {
       all_ok = false;
       continue;
     }
@@ -360,10 +366,7 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     const AttnFwdArgs a = MakeArgs(c, f16, b);
     char name[64];
-    std::snprintf(name, sizeof(name), "(%d,%d,%d,%d,%d,%d,%d)", c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
-                  c.causal);
-    if (!jaxdnn::attention::Sm90ForwardSupports(a)) {
-      std::printf("%-34s FAIL: Sm90ForwardSupports() is false\n", name);
+    if (!NameAndSupported(c, a, name)) {
       all_ok = false;
       continue;
     }

@@ -91,32 +91,41 @@ def time_torch(fn, warmup=3, repeats=15, calls=10):
 _GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
 
 
-def _busy_seconds(run, calls, repeats=3):
+def gpu_records(run, calls):
+  """[(start_us, duration_us)] of every kernel, memset and memcpy the GPU ran
+  during `run(calls)`, from CUPTI (None without PyTorch's profiler)."""
   try:
     import json
     import os
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
-  except Exception:  # noqa: BLE001 - no PyTorch: no busy time
+  except Exception:  # noqa: BLE001 - no PyTorch: no GPU records
     return None
+  with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    run(calls)
+  with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "trace.json")
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+      events = json.load(f)["traceEvents"]
+  return [(e["ts"], e["dur"]) for e in events if e.get("cat") in _GPU_CATEGORIES and "dur" in e]
+
+
+def _busy_seconds(run, calls, repeats=3):
   samples = []
   for _ in range(repeats):
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-      run(calls)
-    with tempfile.TemporaryDirectory() as d:
-      path = os.path.join(d, "trace.json")
-      prof.export_chrome_trace(path)
-      with open(path) as f:
-        events = json.load(f)["traceEvents"]
-    durations = [e["dur"] for e in events if e.get("cat") in _GPU_CATEGORIES and "dur" in e]
-    if durations:
-      samples.append(sum(durations) / 1e6 / calls)
+    recs = gpu_records(run, calls)
+    if recs is None:
+      return None
+    if recs:
+      samples.append(sum(d for _, d in recs) / 1e6 / calls)
   return statistics.median(samples) if samples else None
 
 
-def busy_jax(fn, *args, calls=20):
-  """Median GPU-busy seconds per call of a jitted `fn` (None without PyTorch)."""
+def jax_runner(fn, *args):
+  """run(n): n calls of a jitted `fn` queued back to back, then one wait
+  (after one warm-up call)."""
   _block(fn(*args))
 
   def run(n):
@@ -124,11 +133,11 @@ def busy_jax(fn, *args, calls=20):
     for _ in range(n):
       out = fn(*args)
     _block(out)
-  return _busy_seconds(run, calls)
+  return run
 
 
-def busy_torch(fn, calls=20):
-  """Median GPU-busy seconds per call of a CUDA PyTorch callable."""
+def torch_runner(fn):
+  """run(n): n calls of a CUDA PyTorch callable, then a device sync."""
   import torch
   fn()
   torch.cuda.synchronize()
@@ -137,4 +146,14 @@ def busy_torch(fn, calls=20):
     for _ in range(n):
       fn()
     torch.cuda.synchronize()
-  return _busy_seconds(run, calls)
+  return run
+
+
+def busy_jax(fn, *args, calls=20):
+  """Median GPU-busy seconds per call of a jitted `fn` (None without PyTorch)."""
+  return _busy_seconds(jax_runner(fn, *args), calls)
+
+
+def busy_torch(fn, calls=20):
+  """Median GPU-busy seconds per call of a CUDA PyTorch callable."""
+  return _busy_seconds(torch_runner(fn), calls)
