@@ -146,6 +146,7 @@ def main():
   ap.add_argument("--norms", action="store_true")
   ap.add_argument("--attention", action="store_true")
   ap.add_argument("--seqs", default="2048,4096,8192,16384")
+  ap.add_argument("--dim", type=int, default=128, help="head dim (16 heads, batch x seq = 16k)")
   ap.add_argument("--impls", default="jaxdnn,cudnn")
   ap.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
   ap.add_argument("--out")
@@ -155,7 +156,7 @@ def main():
   if a.norms:
     norms(table)
   if a.attention:
-    attention(table, seqs=[int(x) for x in a.seqs.split(",")], impls=a.impls.split(","),
+    attention(table, seqs=[int(x) for x in a.seqs.split(",")], dim=a.dim, impls=a.impls.split(","),
               causals=[bool(int(c)) for c in a.causal.split(",")])
   if a.out:
     with open(a.out, "w") as f:
