@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One device call for the norms: build, the norm tests (GPU ones included),
-# then, with NORM_FWD_AB=1 / NORM_BWD_AB=1, the opt-in kernels: the warp-per-row forward
+# then the opt-in one-pass LayerNorm statistics (JAXDNN_NORM_FWD=shifted;
+# NORM_SHIFTED_AB=0 leaves it out) and, with NORM_FWD_AB=1 / NORM_BWD_AB=1,
+# the other opt-in kernels: the warp-per-row forward
 # (JAXDNN_NORM_FWD=warprows) and the shared-memory backward
 # (JAXDNN_NORM_BWD=smem), each one's tests with its switch on, then an A/B
 # (host-timed and GPU-busy, --gpu-busy):
@@ -50,6 +52,14 @@ fi
 # A/Bs. NORM_FWD_AB=0 / NORM_BWD_AB=0 leave a family out.
 fwd_ab=${NORM_FWD_AB:-0}
 bwd_ab=${NORM_BWD_AB:-0}
+shifted_ab=${NORM_SHIFTED_AB:-1}
+if [ "$shifted_ab" != 0 ]; then
+  echo "== one-pass shifted LayerNorm statistics (JAXDNN_NORM_FWD=shifted): tests"
+  ( cd /tmp && JAXDNN_NORM_FWD=shifted timeout "$(left "${SHIFTED_TEST_TIMEOUT:-120}")" python3 -m pytest \
+      "$repo/tests/test_norms.py" -q -p no:cacheprovider $xdist -k "gpu or forward or residual or gradients" ) \
+    > "$out/tests-shifted.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-shifted.log" | head -10; tail -1 "$out/tests-shifted.log"
+fi
 if [ "$fwd_ab" != 0 ]; then
   echo "== warp-per-row forward (JAXDNN_NORM_FWD=warprows): tests"
   ( cd /tmp && JAXDNN_NORM_FWD=warprows timeout "$(left "${WARPROWS_TEST_TIMEOUT:-120}")" python3 -m pytest \
@@ -64,12 +74,13 @@ if [ "$bwd_ab" != 0 ]; then
   echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-bwd-smem.log" | head -10; tail -1 "$out/tests-bwd-smem.log"
 fi
 configs=""
+[ "$shifted_ab" != 0 ] && configs="$configs fwd-shifted"
 [ "$fwd_ab" != 0 ] && configs="$configs fwd-warprows"
 [ "$bwd_ab" != 0 ] && configs="$configs bwd-smem"
 [ -n "$configs" ] && configs="default$configs"
 for c in $configs; do
   fwd=""; bwd=""
-  case $c in fwd-warprows) fwd=warprows ;; bwd-smem) bwd=smem ;; esac
+  case $c in fwd-warprows) fwd=warprows ;; fwd-shifted) fwd=shifted ;; bwd-smem) bwd=smem ;; esac
   ( cd /tmp && JAXDNN_NORM_FWD=$fwd JAXDNN_NORM_BWD=$bwd timeout "$(left "${AB_TIMEOUT:-100}")" \
       python3 -m jaxdnn.bench norms --cases "${AB_CASES:-32768x4096,8192x8192}" --impls xla --gpu-busy \
       --out "$out/norms-ab-$c.json" ) > "$out/bench-ab-$c.txt" 2>&1

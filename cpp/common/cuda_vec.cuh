@@ -107,6 +107,52 @@ __device__ inline float2 WarpSum2(float2 v) {
   return v;
 }
 
+// Sums the pair `v` over the blockDim.x threads that share threadIdx.y (one
+// row), in a fixed order: one barrier round for both. `scratch` holds
+// blockDim.y * 64 floats. Every thread of the block must call it.
+__device__ inline float2 RowSum2(float2 v, float* scratch) {
+  v = WarpSum2(v);
+  const int warps = blockDim.x >> 5;
+  if (warps == 1) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* s = scratch + threadIdx.y * 64;
+  if (lane == 0) { s[warp] = v.x; s[32 + warp] = v.y; }
+  __syncthreads();
+  float2 t = lane < warps ? make_float2(s[lane], s[32 + lane]) : make_float2(0.0f, 0.0f);
+  __syncthreads();
+  return WarpSum2(t);
+}
+
+// Mean and M2 of a row in ONE pass over its registers, about a shift K (any
+// value of the row's scale; the kernels take the row's first element): the
+// sums of d = x - K and d^2 give mean = K + S / n and M2 = Q - S^2 / n. With
+// K inside the row's range, |mean - K| is of the order of its spread, so the
+// subtraction loses no more than a few float32 ulps of M2 (the shifted-data
+// algorithm). Fewer instructions than RowMeanM2's two passes and merge.
+template <typename T, int kVpt>
+__device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec, float shift,
+                                          float inv_dim, float* scratch) {
+  using V = Vec16<T>;
+  constexpr int N = V::kElems;
+  float sum = 0.0f, sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVpt; ++k) {
+    if (threadIdx.x + int64_t(k) * blockDim.x < nvec) {
+      float v[N];
+      V::Unpack(raw[k], v);
+#pragma unroll
+      for (int e = 0; e < N; ++e) {
+        const float d = v[e] - shift;
+        sum += d;
+        sq = fmaf(d, d, sq);
+      }
+    }
+  }
+  const float2 t = RowSum2(make_float2(sum, sq), scratch);
+  const float mean_d = t.x * inv_dim;
+  return make_float2(shift + mean_d, fmaxf(t.y - t.x * mean_d, 0.0f));
+}
+
 // Mean and centred sum of squares (M2) of a row held as packed 16-byte
 // vectors: thread t has vectors t, t + blockDim.x, ... (the first `nvec`
 // of the row are real). Each warp takes its own exact two-pass mean and M2

@@ -19,7 +19,11 @@ __device__ inline void SaveRowStats(const NormFwdArgs& p, int64_t row, float mea
 
 // kKeepParams: scale and bias are read with an L1 evict-last hint (every row
 // re-reads them; see norm_cuda_kernels.cu for where it pays).
-template <typename T, bool kLayer, bool kResidual, int kVpt, bool kKeepParams = false>
+// kShifted (LayerNorm, opt-in JAXDNN_NORM_FWD=shifted until timed on a GPU):
+// the statistics in one pass about the row's first element
+// (RowMeanM2Shifted) instead of RowMeanM2's two passes and merge.
+template <typename T, bool kLayer, bool kResidual, int kVpt, bool kKeepParams = false,
+          bool kShifted = false>
 __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
@@ -56,7 +60,14 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
 
   const float inv_dim = 1.0f / float(dim);
   float mean = 0.0f, rstd;
-  if constexpr (kLayer) {
+  if constexpr (kLayer && kShifted) {
+    // The shift: x's first element of the row (one L1 line for the whole
+    // row; with a residual any value of the row's scale does, so x's).
+    const float shift = live ? V::Load1(static_cast<const T*>(p.x) + base) : 0.0f;
+    const float2 mm2 = RowMeanM2Shifted<T, kVpt>(raw, nvec, shift, inv_dim, scratch);
+    mean = mm2.x;
+    rstd = rsqrtf(mm2.y * inv_dim + p.epsilon);
+  } else if constexpr (kLayer) {
     // Exact two-pass mean and M2 per warp (shuffles only), merged across the
     // row's warps in one barrier round.
     const float2 mm2 = RowMeanM2<T, kVpt>(raw, nvec, scratch);

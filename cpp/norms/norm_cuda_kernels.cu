@@ -64,6 +64,16 @@ bool WarpRowsForwardEnabled() {
   return enabled;
 }
 
+// JAXDNN_NORM_FWD=shifted (read once): LayerNorm statistics in one pass about
+// the row's first element (RowMeanM2Shifted), for an A/B against the two-pass
+// v7 statistics: the v7 LayerNorm forward issues ~37% more instructions than
+// the RMSNorm one and sits at 82% of copy where RMSNorm reaches 95% (ncu: SM
+// 66% busy, issue slots ~70%). Not yet run on a GPU.
+bool ShiftedStatsEnabled() {
+  static const bool enabled = EnvSwitch("JAXDNN_NORM_FWD") == "shifted";
+  return enabled;
+}
+
 // For the persistent opt-in kernels: the SM count and how many blocks of
 // `kernel` (`threads`, `smem` dynamic bytes) fit on one SM. False, with no CUDA
 // error left pending for the fallback's launch check, when a query fails or
@@ -145,6 +155,14 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   // RMSNorm (scale only) lost 7% with it, so it keeps the plain read
   // (benchmarks/results/2026-11-22-h200-norms-fwd-ab-*).
   constexpr bool kKeep = kLayer;
+  if constexpr (kLayer) {
+    if (ShiftedStatsEnabled() && l.vpt == 4) {
+      // The 4-vector layout only (rows of 4096-8192 16-bit elements): enough
+      // for the A/B, without doubling every instantiation.
+      NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep, true><<<grid, block, 0, stream>>>(p);
+      return CheckLaunch("jaxdnn norm forward (shifted) launch");
+    }
+  }
   switch (l.vpt) {
     case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep><<<grid, block, 0, stream>>>(p); break;
     case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep><<<grid, block, 0, stream>>>(p); break;
