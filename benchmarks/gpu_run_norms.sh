@@ -53,26 +53,17 @@ fi
 fwd_ab=${NORM_FWD_AB:-0}
 bwd_ab=${NORM_BWD_AB:-0}
 shifted_ab=${NORM_SHIFTED_AB:-1}
-if [ "$shifted_ab" != 0 ]; then
-  echo "== one-pass shifted LayerNorm statistics (JAXDNN_NORM_FWD=shifted): tests"
-  ( cd /tmp && JAXDNN_NORM_FWD=shifted timeout "$(left "${SHIFTED_TEST_TIMEOUT:-120}")" python3 -m pytest \
-      "$repo/tests/test_norms.py" -q -p no:cacheprovider $xdist -k "gpu or forward or residual or gradients" ) \
-    > "$out/tests-shifted.log" 2>&1
-  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-shifted.log" | head -10; tail -1 "$out/tests-shifted.log"
-fi
-if [ "$fwd_ab" != 0 ]; then
-  echo "== warp-per-row forward (JAXDNN_NORM_FWD=warprows): tests"
-  ( cd /tmp && JAXDNN_NORM_FWD=warprows timeout "$(left "${WARPROWS_TEST_TIMEOUT:-120}")" python3 -m pytest \
-      "$repo/tests/test_norms.py" -q -p no:cacheprovider $xdist -k "gpu or forward or residual or gradients" ) \
-    > "$out/tests-warprows.log" 2>&1
-  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-warprows.log" | head -10; tail -1 "$out/tests-warprows.log"
-fi
-if [ "$bwd_ab" != 0 ]; then
-  echo "== shared-memory backward (JAXDNN_NORM_BWD=smem): tests"
-  ( cd /tmp && JAXDNN_NORM_BWD=smem timeout "$(left "${BWD_TEST_TIMEOUT:-150}")" python3 -m pytest \
-      "$repo/tests/test_norms.py" -q -p no:cacheprovider $xdist -k "gpu or gradients" ) > "$out/tests-bwd-smem.log" 2>&1
-  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-bwd-smem.log" | head -10; tail -1 "$out/tests-bwd-smem.log"
-fi
+# The norm tests with one switch on: log name, VAR=value, seconds, -k expression.
+switched_tests() {
+  echo "== $2: tests"
+  ( cd /tmp && env "$2" timeout "$(left "$3")" python3 -m pytest "$repo/tests/test_norms.py" -q \
+      -p no:cacheprovider $xdist -k "$4" ) > "$out/tests-$1.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-$1.log" | head -10; tail -1 "$out/tests-$1.log"
+}
+fwd_k="gpu or forward or residual or gradients"
+[ "$shifted_ab" != 0 ] && switched_tests shifted JAXDNN_NORM_FWD=shifted "${SHIFTED_TEST_TIMEOUT:-120}" "$fwd_k"
+[ "$fwd_ab" != 0 ] && switched_tests warprows JAXDNN_NORM_FWD=warprows "${WARPROWS_TEST_TIMEOUT:-120}" "$fwd_k"
+[ "$bwd_ab" != 0 ] && switched_tests bwd-smem JAXDNN_NORM_BWD=smem "${BWD_TEST_TIMEOUT:-150}" "gpu or gradients"
 configs=""
 [ "$shifted_ab" != 0 ] && configs="$configs fwd-shifted"
 [ "$fwd_ab" != 0 ] && configs="$configs fwd-warprows"
