@@ -208,11 +208,9 @@ def test_gpu_backward_is_deterministic(kind):
 # 16384), the two-stage backward ring (16384), the scalar backward (32768),
 # row counts that are not a multiple of anything, float32, a fused residual,
 # and parameters grouped by vmap (persistent forward blocks cross groups).
-# Under JAXDNN_NORM_BWD=smem, (1000, 4096) float16 and (1031, 8192) take the
-# shared-memory backward with an odd row count in some blocks. Widths that are
-# not a multiple of 32 vectors (2056, 4104, 4616): ragged last chunks in the
-# warp-per-row forward (one warp of a pair holding one vector more) and spare
-# threads in the shared-memory backward.
+# Widths that are not a multiple of 32 vectors (2056, 4104, 4616) leave spare
+# threads in the last warp of a row. Under JAXDNN_NORM_FWD=shifted the
+# 4-vector layouts (4096, 8192 wide) take the one-pass LayerNorm statistics.
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shape,dtype", [
@@ -239,7 +237,7 @@ def test_gpu_launch_layouts(kind, shape, dtype, residual):
 
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("dim", [1024, 4096])  # 4096: the shared-memory backward's groups
+@pytest.mark.parametrize("dim", [1024, 4096])
 def test_gpu_grouped_parameters(kind, dim):
   x = rand((6, 333, dim), jnp.bfloat16)
   s, b = rand((6, dim), offset=1.0), rand((6, dim))
