@@ -72,19 +72,15 @@ def _record(name, case, direction, impl, seconds, flops, busy=None, **extra):
   return r
 
 
-def _busy(measure):
-  return measure() if timing.MODE["gpu_busy"] else None
-
-
 def _time_pair(impl_name, f, kw, q, k, v, flops_fwd, case, name, records, with_bwd=True):
   try:
     fwd, fwdbwd = _fwd_and_fwdbwd(f, kw)
     t_f = timing.time_jax(fwd, q, k, v, warmup=2, repeats=7)  # samples span >= 3 ms
-    b_f = _busy(lambda: timing.busy_jax(fwd, q, k, v, calls=10))
+    b_f = timing.busy_jax(fwd, q, k, v, calls=10)
     records.append(_record(name, case, "fwd", impl_name, t_f, flops_fwd, b_f))
     if with_bwd:
       t_fb = timing.time_jax(fwdbwd, q, k, v, warmup=2, repeats=7, calls=3)
-      b_fb = _busy(lambda: timing.busy_jax(fwdbwd, q, k, v, calls=5))
+      b_fb = timing.busy_jax(fwdbwd, q, k, v, calls=5)
       records.append(_record(name, case, "fwd+bwd", impl_name, t_fb, 3.5 * flops_fwd, b_fb))
   except Exception as e:  # noqa: BLE001 - an anchor that refuses a case is recorded, not fatal
     records.append(dict(op=name, case=case, direction="fwd", impl=impl_name,
@@ -102,7 +98,7 @@ def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
   try:
     fwd = lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
     t_f = timing.time_torch(fwd, warmup=2, repeats=7, calls=5)
-    b_f = _busy(lambda: timing.busy_torch(fwd, calls=10))
+    b_f = timing.busy_torch(fwd, calls=10)
     records.append(_record(name, case, "fwd", "torch", t_f, flops_fwd, b_f))
     tq.requires_grad_(True), tk.requires_grad_(True), tv.requires_grad_(True)
 
@@ -110,7 +106,7 @@ def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
       o = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
       o.sum().backward()
     t_fb = timing.time_torch(fb, warmup=2, repeats=7, calls=3)
-    b_fb = _busy(lambda: timing.busy_torch(fb, calls=5))
+    b_fb = timing.busy_torch(fb, calls=5)
     records.append(_record(name, case, "fwd+bwd", "torch", t_fb, 3.5 * flops_fwd, b_fb))
   except Exception as e:  # noqa: BLE001
     records.append(dict(op=name, case=case, direction="fwd", impl="torch", error=str(e)[:160]))

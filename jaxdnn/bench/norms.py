@@ -69,10 +69,6 @@ def _row(name, direction, seconds, nbytes, busy=None):
   return r
 
 
-def _busy(measure):
-  return measure() if timing.MODE["gpu_busy"] else None
-
-
 def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
   x, s, b, dy = inputs
 
@@ -88,8 +84,8 @@ def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
   try:
     t_f = time_jax_chained(lambda x: f(x, s, b), x)
     t_fb = time_jax_chained(fwd_bwd, (x, dy, s, b))
-    b_f = _busy(lambda: timing.busy_jax(jax.jit(lambda x: f(x, s, b)), x))
-    b_fb = _busy(lambda: timing.busy_jax(jax.jit(fwd_bwd), (x, dy, s, b)))
+    b_f = timing.busy_jax(jax.jit(lambda x: f(x, s, b)), x)
+    b_fb = timing.busy_jax(jax.jit(fwd_bwd), (x, dy, s, b))
   except Exception as e:  # noqa: BLE001
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
   rows.append(_row(name, "fwd", t_f, nbytes_fwd, b_f))
@@ -110,7 +106,7 @@ def _jaxdnn_bwd_kernel(kind, inputs, nbytes_bwd):
                               implementation=None)
     return outs[0], outs[1]
   t = time_jax_chained(step, (dy, s))
-  busy = _busy(lambda: timing.busy_jax(jax.jit(step), (dy, s)))
+  busy = timing.busy_jax(jax.jit(step), (dy, s))
   return _row("jaxdnn", "bwd_kernel", t, nbytes_bwd, busy)
 
 
@@ -131,7 +127,7 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
       fwd = lambda x: F.rms_norm(x, (dim,), ts, 1e-5)
     with torch.no_grad():
       t_f = time_torch(lambda: fwd(tx))
-      b_f = _busy(lambda: timing.busy_torch(lambda: fwd(tx)))
+      b_f = timing.busy_torch(lambda: fwd(tx))
     txg = tx.clone().requires_grad_(True)
 
     def fb():
@@ -139,7 +135,7 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
       y.backward(tdy)
       txg.grad = None
     t_fb = time_torch(fb)
-    b_fb = _busy(lambda: timing.busy_torch(fb))
+    b_fb = timing.busy_torch(fb)
   except Exception as e:  # noqa: BLE001
     return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
   return [_row("torch", "fwd", t_f, nbytes_fwd, b_f),

@@ -150,10 +150,12 @@ def torch_runner(fn):
 
 
 def busy_jax(fn, *args, calls=20):
-  """Median GPU-busy seconds per call of a jitted `fn` (None without PyTorch)."""
-  return _busy_seconds(jax_runner(fn, *args), calls)
+  """Median GPU-busy seconds per call of a jitted `fn`; None unless
+  MODE["gpu_busy"] is on (and PyTorch is there)."""
+  return _busy_seconds(jax_runner(fn, *args), calls) if MODE["gpu_busy"] else None
 
 
 def busy_torch(fn, calls=20):
-  """Median GPU-busy seconds per call of a CUDA PyTorch callable."""
-  return _busy_seconds(torch_runner(fn), calls)
+  """Median GPU-busy seconds per call of a CUDA PyTorch callable; None unless
+  MODE["gpu_busy"] is on."""
+  return _busy_seconds(torch_runner(fn), calls) if MODE["gpu_busy"] else None
