@@ -209,8 +209,7 @@ def test_gpu_backward_is_deterministic(kind):
 # row counts that are not a multiple of anything, float32, a fused residual,
 # and parameters grouped by vmap (persistent forward blocks cross groups).
 # Widths that are not a multiple of 32 vectors (2056, 4104, 4616) leave spare
-# threads in the last warp of a row. Under JAXDNN_NORM_FWD=shifted the
-# 4-vector layouts (4096, 8192 wide) take the one-pass LayerNorm statistics.
+# threads in the last warp of a row.
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shape,dtype", [
@@ -233,6 +232,26 @@ def test_gpu_launch_layouts(kind, shape, dtype, residual):
   want = jax.jit(jax.grad(_loss(kind, "xla", residual), argnums=argnums))(x, s, b, r)
   for g, w in zip(got, want):
     assert_close(g, w, 5e-2 if dtype != jnp.float32 else 1e-3)
+
+
+# The 16-bit LayerNorm forward takes one-pass statistics about a shift (the
+# mean of the row's first vector): rows far from zero, and rows whose first
+# element is an outlier holding most of the variance, must still match.
+@requires_gpu
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=lambda d: jnp.dtype(d).name)
+@pytest.mark.parametrize("dim", [64, 4096, 8192, 16384])
+@pytest.mark.parametrize("residual", [False, True])
+def test_gpu_layer_norm_shifted_statistics(dtype, dim, residual):
+  x = np.asarray(rand((257, dim), jnp.float32)) + 30.0
+  x[::2, 0] = 300.0 if dtype == jnp.bfloat16 else 3000.0
+  x[1::4, :8] = -200.0
+  x = jnp.asarray(x, dtype)
+  r = rand((257, dim), dtype, offset=-5.0)
+  s, b = params("layer", dim)
+  f = lambda impl: jax.jit(lambda x, r: jaxdnn.layer_norm(
+      x, s, b, residual=r if residual else None, implementation=impl))
+  for g, w in zip(jax.tree.leaves(f("cuda")(x, r)), jax.tree.leaves(f("xla")(x, r))):
+    assert_close(g, w, tol(dtype))
 
 
 @requires_gpu

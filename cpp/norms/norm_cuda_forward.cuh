@@ -17,13 +17,35 @@ __device__ inline void SaveRowStats(const NormFwdArgs& p, int64_t row, float mea
   p.rstd[row] = rstd;
 }
 
+// The mean of a row's first 16-byte vector of the normalized input, the
+// shift of the one-pass statistics (any value near the row's mean will do).
+template <typename T, bool kResidual>
+__device__ inline float RowShift(const NormFwdArgs& p, int64_t base) {
+  using V = Vec16<T>;
+  float a[V::kElems];
+  V::Unpack(__ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.x) + base)), a);
+  if constexpr (kResidual) {
+    float b[V::kElems];
+    V::Unpack(__ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.residual) + base)), b);
+#pragma unroll
+    for (int e = 0; e < V::kElems; ++e) a[e] += b[e];
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int e = 0; e < V::kElems; ++e) sum += a[e];
+  return sum * (1.0f / V::kElems);
+}
+
 // kKeepParams: scale and bias are read with an L1 evict-last hint (every row
 // re-reads them; see norm_cuda_kernels.cu for where it pays).
-// kShifted (LayerNorm, opt-in JAXDNN_NORM_FWD=shifted until timed on a GPU):
-// the statistics in one pass about the row's first element
-// (RowMeanM2Shifted) instead of RowMeanM2's two passes and merge.
-template <typename T, bool kLayer, bool kResidual, int kVpt, bool kKeepParams = false,
-          bool kShifted = false>
+// LayerNorm statistics: 16-bit rows take them in one pass about a shift
+// (RowMeanM2Shifted, about 20% fewer instructions; on an H200 it took the
+// bf16 forward from 82% to 89% of copy at 32768x4096 and from 75% to 84% at
+// 8192x8192, benchmarks/results/2026-11-22-h200-norms-v14-shifted-ab.txt).
+// float32 rows keep the exact two-pass RowMeanM2: the one-pass M2 can lose
+// up to ~dim * 2^-24 of itself when one element holds most of the variance,
+// which float32 outputs would show but 16-bit ones (2^-8 rounding) cannot.
+template <typename T, bool kLayer, bool kResidual, int kVpt, bool kKeepParams = false>
 __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
@@ -60,10 +82,11 @@ __global__ void __launch_bounds__(512) NormFwdVecKernel(NormFwdArgs p) {
 
   const float inv_dim = 1.0f / float(dim);
   float mean = 0.0f, rstd;
-  if constexpr (kLayer && kShifted) {
-    // The shift: x's first element of the row (one L1 line for the whole
-    // row; with a residual any value of the row's scale does, so x's).
-    const float shift = live ? V::Load1(static_cast<const T*>(p.x) + base) : 0.0f;
+  if constexpr (kLayer && sizeof(T) == 2) {
+    // The shift: the mean of the row's first vector (of x + residual when
+    // fused), read by every thread of the row (one broadcast line), so that
+    // a single outlier moves it by 1/8 of its size.
+    const float shift = live ? RowShift<T, kResidual>(p, base) : 0.0f;
     const float2 mm2 = RowMeanM2Shifted<T, kVpt>(raw, nvec, shift, inv_dim, scratch);
     mean = mm2.x;
     rstd = rsqrtf(mm2.y * inv_dim + p.epsilon);

@@ -6,7 +6,6 @@
 
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
-#include "common/env_switch.h"
 #include "norms/norm_cuda_backward.cuh"
 #include "norms/norm_cuda_backward_ring.cuh"
 #include "norms/norm_cuda_config.h"
@@ -19,16 +18,6 @@ constexpr int kFwdBlockThreads = 128;
 constexpr int kFwdMaxVpt = 4;
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-// JAXDNN_NORM_FWD=shifted (read once): LayerNorm statistics in one pass about
-// the row's first element (RowMeanM2Shifted), for an A/B against the two-pass
-// v7 statistics: the v7 LayerNorm forward issues ~37% more instructions than
-// the RMSNorm one and sits at 82% of copy where RMSNorm reaches 95% (ncu: SM
-// 66% busy, issue slots ~70%). Not yet run on a GPU.
-bool ShiftedStatsEnabled() {
-  static const bool enabled = EnvSwitch("JAXDNN_NORM_FWD") == "shifted";
-  return enabled;
-}
 
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
@@ -43,14 +32,6 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   // RMSNorm (scale only) lost 7% with it, so it keeps the plain read
   // (benchmarks/results/2026-11-22-h200-norms-fwd-ab-*).
   constexpr bool kKeep = kLayer;
-  if constexpr (kLayer) {
-    if (ShiftedStatsEnabled() && l.vpt == 4) {
-      // The 4-vector layout only (rows of 4096-8192 16-bit elements): enough
-      // for the A/B, without doubling every instantiation.
-      NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep, true><<<grid, block, 0, stream>>>(p);
-      return CheckLaunch("jaxdnn norm forward (shifted) launch");
-    }
-  }
   switch (l.vpt) {
     case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep><<<grid, block, 0, stream>>>(p); break;
     case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep><<<grid, block, 0, stream>>>(p); break;
