@@ -123,6 +123,33 @@ __device__ inline float2 RowSum2(float2 v, float* scratch) {
   return WarpSum2(t);
 }
 
+// As RowSum2 with ONE barrier, for kernels that reduce row after row: the
+// caller alternates `scratch` between two buffers of blockDim.y * 64 floats on
+// successive calls. A buffer is rewritten two calls later, after the next
+// call's barrier, which every thread reaches only once it has read this one.
+__device__ inline float2 RowSum2OneBarrier(float2 v, float* scratch) {
+  v = WarpSum2(v);
+  const int warps = blockDim.x >> 5;
+  if (warps == 1) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* s = scratch + threadIdx.y * 64;
+  if (lane == 0) { s[warp] = v.x; s[32 + warp] = v.y; }
+  __syncthreads();
+  return WarpSum2(lane < warps ? make_float2(s[lane], s[32 + lane]) : make_float2(0.0f, 0.0f));
+}
+
+// The same for one value (RMSNorm's single row sum).
+__device__ inline float RowSumOneBarrier(float v, float* scratch) {
+  v = WarpSum(v);
+  const int warps = blockDim.x >> 5;
+  if (warps == 1) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* s = scratch + threadIdx.y * 32;
+  if (lane == 0) s[warp] = v;
+  __syncthreads();
+  return WarpSum(lane < warps ? s[lane] : 0.0f);
+}
+
 // Mean and M2 of a row in ONE pass over its registers, about a shift K (any
 // value of the row's scale; the kernels take the row's first element): the
 // sums of d = x - K and d^2 give mean = K + S / n and M2 = Q - S^2 / n. With

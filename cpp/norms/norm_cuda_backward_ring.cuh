@@ -35,7 +35,9 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
   using V = Vec16<T>;
   constexpr int N = V::kElems;
   extern __shared__ uint4 smem_u4[];
-  __shared__ float scratch[32 * 32];
+  // Two buffers of [rows per block <= 8][64] for the row sums (one barrier
+  // per row: RowSum2OneBarrier).
+  __shared__ float scratch[2][8 * 64];
   const int64_t dim = p.shape.dim, nvec = dim / N, rpg = p.shape.rows_per_group();
   const int64_t group = blockIdx.y, part = blockIdx.x;
   const int64_t first = group * rpg + part * grid.chunk;
@@ -122,8 +124,17 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
         }
       }
     }
-    const float mg = kLayer ? RowSum(sum_g, scratch) * inv_dim : 0.0f;
-    const float mgx = RowSum(sum_gx, scratch) * inv_dim;
+    // LayerNorm's two row sums share one barrier (two barrier rounds each
+    // cost the 1024-thread blocks of 8192-wide rows as much as the math).
+    float* sums = scratch[it & 1];
+    float mg = 0.0f, mgx;
+    if constexpr (kLayer) {
+      const float2 t = RowSum2OneBarrier(make_float2(sum_g, sum_gx), sums);
+      mg = t.x * inv_dim;
+      mgx = t.y * inv_dim;
+    } else {
+      mgx = RowSumOneBarrier(sum_gx, sums) * inv_dim;
+    }
     if (!live) continue;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
