@@ -6,7 +6,6 @@
 
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
-#include "common/env_switch.h"
 #include "norms/norm_cuda_backward.cuh"
 #include "norms/norm_cuda_backward_ring.cuh"
 #include "norms/norm_cuda_config.h"
@@ -48,16 +47,6 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
 constexpr size_t kBwdThreeStageSmem = 110 * 1024;
 constexpr size_t kMaxSmem = 227 * 1024;
 
-// JAXDNN_NORM_BWD_STAGES=4 (read once): three row batches in flight ahead
-// of the one being reduced instead of two, for an A/B: an 8192-wide row's
-// 1024-thread block is alone on its SM and keeps 64 KB of loads in flight
-// with three stages, about what the H200's bandwidth-latency product asks
-// of each SM. Not yet timed.
-bool BwdFourStages() {
-  static const bool on = EnvSwitch("JAXDNN_NORM_BWD_STAGES") == "4";
-  return on;
-}
-
 template <typename T, bool kLayer, bool kResidual, int kVpt>
 bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p, BwdGrid bg) {
   const dim3 block(l.tpr, l.rpc);
@@ -66,12 +55,7 @@ bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p,
   const size_t smem2 = BwdRingSmemBytes(2, l.tpr, l.rpc, kVpt, p.shape.dim);
   // The dynamic shared-memory limit is a function attribute, not a stream
   // operation, so raising it is safe under graph capture.
-  const size_t smem4 = BwdRingSmemBytes(4, l.tpr, l.rpc, kVpt, p.shape.dim);
-  if (BwdFourStages() && smem4 <= kMaxSmem) {
-    auto* kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, 4>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem4));
-    kernel<<<grid, block, smem4, stream>>>(p, bg);
-  } else if (smem3 <= kBwdThreeStageSmem) {
+  if (smem3 <= kBwdThreeStageSmem) {
     auto* kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, 3>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem3));
     kernel<<<grid, block, smem3, stream>>>(p, bg);
