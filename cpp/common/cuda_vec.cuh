@@ -123,10 +123,11 @@ __device__ inline float2 RowSum2(float2 v, float* scratch) {
   return WarpSum2(t);
 }
 
-// As RowSum2 with ONE barrier, for kernels that reduce row after row: the
-// caller alternates `scratch` between two buffers of blockDim.y * 64 floats on
-// successive calls. A buffer is rewritten two calls later, after the next
-// call's barrier, which every thread reaches only once it has read this one.
+// As RowSum2 with ONE barrier (no second one guarding `scratch` for reuse),
+// for a kernel that reduces once, or row after row with `scratch` alternating
+// between two buffers of blockDim.y * 64 floats on successive calls: a buffer
+// is rewritten two calls later, after the next call's barrier, which every
+// thread reaches only once it has read this one.
 __device__ inline float2 RowSum2OneBarrier(float2 v, float* scratch) {
   v = WarpSum2(v);
   const int warps = blockDim.x >> 5;
@@ -156,6 +157,7 @@ __device__ inline float RowSumOneBarrier(float v, float* scratch) {
 // K inside the row's range, |mean - K| is of the order of its spread, so the
 // subtraction loses no more than a few float32 ulps of M2 (the shifted-data
 // algorithm). Fewer instructions than RowMeanM2's two passes and merge.
+// One barrier: the block must not write `scratch` again afterwards.
 template <typename T, int kVpt>
 __device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec, float shift,
                                           float inv_dim, float* scratch) {
@@ -175,7 +177,8 @@ __device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec
       }
     }
   }
-  const float2 t = RowSum2(make_float2(sum, sq), scratch);
+  // The forward reduces once per block: one barrier.
+  const float2 t = RowSum2OneBarrier(make_float2(sum, sq), scratch);
   const float mean_d = t.x * inv_dim;
   return make_float2(shift + mean_d, fmaxf(t.y - t.x * mean_d, 0.0f));
 }
