@@ -110,11 +110,9 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
     }
     stage = stage + 1 == kStages ? 0 : stage + 1;
 
-    float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
-      const int64_t j = threadIdx.x + int64_t(k) * tpr;
-      if (j >= nvec) continue;
+    // Calls fn(i, dy, x-hat, scale) for element i of this thread's vector k
+    // (column block j) of the current row.
+    auto for_each_element = [&](int k, int64_t j, auto&& fn) {
       float dy[N], z[N];
       V::Unpack(dy_raw[k], dy);
       V::Unpack(z_raw[k], z);
@@ -123,20 +121,25 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
         const float4 s4 = LoadParam(scale + j * N + 4 * q);
         const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = 4 * q + e;
-          const float xhat = (z[i] - mean) * rstd;
-          const float g = dy[i] * sc[e];
-          sum_g += g;
-          sum_gx += g * xhat;
-          acc_s[k][i] += dy[i] * xhat;
-          if constexpr (kLayer) acc_b[k][i] += dy[i];
-          if constexpr (kKeep) {
-            xhat_kept[k][i] = xhat;
-            g_kept[k][i] = g;
-          }
-        }
+        for (int e = 0; e < 4; ++e) fn(4 * q + e, dy[4 * q + e], (z[4 * q + e] - mean) * rstd, sc[e]);
       }
+    };
+    float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t j = threadIdx.x + int64_t(k) * tpr;
+      if (j >= nvec) continue;
+      for_each_element(k, j, [&](int i, float dy, float xhat, float sc) {
+        const float g = dy * sc;
+        sum_g += g;
+        sum_gx += g * xhat;
+        acc_s[k][i] += dy * xhat;
+        if constexpr (kLayer) acc_b[k][i] += dy;
+        if constexpr (kKeep) {
+          xhat_kept[k][i] = xhat;
+          g_kept[k][i] = g;
+        }
+      });
     }
     // LayerNorm's two row sums share one barrier (two barrier rounds each
     // cost the 1024-thread blocks of 8192-wide rows as much as the math).
@@ -165,20 +168,9 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
 #pragma unroll
         for (int i = 0; i < N; ++i) dx[i] += rstd * (g_kept[k][i] - mg - xhat_kept[k][i] * mgx);
       } else {
-        float dy[N], z[N];
-        V::Unpack(dy_raw[k], dy);
-        V::Unpack(z_raw[k], z);
-#pragma unroll
-        for (int q = 0; q < N / 4; ++q) {
-          const float4 s4 = LoadParam(scale + j * N + 4 * q);
-          const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int i = 4 * q + e;
-            const float xhat = (z[i] - mean) * rstd;
-            dx[i] += rstd * (dy[i] * sc[e] - mg - xhat * mgx);
-          }
-        }
+        for_each_element(k, j, [&](int i, float dy, float xhat, float sc) {
+          dx[i] += rstd * (dy * sc - mg - xhat * mgx);
+        });
       }
       StoreStream(static_cast<T*>(p.dx) + base + j * N, V::Pack(dx));
     }
