@@ -151,7 +151,7 @@ __device__ inline float RowSumOneBarrier(float v, float* scratch) {
 }
 
 // Mean and M2 of a row in ONE pass over its registers, about a shift K (any
-// value of the row's scale; the kernels take the row's first element): the
+// value of the row's scale; the forward takes the mean of its first vector): the
 // sums of d = x - K and d^2 give mean = K + S / n and M2 = Q - S^2 / n. With
 // K inside the row's range, |mean - K| is of the order of its spread, so the
 // subtraction loses no more than a few float32 ulps of M2 (the shifted-data
