@@ -881,7 +881,8 @@ def test_gpu_128k_token_sequence_forward_and_backward():
 # decode forward (cpp/attention/decode) takes these unless
 # JAXDNN_ATTENTION_DECODE=0 (read in C++ at first use, so the test sets
 # nothing; with it off they check the kernels that take them instead).
-# Their combine step merges 128, 32, 16, 16 and 64 slots per row.
+# Their combine step merges 128, 32, 16, 16 and 64 slots per row (8, 2, 1, 1
+# and 4 warps per row).
 DECODE_DIMS = [Dims(1, 1, 16384, 16, 16, 128), Dims(2, 4, 4096, 16, 4, 64),
                Dims(1, 16, 8192, 16, 1, 256), Dims(4, 1, 2048, 8, 2, 128),
                Dims(1, 1, 8192, 8, 8, 128)]

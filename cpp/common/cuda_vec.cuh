@@ -82,22 +82,6 @@ __device__ inline float WarpSum(float v) {
   return v;
 }
 
-// Sums `v` over the blockDim.x threads that share threadIdx.y (one row), in a
-// fixed order, so the result is deterministic. `scratch` holds
-// blockDim.y * 32 floats. Every thread of the block must call it.
-__device__ inline float RowSum(float v, float* scratch) {
-  v = WarpSum(v);
-  const int warps = blockDim.x >> 5;
-  if (warps == 1) return v;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float* s = scratch + threadIdx.y * 32;
-  if (lane == 0) s[warp] = v;
-  __syncthreads();
-  float t = lane < warps ? s[lane] : 0.0f;
-  __syncthreads();
-  return WarpSum(t);
-}
-
 __device__ inline float2 WarpSum2(float2 v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -108,25 +92,13 @@ __device__ inline float2 WarpSum2(float2 v) {
 }
 
 // Sums the pair `v` over the blockDim.x threads that share threadIdx.y (one
-// row), in a fixed order: one barrier round for both. `scratch` holds
-// blockDim.y * 64 floats. Every thread of the block must call it.
-__device__ inline float2 RowSum2(float2 v, float* scratch) {
-  v = WarpSum2(v);
-  const int warps = blockDim.x >> 5;
-  if (warps == 1) return v;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float* s = scratch + threadIdx.y * 64;
-  if (lane == 0) { s[warp] = v.x; s[32 + warp] = v.y; }
-  __syncthreads();
-  float2 t = lane < warps ? make_float2(s[lane], s[32 + lane]) : make_float2(0.0f, 0.0f);
-  __syncthreads();
-  return WarpSum2(t);
-}
-
-// As RowSum2 with ONE barrier, for kernels that reduce row after row: the
-// caller alternates `scratch` between two buffers of blockDim.y * 64 floats on
-// successive calls. A buffer is rewritten two calls later, after the next
-// call's barrier, which every thread reaches only once it has read this one.
+// row), in a fixed order, so the result is deterministic, with ONE barrier
+// round. Every thread of the block must call it. `scratch` holds
+// blockDim.y * 64 floats and is read by every thread after the barrier, so a
+// kernel may write it again only after another barrier: one that reduces
+// once needs nothing more; one that reduces row after row alternates two
+// buffers (a buffer is rewritten two calls later, after the next call's
+// barrier, which every thread reaches only once it has read this one).
 __device__ inline float2 RowSum2OneBarrier(float2 v, float* scratch) {
   v = WarpSum2(v);
   const int warps = blockDim.x >> 5;
@@ -138,7 +110,7 @@ __device__ inline float2 RowSum2OneBarrier(float2 v, float* scratch) {
   return WarpSum2(lane < warps ? make_float2(s[lane], s[32 + lane]) : make_float2(0.0f, 0.0f));
 }
 
-// The same for one value (RMSNorm's single row sum).
+// The same for one value; `scratch` holds blockDim.y * 32 floats.
 __device__ inline float RowSumOneBarrier(float v, float* scratch) {
   v = WarpSum(v);
   const int warps = blockDim.x >> 5;
@@ -150,12 +122,21 @@ __device__ inline float RowSumOneBarrier(float v, float* scratch) {
   return WarpSum(lane < warps ? s[lane] : 0.0f);
 }
 
+// RowSumOneBarrier followed by the barrier that frees `scratch` for the
+// caller's next call.
+__device__ inline float RowSum(float v, float* scratch) {
+  const float t = RowSumOneBarrier(v, scratch);
+  if ((blockDim.x >> 5) > 1) __syncthreads();
+  return t;
+}
+
 // Mean and M2 of a row in ONE pass over its registers, about a shift K (any
 // value of the row's scale; the forward takes the mean of its first vector): the
 // sums of d = x - K and d^2 give mean = K + S / n and M2 = Q - S^2 / n. With
 // K inside the row's range, |mean - K| is of the order of its spread, so the
 // subtraction loses no more than a few float32 ulps of M2 (the shifted-data
 // algorithm). Fewer instructions than RowMeanM2's two passes and merge.
+// One barrier: the block must not write `scratch` again afterwards.
 template <typename T, int kVpt>
 __device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec, float shift,
                                           float inv_dim, float* scratch) {
@@ -175,7 +156,8 @@ __device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec
       }
     }
   }
-  const float2 t = RowSum2(make_float2(sum, sq), scratch);
+  // The forward reduces once per block: one barrier.
+  const float2 t = RowSum2OneBarrier(make_float2(sum, sq), scratch);
   const float mean_d = t.x * inv_dim;
   return make_float2(shift + mean_d, fmaxf(t.y - t.x * mean_d, 0.0f));
 }

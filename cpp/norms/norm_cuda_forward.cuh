@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
 #pragma unroll
       for (int e = 0; e < N; ++e) sq += v[e] * v[e];
     }
-    rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
+    // One reduction per block: one barrier.
+    rstd = rsqrtf(RowSumOneBarrier(sq, scratch) * inv_dim + p.epsilon);
   }
   if (!live) return;
   SaveRowStats<kLayer>(p, row, mean, rstd);

@@ -6,6 +6,7 @@
 
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
+#include "common/env_switch.h"
 #include "norms/norm_cuda_backward.cuh"
 #include "norms/norm_cuda_backward_ring.cuh"
 #include "norms/norm_cuda_config.h"
@@ -47,22 +48,38 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
 constexpr size_t kBwdThreeStageSmem = 110 * 1024;
 constexpr size_t kMaxSmem = 227 * 1024;
 
+// JAXDNN_NORM_BWD=keep (read once): the ring backward keeps x-hat and
+// dy * scale in registers across its two passes (NormBwdRingKernel's kKeep),
+// for rows of one vector per thread (the 4096- and 8192-wide 16-bit rows).
+// Compiled, not yet timed.
+bool BwdKeepEnabled() {
+  static const bool on = EnvSwitch("JAXDNN_NORM_BWD") == "keep";
+  return on;
+}
+
+template <typename T, bool kLayer, bool kResidual, int kVpt, int kStages>
+void LaunchBwdRing(const dim3& grid, const dim3& block, size_t smem, cudaStream_t stream,
+                   const NormBwdArgs& p, BwdGrid bg) {
+  auto* kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, kStages>;
+  if constexpr (kVpt == 1) {
+    if (BwdKeepEnabled()) kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, kStages, true>;
+  }
+  // The dynamic shared-memory limit is a function attribute, not a stream
+  // operation, so raising it is safe under graph capture.
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  kernel<<<grid, block, smem, stream>>>(p, bg);
+}
+
 template <typename T, bool kLayer, bool kResidual, int kVpt>
 bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p, BwdGrid bg) {
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
   const size_t smem3 = BwdRingSmemBytes(3, l.tpr, l.rpc, kVpt, p.shape.dim);
   const size_t smem2 = BwdRingSmemBytes(2, l.tpr, l.rpc, kVpt, p.shape.dim);
-  // The dynamic shared-memory limit is a function attribute, not a stream
-  // operation, so raising it is safe under graph capture.
   if (smem3 <= kBwdThreeStageSmem) {
-    auto* kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, 3>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem3));
-    kernel<<<grid, block, smem3, stream>>>(p, bg);
+    LaunchBwdRing<T, kLayer, kResidual, kVpt, 3>(grid, block, smem3, stream, p, bg);
   } else if (smem2 <= kMaxSmem) {
-    auto* kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, 2>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem2));
-    kernel<<<grid, block, smem2, stream>>>(p, bg);
+    LaunchBwdRing<T, kLayer, kResidual, kVpt, 2>(grid, block, smem2, stream, p, bg);
   } else {
     return false;
   }

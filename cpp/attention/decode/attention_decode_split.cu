@@ -26,10 +26,11 @@ cudaError_t LaunchPhases(const DecodeSplitParams& dp, const DecodeSplitPlan& pla
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
   const int64_t rows = s.batch * s.heads * s.q_len;
-  constexpr int kRowsPerBlock = kDecodeCombineThreads / 32;
-  DecodeCombineKernel<T, kD><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kDecodeCombineThreads, 0,
-                               stream>>>(dp.partial_o, dp.partial_ml, dp.slots, s, static_cast<T*>(dp.args.out),
-                                         dp.args.lse);
+  const int warps_per_row = DecodeCombineWarpsPerRow(dp.slots);
+  const int64_t rows_per_block = kDecodeCombineWarps / warps_per_row;
+  DecodeCombineKernel<T, kD><<<unsigned((rows + rows_per_block - 1) / rows_per_block), kDecodeCombineThreads, 0,
+                               stream>>>(dp.partial_o, dp.partial_ml, dp.slots, warps_per_row, s,
+                                         static_cast<T*>(dp.args.out), dp.args.lse);
   return cudaGetLastError();
 }
 
