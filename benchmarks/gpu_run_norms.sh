@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call for the norms: build, the norm tests (GPU ones included),
 # optionally a slice of the attention tests (ATTN_K="pytest -k expression"),
-# then the opt-in kernels named in NORM_AB (space-separated VAR=value; default
-# the register-kept backward, JAXDNN_NORM_BWD=keep), each one's tests with its switch on
+# then the kernels named in NORM_AB (space-separated VAR=value; none by
+# default), each one's tests with its switch on
 # and an A/B (host-timed and GPU-busy) against no switch, XLA in each process
 # as the drift reference. Then the benchmark over the default cases if 120 s
 # of the budget are left.
@@ -43,7 +43,7 @@ fi
 # VAR=value switches; empty for none): each one's norm tests with its switch
 # on, then one benchmark process with no switch and one per switch (a switch
 # is read once per process) over the same cases, XLA as the drift reference.
-norm_ab=${NORM_AB-JAXDNN_NORM_BWD=keep}
+norm_ab=${NORM_AB-}
 for sw in $norm_ab; do
   echo "== $sw: tests"
   ( cd /tmp && env "$sw" timeout "$(left "${SWITCH_TEST_TIMEOUT:-120}")" python3 -m pytest \

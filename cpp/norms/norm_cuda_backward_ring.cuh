@@ -29,7 +29,7 @@ inline size_t BwdRingSmemBytes(int stages, int tpr, int rpc, int vpt, int64_t di
 template <int kVpt>
 constexpr int BwdRingMaxThreads() { return kVpt == 1 ? 1024 : kVpt == 2 ? 768 : 512; }
 
-// kKeep (opt-in, JAXDNN_NORM_BWD=keep, 1 vector per thread): each row's
+// kKeep (the default for 1 vector per thread; JAXDNN_NORM_BWD=reload turns it off): each row's
 // x-hat and dy * scale stay in registers from the row sums to dx, instead of
 // the second pass unpacking dy and z again, reloading scale and recomputing
 // both (PTX: ~40 of ~250 instructions per row; ncu had the 4096/8192-wide
