@@ -438,9 +438,9 @@ int main(int argc, char** argv) {
       ek = Compare(gk1, hrk, f16);
       ev = Compare(gv1, hrv, f16);
       // Every other variant (bits 1, 8, 16, 32) against the same reference.
-      // Fused mode: the fused variants 0 and 1 instead.
+      // Fused mode: the fused variants 0-7 instead (bit 1 only at head dim 128).
       for (int var = 0; var < 64; ++var) {
-        if (fused ? var > 1 : (var & 6) != 0) continue;
+        if (fused ? (var > 7 || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0) continue;
         if (c.D == 256 && (var & ~8) != 0) continue;  // d256 has bit 8 only
         CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
         CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
@@ -520,13 +520,24 @@ int main(int argc, char** argv) {
                     t2, flops / (t2 * 1e-3) / 1e12, t_ordered, flops / (t_ordered * 1e-3) / 1e12, t2 / med,
                     t_ordered / med);
       breakdown += buf;
+      // The step-order variants of the unordered kernel (bits: 1 = 3 stages
+      // and 1 dQ buffer, 2 = dQ before dK's second half, 4 = TMA before
+      // lse/delta), each against variant 0 timed in the same place.
+      const double t0 = time_fused(0);
+      breakdown += "\n    unordered variants vs v0:";
+      for (int var : {2, 4, 6, 1, 3, 5, 7}) {
+        if (c.D != 128 && (var & 1) != 0) continue;
+        const double t = time_fused(var);
+        std::snprintf(buf, sizeof(buf), " v%d %.0fTF (x%.3f)", var, flops / (t * 1e-3) / 1e12, t0 / t);
+        breakdown += buf;
+      }
     } else if (fused) {
       // The fused variants next to the two-kernel backward (default variant).
       char buf[160];
       const double t2 = time_variant(-1);
       std::snprintf(buf, sizeof(buf), "\n    two-kernel %.3fms %.0fTF | fused", t2, flops / (t2 * 1e-3) / 1e12);
       breakdown += buf;
-      for (int var : {0, 1}) {
+      for (int var : {0, 1, 2, 4, 6}) {
         if (var == 1 && c.D != 128) continue;
         const double t = time_fused(var);
         std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF (x%.2f)", var, t, flops / (t * 1e-3) / 1e12, t2 / t);

@@ -94,13 +94,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
   const sm90::BwdParams& dense_p = p;
 
   // 1. delta.
-  {
-    const int64_t rows = s.batch * s.q_len * s.heads;
-    const int threads = 256;
-    const int64_t blocks = (rows * 32 + threads - 1) / threads;
-    sm90::AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(dense_p);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  }
+  if ((err = sm90::LaunchBwdDelta<kD, kF16>(dense_p, stream)) != cudaSuccess) return err;
 
   // 2. dK / dV.
   if (run_dkdv) {

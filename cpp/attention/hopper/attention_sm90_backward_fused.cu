@@ -4,6 +4,8 @@
 #include "attention/hopper/attention_sm90_backward_fused.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "attention/hopper/attention_sm90_backward.h"
 #include "attention/hopper/attention_sm90_backward_fused.cuh"
@@ -29,7 +31,17 @@ bool FusedHeadMajor() {
   return on;
 }
 
-template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered>
+// JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT (read once): the variant bits of
+// LaunchAttentionBwdSm90FusedVariant for calls through jax, for A/Bs; 0 when unset.
+int DefaultFusedVariant() {
+  static const int v = [] {
+    const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
+    return s.empty() ? 0 : std::atoi(s.c_str()) & 7;
+  }();
+  return v;
+}
+
+template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs>;
   const AttnShape& s = a.shape;
@@ -75,24 +87,15 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   fp.counters = reinterpret_cast<int*>(ws + off);
   const int64_t num_counters = s.batch * s.heads * num_m;
 
-  // 0. Ordered: semaphores to zero (the dQ accumulator needs no zeroing: key
-  //    block 0 stores, later key blocks add). Unordered: the accumulator to
-  //    zero (every key block adds).
+  // 0-1. Ordered: the semaphores zeroed (the dQ accumulator needs no zeroing:
+  //    key block 0 stores, later key blocks add), then delta. Unordered (every
+  //    key block adds): delta, with the accumulator zeroed in the same pass.
   if constexpr (kOrdered) {
     err = cudaMemsetAsync(fp.counters, 0, static_cast<size_t>(num_counters) * sizeof(int), stream);
+    if (err != cudaSuccess) return err;
+    if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream)) != cudaSuccess) return err;
   } else {
-    err = cudaMemsetAsync(fp.dq_accum, 0, static_cast<size_t>(s.batch * s.heads * num_m * 64 * kD) * sizeof(float),
-                          stream);
-  }
-  if (err != cudaSuccess) return err;
-
-  // 1. delta (the two-kernel backward's pre-pass).
-  {
-    const int64_t rows = s.batch * s.q_len * s.heads;
-    const int threads = 256;
-    const int64_t blocks = (rows * 32 + threads - 1) / threads;
-    sm90::AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream, fp.dq_accum, num_m * 64)) != cudaSuccess) return err;
   }
 
   // 2. Fused dK / dV / dQ.
@@ -102,7 +105,7 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
-    auto kernel = sm90::AttnBwdFusedSm90Kernel<kD, kF16, kStages, kDqBufs, kOrdered>;
+    auto kernel = sm90::AttnBwdFusedSm90Kernel<kD, kF16, kStages, kDqBufs, kOrdered, kOpts>;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes)) !=
         cudaSuccess) {
       return err;
@@ -164,27 +167,36 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   return true;
 }
 
-template <bool kOrdered>
-cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
-  const bool f16 = p.dtype == ffi::DataType::F16;
-  const int d = static_cast<int>(p.shape.head_dim);
-  if (variant < 0) variant = 0;
-  if (d == 64) {
-    return f16 ? LaunchFused<64, true, 4, 2, kOrdered>(p, stream) : LaunchFused<64, false, 4, 2, kOrdered>(p, stream);
+// Variant bits (see attention_sm90_backward_fused.h): 1 = 3 Q/dO stages and
+// 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst.
+template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered>
+cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+  switch (variant & 6) {
+    case 2: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, 2>(p, stream);
+    case 4: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, 4>(p, stream);
+    case 6: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, 6>(p, stream);
+    default: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, 0>(p, stream);
   }
+}
+
+template <bool kOrdered, bool kF16>
+cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+  const int d = static_cast<int>(p.shape.head_dim);
+  if (d == 64) return LaunchFusedOpts<64, kF16, 4, 2, kOrdered>(p, stream, variant);
   if (d == 128) {
-    if (variant == 1) {
-      return f16 ? LaunchFused<128, true, 3, 1, kOrdered>(p, stream)
-                 : LaunchFused<128, false, 3, 1, kOrdered>(p, stream);
-    }
-    return f16 ? LaunchFused<128, true, 2, 2, kOrdered>(p, stream) : LaunchFused<128, false, 2, 2, kOrdered>(p, stream);
+    if (variant & 1) return LaunchFusedOpts<128, kF16, 3, 1, kOrdered>(p, stream, variant);
+    return LaunchFusedOpts<128, kF16, 2, 2, kOrdered>(p, stream, variant);
   }
   return cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
-  return Sm90FusedBackwardOrdered(p) ? LaunchFusedVariant<true>(p, stream, variant)
-                                     : LaunchFusedVariant<false>(p, stream, variant);
+  if (variant < 0) variant = DefaultFusedVariant();
+  const bool f16 = p.dtype == ffi::DataType::F16;
+  if (Sm90FusedBackwardOrdered(p)) {
+    return f16 ? LaunchFusedVariant<true, true>(p, stream, variant) : LaunchFusedVariant<true, false>(p, stream, variant);
+  }
+  return f16 ? LaunchFusedVariant<false, true>(p, stream, variant) : LaunchFusedVariant<false, false>(p, stream, variant);
 }
 
 cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream) {

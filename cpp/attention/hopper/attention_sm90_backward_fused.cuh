@@ -60,6 +60,8 @@
 // resident or finished whenever key block n is. Key block 0 never waits.
 #pragma once
 
+#include <type_traits>
+
 #include "attention/hopper/attention_sm90_backward_common.cuh"
 #include "attention/hopper/attention_sm90_backward_dkdv_smem.cuh"
 #include "attention/hopper/attention_sm90_backward_key_block.cuh"
@@ -186,10 +188,21 @@ constexpr int kFusedBarDs = 1;      // both consumer warpgroups: dS tile complet
 constexpr int kFusedBarDqXchg = 2;  // both consumer warpgroups: dQ partial exchange (D = 64)
 constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half complete (D = 64)
 
+// Step-order options (kOpts bits; A/B through the host launcher's variant,
+// see attention_sm90_backward_fused.h). Same results bit for bit: only the
+// order in which the same operations are issued changes.
+// kFusedOptDqFirst: dK's first half, the dS barrier, dQ, dK's second half,
+//   then dQ is staged while dK's second half runs (FlashAttention-3's tail
+//   order; the default waits for dQ and dK together, then stages dQ).
+// kFusedOptTmaFirst: the loader issues the Q/dO TMA before its lse/delta
+//   loads, so the copy does not wait for a dependent L2 round trip.
+constexpr int kFusedOptDqFirst = 2;
+constexpr int kFusedOptTmaFirst = 4;
+
 // kOrdered = false: dQ blocks are added in whatever order they come (bulk
 // float32 reduce-adds into an accumulator zeroed beforehand), with no
 // semaphores: reruns may differ in the last bits (deterministic=False).
-template <int kD, bool kF16, int kStages_, int kDqBufs_, bool kOrdered = true>
+template <int kD, bool kF16, int kStages_, int kDqBufs_, bool kOrdered = true, int kOpts = 0>
 __global__ void __launch_bounds__(384, 1)
     AttnBwdFusedSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                            const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
@@ -251,6 +264,15 @@ __global__ void __launch_bounds__(384, 1)
         const int st = it % kStages;
         const uint32_t ph = (it / kStages) & 1;
         MbarWait(&sm.q_empty[st], ph ^ 1);
+        if constexpr ((kOpts & kFusedOptTmaFirst) != 0) {
+          // The transaction count first (no arrival), the copies, then every
+          // lane's lse/delta stores and one arrival each (count 32 as before).
+          if (lane == 0) {
+            MbarExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+            TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+            TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+          }
+        }
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int qi = m * kBlockM + lane + 32 * e;
@@ -258,7 +280,9 @@ __global__ void __launch_bounds__(384, 1)
           sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
           sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
         }
-        if (lane == 0) {
+        if constexpr ((kOpts & kFusedOptTmaFirst) != 0) {
+          MbarArrive(&sm.q_full[st]);
+        } else if (lane == 0) {
           MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
           TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
           TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
@@ -398,6 +422,16 @@ __global__ void __launch_bounds__(384, 1)
       TileGemmRegsA<kD, kBlockM, kF16>(dk, dsa, qb);
       WgmmaCommit();
     };
+    // dK over query slices [16 k0, 16 k1) of the step (kFusedOptDqFirst's halves).
+    auto gemm_dk_slices = [&](int it, auto k0, auto k1) {
+      const uint32_t qb = q_base + (it % kStages) * Cfg::kQBytes;
+      WgmmaFence();
+#pragma unroll
+      for (int kk = decltype(k0)::value; kk < decltype(k1)::value; ++kk) {
+        Wgmma<kD, kF16>::RS(dk, dsa[kk], MakeDescSw128(qb + kk * 16 * 128, kBlockM * 128, 1024), 1);
+      }
+      WgmmaCommit();
+    };
     // dQ_m (64 queries x 64 columns) = dS . K, A = dS tile (MN-major), B = K (MN-major).
     auto gemm_dq = [&](int it) {
       const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes;
@@ -482,21 +516,39 @@ __global__ void __launch_bounds__(384, 1)
       WgmmaWait<1>();  // dP^T (dV may still run)
       FenceRegs(dp);
       compute_ds(it);
-      gemm_dk(it);
-      // The dS tile (generic-proxy stores) before the wgmma (async proxy) reads it.
-      FenceProxyAsyncShared();
-      if constexpr (kSplitKeys) {
-        NamedBarrierSync(kFusedBarDsWg + cw, 128);
+      auto ds_barrier = [&] {
+        // The dS tile (generic-proxy stores) before the wgmma (async proxy) reads it.
+        FenceProxyAsyncShared();
+        if constexpr (kSplitKeys) {
+          NamedBarrierSync(kFusedBarDsWg + cw, 128);
+        } else {
+          NamedBarrierSync(kFusedBarDs, 256);
+        }
+      };
+      if constexpr ((kOpts & kFusedOptDqFirst) != 0) {
+        using std::integral_constant;
+        gemm_dk_slices(it, integral_constant<int, 0>{}, integral_constant<int, kBlockM / 32>{});
+        ds_barrier();
+        gemm_dq(it);
+        gemm_dk_slices(it, integral_constant<int, kBlockM / 32>{}, integral_constant<int, kBlockM / 16>{});
+        WgmmaWait<1>();  // dV, dK's first half and dQ done; dK's second half may still run
+        FenceRegs(dqa);
+        store_dq(it);
+        WgmmaWait<0>();
+        FenceRegs(dv);
+        FenceRegs(dk);
+        release(it);
       } else {
-        NamedBarrierSync(kFusedBarDs, 256);
+        gemm_dk(it);
+        ds_barrier();
+        gemm_dq(it);
+        WgmmaWait<0>();
+        FenceRegs(dv);
+        FenceRegs(dk);
+        FenceRegs(dqa);
+        release(it);
+        store_dq(it);
       }
-      gemm_dq(it);
-      WgmmaWait<0>();
-      FenceRegs(dv);
-      FenceRegs(dk);
-      FenceRegs(dqa);
-      release(it);
-      store_dq(it);
     }
 
     // ---------------------------- epilogue ----------------------------
