@@ -7,11 +7,21 @@
 #      against the fp32 reference, unordered (atomiccheck) and ordered with
 #      bitwise reruns (fusedcheck), then time them (atomic: the default path);
 #   2. the GPU tests (TEST_K, default "gpu": every GPU test);
-#   3. GPU-busy A/Bs through jax (benchmarks/kernel_timing.py), VARIANTS (default
-#      "0 6") at head dims 128 and 64, one process per setting.
+#   3. GPU-busy A/Bs through jax (benchmarks/kernel_timing.py), VARIANTS
+#      ("variant:head_dim" pairs) over SEQS, one process per setting;
+#   4. EXTRA: one more command line (e.g. the norm benchmark) if set.
 #   bash benchmarks/gpu_run_bwd_variants.sh OUTDIR
 source "$(dirname "$0")/device_call.sh" 570 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
+  # tokamax and its pure-Python dependencies as wheels (carry .whl), with a
+  # stand-in for the xprof module it imports (as gpu_run_norms.sh does).
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$repo"/.whl/*.whl
+  mkdir -p /tmp/site/xprof/cli/tools
+  touch /tmp/site/xprof/__init__.py /tmp/site/xprof/cli/__init__.py
+  echo "get_kernel_stats_tool = None" > /tmp/site/xprof/cli/tools/__init__.py
+  export PYTHONPATH=/tmp/site
+fi
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
   echo "build exit $?" > "$out/build.rc" ) &
 b=${BIN:-$repo/build/sm90}
@@ -19,10 +29,12 @@ st() {  # log name, timeout, mode
   timeout "$(left "$2")" "$b/sm90_attention_bwd_selftest" "$3" > "$out/$1.log" 2>&1
   echo "$1: exit $?; $(grep -c FAIL "$out/$1.log") FAIL lines; $(grep -c 'ALL PASSED' "$out/$1.log") ALL PASSED"
 }
-st self-atomiccheck 90 atomiccheck
-st self-fusedcheck 120 fusedcheck
-grep -q "ALL PASSED" "$out/self-atomiccheck.log" && st self-atomic-timing "${SELF_TIMING_TIMEOUT:-150}" atomic
-grep -E "unordered variants|^  *(B|b|s|S)[0-9]|TF" "$out/self-atomic-timing.log" 2> /dev/null | cut -c1-200 | head -40
+if [ "${SELF:-1}" != 0 ]; then  # SELF=0: no self-tests
+  st self-atomiccheck 90 atomiccheck
+  st self-fusedcheck 120 fusedcheck
+  grep -q "ALL PASSED" "$out/self-atomiccheck.log" && st self-atomic-timing "${SELF_TIMING_TIMEOUT:-150}" atomic
+  grep -E "^\(|unordered variants" "$out/self-atomic-timing.log" 2> /dev/null | cut -c1-200 | head -60
+fi
 wait; cat "$out/build.rc"
 xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
 if [ "${TEST_TIMEOUT:-260}" != 0 ]; then
@@ -31,12 +43,19 @@ if [ "${TEST_TIMEOUT:-260}" != 0 ]; then
       $xdist -k "${TEST_K:-gpu}" -rfE --timeout 150 ) > "$out/tests-gpu.log" 2>&1
   echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
 fi
-for v in ${VARIANTS:-0 6}; do
-  for d in ${DIMS:-128 64}; do
+# VARIANTS: "variant:dim ..." pairs (default 0 and 6 at head dims 128 and 64).
+for vd in ${VARIANTS:-0:128 0:64 6:128 6:64}; do
+  v=${vd%:*} d=${vd#*:}
+  {
     [ $((budget - SECONDS)) -lt 40 ] && { echo "v$v d$d: skipped (time)"; continue; }
     ( cd /tmp && JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT=$v timeout "$(left 120)" python3 \
         "$repo/benchmarks/kernel_timing.py" --attention --dim "$d" --seqs "${SEQS:-2048,8192}" --causal 0,1 \
         --impls jaxdnn --out "$out/kt-v$v-d$d.json" ) 2>&1 | grep -E "^attn" > "$out/kt-v$v-d$d.txt"
     echo "-- variant $v, d$d"; cut -c1-140 "$out/kt-v$v-d$d.txt"
-  done
+  }
 done
+if [ -n "${EXTRA:-}" ]; then
+  echo "== extra: $EXTRA"
+  ( cd /tmp && timeout "$(left 300)" bash -c "$EXTRA" ) > "$out/extra.txt" 2>&1
+  echo "exit $?"; tail -40 "$out/extra.txt" | cut -c1-170
+fi
