@@ -32,13 +32,28 @@ bool FusedHeadMajor() {
 }
 
 // JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT (read once): the variant bits of
-// LaunchAttentionBwdSm90FusedVariant for calls through jax, for A/Bs; 0 when unset.
-int DefaultFusedVariant() {
+// LaunchAttentionBwdSm90FusedVariant for calls through jax, for A/Bs; -1 when
+// unset (the defaults below).
+int EnvFusedVariant() {
   static const int v = [] {
     const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
-    return s.empty() ? 0 : std::atoi(s.c_str()) & 7;
+    return s.empty() ? -1 : std::atoi(s.c_str()) & 7;
   }();
   return v;
+}
+
+// Defaults, from GPU-busy A/Bs through jax on an H200 (2026-11-22,
+// results/2026-11-22-h200-attention-v18-bwd-variants-jax2.txt), unordered
+// mode: head dim 128 takes variant 5 (3 Q/dO stages, 1 dQ buffer, TMA before
+// lse/delta): fwd+bwd 0.3-3.9% faster than variant 0 at seq 2048-16384, causal
+// or not; head dim 64 takes variant 6 (dQ before dK's second half, TMA first):
+// 1.5-2.2% at seq 8192-16384, level at 2048. The ordered mode (deterministic)
+// keeps variant 0: its single dQ buffer would also wait on the semaphores,
+// and it was checked but not timed with the others.
+int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
+  if (const int v = EnvFusedVariant(); v >= 0) return v;
+  if (ordered) return 0;
+  return p.shape.head_dim == 128 ? 5 : 6;
 }
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
@@ -191,9 +206,10 @@ cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int va
 }
 
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
-  if (variant < 0) variant = DefaultFusedVariant();
+  const bool ordered = Sm90FusedBackwardOrdered(p);
+  if (variant < 0) variant = DefaultFusedVariant(p, ordered);
   const bool f16 = p.dtype == ffi::DataType::F16;
-  if (Sm90FusedBackwardOrdered(p)) {
+  if (ordered) {
     return f16 ? LaunchFusedVariant<true, true>(p, stream, variant) : LaunchFusedVariant<true, false>(p, stream, variant);
   }
   return f16 ? LaunchFusedVariant<false, true>(p, stream, variant) : LaunchFusedVariant<false, false>(p, stream, variant);

@@ -48,9 +48,14 @@ bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p);
 // deterministic backward does). Unordered mode: dQ bits may differ per run.
 cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream);
 
-// Benchmarking hook. variant (head dim 128 only; ignored at 64, which uses
-// 4 Q/dO stages and 2 dQ buffers): 0 = 2 Q/dO stages + 2 dQ staging buffers,
-// 1 = 3 Q/dO stages + 1 dQ staging buffer. -1 = default (0).
+// Launch with explicit step-order variant bits (A/Bs and self-tests):
+//   1 = 3 Q/dO stages and 1 dQ staging buffer (head dim 128 only; else 2 and 2
+//       at 128, 4 and 2 at 64),
+//   2 = dQ issued before dK's second half and staged while it runs,
+//   4 = the loader issues the Q/dO TMA before its lse/delta loads.
+// The results are the same bit for bit. -1 = the default: the environment's
+// JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 5 at head dim 128 and 6
+// at 64 in the unordered mode, 0 in the ordered one.
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention
