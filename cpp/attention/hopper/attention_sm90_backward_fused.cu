@@ -37,7 +37,7 @@ bool FusedHeadMajor() {
 int EnvFusedVariant() {
   static const int v = [] {
     const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
-    return s.empty() ? -1 : std::atoi(s.c_str()) & 7;
+    return s.empty() ? -1 : std::atoi(s.c_str()) & 31;
   }();
   return v;
 }
@@ -141,7 +141,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     const int64_t total4 = s.batch * s.q_len * s.heads * kD / 4;
     const int threads = 256;
     const int64_t blocks = (total4 + threads - 1) / threads;
-    sm90::AttnBwdFusedDqConvertKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
+    constexpr bool kRedLayout = !kOrdered && (kOpts & sm90::kFusedOptRedDq) != 0;
+    sm90::AttnBwdFusedDqConvertKernel<kD, kF16, kRedLayout><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
@@ -197,6 +198,23 @@ cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int varia
 template <bool kOrdered, bool kF16>
 cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const int d = static_cast<int>(p.shape.head_dim);
+  if constexpr (!kOrdered) {
+    // Bit 16, dQ reduced from registers: no dQ buffers; 3 Q/dO stages at head
+    // dim 128 (4 do not fit), 4 at 64. With bits 2 and 4 as requested.
+    if (variant & 16) {
+      const int o = variant & 6;
+      if (d == 64) {
+        return o == 6 ? LaunchFused<64, kF16, 4, 0, false, 22>(p, stream)
+               : o == 4 ? LaunchFused<64, kF16, 4, 0, false, 20>(p, stream)
+                        : LaunchFused<64, kF16, 4, 0, false, 16>(p, stream);
+      }
+      if (d == 128) {
+        return o == 6 ? LaunchFused<128, kF16, 3, 0, false, 22>(p, stream)
+               : o == 4 ? LaunchFused<128, kF16, 3, 0, false, 20>(p, stream)
+                        : LaunchFused<128, kF16, 3, 0, false, 16>(p, stream);
+      }
+    }
+  }
   if (d == 64) return LaunchFusedOpts<64, kF16, 4, 2, kOrdered>(p, stream, variant);
   if (d == 128) {
     if (variant & 1) return LaunchFusedOpts<128, kF16, 3, 1, kOrdered>(p, stream, variant);

@@ -53,7 +53,10 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       at 128, 4 and 2 at 64),
 //   2 = dQ issued before dK's second half and staged while it runs,
 //   4 = the loader issues the Q/dO TMA before its lse/delta loads.
-// The results are the same bit for bit. -1 = the default: the environment's
+//   16 = (unordered mode only) dQ added from registers with 16-byte L2
+//       reductions, no dQ staging buffers (3 Q/dO stages at 128, 4 at 64);
+//       combines with 2 and 4, not with 1.
+// Bits 1, 2 and 4 give the same results bit for bit. -1 = the default: the environment's
 // JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 5 at head dim 128 and 6
 // at 64 in the unordered mode, 0 in the ordered one.
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
