@@ -36,14 +36,14 @@ bool FusedHeadMajor() {
 int DefaultFusedVariant() {
   static const int v = [] {
     const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
-    return s.empty() ? 0 : std::atoi(s.c_str()) & 7;
+    return s.empty() ? 0 : std::atoi(s.c_str()) & 15;
   }();
   return v;
 }
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
-  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs>;
+  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs, (kOpts & sm90::kFusedOptWideSteps) != 0>;
   const AttnShape& s = a.shape;
   cudaError_t err;
 
@@ -168,7 +168,8 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
 }
 
 // Variant bits (see attention_sm90_backward_fused.h): 1 = 3 Q/dO stages and
-// 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst.
+// 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst,
+// 8 = kFusedOptWideSteps (head dim 64; see LaunchFusedVariant).
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered>
 cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   switch (variant & 6) {
@@ -182,7 +183,19 @@ cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int varia
 template <bool kOrdered, bool kF16>
 cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const int d = static_cast<int>(p.shape.head_dim);
-  if (d == 64) return LaunchFusedOpts<64, kF16, 4, 2, kOrdered>(p, stream, variant);
+  if (d == 64) {
+    // 128-query steps: 2 Q/dO stages and 1 dQ buffer (194 KB of shared memory;
+    // a second stage or buffer does not fit). Its step order is fixed (bit 2
+    // ignored); bit 4 (TMA first) applies.
+    if (variant & sm90::kFusedOptWideSteps) {
+      constexpr int kWide = sm90::kFusedOptWideSteps;
+      if (variant & sm90::kFusedOptTmaFirst) {
+        return LaunchFused<64, kF16, 2, 1, kOrdered, kWide | sm90::kFusedOptTmaFirst>(p, stream);
+      }
+      return LaunchFused<64, kF16, 2, 1, kOrdered, kWide>(p, stream);
+    }
+    return LaunchFusedOpts<64, kF16, 4, 2, kOrdered>(p, stream, variant);
+  }
   if (d == 128) {
     if (variant & 1) return LaunchFusedOpts<128, kF16, 3, 1, kOrdered>(p, stream, variant);
     return LaunchFusedOpts<128, kF16, 2, 2, kOrdered>(p, stream, variant);

@@ -48,9 +48,16 @@ bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p);
 // deterministic backward does). Unordered mode: dQ bits may differ per run.
 cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream);
 
-// Benchmarking hook. variant (head dim 128 only; ignored at 64, which uses
-// 4 Q/dO stages and 2 dQ buffers): 0 = 2 Q/dO stages + 2 dQ staging buffers,
-// 1 = 3 Q/dO stages + 1 dQ staging buffer. -1 = default (0).
+// Benchmarking hook. variant bits (-1 = default: 0, or
+// JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT when set; bits 0-3 of it are used):
+//   1: head dim 128 only: 3 Q/dO stages + 1 dQ staging buffer instead of 2 + 2
+//      (head dim 64 without bit 8 always uses 4 stages + 2 buffers);
+//   2: dQ issued before dK's second half, dQ staged while dK runs (FA3 tail order);
+//   4: the loader issues the Q/dO TMA before its lse/delta loads;
+//   8: head dim 64 only (ignored at 128): 128-query steps (FA3's hdim64
+//      tiling: dQ split over queries, no partial-sum exchange), 2 Q/dO stages,
+//      1 dQ buffer, FA3 step order; bit 2 is ignored with it, bit 4 applies
+//      (variants 8 and 12). Compiled, not yet run on a GPU.
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention
