@@ -18,7 +18,8 @@
 //   sm90_attention_bwd_ext_selftest.cuh).
 //   fused, fusedcheck: the same cases (fusedcheck: the reference cases only)
 //   through the fused backward (attention_sm90_backward_fused.*): reference
-//   check of every fused variant, determinism = three runs compared bytewise,
+//   check of every fused variant (0-7; at head dim 64 also 8 and 12, the
+//   128-query steps, with a bytewise rerun), determinism = three runs compared bytewise,
 //   and timings of the fused backward next to the two-kernel one.
 //   atomic, atomiccheck: as fused / fusedcheck with the fused kernel's
 //   unordered dQ mode (deterministic = false, JAXDNN_ATTENTION_SM90_BWD_ATOMIC
@@ -221,6 +222,13 @@ int main(int argc, char** argv) {
       {1, 1000, 2, 1, 64, 1, true, true},
       {1, 200, 3, 3, 64, 1, false, true},
       {2, 1536, 2, 2, 128, 1, false, true},
+      // Head dim 64 odd lengths (the fused 128-query-step variants 8 and 12:
+      // 1537 = 25 64-row blocks, the last 128-query step has one; 1000 = 16).
+      {1, 1537, 2, 2, 64, 1, false, true},
+      {2, 1537, 4, 2, 64, 0, true, true},
+      {2, 1000, 2, 2, 64, 0, false, true},
+      {1, 1000, 2, 2, 64, 1, false, true},
+      {1, 7, 2, 2, 64, 1, false, true},
   };
   if (d256) {
     cases = {
@@ -244,6 +252,8 @@ int main(int argc, char** argv) {
     }
     cases.push_back({8, 2048, 16, 16, 64, 0, false, false});
     cases.push_back({8, 2048, 16, 16, 64, 1, false, false});
+    cases.push_back({2, 8192, 16, 16, 64, 0, false, false});
+    cases.push_back({2, 8192, 16, 16, 64, 1, false, false});
     cases.push_back({8, 2048, 16, 4, 128, 1, false, false});
   }
 
@@ -438,20 +448,31 @@ int main(int argc, char** argv) {
       ek = Compare(gk1, hrk, f16);
       ev = Compare(gv1, hrv, f16);
       // Every other variant (bits 1, 8, 16, 32) against the same reference.
-      // Fused mode: the fused variants 0-7 instead (bit 1 only at head dim 128).
+      // Fused mode: the fused variants 0-7 instead (bit 1 only at head dim 128),
+      // and at head dim 64 the 128-query-step variants 8 and 12 (workspace
+      // poisoned too: the ordered mode must not rely on a zeroed accumulator;
+      // ordered: a second run compared bytewise).
       for (int var = 0; var < 64; ++var) {
-        if (fused ? (var > 7 || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0) continue;
+        const bool wide = fused && c.D == 64 && (var == 8 || var == 12);
+        // Unordered mode: dQ reduced from registers (16, 20, 22), workspace
+        // poisoned (the delta pass must zero the accumulator rows it reads).
+        const bool red = atomic && (var == 16 || var == 20 || var == 22);
+        if (fused ? ((var > 7 && !wide && !red) || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0) continue;
         if (c.D == 256 && (var & ~8) != 0) continue;  // d256 has bit 8 only
-        CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
-        CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
-        CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
-        CHECK_CUDA(fused ? jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, var)
-                         : jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, var));
-        CHECK_CUDA(cudaStreamSynchronize(stream));
         std::vector<uint16_t> vq(nq), vk(nkv), vv(nkv);
-        CHECK_CUDA(cudaMemcpy(vq.data(), dq, nq * 2, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(vk.data(), dk, nkv * 2, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(vv.data(), dv, nkv * 2, cudaMemcpyDeviceToHost));
+        auto run_var = [&] {
+          CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
+          CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
+          CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
+          if (wide || red) CHECK_CUDA(cudaMemsetAsync(ws, 0xFF, ws_elems * 4, stream));
+          CHECK_CUDA(fused ? jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, var)
+                           : jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, var));
+          CHECK_CUDA(cudaStreamSynchronize(stream));
+          CHECK_CUDA(cudaMemcpy(vq.data(), dq, nq * 2, cudaMemcpyDeviceToHost));
+          CHECK_CUDA(cudaMemcpy(vk.data(), dk, nkv * 2, cudaMemcpyDeviceToHost));
+          CHECK_CUDA(cudaMemcpy(vv.data(), dv, nkv * 2, cudaMemcpyDeviceToHost));
+        };
+        run_var();
         const Err xq = Compare(vq, hrq, f16), xk = Compare(vk, hrk, f16), xv = Compare(vv, hrv, f16);
         bool bad = false;
         for (const Err* e : {&xq, &xk, &xv}) {
@@ -461,6 +482,16 @@ int main(int argc, char** argv) {
           std::printf("  variant %d: relL2 dq %.3g dk %.3g dv %.3g, non-finite %lld/%lld/%lld FAIL\n", var,
                       xq.rel_l2, xk.rel_l2, xv.rel_l2, xq.nonfinite, xk.nonfinite, xv.nonfinite);
           case_ok = false;
+        }
+        if (wide) {
+          // dK, dV bit-identical across runs in both modes, dQ in the ordered one.
+          const std::vector<uint16_t> pq = vq, pk = vk, pv = vv;
+          run_var();
+          const bool same = (atomic || pq == vq) && pk == vk && pv == vv;
+          if (!same) {
+            std::printf("  variant %d: rerun differs bytewise FAIL\n", var);
+            case_ok = false;
+          }
         }
       }
       CHECK_CUDA(cudaFree(rdq));
@@ -522,11 +553,13 @@ int main(int argc, char** argv) {
       breakdown += buf;
       // The step-order variants of the unordered kernel (bits: 1 = 3 stages
       // and 1 dQ buffer, 2 = dQ before dK's second half, 4 = TMA before
-      // lse/delta), each against variant 0 timed in the same place.
+      // lse/delta, 8 = 128-query steps at head dim 64), each against variant
+      // 0 timed in the same place.
       const double t0 = time_fused(0);
       breakdown += "\n    unordered variants vs v0:";
-      for (int var : {2, 4, 6, 1, 3, 5, 7}) {
+      for (int var : {2, 4, 6, 1, 3, 5, 7, 8, 12, 16, 20, 22}) {
         if (c.D != 128 && (var & 1) != 0) continue;
+        if (c.D != 64 && (var & 8) != 0) continue;
         const double t = time_fused(var);
         std::snprintf(buf, sizeof(buf), " v%d %.0fTF (x%.3f)", var, flops / (t * 1e-3) / 1e12, t0 / t);
         breakdown += buf;
@@ -537,8 +570,9 @@ int main(int argc, char** argv) {
       const double t2 = time_variant(-1);
       std::snprintf(buf, sizeof(buf), "\n    two-kernel %.3fms %.0fTF | fused", t2, flops / (t2 * 1e-3) / 1e12);
       breakdown += buf;
-      for (int var : {0, 1, 2, 4, 6}) {
+      for (int var : {0, 1, 2, 4, 6, 8, 12}) {
         if (var == 1 && c.D != 128) continue;
+        if ((var & 8) != 0 && c.D != 64) continue;
         const double t = time_fused(var);
         std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF (x%.2f)", var, t, flops / (t * 1e-3) / 1e12, t2 / t);
         breakdown += buf;

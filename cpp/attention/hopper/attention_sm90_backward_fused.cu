@@ -58,7 +58,7 @@ int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
-  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs>;
+  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs, (kOpts & sm90::kFusedOptWideSteps) != 0>;
   const AttnShape& s = a.shape;
   cudaError_t err;
 
@@ -184,7 +184,8 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
 }
 
 // Variant bits (see attention_sm90_backward_fused.h): 1 = 3 Q/dO stages and
-// 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst.
+// 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst,
+// 8 = kFusedOptWideSteps (head dim 64; see LaunchFusedVariant).
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered>
 cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   switch (variant & 6) {
@@ -198,6 +199,16 @@ cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int varia
 template <bool kOrdered, bool kF16>
 cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const int d = static_cast<int>(p.shape.head_dim);
+  if (d == 64 && (variant & sm90::kFusedOptWideSteps)) {
+    // 128-query steps: 2 Q/dO stages and 1 dQ buffer (194 KB of shared memory;
+    // a second stage or buffer does not fit). Its step order is fixed (bit 2
+    // ignored); bit 4 (TMA first) applies; bit 16 is ignored.
+    constexpr int kWide = sm90::kFusedOptWideSteps;
+    if (variant & sm90::kFusedOptTmaFirst) {
+      return LaunchFused<64, kF16, 2, 1, kOrdered, kWide | sm90::kFusedOptTmaFirst>(p, stream);
+    }
+    return LaunchFused<64, kF16, 2, 1, kOrdered, kWide>(p, stream);
+  }
   if constexpr (!kOrdered) {
     // Bit 16, dQ reduced from registers: no dQ buffers; 3 Q/dO stages at head
     // dim 128 (4 do not fit), 4 at 64. With bits 2 and 4 as requested.

@@ -43,12 +43,28 @@
 // consumers never touch the semaphore: its wait is off their critical path
 // unless the ring is full.
 //
+// Wide steps (kOpts bit kFusedOptWideSteps, D = 64 only, opt-in): 128-query
+// steps, FlashAttention-3's hdim64 tiling. S^T, dP^T are 64 keys x 128 queries
+// per warpgroup; the dS tile is [128 keys][128 queries] as two 64-query
+// panels; consumer warpgroup cw computes dQ for queries [64cw, 64cw + 64) of
+// the step over all 128 keys (A = dS panel cw, written half by each
+// warpgroup: the 256-thread barrier and double buffer of D = 128), so there
+// is no partial sum. The dQ buffer is [128][64] float32 = two 64-row blocks
+// laid out as the accumulator's, which the writer adds with two bulk ops
+// (64-row blocks 2M and 2M + 1, the second skipped past num_m): the
+// accumulator layout, counters and convert kernel are the 64-query ones.
+// Step order is FlashAttention-3's (registers: 64 + 64 score floats):
+// S^T, dP^T -> P^T -> dS^T -> pack both -> dS stores -> dV -> barrier -> dQ
+// -> dK -> stage dQ under dK.
+//
 // Ordering with causal masking (q_len == kv_len, the only causal case): key
 // block n covers query blocks m >= 2n (64-query blocks, 128-key blocks), so
 // the key blocks touching query block m are exactly n = 0 .. floor(m/2), a
 // prefix: the expected counter value for key block n is n at every m it
 // touches, and no key block ever skips a query block that a higher key block
-// touches. Non-causal: every key block touches every query block.
+// touches. Non-causal: every key block touches every query block. Wide
+// steps: key block n covers 128-query steps M >= n, i.e. 64-row blocks
+// >= 2n, the same prefix sets; the writer waits and adds per 64-row block.
 //
 // Unordered mode (kOrdered = false, for deterministic=False, opt-in): the
 // accumulator is zeroed by a memset first and every key block reduce-adds
@@ -160,20 +176,26 @@ struct FusedBwdParams {
   int head_major;
 };
 
-template <int kD, int kStages_, int kDqBufs_>
+// kWide: 128-query steps at D = 64 (kFusedOptWideSteps).
+template <int kD, int kStages_, int kDqBufs_, bool kWide = false>
 struct FusedBwdConfig {
   static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
+  static_assert(!kWide || kD == 64, "128-query steps at head dim 64 only");
   static constexpr int kThreads = 384;
-  static constexpr int kBlockN = 128;  // keys per CTA (2 consumers x 64)
-  static constexpr int kBlockM = 64;   // queries per step
+  static constexpr int kBlockN = 128;             // keys per CTA (2 consumers x 64)
+  static constexpr int kBlockM = kWide ? 128 : 64;  // queries per step
   static constexpr int kStages = kStages_;
   static constexpr int kDqBufs = kDqBufs_;
-  static constexpr bool kSplitKeys = kD == 64;  // dQ: split keys (D=64) or head dim (D=128)
+  // dQ: split keys (D=64) or head dim (D=128); wide: split queries (neither).
+  static constexpr bool kSplitKeys = kD == 64 && !kWide;
   static constexpr int kDBlocks = kD / 64;
   static constexpr int kKBytes = kBlockN * kD * 2;
   static constexpr int kQBytes = kBlockM * kD * 2;
-  static constexpr int kDsBytes = kBlockN * kBlockM * 2;  // [128 keys][64 queries] 16-bit
-  static constexpr int kDqBytes = kBlockM * kD * 4;       // [64 queries][D] float32
+  // [128 keys][kBlockM queries] 16-bit, as kBlockM / 64 panels of [128 keys][64 queries].
+  static constexpr int kDsBytes = kBlockN * kBlockM * 2;
+  static constexpr int kDsPanelBytes = kBlockN * 64 * 2;
+  static constexpr int kDqBytes = kBlockM * kD * 4;       // [kBlockM queries][D] float32
+  static constexpr int kDqBlockBytes = 64 * kD * 4;       // one 64-row accumulator block
   static constexpr int kOffK = 0;
   static constexpr int kOffV = kOffK + kKBytes;
   static constexpr int kOffQ = kOffV + kKBytes;
@@ -203,6 +225,8 @@ constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half co
 //   order; the default waits for dQ and dK together, then stages dQ).
 // kFusedOptTmaFirst: the loader issues the Q/dO TMA before its lse/delta
 //   loads, so the copy does not wait for a dependent L2 round trip.
+// kFusedOptWideSteps: D = 64 with 128-query steps (see the header); its own
+//   step order (kFusedOptDqFirst does not apply), 2 stages, 1 dQ buffer.
 // kFusedOptRedDq (unordered mode only): the consumers add their dQ fragments
 //   straight from registers into the float32 accumulator with 16-byte L2
 //   reductions (RedAddF32x4) instead of staging them in shared memory for the
@@ -215,6 +239,7 @@ constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half co
 //   unordered mode already.
 constexpr int kFusedOptDqFirst = 2;
 constexpr int kFusedOptTmaFirst = 4;
+constexpr int kFusedOptWideSteps = 8;
 constexpr int kFusedOptRedDq = 16;
 
 // kOrdered = false: dQ blocks are added in whatever order they come (bulk
@@ -225,7 +250,8 @@ __global__ void __launch_bounds__(384, 1)
     AttnBwdFusedSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                            const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                            const FusedBwdParams fp) {
-  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_>;
+  constexpr bool kWide = (kOpts & kFusedOptWideSteps) != 0;
+  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide>;
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   constexpr int kDqBufs = Cfg::kDqBufs;
   constexpr int kDBlocks = Cfg::kDBlocks;
@@ -247,8 +273,11 @@ __global__ void __launch_bounds__(384, 1)
   const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
   const BwdKeyBlock cta = BwdKeyBlockAt<kBlockN, kBlockM>(
       p, head_major ? static_cast<int>(blockIdx.x % num_n) : static_cast<int>(blockIdx.y),
-      head_major ? static_cast<int>(blockIdx.x / num_n) : static_cast<int>(blockIdx.x), [&] { return fp.num_m; });
-  // The query block of step `it` (loader, dQ writer and consumers alike).
+      head_major ? static_cast<int>(blockIdx.x / num_n) : static_cast<int>(blockIdx.x), [&] {
+        // fp.num_m counts 64-row blocks; wide steps are 128 rows.
+        return kWide ? (fp.num_m + 1) / 2 : fp.num_m;
+      });
+  // The query block (step) of `it` (loader, dQ writer and consumers alike).
   const int m_rot = head_major && cta.m_count > 0 ? cta.n_block % cta.m_count : 0;
   auto m_of = [&](int it) {
     int r = it + m_rot;
@@ -294,7 +323,7 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
+        for (int e = 0; e < kBlockM / 32; ++e) {
           const int qi = m * kBlockM + lane + 32 * e;
           const bool in = qi < p.q_len;
           sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
@@ -313,49 +342,93 @@ __global__ void __launch_bounds__(384, 1)
     } else if (threadIdx.x == 32) {
       // ----------------------------- dQ writer -----------------------------
       const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
-      int* counters = fp.counters + static_cast<int64_t>(cta.bh) * cta.num_m;
-      float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * cta.num_m * kBlockM * kD;
-      // kFusedOptRedDq: the consumers add dQ themselves; nothing to write.
-      if constexpr (!kRedDq) {
-      for (int it = 0; it < cta.m_count; ++it) {
-        const int m = m_of(it);
-        const int bq = it % kDqBufs;
-        MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
-        int* cnt = counters + m;
-        float* dst = accum + static_cast<int64_t>(m) * kBlockM * kD;
-        const uint32_t src = dq_smem + bq * Cfg::kDqBytes;
-        if constexpr (!kOrdered) {
-          // Any order: add, free the buffer once read; no semaphore.
-          BulkReduceAddF32S2G(dst, src, Cfg::kDqBytes);
+      if constexpr (kWide) {
+        // Counters and accumulator in 64-row blocks (fp.num_m of them); step M
+        // stages blocks 2M (buffer rows 0-63) and 2M + 1 (rows 64-127). Block
+        // 2M + 1 >= num_m is past q_len (only padding rows, all-zero dQ): skipped.
+        int* counters = fp.counters + static_cast<int64_t>(cta.bh) * fp.num_m;
+        float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * fp.num_m * 64 * kD;
+        for (int it = 0; it < cta.m_count; ++it) {
+          const int m = m_of(it);
+          const int bq = it % kDqBufs;
+          MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
+          const int nblk = 2 * m + 1 < fp.num_m ? 2 : 1;
+          for (int hb = 0; hb < nblk; ++hb) {
+            const int blk = 2 * m + hb;
+            float* dst = accum + static_cast<int64_t>(blk) * 64 * kD;
+            const uint32_t src = dq_smem + bq * Cfg::kDqBytes + hb * Cfg::kDqBlockBytes;
+            if (!kOrdered) {
+              BulkReduceAddF32S2G(dst, src, Cfg::kDqBlockBytes);
+            } else if (cta.n_block == 0) {
+              BulkStoreS2G(dst, src, Cfg::kDqBlockBytes);
+            } else {
+              // Key blocks 0 .. n-1 touch block blk before n does (prefix, see the header).
+#if defined(JAXDNN_SM90_HANG_TRAP)
+              long long spins = 0;
+              while (LdAcquireGpu(counters + blk) != cta.n_block) {
+                if (++spins > (1ll << 26)) __trap();
+                __nanosleep(64);
+              }
+#else
+              while (LdAcquireGpu(counters + blk) != cta.n_block) __nanosleep(32);
+#endif
+              FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
+              BulkReduceAddF32S2G(dst, src, Cfg::kDqBlockBytes);
+            }
+          }
+          BulkCommit();
+          BulkWaitRead0();  // both copies have read the buffer
+          MbarArrive(&dq_empty[bq]);
+          if constexpr (kOrdered) {
+            BulkWait0();
+            FenceProxyAsyncGlobal();  // the async-proxy writes before the generic release
+            __threadfence();
+            for (int hb = 0; hb < nblk; ++hb) StReleaseGpu(counters + 2 * m + hb, cta.n_block + 1);
+          }
+        }
+        if constexpr (!kOrdered) BulkWait0();  // every reduce-add complete before the CTA exits
+      } else if constexpr (!kRedDq) {  // kFusedOptRedDq: the consumers add dQ themselves
+        int* counters = fp.counters + static_cast<int64_t>(cta.bh) * cta.num_m;
+        float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * cta.num_m * kBlockM * kD;
+        for (int it = 0; it < cta.m_count; ++it) {
+          const int m = m_of(it);
+          const int bq = it % kDqBufs;
+          MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
+          int* cnt = counters + m;
+          float* dst = accum + static_cast<int64_t>(m) * kBlockM * kD;
+          const uint32_t src = dq_smem + bq * Cfg::kDqBytes;
+          if constexpr (!kOrdered) {
+            // Any order: add, free the buffer once read; no semaphore.
+            BulkReduceAddF32S2G(dst, src, Cfg::kDqBytes);
+            BulkCommit();
+            BulkWaitRead0();
+            MbarArrive(&dq_empty[bq]);
+            continue;
+          }
+          if (cta.n_block == 0) {
+            BulkStoreS2G(dst, src, Cfg::kDqBytes);
+          } else {
+#if defined(JAXDNN_SM90_HANG_TRAP)
+            long long spins = 0;
+            while (LdAcquireGpu(cnt) != cta.n_block) {
+              if (++spins > (1ll << 26)) __trap();
+              __nanosleep(64);
+            }
+#else
+            while (LdAcquireGpu(cnt) != cta.n_block) __nanosleep(32);
+#endif
+            FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
+            BulkReduceAddF32S2G(dst, src, Cfg::kDqBytes);
+          }
           BulkCommit();
           BulkWaitRead0();
           MbarArrive(&dq_empty[bq]);
-          continue;
+          BulkWait0();
+          FenceProxyAsyncGlobal();  // the async-proxy writes before the generic release
+          __threadfence();
+          StReleaseGpu(cnt, cta.n_block + 1);
         }
-        if (cta.n_block == 0) {
-          BulkStoreS2G(dst, src, Cfg::kDqBytes);
-        } else {
-#if defined(JAXDNN_SM90_HANG_TRAP)
-          long long spins = 0;
-          while (LdAcquireGpu(cnt) != cta.n_block) {
-            if (++spins > (1ll << 26)) __trap();
-            __nanosleep(64);
-          }
-#else
-          while (LdAcquireGpu(cnt) != cta.n_block) __nanosleep(32);
-#endif
-          FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
-          BulkReduceAddF32S2G(dst, src, Cfg::kDqBytes);
-        }
-        BulkCommit();
-        BulkWaitRead0();
-        MbarArrive(&dq_empty[bq]);
-        BulkWait0();
-        FenceProxyAsyncGlobal();  // the async-proxy writes before the generic release
-        __threadfence();
-        StReleaseGpu(cnt, cta.n_block + 1);
-      }
-      if constexpr (!kOrdered) BulkWait0();  // every reduce-add complete before the CTA exits
+        if constexpr (!kOrdered) BulkWait0();  // every reduce-add complete before the CTA exits
       }
     }
   } else {
@@ -411,7 +484,8 @@ __global__ void __launch_bounds__(384, 1)
       if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
         MaskEarlierQueries<kBlockM>(s, m * kBlockM, t, key0);
       }
-      PackFragments<kF16, kBlockM>(s, pa);
+      // Wide: P^T stays float until dS^T is done (FA3 order, fewer live registers).
+      if constexpr (!kWide) PackFragments<kF16, kBlockM>(s, pa);
     };
     auto gemm_dv = [&](int it) {
       const uint32_t dob = do_base + (it % kStages) * Cfg::kQBytes;
@@ -423,6 +497,7 @@ __global__ void __launch_bounds__(384, 1)
     auto compute_ds = [&](int it) {
       const float* delta_s = sm.delta + (it % kStages) * kBlockM;
       DsTransposed<kBlockM>(dp, s, delta_s, t);
+      if constexpr (kWide) PackFragments<kF16, kBlockM>(s, pa);
       const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes + ds_row_off;
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
@@ -431,11 +506,13 @@ __global__ void __launch_bounds__(384, 1)
         dsa[kk][2] = PackPair<kF16>(dp[8 * kk + 4], dp[8 * kk + 5]);
         dsa[kk][3] = PackPair<kF16>(dp[8 * kk + 6], dp[8 * kk + 7]);
         // dsa[kk][q]: key row g + 8(q & 1), query columns 8(2kk + (q >> 1)) + 2t, +1;
-        // 16-byte chunk j = 2kk + (q >> 1) lands at chunk j ^ (row & 7) = j ^ g.
+        // 16-byte chunk j = 2kk + (q >> 1) of the step: panel j >> 3 (64 queries
+        // each; always 0 unless wide), chunk (j & 7) ^ (row & 7) = (j & 7) ^ g in it.
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const int j = 2 * kk + (q >> 1);
-          StShared32(ds_tile + (q & 1) * 8 * 128 + ((j ^ g) << 4), dsa[kk][q]);
+          StShared32(ds_tile + (j >> 3) * Cfg::kDsPanelBytes + (q & 1) * 8 * 128 + (((j & 7) ^ g) << 4),
+                     dsa[kk][q]);
         }
       }
     };
@@ -467,6 +544,16 @@ __global__ void __launch_bounds__(384, 1)
           const uint64_t db = MakeDescSw128(k_base + kk * 2048, kBlockN * 128, 1024);
           WgmmaSSTT64<kF16>(dqa, da, db, kk > 0 ? 1 : 0);
         }
+      } else if constexpr (kWide) {
+        // Queries [64cw, 64cw + 64) of the step (A = dS panel cw, MN-major,
+        // both warpgroups' key rows), all 128 keys, all 64 columns (B = K's
+        // single panel, MN-major); 16 keys = 16 rows = 2048 bytes per k step.
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+          const uint64_t da = MakeDescSw128(ds_tile + cw * Cfg::kDsPanelBytes + kk * 2048, Cfg::kDsPanelBytes, 1024);
+          const uint64_t db = MakeDescSw128(k_all + kk * 2048, kBlockN * 128, 1024);
+          WgmmaSSTT64<kF16>(dqa, da, db, kk > 0 ? 1 : 0);
+        }
       } else {
         // All 128 keys, head-dim columns [64cw, 64cw + 64) (panel cw of K).
 #pragma unroll
@@ -480,13 +567,20 @@ __global__ void __launch_bounds__(384, 1)
     };
     // Byte offset of this thread's float2 (row warp*16 + g + 8r, column col0 + 8j + 2t)
     // in a [64][D] float32 buffer whose 16-byte chunks are XOR-swizzled by row & 7 (= g).
+    // Wide: a [128][64] buffer, this warpgroup's queries at rows 64cw.. (= 64-row
+    // accumulator block 2M + cw, same swizzle since 64cw + warp*16 + 8r = 0 mod 8).
     auto dq_off = [&](int j, int r) -> uint32_t {
-      const int chunk = (kSplitKeys ? 0 : cw * 16) + 2 * j + (t >> 1);
-      return (warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ g) << 4) + (t & 1) * 8;
+      if constexpr (kWide) {
+        const int chunk = 2 * j + (t >> 1);
+        return (cw * 64 + warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ g) << 4) + (t & 1) * 8;
+      } else {
+        const int chunk = (kSplitKeys ? 0 : cw * 16) + 2 * j + (t >> 1);
+        return (warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ g) << 4) + (t & 1) * 8;
+      }
     };
     // kFusedOptRedDq: this thread's fragments into the accumulator, two
     // adjacent fragment pairs (j = 2u, 2u + 1) per 16-byte reduction.
-    float* const accum_bh = fp.dq_accum + static_cast<int64_t>(cta.bh) * cta.num_m * kBlockM * kD;
+    float* const accum_bh = fp.dq_accum + static_cast<int64_t>(cta.bh) * fp.num_m * 64 * kD;
     auto red_dq = [&](int it) {
       float* row0 = accum_bh + (static_cast<int64_t>(m_of(it)) * kBlockM + warp * 16 + g) * kD;
 #pragma unroll
@@ -554,8 +648,8 @@ __global__ void __launch_bounds__(384, 1)
       WgmmaWait<1>();  // S^T
       FenceRegs(s);
       compute_p(it);
-      gemm_dv(it);
-      WgmmaWait<1>();  // dP^T (dV may still run)
+      if constexpr (!kWide) gemm_dv(it);  // wide: dV after dS^T (below)
+      WgmmaWait<kWide ? 0 : 1>();         // dP^T (dV may still run)
       FenceRegs(dp);
       compute_ds(it);
       auto ds_barrier = [&] {
@@ -567,7 +661,21 @@ __global__ void __launch_bounds__(384, 1)
           NamedBarrierSync(kFusedBarDs, 256);
         }
       };
-      if constexpr ((kOpts & kFusedOptDqFirst) != 0) {
+      if constexpr (kWide) {
+        // FA3 order: P^T and dS^T finished before dV is issued, so only the
+        // packed operands (pa, dsa) stay live next to dV, dK and dQ.
+        gemm_dv(it);
+        ds_barrier();
+        gemm_dq(it);
+        gemm_dk(it);
+        WgmmaWait<1>();  // dV and dQ done; dK may still run
+        FenceRegs(dqa);
+        store_dq(it);
+        WgmmaWait<0>();
+        FenceRegs(dv);
+        FenceRegs(dk);
+        release(it);
+      } else if constexpr ((kOpts & kFusedOptDqFirst) != 0) {
         using std::integral_constant;
         gemm_dk_slices(it, integral_constant<int, 0>{}, integral_constant<int, kBlockM / 32>{});
         ds_barrier();

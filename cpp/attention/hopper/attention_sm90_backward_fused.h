@@ -52,13 +52,16 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //   1 = 3 Q/dO stages and 1 dQ staging buffer (head dim 128 only; else 2 and 2
 //       at 128, 4 and 2 at 64),
 //   2 = dQ issued before dK's second half and staged while it runs,
-//   4 = the loader issues the Q/dO TMA before its lse/delta loads.
+//   4 = the loader issues the Q/dO TMA before its lse/delta loads,
+//   8 = head dim 64 only: 128-query steps (FA3's hdim64 tiling: dQ split over
+//       queries, no partial-sum exchange), 2 Q/dO stages, 1 dQ buffer, its own
+//       step order (bits 2 and 16 ignored, bit 4 applies: variants 8 and 12),
 //   16 = (unordered mode only) dQ added from registers with 16-byte L2
 //       reductions, no dQ staging buffers (3 Q/dO stages at 128, 4 at 64);
 //       combines with 2 and 4, not with 1.
-// Bits 1, 2 and 4 give the same results bit for bit. -1 = the default: the environment's
-// JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 5 at head dim 128 and 6
-// at 64 in the unordered mode, 0 in the ordered one.
+// Bits 1, 2 and 4 give the same results bit for bit. -1 = the default: the
+// environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 5 at head
+// dim 128 and 6 at 64 in the unordered mode, 0 in the ordered one.
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention
