@@ -815,10 +815,13 @@ def test_gpu_dropout_matches_oracle(dtype):
 
 
 # Long sequences reach the fused Hopper backward: its unordered dQ from 2048
-# query rows (deterministic=False, head dim 128; head-major grid), the ordered
-# one from 8192; 2500 leaves partial query and key blocks.
+# query rows (deterministic=False; head-major grid; head dim 64 in 128-query
+# steps), the ordered one from 8192; 2500 leaves partial query and key blocks,
+# and 2100 at head dim 64 an odd count of 64-row dQ blocks (the last 128-query
+# step writes one).
 LONG_DIMS = [Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
              Dims(1, 4096, 4096, 4, 2, 128), Dims(1, 8192, 8192, 2, 2, 128),
+             Dims(2, 2048, 2048, 4, 2, 64), Dims(1, 2100, 2100, 4, 4, 64),
              Dims(1, 8192, 8192, 2, 1, 64)]
 
 

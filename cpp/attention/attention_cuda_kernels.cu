@@ -124,9 +124,10 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 // 2026-11-22-h200-attention-v7-*). With deterministic=False it adds dQ
 // unordered and wins from kFusedBackwardUnorderedMinQueryLen rows up at head
 // dim 128 (with its head-major grid, through jax: 1.21x the two-kernel one at
-// seq 2048, 1.13x causal; results 2026-11-22-h200-attention-v14-*) and from
-// kFusedBackwardMinQueryLen at head dim 64 (key-block-major grid, through jax:
-// 5% slower at 4096, 2% faster from 8192; results 2026-11-22-h200-attention-v11-*).
+// seq 2048, 1.13x causal; results 2026-11-22-h200-attention-v14-*) and at
+// head dim 64 (with its 128-query steps, variant 12: 1.17x the two-kernel one
+// at seq 2048 in the self-test, 1.2-1.27x its own 64-query steps at 2048-8192;
+// results 2026-11-22-h200-attention-v18-bwd-wide-*).
 // JAXDNN_ATTENTION_SM90_BWD=0 keeps the mma.sync backward, =1 the two-kernel
 // one, =2 the fused one wherever it applies (for A/B timing). The Python side
 // sizes the workspace by the same rule (jaxdnn/attention/primitives.py:
@@ -147,9 +148,8 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.heads == 0) return cudaSuccess;
   const int mode = Sm90BackwardMode();
   if (p.shape.q_len > 0 && p.shape.kv_len > 0 && mode != 0) {
-    const int64_t fused_from = Sm90FusedBackwardOrdered(p) || p.shape.head_dim == 64
-                                   ? kFusedBackwardMinQueryLen
-                                   : kFusedBackwardUnorderedMinQueryLen;
+    const int64_t fused_from =
+        Sm90FusedBackwardOrdered(p) ? kFusedBackwardMinQueryLen : kFusedBackwardUnorderedMinQueryLen;
     const bool fused_first = mode == 2 || (mode == -1 && p.shape.q_len >= fused_from);
     // The fused backward is dense only (its support check builds on
     // Sm90BackwardSupports, which also takes the masked cases).

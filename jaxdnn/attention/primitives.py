@@ -240,15 +240,15 @@ def _may_take_fused_backward(q_len, deterministic=True, dim=128):
   """Whether the CUDA backward may pick the fused Hopper kernel, by the same
   rule as the C++ side (JAXDNN_ATTENTION_SM90_BWD: 0/1 never, 2 always; by
   default from FUSED_BACKWARD_MIN_QUERY_LEN rows, or from
-  FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN rows for deterministic=False at head
-  dim 128 unless JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns its unordered dQ mode
-  off)."""
+  FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN rows for deterministic=False unless
+  JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns its unordered dQ mode off). `dim`
+  is kept for callers; both head dims follow the same rule since head dim 64
+  takes 128-query steps."""
   mode = os.environ.get("JAXDNN_ATTENTION_SM90_BWD")
   if mode in ("0", "1"):
     return False
   unordered = not deterministic and os.environ.get("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") != "0"
-  threshold = (FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN if unordered and dim != 64
-               else FUSED_BACKWARD_MIN_QUERY_LEN)
+  threshold = FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN if unordered else FUSED_BACKWARD_MIN_QUERY_LEN
   return mode == "2" or q_len >= threshold
 
 

@@ -46,14 +46,16 @@ int EnvFusedVariant() {
 // results/2026-11-22-h200-attention-v18-bwd-variants-jax2.txt), unordered
 // mode: head dim 128 takes variant 5 (3 Q/dO stages, 1 dQ buffer, TMA before
 // lse/delta): fwd+bwd 0.3-3.9% faster than variant 0 at seq 2048-16384, causal
-// or not; head dim 64 takes variant 6 (dQ before dK's second half, TMA first):
-// 1.5-2.2% at seq 8192-16384, level at 2048. The ordered mode (deterministic)
+// or not; head dim 64 takes variant 12 (128-query steps, TMA first): in the
+// self-test 1.19-1.25x variant 0 at seq 2048-8192, causal or not
+// (results/2026-11-22-h200-attention-v18-bwd-wide-selftest.log; variant 6,
+// the earlier choice, 1.02-1.05x). The ordered mode (deterministic)
 // keeps variant 0: its single dQ buffer would also wait on the semaphores,
 // and it was checked but not timed with the others.
 int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
   if (const int v = EnvFusedVariant(); v >= 0) return v;
   if (ordered) return 0;
-  return p.shape.head_dim == 128 ? 5 : 6;
+  return p.shape.head_dim == 128 ? 5 : 12;
 }
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
