@@ -37,7 +37,7 @@ bool FusedHeadMajor() {
 int EnvFusedVariant() {
   static const int v = [] {
     const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
-    return s.empty() ? -1 : std::atoi(s.c_str()) & 31;
+    return s.empty() ? -1 : std::atoi(s.c_str()) & 63;
   }();
   return v;
 }
@@ -144,7 +144,9 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     const int threads = 256;
     const int64_t blocks = (total4 + threads - 1) / threads;
     constexpr bool kRedLayout = !kOrdered && (kOpts & sm90::kFusedOptRedDq) != 0;
-    sm90::AttnBwdFusedDqConvertKernel<kD, kF16, kRedLayout><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
+    constexpr bool kRot = !kRedLayout && (kOpts & sm90::kFusedOptDqRot) != 0;
+    sm90::AttnBwdFusedDqConvertKernel<kD, kF16, kRedLayout, kRot>
+        <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
@@ -188,24 +190,25 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
 // Variant bits (see attention_sm90_backward_fused.h): 1 = 3 Q/dO stages and
 // 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst,
 // 8 = kFusedOptWideSteps (head dim 64; see LaunchFusedVariant).
-template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered>
+// kRot: 0 or sm90::kFusedOptDqRot (variant bit 32), added to every option set.
+template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kRot>
 cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   switch (variant & 6) {
-    case 2: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, 2>(p, stream);
-    case 4: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, 4>(p, stream);
-    case 6: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, 6>(p, stream);
-    default: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, 0>(p, stream);
+    case 2: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, kRot | 2>(p, stream);
+    case 4: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, kRot | 4>(p, stream);
+    case 6: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, kRot | 6>(p, stream);
+    default: return LaunchFused<kD, kF16, kStages, kDqBufs, kOrdered, kRot>(p, stream);
   }
 }
 
-template <bool kOrdered, bool kF16>
+template <bool kOrdered, bool kF16, int kRot>
 cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const int d = static_cast<int>(p.shape.head_dim);
   if (d == 64 && (variant & sm90::kFusedOptWideSteps)) {
     // 128-query steps: 2 Q/dO stages and 1 dQ buffer (194 KB of shared memory;
     // a second stage or buffer does not fit). Its step order is fixed (bit 2
     // ignored); bit 4 (TMA first) applies; bit 16 is ignored.
-    constexpr int kWide = sm90::kFusedOptWideSteps;
+    constexpr int kWide = sm90::kFusedOptWideSteps | kRot;
     if (variant & sm90::kFusedOptTmaFirst) {
       return LaunchFused<64, kF16, 2, 1, kOrdered, kWide | sm90::kFusedOptTmaFirst>(p, stream);
     }
@@ -228,12 +231,18 @@ cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int va
       }
     }
   }
-  if (d == 64) return LaunchFusedOpts<64, kF16, 4, 2, kOrdered>(p, stream, variant);
+  if (d == 64) return LaunchFusedOpts<64, kF16, 4, 2, kOrdered, kRot>(p, stream, variant);
   if (d == 128) {
-    if (variant & 1) return LaunchFusedOpts<128, kF16, 3, 1, kOrdered>(p, stream, variant);
-    return LaunchFusedOpts<128, kF16, 2, 2, kOrdered>(p, stream, variant);
+    if (variant & 1) return LaunchFusedOpts<128, kF16, 3, 1, kOrdered, kRot>(p, stream, variant);
+    return LaunchFusedOpts<128, kF16, 2, 2, kOrdered, kRot>(p, stream, variant);
   }
   return cudaErrorInvalidValue;
+}
+
+template <bool kOrdered, bool kF16>
+cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+  return (variant & sm90::kFusedOptDqRot) ? LaunchFusedVariant<kOrdered, kF16, sm90::kFusedOptDqRot>(p, stream, variant)
+                                          : LaunchFusedVariant<kOrdered, kF16, 0>(p, stream, variant);
 }
 
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
@@ -241,9 +250,11 @@ cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_
   if (variant < 0) variant = DefaultFusedVariant(p, ordered);
   const bool f16 = p.dtype == ffi::DataType::F16;
   if (ordered) {
-    return f16 ? LaunchFusedVariant<true, true>(p, stream, variant) : LaunchFusedVariant<true, false>(p, stream, variant);
+    return f16 ? LaunchFusedVariantRot<true, true>(p, stream, variant)
+               : LaunchFusedVariantRot<true, false>(p, stream, variant);
   }
-  return f16 ? LaunchFusedVariant<false, true>(p, stream, variant) : LaunchFusedVariant<false, false>(p, stream, variant);
+  return f16 ? LaunchFusedVariantRot<false, true>(p, stream, variant)
+             : LaunchFusedVariantRot<false, false>(p, stream, variant);
 }
 
 cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream) {

@@ -237,10 +237,25 @@ constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half co
 //   +1} (a thread's two adjacent fragment pairs), which the convert kernel
 //   undoes. Results may differ in the last bits between runs, as in the
 //   unordered mode already.
+// kFusedOptDqRot: the dQ staging buffer's 16-byte chunks XOR-swizzled by
+//   DqSwizzleKey(row & 7) instead of row & 7 (see there).
 constexpr int kFusedOptDqFirst = 2;
 constexpr int kFusedOptTmaFirst = 4;
 constexpr int kFusedOptWideSteps = 8;
 constexpr int kFusedOptRedDq = 16;
+constexpr int kFusedOptDqRot = 32;
+
+// The dQ staging stores are 8 bytes per lane, which the hardware serves per
+// half-warp: rows g = 0..3 (or 4..7), chunks 2j and 2j + 1. Keyed by g, the
+// XOR maps {2j ^ g} and {(2j + 1) ^ g} over g = 0..3 onto the same four
+// chunks: a 2-way bank conflict on every store (ncu on an H200: 2.8-3.8
+// wavefronts per shared store request in the fused backward). Keyed by g
+// rotated left by one bit, each half-warp's four rows differ in bits 1-2 of
+// the key, so its 16 lanes cover all 32 banks once. A bijection of 0..7, so
+// the accumulator (which the bulk copies give the same layout) stays a
+// permutation within each row's aligned 8-chunk groups; the convert kernel
+// undoes it.
+__host__ __device__ constexpr int DqSwizzleKey(int row7) { return ((row7 << 1) | (row7 >> 2)) & 7; }
 
 // kOrdered = false: dQ blocks are added in whatever order they come (bulk
 // float32 reduce-adds into an accumulator zeroed beforehand), with no
@@ -257,6 +272,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int kDBlocks = Cfg::kDBlocks;
   constexpr bool kSplitKeys = Cfg::kSplitKeys;
   constexpr bool kRedDq = !kOrdered && (kOpts & kFusedOptRedDq) != 0;
+  constexpr bool kDqRot = (kOpts & kFusedOptDqRot) != 0;
   static_assert(kRedDq || kDqBufs > 0, "dQ staging needs at least one buffer");
   constexpr float kLog2e = 1.4426950408889634f;
   const BwdParams& p = fp.base;
@@ -569,13 +585,14 @@ __global__ void __launch_bounds__(384, 1)
     // in a [64][D] float32 buffer whose 16-byte chunks are XOR-swizzled by row & 7 (= g).
     // Wide: a [128][64] buffer, this warpgroup's queries at rows 64cw.. (= 64-row
     // accumulator block 2M + cw, same swizzle since 64cw + warp*16 + 8r = 0 mod 8).
+    const int dq_key = kDqRot ? DqSwizzleKey(g) : g;  // rows g + 8r: row & 7 = g
     auto dq_off = [&](int j, int r) -> uint32_t {
       if constexpr (kWide) {
         const int chunk = 2 * j + (t >> 1);
-        return (cw * 64 + warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ g) << 4) + (t & 1) * 8;
+        return (cw * 64 + warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ dq_key) << 4) + (t & 1) * 8;
       } else {
         const int chunk = (kSplitKeys ? 0 : cw * 16) + 2 * j + (t >> 1);
-        return (warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ g) << 4) + (t & 1) * 8;
+        return (warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ dq_key) << 4) + (t & 1) * 8;
       }
     };
     // kFusedOptRedDq: this thread's fragments into the accumulator, two
@@ -709,8 +726,9 @@ __global__ void __launch_bounds__(384, 1)
 // ---------------------------------------------------------------------------
 // dq[b, i, h, :] = scale * dq_accum (un-swizzled), in the data type. One
 // thread per 4 output elements (one 16-byte accumulator chunk).
-// kRedLayout: the accumulator in kFusedOptRedDq's unit order instead.
-template <int kD, bool kF16, bool kRedLayout = false>
+// kRedLayout: the accumulator in kFusedOptRedDq's unit order instead;
+// kRot: chunks keyed by DqSwizzleKey (kFusedOptDqRot).
+template <int kD, bool kF16, bool kRedLayout = false, bool kRot = false>
 __global__ void __launch_bounds__(256) AttnBwdFusedDqConvertKernel(const FusedBwdParams fp) {
   const BwdParams& p = fp.base;
   const int64_t idx4 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -734,7 +752,8 @@ __global__ void __launch_bounds__(256) AttnBwdFusedDqConvertKernel(const FusedBw
     const float2 b = *reinterpret_cast<const float2*>(u0 + 4);
     v = make_float4(a.x, a.y, b.x, b.y);
   } else {
-    v = *reinterpret_cast<const float4*>(fp.dq_accum + row * kD + ((c ^ (i & 7)) << 2));
+    const int key = kRot ? DqSwizzleKey(i & 7) : (i & 7);
+    v = *reinterpret_cast<const float4*>(fp.dq_accum + row * kD + ((c ^ key) << 2));
   }
   const float sc = p.scale;
   uint2 o;
