@@ -56,11 +56,12 @@ int EnvFusedVariant() {
 // fwd+bwd GPU-busy 1.4-4.7% faster at head dim 128 (variant 37 against 5)
 // and 1.4-4.2% at 64 (44 against 12), seq 2048 and 8192, causal or not
 // (results/2026-11-22-h200-attention-v18-bwd-rot-*); the ordered mode takes
-// it too (32: checked with bitwise reruns, not timed; the same instructions
-// with fewer bank conflicts).
+// it too at head dim 128 (32: checked against the reference with bitwise
+// reruns on the H200, not timed; the same instructions with fewer bank
+// conflicts). The ordered head dim 64 keeps 0 until its variant 32 is checked.
 int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
   if (const int v = EnvFusedVariant(); v >= 0) return v;
-  if (ordered) return 32;
+  if (ordered) return p.shape.head_dim == 128 ? 32 : 0;
   return p.shape.head_dim == 128 ? 37 : 44;
 }
 
