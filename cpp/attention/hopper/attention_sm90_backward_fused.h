@@ -64,9 +64,8 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 // Bits 1, 2, 4 and 32 give the same results bit for bit. -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 37 at head
 // dim 128 and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
-// ordered one. Bit 16
-// measured slower (0.76-0.98x variant 0 on an H200: the L2 reductions cost
-// more than the staging they replace); kept for A/Bs.
+// ordered one. Bit 16 measured slower (0.76-0.98x variant 0 on an H200: the
+// L2 reductions cost more than the staging they replace); kept for A/Bs.
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention
