@@ -9,15 +9,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 
-if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
-  # tokamax and its pure-Python dependencies travel as wheels (carry .whl);
-  # a stand-in for the xprof module it imports for profiling lets it load.
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$repo"/.whl/*.whl
-  mkdir -p /tmp/site/xprof/cli/tools
-  touch /tmp/site/xprof/__init__.py /tmp/site/xprof/cli/__init__.py
-  echo "get_kernel_stats_tool = None" > /tmp/site/xprof/cli/tools/__init__.py
-  export PYTHONPATH=/tmp/site
-fi
+source "$repo/benchmarks/tokamax_site.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 echo "== build"
 [ -n "${SKIP_BUILD:-}" ] || ( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \

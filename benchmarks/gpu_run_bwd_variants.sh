@@ -13,15 +13,7 @@
 #   bash benchmarks/gpu_run_bwd_variants.sh OUTDIR
 source "$(dirname "$0")/device_call.sh" 570 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
-if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
-  # tokamax and its pure-Python dependencies as wheels (carry .whl), with a
-  # stand-in for the xprof module it imports (as gpu_run_norms.sh does).
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$repo"/.whl/*.whl
-  mkdir -p /tmp/site/xprof/cli/tools
-  touch /tmp/site/xprof/__init__.py /tmp/site/xprof/cli/__init__.py
-  echo "get_kernel_stats_tool = None" > /tmp/site/xprof/cli/tools/__init__.py
-  export PYTHONPATH=/tmp/site
-fi
+source "$repo/benchmarks/tokamax_site.sh"
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
   echo "build exit $?" > "$out/build.rc" ) &
 b=${BIN:-$repo/build/sm90}

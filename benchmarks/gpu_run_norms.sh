@@ -14,16 +14,7 @@ source "$(dirname "$0")/device_call.sh" 540 "$@"
 xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 4"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
-if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
-  # tokamax (the JAX-native peer) and its pure-Python dependencies travel as
-  # wheels (carry .whl); a stand-in for the xprof module it imports for its
-  # own profiling lets it load without xprof.
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$repo"/.whl/*.whl
-  mkdir -p /tmp/site/xprof/cli/tools
-  touch /tmp/site/xprof/__init__.py /tmp/site/xprof/cli/__init__.py
-  echo "get_kernel_stats_tool = None" > /tmp/site/xprof/cli/tools/__init__.py
-  export PYTHONPATH=/tmp/site
-fi
+source "$repo/benchmarks/tokamax_site.sh"
 echo "== build"
 ( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \
   || { tail -50 "$out/build.log"; exit 1; }

@@ -32,13 +32,7 @@ echo "== GPU tests reaching the new paths"
     $xdist -k "${TEST_K:-gpu and (decode or 384 or causal or deterministic or segment or window or packed)}" ) \
     > "$out/tests.log" 2>&1
 echo "pytest exit $?"; grep -E "^FAILED|passed|failed" "$out/tests.log" | head -12
-if [ -d "$repo/.whl" ] && ls "$repo"/.whl/tokamax-*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$repo"/.whl/*.whl
-  mkdir -p /tmp/site/xprof/cli/tools
-  touch /tmp/site/xprof/__init__.py /tmp/site/xprof/cli/__init__.py
-  echo "get_kernel_stats_tool = None" > /tmp/site/xprof/cli/tools/__init__.py
-  export PYTHONPATH=/tmp/site
-fi
+source "$repo/benchmarks/tokamax_site.sh"
 echo "== benchmark, switches on"
 ( cd /tmp && timeout "$(left "${BENCH_TIMEOUT:-240}")" python3 -m jaxdnn.bench attention --dims 128 --seqs 2048,4096,8192 \
     --only dense,decode --no-torch --out "$out/attention.json" ) 2>&1 | grep -v WARN > "$out/bench.txt"

@@ -5,14 +5,7 @@
 # dQ from 4096) and deterministic=True (ordered fused from 8192, two-kernel
 # below), one line per kernel launch.
 #   bash benchmarks/profile_attention_bwd.sh OUTDIR   (jaxdnn installed, or SKIP_BUILD unset)
-set -uo pipefail
-out=${1:-${OUT:?give an output folder}}
-repo=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false
-[ -n "${SKIP_BUILD:-}" ] || ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps . ) \
-  > "$out/build.log" 2>&1 || exit 1
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+source "$(dirname "$0")/profile_setup.sh" "$@"
 cd /tmp
 for args in "2048" "2048 --cudnn" "4096" "4096 --cudnn" "8192" "8192 --deterministic" "8192 --cudnn" \
     "2048 --causal" "8192 --causal" "8192 --causal --cudnn"; do

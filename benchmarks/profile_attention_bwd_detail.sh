@@ -6,14 +6,7 @@
 # default), d128 s8192 variant 0, d64 s8192 (variant 12): tensor-pipe and
 # shared-memory utilization, warp stall reasons, source counters.
 #   bash benchmarks/profile_attention_bwd_detail.sh OUTDIR   (SKIP_BUILD=1 if installed)
-set -uo pipefail
-out=${1:-${OUT:?give an output folder}}
-repo=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false
-[ -n "${SKIP_BUILD:-}" ] || ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps . ) \
-  > "$out/build.log" 2>&1 || exit 1
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+source "$(dirname "$0")/profile_setup.sh" "$@"
 cd /tmp
 run() {  # name, variant, profile_attention_bwd.py args...
   local name=$1 variant=$2; shift 2

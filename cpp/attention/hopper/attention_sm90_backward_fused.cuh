@@ -678,6 +678,17 @@ __global__ void __launch_bounds__(384, 1)
           NamedBarrierSync(kFusedBarDs, 256);
         }
       };
+      // The last wgmma group issued is (part of) dK: once everything before it
+      // (dV, dQ) is done, stage dQ while it runs, then finish the step.
+      auto stage_dq_under_dk = [&](int it) {
+        WgmmaWait<1>();
+        FenceRegs(dqa);
+        store_dq(it);
+        WgmmaWait<0>();
+        FenceRegs(dv);
+        FenceRegs(dk);
+        release(it);
+      };
       if constexpr (kWide) {
         // FA3 order: P^T and dS^T finished before dV is issued, so only the
         // packed operands (pa, dsa) stay live next to dV, dK and dQ.
@@ -685,26 +696,14 @@ __global__ void __launch_bounds__(384, 1)
         ds_barrier();
         gemm_dq(it);
         gemm_dk(it);
-        WgmmaWait<1>();  // dV and dQ done; dK may still run
-        FenceRegs(dqa);
-        store_dq(it);
-        WgmmaWait<0>();
-        FenceRegs(dv);
-        FenceRegs(dk);
-        release(it);
+        stage_dq_under_dk(it);
       } else if constexpr ((kOpts & kFusedOptDqFirst) != 0) {
         using std::integral_constant;
         gemm_dk_slices(it, integral_constant<int, 0>{}, integral_constant<int, kBlockM / 32>{});
         ds_barrier();
         gemm_dq(it);
         gemm_dk_slices(it, integral_constant<int, kBlockM / 32>{}, integral_constant<int, kBlockM / 16>{});
-        WgmmaWait<1>();  // dV, dK's first half and dQ done; dK's second half may still run
-        FenceRegs(dqa);
-        store_dq(it);
-        WgmmaWait<0>();
-        FenceRegs(dv);
-        FenceRegs(dk);
-        release(it);
+        stage_dq_under_dk(it);
       } else {
         gemm_dk(it);
         ds_barrier();
