@@ -157,7 +157,7 @@ class AttentionBackward(FfiOp):
       if tuple(bias.shape) != (batch, heads, q_len, kv_len):
         elems += batch * heads * q_len * kv_len
     if (_fused_backward_applies(dim, q_len, kv_len, operands, **params)
-        and _may_take_fused_backward(q_len, params.get("deterministic", True), dim)):
+        and _may_take_fused_backward(q_len, params.get("deterministic", True))):
       # The fused Hopper backward also keeps a float32 dQ accumulator and
       # semaphores (attention_sm90_backward_fused.h: Sm90FusedBwdWorkspaceElems).
       elems = max(elems, _fused_backward_workspace(batch, q_len, kv_len, heads, k.shape[2], dim))
@@ -236,14 +236,13 @@ def _fused_backward_applies(dim, q_len, kv_len, operands, *, softcap=0.0, causal
           and window_left < 0 and window_right < 0 and (not causal or q_len == kv_len))
 
 
-def _may_take_fused_backward(q_len, deterministic=True, dim=128):
+def _may_take_fused_backward(q_len, deterministic=True):
   """Whether the CUDA backward may pick the fused Hopper kernel, by the same
   rule as the C++ side (JAXDNN_ATTENTION_SM90_BWD: 0/1 never, 2 always; by
   default from FUSED_BACKWARD_MIN_QUERY_LEN rows, or from
   FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN rows for deterministic=False unless
-  JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns its unordered dQ mode off). `dim`
-  is kept for callers; both head dims follow the same rule since head dim 64
-  takes 128-query steps."""
+  JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns its unordered dQ mode off), the
+  same at head dims 64 and 128."""
   mode = os.environ.get("JAXDNN_ATTENTION_SM90_BWD")
   if mode in ("0", "1"):
     return False

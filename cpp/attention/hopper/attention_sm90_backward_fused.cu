@@ -37,28 +37,22 @@ bool FusedHeadMajor() {
 int EnvFusedVariant() {
   static const int v = [] {
     const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
-    return s.empty() ? -1 : std::atoi(s.c_str()) & 63;
+    return s.empty() ? -1 : std::atoi(s.c_str()) & (1 | 2 | 4 | 8 | 32);
   }();
   return v;
 }
 
-// Defaults, from GPU-busy A/Bs through jax on an H200 (2026-11-22,
-// results/2026-11-22-h200-attention-v18-bwd-variants-jax2.txt), unordered
-// mode: head dim 128 takes variant 5 (3 Q/dO stages, 1 dQ buffer, TMA before
-// lse/delta): fwd+bwd 0.3-3.9% faster than variant 0 at seq 2048-16384, causal
-// or not; head dim 64 takes variant 12 (128-query steps, TMA first): in the
-// self-test 1.19-1.25x variant 0 at seq 2048-8192, causal or not
-// (results/2026-11-22-h200-attention-v18-bwd-wide-selftest.log; variant 6,
-// the earlier choice, 1.02-1.05x). The ordered mode (deterministic)
-// keeps variant 0: its single dQ buffer would also wait on the semaphores,
-// and it was checked but not timed with the others.
-// All of them with the rotated dQ swizzle (bit 32): through jax on an H200,
-// fwd+bwd GPU-busy 1.4-4.7% faster at head dim 128 (variant 37 against 5)
-// and 1.4-4.2% at 64 (44 against 12), seq 2048 and 8192, causal or not
-// (results/2026-11-22-h200-attention-v18-bwd-rot-*); the ordered mode takes
-// it too at head dim 128 (32: checked against the reference with bitwise
-// reruns on the H200, not timed; the same instructions with fewer bank
-// conflicts). The ordered head dim 64 keeps 0 until its variant 32 is checked.
+// Defaults, from A/Bs on an H200 (2026-11-22), unordered mode:
+//   head dim 128: 37 = 3 Q/dO stages and 1 dQ buffer, TMA before lse/delta,
+//     rotated dQ swizzle (5 was fwd+bwd 0.3-3.9% faster than 0 through jax,
+//     results/2026-11-22-h200-attention-v18-bwd-variants-jax2.txt; 37 another
+//     1.4-4.7% over 5, results/2026-11-22-h200-attention-v18-bwd-rot-*);
+//   head dim 64: 44 = 128-query steps, TMA first, rotated swizzle (12 was
+//     1.19-1.25x variant 0 in the self-test, -v18-bwd-wide-selftest.log; 44
+//     another 1.4-4.2% over 12 through jax).
+// The ordered mode (deterministic) takes 32 at head dim 128 (checked against
+// the reference with bitwise reruns, not timed: the same instructions with
+// fewer bank conflicts) and keeps 0 at 64, whose variant 32 was not checked.
 int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
   if (const int v = EnvFusedVariant(); v >= 0) return v;
   if (ordered) return p.shape.head_dim == 128 ? 32 : 0;
@@ -150,10 +144,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     const int64_t total4 = s.batch * s.q_len * s.heads * kD / 4;
     const int threads = 256;
     const int64_t blocks = (total4 + threads - 1) / threads;
-    constexpr bool kRedLayout = !kOrdered && (kOpts & sm90::kFusedOptRedDq) != 0;
-    constexpr bool kRot = !kRedLayout && (kOpts & sm90::kFusedOptDqRot) != 0;
-    sm90::AttnBwdFusedDqConvertKernel<kD, kF16, kRedLayout, kRot>
-        <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
+    constexpr bool kRot = (kOpts & sm90::kFusedOptDqRot) != 0;
+    sm90::AttnBwdFusedDqConvertKernel<kD, kF16, kRot><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
@@ -214,29 +206,12 @@ cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int va
   if (d == 64 && (variant & sm90::kFusedOptWideSteps)) {
     // 128-query steps: 2 Q/dO stages and 1 dQ buffer (194 KB of shared memory;
     // a second stage or buffer does not fit). Its step order is fixed (bit 2
-    // ignored); bit 4 (TMA first) applies; bit 16 is ignored.
+    // ignored); bit 4 (TMA first) applies.
     constexpr int kWide = sm90::kFusedOptWideSteps | kRot;
     if (variant & sm90::kFusedOptTmaFirst) {
       return LaunchFused<64, kF16, 2, 1, kOrdered, kWide | sm90::kFusedOptTmaFirst>(p, stream);
     }
     return LaunchFused<64, kF16, 2, 1, kOrdered, kWide>(p, stream);
-  }
-  if constexpr (!kOrdered) {
-    // Bit 16, dQ reduced from registers: no dQ buffers; 3 Q/dO stages at head
-    // dim 128 (4 do not fit), 4 at 64. With bits 2 and 4 as requested.
-    if (variant & 16) {
-      const int o = variant & 6;
-      if (d == 64) {
-        return o == 6 ? LaunchFused<64, kF16, 4, 0, false, 22>(p, stream)
-               : o == 4 ? LaunchFused<64, kF16, 4, 0, false, 20>(p, stream)
-                        : LaunchFused<64, kF16, 4, 0, false, 16>(p, stream);
-      }
-      if (d == 128) {
-        return o == 6 ? LaunchFused<128, kF16, 3, 0, false, 22>(p, stream)
-               : o == 4 ? LaunchFused<128, kF16, 3, 0, false, 20>(p, stream)
-                        : LaunchFused<128, kF16, 3, 0, false, 16>(p, stream);
-      }
-    }
   }
   if (d == 64) return LaunchFusedOpts<64, kF16, 4, 2, kOrdered, kRot>(p, stream, variant);
   if (d == 128) {

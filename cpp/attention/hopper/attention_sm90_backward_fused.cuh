@@ -143,13 +143,6 @@ __device__ __forceinline__ int LdAcquireGpu(const int* p) {
 __device__ __forceinline__ void StReleaseGpu(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
-// Four float32 additions to 16 bytes of global memory, performed at L2
-// (sm_90); relaxed: the unordered dQ mode needs no ordering among them.
-__device__ __forceinline__ void RedAddF32x4(float* gdst, float a, float b, float c, float d) {
-  asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(gdst), "f"(a), "f"(b), "f"(c),
-               "f"(d)
-               : "memory");
-}
 __device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
@@ -227,22 +220,11 @@ constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half co
 //   loads, so the copy does not wait for a dependent L2 round trip.
 // kFusedOptWideSteps: D = 64 with 128-query steps (see the header); its own
 //   step order (kFusedOptDqFirst does not apply), 2 stages, 1 dQ buffer.
-// kFusedOptRedDq (unordered mode only): the consumers add their dQ fragments
-//   straight from registers into the float32 accumulator with 16-byte L2
-//   reductions (RedAddF32x4) instead of staging them in shared memory for the
-//   writer's bulk reduce-add: no dQ buffers (their 64 KB at head dim 128 pay
-//   for a third Q/dO stage), no staging stores or handshakes, and at head dim
-//   64 no exchange of the two warpgroups' partials. The accumulator then holds
-//   each row as 16-byte units U = 4q + t = columns {16q + 2t, +1, 16q + 8 + 2t,
-//   +1} (a thread's two adjacent fragment pairs), which the convert kernel
-//   undoes. Results may differ in the last bits between runs, as in the
-//   unordered mode already.
 // kFusedOptDqRot: the dQ staging buffer's 16-byte chunks XOR-swizzled by
 //   DqSwizzleKey(row & 7) instead of row & 7 (see there).
 constexpr int kFusedOptDqFirst = 2;
 constexpr int kFusedOptTmaFirst = 4;
 constexpr int kFusedOptWideSteps = 8;
-constexpr int kFusedOptRedDq = 16;
 constexpr int kFusedOptDqRot = 32;
 
 // The dQ staging stores are 8 bytes per lane, which the hardware serves per
@@ -271,9 +253,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int kDqBufs = Cfg::kDqBufs;
   constexpr int kDBlocks = Cfg::kDBlocks;
   constexpr bool kSplitKeys = Cfg::kSplitKeys;
-  constexpr bool kRedDq = !kOrdered && (kOpts & kFusedOptRedDq) != 0;
   constexpr bool kDqRot = (kOpts & kFusedOptDqRot) != 0;
-  static_assert(kRedDq || kDqBufs > 0, "dQ staging needs at least one buffer");
   constexpr float kLog2e = 1.4426950408889634f;
   const BwdParams& p = fp.base;
 
@@ -403,7 +383,7 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
         if constexpr (!kOrdered) BulkWait0();  // every reduce-add complete before the CTA exits
-      } else if constexpr (!kRedDq) {  // kFusedOptRedDq: the consumers add dQ themselves
+      } else {
         int* counters = fp.counters + static_cast<int64_t>(cta.bh) * cta.num_m;
         float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * cta.num_m * kBlockM * kD;
         for (int it = 0; it < cta.m_count; ++it) {
@@ -595,25 +575,7 @@ __global__ void __launch_bounds__(384, 1)
         return (warp * 16 + g + 8 * r) * (kD * 4) + ((chunk ^ dq_key) << 4) + (t & 1) * 8;
       }
     };
-    // kFusedOptRedDq: this thread's fragments into the accumulator, two
-    // adjacent fragment pairs (j = 2u, 2u + 1) per 16-byte reduction.
-    float* const accum_bh = fp.dq_accum + static_cast<int64_t>(cta.bh) * fp.num_m * 64 * kD;
-    auto red_dq = [&](int it) {
-      float* row0 = accum_bh + (static_cast<int64_t>(m_of(it)) * kBlockM + warp * 16 + g) * kD;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int q = (kSplitKeys ? 0 : 4 * cw) + u;  // 16-column group of the row
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          RedAddF32x4(row0 + 8 * r * kD + 4 * (4 * q + t), dqa[8 * u + 2 * r], dqa[8 * u + 2 * r + 1],
-                      dqa[8 * u + 4 + 2 * r], dqa[8 * u + 4 + 2 * r + 1]);
-        }
-      }
-    };
     auto store_dq = [&](int it) {
-      if constexpr (kRedDq) {
-        red_dq(it);
-      } else {
       const int bq = it % kDqBufs;
       const uint32_t buf = dq_smem + bq * Cfg::kDqBytes;
       MbarWait(&dq_empty[bq], ((it / kDqBufs) & 1) ^ 1);
@@ -649,7 +611,6 @@ __global__ void __launch_bounds__(384, 1)
         }
         FenceProxyAsyncShared();
         MbarArrive(&dq_full[bq]);
-      }
       }
     };
     auto release = [&](int it) {
@@ -725,9 +686,8 @@ __global__ void __launch_bounds__(384, 1)
 // ---------------------------------------------------------------------------
 // dq[b, i, h, :] = scale * dq_accum (un-swizzled), in the data type. One
 // thread per 4 output elements (one 16-byte accumulator chunk).
-// kRedLayout: the accumulator in kFusedOptRedDq's unit order instead;
 // kRot: chunks keyed by DqSwizzleKey (kFusedOptDqRot).
-template <int kD, bool kF16, bool kRedLayout = false, bool kRot = false>
+template <int kD, bool kF16, bool kRot = false>
 __global__ void __launch_bounds__(256) AttnBwdFusedDqConvertKernel(const FusedBwdParams fp) {
   const BwdParams& p = fp.base;
   const int64_t idx4 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -741,19 +701,8 @@ __global__ void __launch_bounds__(256) AttnBwdFusedDqConvertKernel(const FusedBw
   const int i = static_cast<int>(bi % p.q_len);
   const int b = static_cast<int>(bi / p.q_len);
   const int64_t row = (static_cast<int64_t>(b) * p.heads + h) * (static_cast<int64_t>(fp.num_m) * 64) + i;
-  float4 v;
-  if constexpr (kRedLayout) {
-    // Columns 4c .. 4c + 3 = 16q + w .. : units 4q + t0 and 4q + t0 + 1, the
-    // first (w < 8) or second (w >= 8) pair of each.
-    const int q = c / 4, w = 4 * (c % 4);
-    const float* u0 = fp.dq_accum + row * kD + 4 * (4 * q + (w % 8) / 2) + (w >= 8 ? 2 : 0);
-    const float2 a = *reinterpret_cast<const float2*>(u0);
-    const float2 b = *reinterpret_cast<const float2*>(u0 + 4);
-    v = make_float4(a.x, a.y, b.x, b.y);
-  } else {
-    const int key = kRot ? DqSwizzleKey(i & 7) : (i & 7);
-    v = *reinterpret_cast<const float4*>(fp.dq_accum + row * kD + ((c ^ key) << 2));
-  }
+  const int key = kRot ? DqSwizzleKey(i & 7) : (i & 7);
+  const float4 v = *reinterpret_cast<const float4*>(fp.dq_accum + row * kD + ((c ^ key) << 2));
   const float sc = p.scale;
   uint2 o;
   o.x = PackPair<kF16>(v.x * sc, v.y * sc);

@@ -55,17 +55,14 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //   4 = the loader issues the Q/dO TMA before its lse/delta loads,
 //   8 = head dim 64 only: 128-query steps (FA3's hdim64 tiling: dQ split over
 //       queries, no partial-sum exchange), 2 Q/dO stages, 1 dQ buffer, its own
-//       step order (bits 2 and 16 ignored, bit 4 applies: variants 8 and 12),
-//   16 = (unordered mode only) dQ added from registers with 16-byte L2
-//       reductions, no dQ staging buffers (3 Q/dO stages at 128, 4 at 64);
-//       combines with 2 and 4, not with 1.
+//       step order (bit 2 ignored, bit 4 applies: variants 8 and 12),
 //   32 = the dQ staging swizzle keyed by the row rotated one bit (no 2-way
 //       bank conflicts on the 8-byte staging stores).
 // Bits 1, 2, 4 and 32 give the same results bit for bit. -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 37 at head
 // dim 128 and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
-// ordered one. Bit 16 measured slower (0.76-0.98x variant 0 on an H200: the
-// L2 reductions cost more than the staging they replace); kept for A/Bs.
+// ordered one. (Adding dQ from registers with L2 reductions instead of staging
+// it measured 0.76-0.98x variant 0 and was removed; NOTES.md, attention v18.)
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention
