@@ -3,6 +3,7 @@
 #include "norms/norm_cuda_kernels.h"
 
 #include <cstdint>
+#include <string>
 
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
@@ -18,28 +19,62 @@ namespace {
 constexpr int kFwdBlockThreads = 128;
 constexpr int kFwdMaxVpt = 4;
 
+// JAXDNN_NORM_FWD_VPT=1|2|4|8 overrides how many 16-byte vectors per thread
+// the forward starts from (fewer threads and more rows resident per SM with
+// more), for A/Bs.
+int FwdStartVpt() {
+  static const int vpt = [] {
+    const std::string v = EnvSwitch("JAXDNN_NORM_FWD_VPT");
+    return (v == "1" || v == "2" || v == "4" || v == "8") ? std::stoi(v) : kFwdMaxVpt;
+  }();
+  return vpt;
+}
+
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <typename T, bool kLayer, bool kResidual>
-ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
-  const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
-                       (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
-  const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, kFwdMaxVpt,
-                                      kFwdBlockThreads);
-  const dim3 block(l.tpr, l.rpc);
-  const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
+// LayerNorm's forward normalize tail (NormalizeOpenTail); JAXDNN_NORM_FWD=v18
+// selects the previous one, for A/Bs.
+bool FwdOpenTail() {
+  static const bool on = EnvSwitch("JAXDNN_NORM_FWD") != "v18";
+  return on;
+}
+
+template <typename T, bool kLayer, bool kResidual, bool kOpenTail>
+void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t stream,
+                  const NormFwdArgs& p) {
   // LayerNorm reads scale and bias with an L1 evict-last hint: on an H200 it
   // took 32768x4096 from 70% to 73% of copy and 8192x8192 from 62% to 67%;
   // RMSNorm (scale only) lost 7% with it, so it keeps the plain read
   // (benchmarks/results/2026-11-22-h200-norms-fwd-ab-*).
   constexpr bool kKeep = kLayer;
-  switch (l.vpt) {
-    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep><<<grid, block, 0, stream>>>(p); break;
-    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep><<<grid, block, 0, stream>>>(p); break;
-    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep><<<grid, block, 0, stream>>>(p); break;
+  // The open tail where it fits the register budget without spilling much:
+  // 16-bit rows of up to 4 vectors per thread (4-12 bytes of spill at 48
+  // registers); float32 rows would need 72 registers, 8-vector rows spill.
+  constexpr bool kOpen = kOpenTail && sizeof(T) == 2;
+  switch (vpt) {
+    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep, kOpen><<<grid, block, 0, stream>>>(p); break;
+    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep, kOpen><<<grid, block, 0, stream>>>(p); break;
+    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep, kOpen><<<grid, block, 0, stream>>>(p); break;
     case 8: NormFwdVecKernel<T, kLayer, kResidual, 8, kKeep><<<grid, block, 0, stream>>>(p); break;
     default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
   }
+}
+
+template <typename T, bool kLayer, bool kResidual>
+ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
+  const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
+                       (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
+  const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(),
+                                      kFwdBlockThreads);
+  const dim3 block(l.tpr, l.rpc);
+  const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
+  if constexpr (kLayer) {
+    if (FwdOpenTail()) {
+      LaunchFwdVec<T, kLayer, kResidual, true>(l.vpt, grid, block, stream, p);
+      return CheckLaunch("jaxdnn norm forward launch");
+    }
+  }
+  LaunchFwdVec<T, kLayer, kResidual, false>(l.vpt, grid, block, stream, p);
   return CheckLaunch("jaxdnn norm forward launch");
 }
 
