@@ -75,16 +75,6 @@ __device__ inline float4 LoadParamKeep(const float* p) {
                : "l"(p));
   return v;
 }
-// The same read without `volatile`: the compiler may hoist it over stores
-// and interleave it with other reads (the parameters never change while a
-// kernel runs, and the read has no side effect).
-__device__ inline float4 LoadParamKeepMovable(const float* p) {
-  float4 v;
-  asm("ld.global.nc.L1::evict_last.v4.f32 {%0, %1, %2, %3}, [%4];"
-      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-      : "l"(p));
-  return v;
-}
 
 __device__ inline float WarpSum(float v) {
 #pragma unroll

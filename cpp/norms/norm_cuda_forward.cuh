@@ -36,64 +36,6 @@ __device__ inline float RowShift(const NormFwdArgs& p, int64_t base) {
   return sum * (1.0f / V::kElems);
 }
 
-// Where a row's parameters start: the first (only) parameter row unless they
-// are grouped, without the two 64-bit divisions (~40 instructions each) that
-// would otherwise sit between the statistics and the first store.
-__device__ inline int64_t ParamRowStart(const NormShape& s, int64_t row) {
-  return s.groups == 1 ? 0 : (row / s.rows_per_group()) * s.dim;
-}
-
-// The normalize-and-store tail with its parameter reads free to move: the
-// volatile evict-last reads and the per-vector bounds branch kept each
-// vector's scale/bias load behind the previous vector's store, so the tail
-// paid kVpt serial L1 round trips per row. Rows that fill every slot (the
-// common widths) take a branch-free copy; 16-bit rows normalize with two
-// FMAs per element ((v * rstd - mean * rstd) * scale + bias; the rounding
-// to 16 bits hides the difference).
-template <typename T, bool kLayer, int kVpt, bool kKeepParams>
-__device__ __forceinline__ void NormalizeOpenTail(const NormFwdArgs& p, const uint4 (&raw)[kVpt],
-                                                  int64_t row, int64_t base, int64_t nvec,
-                                                  float mean, float rstd) {
-  using V = Vec16<T>;
-  constexpr int N = V::kElems;
-  const int64_t prow = ParamRowStart(p.shape, row);
-  const float* scale = p.scale + prow;
-  const float* bias = kLayer ? p.bias + prow : nullptr;
-  const float shift = -mean * rstd;
-  auto one_vector = [&](int k) {
-    const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-    float v[N], out[N];
-    V::Unpack(raw[k], v);
-#pragma unroll
-    for (int q = 0; q < N / 4; ++q) {
-      const float4 s4 = kKeepParams ? LoadParamKeepMovable(scale + j * N + 4 * q)
-                                    : LoadParam(scale + j * N + 4 * q);
-      float4 b4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if constexpr (kLayer) {
-        b4 = kKeepParams ? LoadParamKeepMovable(bias + j * N + 4 * q) : LoadParam(bias + j * N + 4 * q);
-      }
-      const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
-      const float bi[4] = {b4.x, b4.y, b4.z, b4.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float x = v[4 * q + e];
-        const float t = !kLayer ? x * rstd : sizeof(T) == 2 ? fmaf(x, rstd, shift) : (x - mean) * rstd;
-        out[4 * q + e] = kLayer ? fmaf(t, sc[e], bi[e]) : t * sc[e];
-      }
-    }
-    StoreStream(static_cast<T*>(p.y) + base + j * N, V::Pack(out));
-  };
-  if (nvec == int64_t(kVpt) * blockDim.x) {
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k) one_vector(k);
-  } else {
-#pragma unroll
-    for (int k = 0; k < kVpt; ++k) {
-      if (threadIdx.x + int64_t(k) * blockDim.x < nvec) one_vector(k);
-    }
-  }
-}
-
 // kKeepParams: scale and bias are read with an L1 evict-last hint (every row
 // re-reads them; see norm_cuda_kernels.cu for where it pays).
 // LayerNorm statistics: 16-bit rows take them in one pass about a shift
@@ -114,8 +56,7 @@ __device__ __forceinline__ void NormalizeOpenTail(const NormFwdArgs& p, const ui
 template <typename T, bool kLayer, int kVpt>
 constexpr int FwdMaxRegisters() { return kLayer && sizeof(T) == 2 && kVpt <= 4 ? 48 : 128; }
 
-template <typename T, bool kLayer, bool kResidual, int kVpt, bool kKeepParams = false,
-          bool kOpenTail = false>
+template <typename T, bool kLayer, bool kResidual, int kVpt, bool kKeepParams = false>
 __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, kVpt>())) NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
@@ -181,10 +122,6 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
   if (!live) return;
   SaveRowStats<kLayer>(p, row, mean, rstd);
 
-  if constexpr (kOpenTail) {
-    NormalizeOpenTail<T, kLayer, kVpt, kKeepParams>(p, raw, row, base, nvec, mean, rstd);
-    return;
-  }
   const int64_t prow = (row / p.shape.rows_per_group()) * dim;
 #pragma unroll
   for (int k = 0; k < kVpt; ++k) {

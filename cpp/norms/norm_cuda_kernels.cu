@@ -32,14 +32,7 @@ int FwdStartVpt() {
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// LayerNorm's forward normalize tail (NormalizeOpenTail); JAXDNN_NORM_FWD=v18
-// selects the previous one, for A/Bs.
-bool FwdOpenTail() {
-  static const bool on = EnvSwitch("JAXDNN_NORM_FWD") != "v18";
-  return on;
-}
-
-template <typename T, bool kLayer, bool kResidual, bool kOpenTail>
+template <typename T, bool kLayer, bool kResidual>
 void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t stream,
                   const NormFwdArgs& p) {
   // LayerNorm reads scale and bias with an L1 evict-last hint: on an H200 it
@@ -47,14 +40,10 @@ void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t str
   // RMSNorm (scale only) lost 7% with it, so it keeps the plain read
   // (benchmarks/results/2026-11-22-h200-norms-fwd-ab-*).
   constexpr bool kKeep = kLayer;
-  // The open tail where it fits the register budget without spilling much:
-  // 16-bit rows of up to 4 vectors per thread (4-12 bytes of spill at 48
-  // registers); float32 rows would need 72 registers, 8-vector rows spill.
-  constexpr bool kOpen = kOpenTail && sizeof(T) == 2;
   switch (vpt) {
-    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep, kOpen><<<grid, block, 0, stream>>>(p); break;
-    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep, kOpen><<<grid, block, 0, stream>>>(p); break;
-    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep, kOpen><<<grid, block, 0, stream>>>(p); break;
+    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep><<<grid, block, 0, stream>>>(p); break;
+    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep><<<grid, block, 0, stream>>>(p); break;
+    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep><<<grid, block, 0, stream>>>(p); break;
     case 8: NormFwdVecKernel<T, kLayer, kResidual, 8, kKeep><<<grid, block, 0, stream>>>(p); break;
     default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
   }
@@ -68,13 +57,7 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
                                       kFwdBlockThreads);
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
-  if constexpr (kLayer) {
-    if (FwdOpenTail()) {
-      LaunchFwdVec<T, kLayer, kResidual, true>(l.vpt, grid, block, stream, p);
-      return CheckLaunch("jaxdnn norm forward launch");
-    }
-  }
-  LaunchFwdVec<T, kLayer, kResidual, false>(l.vpt, grid, block, stream, p);
+  LaunchFwdVec<T, kLayer, kResidual>(l.vpt, grid, block, stream, p);
   return CheckLaunch("jaxdnn norm forward launch");
 }
 
