@@ -451,15 +451,19 @@ __global__ void __launch_bounds__(384, 1)
           if (AtomAddAcqRelGpu(counters + blk0 + hb, 1) == want - 1) fold_hand_off(blk0 + hb);
         }
       };
+      // The ordered mode's sequence before its release: the async-proxy writes
+      // complete, the proxy fence, a gpu fence.
       auto fold_count_previous = [&](int it) {  // after step it's reduce-adds are committed
         if (it > 0) {
           BulkWait1();
           FenceProxyAsyncGlobal();
+          __threadfence();
           fold_count_step(m_of(it - 1));
         }
       };
       auto fold_finish = [&] {  // after BulkWait0
         FenceProxyAsyncGlobal();
+        __threadfence();
         if (cta.m_count > 0) fold_count_step(m_of(cta.m_count - 1));
         fold_hand_off(-1);
       };
