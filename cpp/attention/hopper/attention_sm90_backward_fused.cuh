@@ -302,7 +302,8 @@ __device__ __forceinline__ void FoldConvertHalfBlock(const BwdParams& p, const f
   for (int i = blk * 64 + half * 32 + (lane & 7); i < p.q_len;) {
     const float* src = accum_bh + static_cast<int64_t>(i) * kD;
     uint16_t* dst = dq_bh + static_cast<int64_t>(i) * p.heads * kD;
-#pragma unroll 1
+    // Two loads in flight at D = 64 (40 registers); D = 128 spills with two.
+#pragma unroll(kD == 64 ? 2 : 1)
     for (int c = lane >> 3; c < kD / 4; c += 4) {
       const float4 v = LdGlobalCgF4(src + ((c ^ key) << 2));
       uint2 o;
