@@ -19,10 +19,7 @@
 //   fused, fusedcheck: the same cases (fusedcheck: the reference cases only)
 //   through the fused backward (attention_sm90_backward_fused.*): reference
 //   check of every fused variant (0-7; at head dim 64 also 8 and 12, the
-//   128-query steps, with a bytewise rerun; the dQ fold, bit 64: 64, 69, 101
-//   at head dim 128, 64, 76, 108 at 64, with dQ and the workspace poisoned and,
-//   unordered, every row block's counter read back against its contributor
-//   count), determinism = three runs compared bytewise,
+//   128-query steps, with a bytewise rerun), determinism = three runs compared bytewise,
 //   and timings of the fused backward next to the two-kernel one.
 //   atomic, atomiccheck: as fused / fusedcheck with the fused kernel's
 //   unordered dQ mode (deterministic = false, JAXDNN_ATTENTION_SM90_BWD_ATOMIC
@@ -197,30 +194,6 @@ long long CountNonFinite(const std::vector<uint16_t>& got, bool f16) {
 
 }  // namespace
 
-// The dQ fold's counters after an unordered run (the workspace layout of
-// attention_sm90_backward_fused.cu: [GQA dK/dV partials], delta, the dQ
-// accumulator, then one int32 per (b, h, 64-row block)): each must equal the
-// number of 128-key blocks that visit the block's step.
-bool FoldCountersOk(const float* ws, const Case& c, cudaStream_t stream) {
-  auto round64 = [](int64_t x) { return (x + 63) / 64 * 64; };
-  const int64_t num_m = (c.S + 63) / 64, num_n = (c.S + 127) / 128;
-  int64_t off = c.H != c.Hk ? 2 * int64_t{c.B} * c.S * c.H * c.D : 0;
-  off += round64(int64_t{c.B} * c.H * c.S) + int64_t{c.B} * c.H * num_m * 64 * c.D;
-  std::vector<int> cnt(static_cast<size_t>(c.B) * c.H * num_m);
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  CHECK_CUDA(cudaMemcpy(cnt.data(), ws + off, cnt.size() * sizeof(int), cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < cnt.size(); ++i) {
-    const int64_t blk = static_cast<int64_t>(i) % num_m;
-    const int64_t want = c.causal ? std::min(blk / 2 + 1, num_n) : num_n;
-    if (cnt[i] != want) {
-      std::printf("  counter %zu (block %lld): %d, want %lld\n", i, static_cast<long long>(blk), cnt[i],
-                  static_cast<long long>(want));
-      return false;
-    }
-  }
-  return true;
-}
-
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   const bool atomic = mode == "atomic" || mode == "atomiccheck";
@@ -256,11 +229,6 @@ int main(int argc, char** argv) {
       {2, 1000, 2, 2, 64, 0, false, true},
       {1, 1000, 2, 2, 64, 1, false, true},
       {1, 7, 2, 2, 64, 1, false, true},
-      // Partial 64-row blocks at head dim 128 (the dQ fold converts rows below
-      // q_len only): one short block; one row past a block edge, GQA 4.
-      {1, 7, 2, 1, 128, 0, true, true},
-      {3, 65, 4, 1, 128, 1, false, true},
-      {1, 129, 2, 2, 64, 0, true, true},
   };
   if (d256) {
     cases = {
@@ -484,26 +452,19 @@ int main(int argc, char** argv) {
       // and at head dim 64 the 128-query-step variants 8 and 12 (workspace
       // poisoned too: the ordered mode must not rely on a zeroed accumulator;
       // ordered: a second run compared bytewise).
-      for (int var = 0; var < 128; ++var) {
-        if (!fused && var >= 64) continue;
+      for (int var = 0; var < 64; ++var) {
         const bool wide = fused && c.D == 64 && (var == 8 || var == 12);
-        // The dQ fold (bit 64; the ordered mode ignores it): on variant 0, 5 / 12
-        // and the defaults 37 / 44 (dQ poisoned with NaN: a row block never
-        // converted fails the check; workspace poisoned: the delta pass must zero
-        // the counters).
-        const bool fold = fused && (c.D == 128 ? (var == 64 || var == 69 || var == 101)
-                                               : (var == 64 || var == 76 || var == 108));
         // The rotated dQ swizzle (bit 32) on the defaults: 37 / 32 at d128, 44 at d64
         // (workspace poisoned: the delta pass must zero the accumulator rows it reads).
         const bool rot = fused && (c.D == 128 ? (var == 37 || var == 32) : (c.D == 64 && var == 44));
-        if (fused ? ((var > 7 && !wide && !rot && !fold) || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0) continue;
+        if (fused ? ((var > 7 && !wide && !rot) || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0) continue;
         if (c.D == 256 && (var & ~8) != 0) continue;  // d256 has bit 8 only
         std::vector<uint16_t> vq(nq), vk(nkv), vv(nkv);
         auto run_var = [&] {
           CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
           CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
           CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
-          if (wide || rot || fold) CHECK_CUDA(cudaMemsetAsync(ws, 0xFF, ws_elems * 4, stream));
+          if (wide || rot) CHECK_CUDA(cudaMemsetAsync(ws, 0xFF, ws_elems * 4, stream));
           CHECK_CUDA(fused ? jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, var)
                            : jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, var));
           CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -522,15 +483,7 @@ int main(int argc, char** argv) {
                       xq.rel_l2, xk.rel_l2, xv.rel_l2, xq.nonfinite, xk.nonfinite, xv.nonfinite);
           case_ok = false;
         }
-        if (fold && atomic) {
-          // Each 64-row block's counter ends at its contributor count: the key
-          // blocks visiting it (non-causal all, causal those up to the diagonal).
-          if (!FoldCountersOk(ws, c, stream)) {
-            std::printf("  variant %d: dQ fold counters FAIL\n", var);
-            case_ok = false;
-          }
-        }
-        if (wide || rot || fold) {
+        if (wide || rot) {
           // dK, dV bit-identical across runs in both modes, dQ in the ordered one.
           const std::vector<uint16_t> pq = vq, pk = vk, pv = vv;
           run_var();
@@ -600,12 +553,11 @@ int main(int argc, char** argv) {
       breakdown += buf;
       // The step-order variants of the unordered kernel (bits: 1 = 3 stages
       // and 1 dQ buffer, 2 = dQ before dK's second half, 4 = TMA before
-      // lse/delta, 8 = 128-query steps at head dim 64, 64 = the dQ fold:
-      // 101 / 108 next to 37 / 44), each against variant
+      // lse/delta, 8 = 128-query steps at head dim 64), each against variant
       // 0 timed in the same place.
       const double t0 = time_fused(0);
       breakdown += "\n    unordered variants vs v0:";
-      for (int var : {5, 37, 101, 32, 12, 44, 108, 2, 4, 6, 1, 3, 7, 8}) {
+      for (int var : {5, 37, 32, 12, 44, 2, 4, 6, 1, 3, 7, 8}) {
         if (c.D != 128 && (var & 1) != 0) continue;
         if (c.D != 64 && (var & 8) != 0) continue;
         const double t = time_fused(var);

@@ -37,7 +37,7 @@ bool FusedHeadMajor() {
 int EnvFusedVariant() {
   static const int v = [] {
     const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
-    return s.empty() ? -1 : std::atoi(s.c_str()) & (1 | 2 | 4 | 8 | 32 | 64);
+    return s.empty() ? -1 : std::atoi(s.c_str()) & (1 | 2 | 4 | 8 | 32);
   }();
   return v;
 }
@@ -61,9 +61,7 @@ int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
-  // The dQ conversion in the fused kernel (the unordered mode only; see the kernel).
-  constexpr bool kFold = !kOrdered && (kOpts & sm90::kFusedOptDqFold) != 0;
-  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs, (kOpts & sm90::kFusedOptWideSteps) != 0, kFold>;
+  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs, (kOpts & sm90::kFusedOptWideSteps) != 0>;
   const AttnShape& s = a.shape;
   cudaError_t err;
 
@@ -109,17 +107,13 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
 
   // 0-1. Ordered: the semaphores zeroed (the dQ accumulator needs no zeroing:
   //    key block 0 stores, later key blocks add), then delta. Unordered (every
-  //    key block adds): delta, with the accumulator zeroed in the same pass,
-  //    and with the dQ fold the per-64-row-block counters too.
+  //    key block adds): delta, with the accumulator zeroed in the same pass.
   if constexpr (kOrdered) {
     err = cudaMemsetAsync(fp.counters, 0, static_cast<size_t>(num_counters) * sizeof(int), stream);
     if (err != cudaSuccess) return err;
     if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream)) != cudaSuccess) return err;
   } else {
-    int* counters = kFold ? fp.counters : nullptr;
-    if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream, fp.dq_accum, num_m * 64, counters)) != cudaSuccess) {
-      return err;
-    }
+    if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream, fp.dq_accum, num_m * 64)) != cudaSuccess) return err;
   }
 
   // 2. Fused dK / dV / dQ.
@@ -145,8 +139,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
-  // 3. dQ: float32 accumulator * scale -> data type (the dQ fold did it in step 2).
-  if constexpr (!kFold) {
+  // 3. dQ: float32 accumulator * scale -> data type.
+  {
     const int64_t total4 = s.batch * s.q_len * s.heads * kD / 4;
     const int threads = 256;
     const int64_t blocks = (total4 + threads - 1) / threads;
@@ -195,8 +189,7 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
 // Variant bits (see attention_sm90_backward_fused.h): 1 = 3 Q/dO stages and
 // 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst,
 // 8 = kFusedOptWideSteps (head dim 64; see LaunchFusedVariant).
-// kRot: sm90::kFusedOptDqRot (variant bit 32) and sm90::kFusedOptDqFold (bit
-// 64) as set, added to every option set.
+// kRot: 0 or sm90::kFusedOptDqRot (variant bit 32), added to every option set.
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kRot>
 cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   switch (variant & 6) {
@@ -228,22 +221,10 @@ cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int va
   return cudaErrorInvalidValue;
 }
 
-template <bool kOrdered, bool kF16, int kFold>
-cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
-  constexpr int kRot = sm90::kFusedOptDqRot;
-  return (variant & kRot) ? LaunchFusedVariant<kOrdered, kF16, kFold | kRot>(p, stream, variant)
-                          : LaunchFusedVariant<kOrdered, kF16, kFold>(p, stream, variant);
-}
-
-// Bit 64 (the dQ fold) in the unordered mode only: the ordered mode ignores it.
 template <bool kOrdered, bool kF16>
-cudaError_t LaunchFusedVariantFold(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
-  if constexpr (!kOrdered) {
-    if (variant & sm90::kFusedOptDqFold) {
-      return LaunchFusedVariantRot<kOrdered, kF16, sm90::kFusedOptDqFold>(p, stream, variant);
-    }
-  }
-  return LaunchFusedVariantRot<kOrdered, kF16, 0>(p, stream, variant);
+cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+  return (variant & sm90::kFusedOptDqRot) ? LaunchFusedVariant<kOrdered, kF16, sm90::kFusedOptDqRot>(p, stream, variant)
+                                          : LaunchFusedVariant<kOrdered, kF16, 0>(p, stream, variant);
 }
 
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
@@ -251,11 +232,11 @@ cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_
   if (variant < 0) variant = DefaultFusedVariant(p, ordered);
   const bool f16 = p.dtype == ffi::DataType::F16;
   if (ordered) {
-    return f16 ? LaunchFusedVariantFold<true, true>(p, stream, variant)
-               : LaunchFusedVariantFold<true, false>(p, stream, variant);
+    return f16 ? LaunchFusedVariantRot<true, true>(p, stream, variant)
+               : LaunchFusedVariantRot<true, false>(p, stream, variant);
   }
-  return f16 ? LaunchFusedVariantFold<false, true>(p, stream, variant)
-             : LaunchFusedVariantFold<false, false>(p, stream, variant);
+  return f16 ? LaunchFusedVariantRot<false, true>(p, stream, variant)
+             : LaunchFusedVariantRot<false, false>(p, stream, variant);
 }
 
 cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream) {

@@ -70,22 +70,6 @@
 // accumulator is zeroed by a memset first and every key block reduce-adds
 // its dQ block as soon as it is staged; no counters, no waiting.
 //
-// dQ fold (kFusedOptDqFold, unordered mode only, opt-in): the delta pass
-// zeroes the per-(b, h, 64-row block) int32 counters with the accumulator.
-// After a reduce-add completes (bulk wait_group, one step late), the dQ
-// writer fences the async proxy and does atom.add.acq_rel.gpu on each 64-row
-// block it added to; the key block whose addition brings the counter to the
-// block's contributor count (BwdKeyBlocksVisiting: every key block that
-// visits the block's step, from the same m_begin the loader uses - all of
-// them non-causal, floor(step / (128 / kBlockM)) + 1 causal) is the last, and
-// hands the block to the producer warpgroup's idle warps 2 and 3 through a
-// 4-slot shared ring (a full and an empty mbarrier per slot). They read the
-// 64 x D floats from L2 (ld.global.cg), scale and store the rows below q_len
-// of dQ, so the convert kernel is skipped. Every row block has at least one
-// contributor (key block 0 visits every step) and exactly one last
-// contributor, so each is converted once. Per query head (GQA: the
-// counters and accumulator are per query head, like the CTAs).
-//
 // Ordered mode only: deadlock freedom relies on in-order CTA dispatch (as FA3's deterministic
 // mode does): the grid is (batch*heads, key blocks) with blockIdx.y = n, so
 // key block n - 1 of the same (b, h) has a lower linear block id and is
@@ -148,8 +132,6 @@ __device__ __forceinline__ void BulkCommit() { asm volatile("cp.async.bulk.commi
 __device__ __forceinline__ void BulkWaitRead0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 // Every committed bulk copy has completed (its writes are performed).
 __device__ __forceinline__ void BulkWait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-// Every committed bulk copy but the most recent group has completed.
-__device__ __forceinline__ void BulkWait1() { asm volatile("cp.async.bulk.wait_group 1;\n" ::: "memory"); }
 __device__ __forceinline__ void FenceProxyAsyncGlobal() {
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
@@ -160,20 +142,6 @@ __device__ __forceinline__ int LdAcquireGpu(const int* p) {
 }
 __device__ __forceinline__ void StReleaseGpu(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ int AtomAddAcqRelGpu(int* p, int v) {
-  int old;
-  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-// L2 only: the accumulator is written by other SMs (L1 is not coherent).
-__device__ __forceinline__ float4 LdGlobalCgF4(const float* p) {
-  float4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
 }
 __device__ __forceinline__ void StShared32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -201,10 +169,8 @@ struct FusedBwdParams {
   int head_major;
 };
 
-// kWide: 128-query steps at D = 64 (kFusedOptWideSteps). kFold: the dQ
-// conversion in the kernel (kFusedOptDqFold): a ring of row-block indices
-// from the dQ writer to the converter warps.
-template <int kD, int kStages_, int kDqBufs_, bool kWide = false, bool kFold = false>
+// kWide: 128-query steps at D = 64 (kFusedOptWideSteps).
+template <int kD, int kStages_, int kDqBufs_, bool kWide = false>
 struct FusedBwdConfig {
   static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
   static_assert(!kWide || kD == 64, "128-query steps at head dim 64 only");
@@ -232,19 +198,11 @@ struct FusedBwdConfig {
   static constexpr int kOffLse = kOffDq + kDqBufs * kDqBytes;
   static constexpr int kOffDelta = kOffLse + kStages * kBlockM * 4;
   static constexpr int kOffBar = kOffDelta + kStages * kBlockM * 4;
-  static constexpr int kFoldSlots = 4;  // ring depth (kFold only: a full and an empty barrier each)
-  static constexpr int kNumBars = 1 + 2 * kStages + 2 * kDqBufs + (kFold ? 2 * kFoldSlots : 0);
-  static constexpr int kOffFoldIdx = kOffBar + kNumBars * 8;  // kFoldSlots int32 row-block indices
-  static constexpr int kSmemBytes = kOffFoldIdx + (kFold ? kFoldSlots * 4 : 0) + 1024;
+  static constexpr int kNumBars = 1 + 2 * kStages + 2 * kDqBufs;
+  static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;
   static_assert(kSmemBytes <= 232448, "over the sm_90 227 KB dynamic shared memory limit");
-  // The dQ fold at head dim 64: its writer and converters spilled at 24
-  // registers; the consumers (half the accumulators of D = 128) give up 8
-  // each, the extended dK/dV kernels' split. D = 128 keeps 24 / 240 (its
-  // consumers spill at 232; the converter is written to fit).
-  static constexpr bool kFoldRegs = kFold && kD == 64;
-  static constexpr int kProducerRegs = kFoldRegs ? 40 : 24;
-  static constexpr int kConsumerRegs = kFoldRegs ? 232 : 240;
-  static_assert(kProducerRegs + 2 * kConsumerRegs <= 3 * 168, "register split");
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
 };
 
 // Named barrier ids (0 is __syncthreads).
@@ -268,10 +226,6 @@ constexpr int kFusedOptDqFirst = 2;
 constexpr int kFusedOptTmaFirst = 4;
 constexpr int kFusedOptWideSteps = 8;
 constexpr int kFusedOptDqRot = 32;
-// kFusedOptDqFold (unordered mode only; the ordered launcher drops the bit):
-//   the float32 -> data type conversion of dQ inside the kernel (see "dQ
-//   fold" in the header), no separate convert kernel.
-constexpr int kFusedOptDqFold = 64;
 
 // The dQ staging stores are 8 bytes per lane, which the hardware serves per
 // half-warp: rows g = 0..3 (or 4..7), chunks 2j and 2j + 1. Keyed by g, the
@@ -285,37 +239,6 @@ constexpr int kFusedOptDqFold = 64;
 // undoes it.
 __host__ __device__ constexpr int DqSwizzleKey(int row7) { return ((row7 << 1) | (row7 >> 2)) & 7; }
 
-// The dQ fold's conversion, run by one converter warp: rows [32 half, 32 half
-// + 32) of 64-row block blk of a (batch, head)'s float32 accumulator
-// (accum_bh, every contribution complete and acquired) -> its dq rows below
-// q_len (dq_bh = dq at (b, row 0, h)), times the scale: the arithmetic of
-// AttnBwdFusedDqConvertKernel. Lane = (row & 7, chunk & 3), so its swizzle
-// key is fixed; a load covers 8 rows x 64 bytes, a store 8 rows x 32 bytes
-// (whole sectors). Kept lean: the producer warpgroup has kProducerRegs.
-template <int kD, bool kF16, bool kRot>
-__device__ __forceinline__ void FoldConvertHalfBlock(const BwdParams& p, const float* accum_bh, uint16_t* dq_bh,
-                                                     int blk, int half, int lane) {
-  const int key = kRot ? DqSwizzleKey(lane & 7) : (lane & 7);
-  // Rows i = 32 (2 blk + half) + (lane & 7) + 8 rr, rr < 4: the loop ends when
-  // i & 24 wraps to 0 (one register fewer than an end row).
-#pragma unroll 1
-  for (int i = blk * 64 + half * 32 + (lane & 7); i < p.q_len;) {
-    const float* src = accum_bh + static_cast<int64_t>(i) * kD;
-    uint16_t* dst = dq_bh + static_cast<int64_t>(i) * p.heads * kD;
-    // Two loads in flight at D = 64 (40 registers); D = 128 spills with two.
-#pragma unroll(kD == 64 ? 2 : 1)
-    for (int c = lane >> 3; c < kD / 4; c += 4) {
-      const float4 v = LdGlobalCgF4(src + ((c ^ key) << 2));
-      uint2 o;
-      o.x = PackPair<kF16>(v.x * p.scale, v.y * p.scale);
-      o.y = PackPair<kF16>(v.z * p.scale, v.w * p.scale);
-      *reinterpret_cast<uint2*>(dst + 4 * c) = o;
-    }
-    i += 8;
-    if ((i & 24) == 0) break;
-  }
-}
-
 // kOrdered = false: dQ blocks are added in whatever order they come (bulk
 // float32 reduce-adds into an accumulator zeroed beforehand), with no
 // semaphores: reruns may differ in the last bits (deterministic=False).
@@ -325,8 +248,7 @@ __global__ void __launch_bounds__(384, 1)
                            const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                            const FusedBwdParams fp) {
   constexpr bool kWide = (kOpts & kFusedOptWideSteps) != 0;
-  constexpr bool kFold = !kOrdered && (kOpts & kFusedOptDqFold) != 0;
-  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide, kFold>;
+  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide>;
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   constexpr int kDqBufs = Cfg::kDqBufs;
   constexpr int kDBlocks = Cfg::kDBlocks;
@@ -340,10 +262,6 @@ __global__ void __launch_bounds__(384, 1)
   const DkDvSmem<Cfg> sm(smem);
   uint64_t* dq_full = sm.q_empty + kStages;
   uint64_t* dq_empty = dq_full + kDqBufs;
-  // kFold: the ring from the dQ writer to the converter warps.
-  uint64_t* fold_full = dq_empty + kDqBufs;
-  uint64_t* fold_empty = fold_full + Cfg::kFoldSlots;
-  volatile int* fold_idx = reinterpret_cast<volatile int*>(smem + Cfg::kOffFoldIdx);
 
   // Ordered: blockIdx.y = key block (the semaphore order relies on it: see
   // the header). Unordered with fp.head_major: see FusedBwdParams.
@@ -371,13 +289,6 @@ __global__ void __launch_bounds__(384, 1)
     for (int s = 0; s < kDqBufs; ++s) {
       MbarInit(&dq_full[s], kSplitKeys ? 128 : 256);  // every storing consumer thread
       MbarInit(&dq_empty[s], 1);                      // the writer lane
-    }
-    if constexpr (kFold) {
-#pragma unroll
-      for (int s = 0; s < Cfg::kFoldSlots; ++s) {
-        MbarInit(&fold_full[s], 1);   // the writer lane
-        MbarInit(&fold_empty[s], 2);  // lane 0 of each converter warp
-      }
     }
   });
 
@@ -427,47 +338,6 @@ __global__ void __launch_bounds__(384, 1)
     } else if (threadIdx.x == 32) {
       // ----------------------------- dQ writer -----------------------------
       const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
-      // dQ fold: each 64-row block's counter counts the completed reduce-adds
-      // into it; the key block whose increment reaches the block's
-      // contributor count hands the block to the converter warps. A step is
-      // counted one step late (bulk wait_group 1), so the writer never waits
-      // for a reduce-add's completion while a staged buffer waits for it.
-      int fold_k = 0;  // ring items handed off
-      auto fold_hand_off = [&](int blk) {  // blk = -1: the converters' stop
-        const int slot = fold_k % Cfg::kFoldSlots;
-        MbarWait(&fold_empty[slot], ((fold_k / Cfg::kFoldSlots) & 1) ^ 1);
-        fold_idx[slot] = blk;
-        MbarArrive(&fold_full[slot]);  // release: the index and the acquire below
-        ++fold_k;
-      };
-      // Step m's reduce-adds are complete and fenced (async proxy -> generic).
-      auto fold_count_step = [&](int m) {
-        const int want = BwdKeyBlocksVisiting<kBlockN, kBlockM>(p, m, num_n);
-        int* counters = fp.counters + static_cast<int64_t>(cta.bh) * fp.num_m;
-        const int blk0 = kWide ? 2 * m : m;
-        const int nblk = kWide && 2 * m + 1 < fp.num_m ? 2 : 1;
-        for (int hb = 0; hb < nblk; ++hb) {
-          // acq_rel: publishes this CTA's addition, and acquires every earlier
-          // contributor's for the converters when this one is the last.
-          if (AtomAddAcqRelGpu(counters + blk0 + hb, 1) == want - 1) fold_hand_off(blk0 + hb);
-        }
-      };
-      // The ordered mode's sequence before its release: the async-proxy writes
-      // complete, the proxy fence, a gpu fence.
-      auto fold_count_previous = [&](int it) {  // after step it's reduce-adds are committed
-        if (it > 0) {
-          BulkWait1();
-          FenceProxyAsyncGlobal();
-          __threadfence();
-          fold_count_step(m_of(it - 1));
-        }
-      };
-      auto fold_finish = [&] {  // after BulkWait0
-        FenceProxyAsyncGlobal();
-        __threadfence();
-        if (cta.m_count > 0) fold_count_step(m_of(cta.m_count - 1));
-        fold_hand_off(-1);
-      };
       if constexpr (kWide) {
         // Counters and accumulator in 64-row blocks (fp.num_m of them); step M
         // stages blocks 2M (buffer rows 0-63) and 2M + 1 (rows 64-127). Block
@@ -511,10 +381,8 @@ __global__ void __launch_bounds__(384, 1)
             __threadfence();
             for (int hb = 0; hb < nblk; ++hb) StReleaseGpu(counters + 2 * m + hb, cta.n_block + 1);
           }
-          if constexpr (kFold) fold_count_previous(it);
         }
         if constexpr (!kOrdered) BulkWait0();  // every reduce-add complete before the CTA exits
-        if constexpr (kFold) fold_finish();
       } else {
         int* counters = fp.counters + static_cast<int64_t>(cta.bh) * cta.num_m;
         float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * cta.num_m * kBlockM * kD;
@@ -531,7 +399,6 @@ __global__ void __launch_bounds__(384, 1)
             BulkCommit();
             BulkWaitRead0();
             MbarArrive(&dq_empty[bq]);
-            if constexpr (kFold) fold_count_previous(it);
             continue;
           }
           if (cta.n_block == 0) {
@@ -558,30 +425,6 @@ __global__ void __launch_bounds__(384, 1)
           StReleaseGpu(cnt, cta.n_block + 1);
         }
         if constexpr (!kOrdered) BulkWait0();  // every reduce-add complete before the CTA exits
-        if constexpr (kFold) fold_finish();
-      }
-    } else if constexpr (kFold) {
-      if (threadIdx.x >= 64) {
-        // ------------------------- dQ converters -------------------------
-        // Warps 2 and 3 (otherwise idle): half a row block each per ring item.
-        const int half = threadIdx.x / 32 - 2;
-        const int lane = threadIdx.x % 32;
-        // (b, h) again from blockIdx and the parameters, not cta's registers:
-        // warp-uniform values the compiler can keep in uniform registers.
-        const int bh = head_major ? static_cast<int>(blockIdx.x / num_n) : static_cast<int>(blockIdx.x);
-        const float* accum_bh = fp.dq_accum + static_cast<int64_t>(bh) * fp.num_m * 64 * kD;
-        uint16_t* dq_bh = static_cast<uint16_t*>(p.dq) +
-                          (static_cast<int64_t>(bh / p.heads) * p.q_len * p.heads + bh % p.heads) * kD;
-        for (int k = 0;; ++k) {
-          const int slot = k % Cfg::kFoldSlots;
-          MbarWait(&fold_full[slot], (k / Cfg::kFoldSlots) & 1);
-          const int blk = fold_idx[slot];
-          // The slot is free once read (fewer live registers while converting).
-          __syncwarp();
-          if (lane == 0) MbarArrive(&fold_empty[slot]);
-          if (blk < 0) break;
-          FoldConvertHalfBlock<kD, kF16, kDqRot>(p, accum_bh, dq_bh, blk, half, lane);
-        }
       }
     }
   } else {

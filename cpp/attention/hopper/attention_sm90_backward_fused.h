@@ -16,8 +16,7 @@ namespace jaxdnn::attention {
 //   [GQA only, heads > kv_heads] dK and dV per-query-head partials: 2*B*kv_len*H*D
 //   delta:                    RoundUp64(B*H*q_len)
 //   dQ float32 accumulator:   B*H*num_m*64*D
-//   int32 semaphores:         RoundUp64(B*H*num_m) (ordered mode; with the
-//                             dQ fold, variant bit 64, its row-block counters)
+//   int32 semaphores:         RoundUp64(B*H*num_m)
 inline int64_t Sm90FusedBwdWorkspaceElems(const AttnShape& s) {
   auto round64 = [](int64_t x) { return (x + 63) / 64 * 64; };
   const int64_t num_m = (s.q_len + 63) / 64;
@@ -58,15 +57,8 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       queries, no partial-sum exchange), 2 Q/dO stages, 1 dQ buffer, its own
 //       step order (bit 2 ignored, bit 4 applies: variants 8 and 12),
 //   32 = the dQ staging swizzle keyed by the row rotated one bit (no 2-way
-//       bank conflicts on the 8-byte staging stores),
-//   64 = unordered mode only (the ordered mode ignores it): the dQ float32 ->
-//       dtype conversion folded into the fused kernel (the last key block to
-//       add into a 64-row block hands it to idle producer warps; the delta
-//       pass zeroes the per-block counters, in the workspace's semaphore
-//       region; no convert kernel). Opt-in, e.g. 101 = 37 | 64 at head dim
-//       128, 108 = 44 | 64 at 64.
-// Bits 1, 2, 4 and 32 give the same results bit for bit (64: the same
-// arithmetic, the unordered mode's run-to-run dQ rounding aside). -1 = the default: the
+//       bank conflicts on the 8-byte staging stores).
+// Bits 1, 2, 4 and 32 give the same results bit for bit. -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 37 at head
 // dim 128 and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
 // ordered one. (Adding dQ from registers with L2 reductions instead of staging

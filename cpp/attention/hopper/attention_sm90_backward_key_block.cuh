@@ -32,18 +32,6 @@ __device__ __forceinline__ BwdKeyBlock BwdKeyBlockAt(const BwdParams& p, int n_b
   return c;
 }
 
-// How many key blocks visit query block (step) m: the n in [0, num_n) with
-// BwdKeyBlockAt's m_begin(n) <= m (each visits m_begin .. num_m - 1, so every
-// step from its first one on). Causal: m_begin(n) = n * kBlockN / kBlockM
-// (kBlockN a multiple of kBlockM), so n <= m / (kBlockN / kBlockM).
-template <int kBlockN, int kBlockM>
-__host__ __device__ __forceinline__ int BwdKeyBlocksVisiting(const BwdParams& p, int m, int num_n) {
-  static_assert(kBlockN % kBlockM == 0, "m_begin is n * (kBlockN / kBlockM)");
-  if (!p.causal) return num_n;
-  const int last = m / (kBlockN / kBlockM);
-  return last + 1 < num_n ? last + 1 : num_n;
-}
-
 // The two-kernel dK/dV grids' block order: head-major (the kv blocks of one
 // (batch, head) adjacent, so they share Q and dO in L2) or kv-block-major
 // (grid y; causal: n = 0, the heaviest, first).

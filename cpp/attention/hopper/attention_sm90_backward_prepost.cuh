@@ -13,12 +13,10 @@ namespace jaxdnn::attention::sm90 {
 //    dq_accum (the fused backward's unordered dQ accumulator, [b, h, rows per
 //    (b, h) = accum_rows, D] float32), each row's accumulator row is zeroed in
 //    the same pass instead of by a separate memset (rows past q_len are never
-//    read, so they are left as they are). kZeroCounters (the fused backward's
-//    dQ fold): also the int32 counter of each 64-row accumulator block,
-//    counters[bh * ceil(q_len / 64) + i / 64], by the row i = 0 mod 64.
-template <int kD, bool kF16, bool kZeroCounters = false>
+//    read, so they are left as they are).
+template <int kD, bool kF16>
 __global__ void __launch_bounds__(256)
-    AttnBwdDeltaKernel(const BwdParams p, float* dq_accum, int64_t accum_rows, int* counters) {
+    AttnBwdDeltaKernel(const BwdParams p, float* dq_accum, int64_t accum_rows) {
   constexpr int kLanes = kD / 8;  // 8, 16 or 32 lanes per row
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t row = tid / kLanes;
@@ -51,26 +49,16 @@ __global__ void __launch_bounds__(256)
     a[lane] = zero;  // kD / 4 chunks over kD / 8 lanes: two each
     a[lane + kLanes] = zero;
   }
-  if constexpr (kZeroCounters) {
-    if (lane == 0 && i % 64 == 0) counters[bh * ((p.q_len + 63) / 64) + i / 64] = 0;
-  }
 }
 
-// Launches the delta pass (and the accumulator zeroing when dq_accum is set,
-// the counters' when counters is).
+// Launches the delta pass (and the accumulator zeroing when dq_accum is set).
 template <int kD, bool kF16>
 cudaError_t LaunchBwdDelta(const BwdParams& p, cudaStream_t stream, float* dq_accum = nullptr,
-                           int64_t accum_rows = 0, int* counters = nullptr) {
+                           int64_t accum_rows = 0) {
   const int64_t threads_total = static_cast<int64_t>(p.batch) * p.q_len * p.heads * (kD / 8);
   const int threads = 256;
   const int64_t blocks = (threads_total + threads - 1) / threads;
-  if (counters != nullptr) {
-    AttnBwdDeltaKernel<kD, kF16, true>
-        <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p, dq_accum, accum_rows, counters);
-  } else {
-    AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p, dq_accum, accum_rows,
-                                                                                        nullptr);
-  }
+  AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p, dq_accum, accum_rows);
   return cudaGetLastError();
 }
 
