@@ -43,9 +43,10 @@
 // static persistent stride balances them badly. With kDynamic, min(tiles,
 // SMs) persistent CTAs take tiles greedily: the first is blockIdx.x, each next
 // one gridDim.x + atomicAdd(tile_counter, 1) (a global int the launcher zeroes
-// before the launch), claimed by the producer right after it issues the
-// current tile's Q load (so the atomic's latency hides behind the tile's K/V
-// loads; a CTA holds at most one claimed tile ahead). The producer posts each
+// before the launch), claimed by the producer after it issues the current
+// tile's last K/V load (p.claim_late, the default: greedier, 10% on packed
+// documents) or right after its Q load (the atomic's latency hidden behind
+// the K/V loads; a CTA holds one claimed tile ahead). The producer posts each
 // tile index in a shared-memory slot before Q's arrive.expect_tx, and -1 with
 // a plain arrive when no tile is left; the consumers wait on Q's barrier, then
 // read the slot (arrive is release, try_wait acquire). The slot is rewritten
