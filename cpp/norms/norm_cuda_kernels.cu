@@ -12,6 +12,7 @@
 #include "norms/norm_cuda_backward_ring.cuh"
 #include "norms/norm_cuda_config.h"
 #include "norms/norm_cuda_forward.cuh"
+#include "norms/norm_cuda_forward_pairs.cuh"
 
 namespace jaxdnn::norms {
 namespace {
@@ -31,6 +32,13 @@ int FwdStartVpt() {
 }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// JAXDNN_NORM_FWD=pairs: 16-bit LayerNorm forwards on NormFwdPairKernel where
+// it fits (not yet timed on a GPU; an A/B candidate).
+bool FwdPairsEnabled() {
+  static const bool on = EnvSwitch("JAXDNN_NORM_FWD") == "pairs";
+  return on;
+}
 
 template <typename T, bool kLayer, bool kResidual>
 void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t stream,
@@ -53,6 +61,15 @@ template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
+  if constexpr (kLayer && !kResidual && sizeof(T) == 2) {
+    if (FwdPairsEnabled() && PairKernelFits(p.shape, Vec16<T>::kElems, aligned)) {
+      const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
+      const dim3 block(RoundUp32((nvec + kPairVpt - 1) / kPairVpt));
+      const dim3 grid(unsigned((p.shape.rows + 1) / 2));
+      NormFwdPairKernel<T><<<grid, block, 0, stream>>>(p);
+      return CheckLaunch("jaxdnn norm forward (row pairs) launch");
+    }
+  }
   const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(),
                                       kFwdBlockThreads);
   const dim3 block(l.tpr, l.rpc);
