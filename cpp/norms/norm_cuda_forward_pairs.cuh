@@ -18,9 +18,7 @@ namespace jaxdnn::norms {
 // the 16 registers one row of four takes in NormFwdVecKernel.
 constexpr int kPairVpt = 2;
 
-// Sums four values over the block (one row pair per block), in a fixed
-// order, with one barrier round; `scratch` holds 128 floats.
-__device__ inline float4 BlockSum4OneBarrier(float4 v, float* scratch) {
+__device__ inline float4 WarpSum4(float4 v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
@@ -28,6 +26,13 @@ __device__ inline float4 BlockSum4OneBarrier(float4 v, float* scratch) {
     v.z += __shfl_xor_sync(0xffffffffu, v.z, o);
     v.w += __shfl_xor_sync(0xffffffffu, v.w, o);
   }
+  return v;
+}
+
+// Sums four values over the block (one row pair per block), in a fixed
+// order, with one barrier round; `scratch` holds 128 floats.
+__device__ inline float4 BlockSum4OneBarrier(float4 v, float* scratch) {
+  v = WarpSum4(v);
   const int warps = blockDim.x >> 5;
   if (warps == 1) return v;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -38,17 +43,9 @@ __device__ inline float4 BlockSum4OneBarrier(float4 v, float* scratch) {
     scratch[96 + warp] = v.w;
   }
   __syncthreads();
-  float4 t = lane < warps ? make_float4(scratch[lane], scratch[32 + lane], scratch[64 + lane],
-                                        scratch[96 + lane])
-                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
-    t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
-    t.z += __shfl_xor_sync(0xffffffffu, t.z, o);
-    t.w += __shfl_xor_sync(0xffffffffu, t.w, o);
-  }
-  return t;
+  return WarpSum4(lane < warps ? make_float4(scratch[lane], scratch[32 + lane], scratch[64 + lane],
+                                             scratch[96 + lane])
+                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
 }
 
 // Shifted sums (sum of d, sum of d^2, d = x - shift) of one row's vectors.
