@@ -91,6 +91,17 @@ __device__ inline float2 WarpSum2(float2 v) {
   return v;
 }
 
+__device__ inline float4 WarpSum4(float4 v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+    v.z += __shfl_xor_sync(0xffffffffu, v.z, o);
+    v.w += __shfl_xor_sync(0xffffffffu, v.w, o);
+  }
+  return v;
+}
+
 // Sums the pair `v` over the blockDim.x threads that share threadIdx.y (one
 // row), in a fixed order, so the result is deterministic, with ONE barrier
 // round. Every thread of the block must call it. `scratch` holds

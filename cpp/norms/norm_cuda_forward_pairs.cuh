@@ -18,17 +18,6 @@ namespace jaxdnn::norms {
 // the 16 registers one row of four takes in NormFwdVecKernel.
 constexpr int kPairVpt = 2;
 
-__device__ inline float4 WarpSum4(float4 v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
-    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
-    v.z += __shfl_xor_sync(0xffffffffu, v.z, o);
-    v.w += __shfl_xor_sync(0xffffffffu, v.w, o);
-  }
-  return v;
-}
-
 // Sums four values over the block (one row pair per block), in a fixed
 // order, with one barrier round; `scratch` holds 128 floats.
 __device__ inline float4 BlockSum4OneBarrier(float4 v, float* scratch) {
