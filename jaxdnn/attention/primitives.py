@@ -254,7 +254,10 @@ def _may_take_fused_backward(q_len, deterministic=True):
 def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
   """float32 elements of the fused sm90 backward's workspace (mirrors the C++)."""
   round64 = lambda x: -(-x // 64) * 64
-  num_m = -(-q_len // 64)
+  # 64-row dQ blocks; head dim 128 also covers the 80-query-step variant
+  # (bit 128): ceil(q_len / 80) * 80 rows (Sm90FusedBwdDqBlocks).
+  rows = -(-q_len // 80) * 80 if dim == 128 else q_len
+  num_m = -(-rows // 64)
   n = (round64(batch * heads * q_len) + batch * heads * num_m * 64 * dim
        + round64(batch * heads * num_m))
   if heads != kv_heads:

@@ -37,7 +37,7 @@ bool FusedHeadMajor() {
 int EnvFusedVariant() {
   static const int v = [] {
     const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
-    return s.empty() ? -1 : std::atoi(s.c_str()) & (1 | 2 | 4 | 8 | 32);
+    return s.empty() ? -1 : std::atoi(s.c_str()) & (1 | 2 | 4 | 8 | 32 | 128);
   }();
   return v;
 }
@@ -61,7 +61,8 @@ int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
-  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs, (kOpts & sm90::kFusedOptWideSteps) != 0>;
+  constexpr bool kQ80 = (kOpts & sm90::kFusedOptQ80) != 0;
+  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs, (kOpts & sm90::kFusedOptWideSteps) != 0, kQ80>;
   const AttnShape& s = a.shape;
   cudaError_t err;
 
@@ -83,7 +84,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   p.dq = a.dq;
   p.dk = a.dk;
   p.dv = a.dv;
-  const int64_t num_m = (s.q_len + 63) / 64;
+  // 64-row accumulator blocks; 80-query steps: enough for ceil(q_len / 80) * 80 rows.
+  const int64_t num_m = kQ80 ? Sm90FusedBwdDqBlocks(s.q_len, kD) : (s.q_len + 63) / 64;
   fp.num_m = static_cast<int>(num_m);
 
   // Workspace layout (float32 elements; see Sm90FusedBwdWorkspaceElems).
@@ -144,7 +146,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     const int64_t total4 = s.batch * s.q_len * s.heads * kD / 4;
     const int threads = 256;
     const int64_t blocks = (total4 + threads - 1) / threads;
-    constexpr bool kRot = (kOpts & sm90::kFusedOptDqRot) != 0;
+    // 80-query steps stage dQ with the unrotated key (Q80DqOffset).
+    constexpr bool kRot = (kOpts & sm90::kFusedOptDqRot) != 0 && !kQ80;
     sm90::AttnBwdFusedDqConvertKernel<kD, kF16, kRot><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
@@ -188,7 +191,8 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
 
 // Variant bits (see attention_sm90_backward_fused.h): 1 = 3 Q/dO stages and
 // 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst,
-// 8 = kFusedOptWideSteps (head dim 64; see LaunchFusedVariant).
+// 8 = kFusedOptWideSteps (head dim 64; see LaunchFusedVariant), 128 =
+// kFusedOptQ80 (head dim 128, non-causal, unordered; see LaunchFusedVariant).
 // kRot: 0 or sm90::kFusedOptDqRot (variant bit 32), added to every option set.
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kRot>
 cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
@@ -203,6 +207,19 @@ cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int varia
 template <bool kOrdered, bool kF16, int kRot>
 cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const int d = static_cast<int>(p.shape.head_dim);
+  if constexpr (!kOrdered) {
+    if (d == 128 && (variant & sm90::kFusedOptQ80) && !p.mask_params.causal) {
+      // 80-query steps: 2 Q/dO stages and 1 dQ buffer (226 KB of shared
+      // memory); own step order and dQ layout (bits 1, 2, 32 ignored: the same
+      // kernel for either kRot), bit 4 (TMA first) applies. Causal and the
+      // ordered mode ignore bit 128 (the 64-query variant of the other bits).
+      constexpr int kQ80 = sm90::kFusedOptQ80;
+      if (variant & sm90::kFusedOptTmaFirst) {
+        return LaunchFused<128, kF16, 2, 1, false, kQ80 | sm90::kFusedOptTmaFirst>(p, stream);
+      }
+      return LaunchFused<128, kF16, 2, 1, false, kQ80>(p, stream);
+    }
+  }
   if (d == 64 && (variant & sm90::kFusedOptWideSteps)) {
     // 128-query steps: 2 Q/dO stages and 1 dQ buffer (194 KB of shared memory;
     // a second stage or buffer does not fit). Its step order is fixed (bit 2

@@ -57,6 +57,22 @@
 // S^T, dP^T -> P^T -> dS^T -> pack both -> dS stores -> dV -> barrier -> dQ
 // -> dK -> stage dQ under dK.
 //
+// 80-query steps (kOpts bit kFusedOptQ80, D = 128, non-causal, unordered dQ
+// only, opt-in): FlashAttention-3's hdim128 non-causal tiling. S^T, dP^T are
+// m64n80k16 (64 keys x 80 queries per warpgroup), dV and dK RS with K = 80.
+// A 64-row wgmma cannot produce 80 dQ rows, so dQ is formed transposed:
+// consumer warpgroup cw computes dQ^T[64cw, +64)[80 queries] = K^T dS^T over
+// all 128 keys (A = K panel cw, MN-major; B = the dS^T tile, MN-major). 80
+// query columns are 5 blocks of 16, which a 128-byte swizzle atom (64
+// columns) cannot tile, so the dS^T tile is 32-byte swizzled (Q80DsOffset).
+// The dQ^T fragment is staged transposed (4-byte stores) into an [80][D]
+// float32 buffer keyed by row & 7; step M's rows are accumulator rows 80M ..
+// 80M + 79, contiguous in the [rows][D] accumulator, and 80M = 0 mod 8 keeps
+// the key, so the writer adds the step with one bulk reduce and the convert
+// kernel is the unrotated 64-query one (fp.num_m counts 64-row blocks
+// covering ceil(q_len / 80) * 80 rows). FA3 step order as for wide steps;
+// 2 stages, 1 dQ buffer (226 KB of shared memory).
+//
 // Ordering with causal masking (q_len == kv_len, the only causal case): key
 // block n covers query blocks m >= 2n (64-query blocks, 128-key blocks), so
 // the key blocks touching query block m are exactly n = 0 .. floor(m/2), a
@@ -116,6 +132,30 @@ __device__ __forceinline__ void WgmmaSSTT64(float (&d)[32], uint64_t a, uint64_t
   }
 }
 
+// wgmma m64n80k16, both operands MN-major (dQ^T = K^T dS^T, kFusedOptQ80).
+#define JAXDNN_WGMMA_SS_TT_N80(TY, SUFFIX)                                                   \
+  __device__ __forceinline__ void WgmmaSSTT_m64n80k16_##SUFFIX(float (&d)[40], uint64_t desc_a, \
+                                                               uint64_t desc_b, int scale_d) { \
+    asm volatile("{\n.reg .pred p;\n"                                                        \
+                 "setp.ne.b32 p, %42, 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " {" JAXDNN_WG_REGS40 \
+                 "}, %40, %41, p, 1, 1, 1, 1;\n}\n"                                          \
+                 : JAXDNN_WG_ACC40                                                           \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                  \
+  }
+JAXDNN_WGMMA_SS_TT_N80("bf16", bf16)
+JAXDNN_WGMMA_SS_TT_N80("f16", f16)
+#undef JAXDNN_WGMMA_SS_TT_N80
+
+template <bool kF16>
+__device__ __forceinline__ void WgmmaSSTT80(float (&d)[40], uint64_t a, uint64_t b, int scale_d) {
+  if constexpr (kF16) {
+    WgmmaSSTT_m64n80k16_f16(d, a, b, scale_d);
+  } else {
+    WgmmaSSTT_m64n80k16_bf16(d, a, b, scale_d);
+  }
+}
+
 // Bulk (non-tensor) async copies shared -> global, bulk-group completion.
 __device__ __forceinline__ void BulkStoreS2G(float* gdst, uint32_t smem_src, uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gdst), "r"(smem_src),
@@ -169,14 +209,16 @@ struct FusedBwdParams {
   int head_major;
 };
 
-// kWide: 128-query steps at D = 64 (kFusedOptWideSteps).
-template <int kD, int kStages_, int kDqBufs_, bool kWide = false>
+// kWide: 128-query steps at D = 64 (kFusedOptWideSteps); kQ80: 80-query
+// steps at D = 128 (kFusedOptQ80).
+template <int kD, int kStages_, int kDqBufs_, bool kWide = false, bool kQ80 = false>
 struct FusedBwdConfig {
   static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
   static_assert(!kWide || kD == 64, "128-query steps at head dim 64 only");
+  static_assert(!kQ80 || kD == 128, "80-query steps at head dim 128 only");
   static constexpr int kThreads = 384;
   static constexpr int kBlockN = 128;             // keys per CTA (2 consumers x 64)
-  static constexpr int kBlockM = kWide ? 128 : 64;  // queries per step
+  static constexpr int kBlockM = kWide ? 128 : kQ80 ? 80 : 64;  // queries per step
   static constexpr int kStages = kStages_;
   static constexpr int kDqBufs = kDqBufs_;
   // dQ: split keys (D=64) or head dim (D=128); wide: split queries (neither).
@@ -226,6 +268,27 @@ constexpr int kFusedOptDqFirst = 2;
 constexpr int kFusedOptTmaFirst = 4;
 constexpr int kFusedOptWideSteps = 8;
 constexpr int kFusedOptDqRot = 32;
+// kFusedOptQ80: D = 128, non-causal, unordered: 80-query steps (see the header).
+constexpr int kFusedOptQ80 = 128;
+
+// kFusedOptQ80's dS^T tile, the MN-major B operand of dQ^T = K^T dS^T with
+// the 32-byte swizzle: 5 blocks of 16 queries (LBO = 4096 bytes apart), each
+// 128 keys x 32 bytes in 8-key atoms (SBO = 256); within an atom the 16-byte
+// chunk (query bit 3) is XORed with key bit 2. A warp's 32-bit stores of one
+// fragment column pair (keys g, queries 2t) hit 32 distinct banks.
+constexpr int kQ80DsBlockBytes = 128 * 32;
+__device__ __forceinline__ uint32_t Q80DsOffset(int key, int query) {
+  const int chunk = ((query >> 3) & 1) ^ ((key >> 2) & 1);
+  return (query >> 4) * kQ80DsBlockBytes + (key >> 3) * 256 + (key & 7) * 32 + (chunk << 4) + (query & 7) * 2;
+}
+// kFusedOptQ80's dQ staging buffer: [80 queries][kD] float32, 16-byte chunks
+// XOR (row & 7) (the accumulator's unrotated layout). The dQ^T fragment gives
+// a thread one column of rows 2t, 2t + 1: with this key a warp's 4-byte
+// stores cover 32 distinct banks (DqSwizzleKey would collide 2-way).
+template <int kD>
+__device__ __forceinline__ uint32_t Q80DqOffset(int row, int col) {
+  return row * (kD * 4) + ((((col >> 2) ^ (row & 7))) << 4) + (col & 3) * 4;
+}
 
 // The dQ staging stores are 8 bytes per lane, which the hardware serves per
 // half-warp: rows g = 0..3 (or 4..7), chunks 2j and 2j + 1. Keyed by g, the
@@ -248,7 +311,11 @@ __global__ void __launch_bounds__(384, 1)
                            const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                            const FusedBwdParams fp) {
   constexpr bool kWide = (kOpts & kFusedOptWideSteps) != 0;
-  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide>;
+  constexpr bool kQ80 = (kOpts & kFusedOptQ80) != 0;
+  static_assert(!kQ80 || !kOrdered, "80-query steps: unordered dQ only");
+  // FlashAttention-3's step order (dV after dS^T): wide and 80-query steps.
+  constexpr bool kFa3Order = kWide || kQ80;
+  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide, kQ80>;
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   constexpr int kDqBufs = Cfg::kDqBufs;
   constexpr int kDBlocks = Cfg::kDBlocks;
@@ -270,7 +337,9 @@ __global__ void __launch_bounds__(384, 1)
   const BwdKeyBlock cta = BwdKeyBlockAt<kBlockN, kBlockM>(
       p, head_major ? static_cast<int>(blockIdx.x % num_n) : static_cast<int>(blockIdx.y),
       head_major ? static_cast<int>(blockIdx.x / num_n) : static_cast<int>(blockIdx.x), [&] {
-        // fp.num_m counts 64-row blocks; wide steps are 128 rows.
+        // fp.num_m counts 64-row blocks; wide steps are 128 rows; 80-query
+        // steps cover q_len (fp.num_m may count more rows).
+        if constexpr (kQ80) return (p.q_len + kBlockM - 1) / kBlockM;
         return kWide ? (fp.num_m + 1) / 2 : fp.num_m;
       });
   // The query block (step) of `it` (loader, dQ writer and consumers alike).
@@ -319,7 +388,8 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
 #pragma unroll
-        for (int e = 0; e < kBlockM / 32; ++e) {
+        for (int e = 0; e < (kBlockM + 31) / 32; ++e) {
+          if (kBlockM % 32 != 0 && lane + 32 * e >= kBlockM) break;  // 80-query steps: 2.5 rounds
           const int qi = m * kBlockM + lane + 32 * e;
           const bool in = qi < p.q_len;
           sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
@@ -338,7 +408,21 @@ __global__ void __launch_bounds__(384, 1)
     } else if (threadIdx.x == 32) {
       // ----------------------------- dQ writer -----------------------------
       const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
-      if constexpr (kWide) {
+      if constexpr (kQ80) {
+        // Unordered only: step m is accumulator rows 80m .. 80m + 79, one
+        // contiguous reduce-add (rows past q_len add zeros inside fp.num_m * 64).
+        float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * fp.num_m * 64 * kD;
+        for (int it = 0; it < cta.m_count; ++it) {
+          const int bq = it % kDqBufs;
+          MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
+          BulkReduceAddF32S2G(accum + static_cast<int64_t>(m_of(it)) * kBlockM * kD, dq_smem + bq * Cfg::kDqBytes,
+                              Cfg::kDqBytes);
+          BulkCommit();
+          BulkWaitRead0();
+          MbarArrive(&dq_empty[bq]);
+        }
+        BulkWait0();  // every reduce-add complete before the CTA exits
+      } else if constexpr (kWide) {
         // Counters and accumulator in 64-row blocks (fp.num_m of them); step M
         // stages blocks 2M (buffer rows 0-63) and 2M + 1 (rows 64-127). Block
         // 2M + 1 >= num_m is past q_len (only padding rows, all-zero dQ): skipped.
@@ -461,7 +545,7 @@ __global__ void __launch_bounds__(384, 1)
     float dp[kBlockM / 2];
     uint32_t pa[kBlockM / 16][4];
     uint32_t dsa[kBlockM / 16][4];
-    float dqa[32];
+    float dqa[kQ80 ? kBlockM / 2 : 32];  // kQ80: dQ^T, 64 head-dim rows x 80 queries
 
     auto gemm_s_dp = [&](int it) {
       const int st = it % kStages;
@@ -480,8 +564,8 @@ __global__ void __launch_bounds__(384, 1)
       if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
         MaskEarlierQueries<kBlockM>(s, m * kBlockM, t, key0);
       }
-      // Wide: P^T stays float until dS^T is done (FA3 order, fewer live registers).
-      if constexpr (!kWide) PackFragments<kF16, kBlockM>(s, pa);
+      // FA3 order: P^T stays float until dS^T is done (fewer live registers).
+      if constexpr (!kFa3Order) PackFragments<kF16, kBlockM>(s, pa);
     };
     auto gemm_dv = [&](int it) {
       const uint32_t dob = do_base + (it % kStages) * Cfg::kQBytes;
@@ -493,8 +577,8 @@ __global__ void __launch_bounds__(384, 1)
     auto compute_ds = [&](int it) {
       const float* delta_s = sm.delta + (it % kStages) * kBlockM;
       DsTransposed<kBlockM>(dp, s, delta_s, t);
-      if constexpr (kWide) PackFragments<kF16, kBlockM>(s, pa);
-      const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes + ds_row_off;
+      if constexpr (kFa3Order) PackFragments<kF16, kBlockM>(s, pa);
+      const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes + (kQ80 ? 0u : ds_row_off);
 #pragma unroll
       for (int kk = 0; kk < kBlockM / 16; ++kk) {
         dsa[kk][0] = PackPair<kF16>(dp[8 * kk + 0], dp[8 * kk + 1]);
@@ -507,8 +591,12 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const int j = 2 * kk + (q >> 1);
-          StShared32(ds_tile + (j >> 3) * Cfg::kDsPanelBytes + (q & 1) * 8 * 128 + (((j & 7) ^ g) << 4),
-                     dsa[kk][q]);
+          if constexpr (kQ80) {
+            StShared32(ds_tile + Q80DsOffset(cw * 64 + warp * 16 + g + 8 * (q & 1), 8 * j + 2 * t), dsa[kk][q]);
+          } else {
+            StShared32(ds_tile + (j >> 3) * Cfg::kDsPanelBytes + (q & 1) * 8 * 128 + (((j & 7) ^ g) << 4),
+                       dsa[kk][q]);
+          }
         }
       }
     };
@@ -539,6 +627,16 @@ __global__ void __launch_bounds__(384, 1)
           const uint64_t da = MakeDescSw128(ds_tile + cw * 64 * 128 + kk * 2048, 64 * 128, 1024);
           const uint64_t db = MakeDescSw128(k_base + kk * 2048, kBlockN * 128, 1024);
           WgmmaSSTT64<kF16>(dqa, da, db, kk > 0 ? 1 : 0);
+        }
+      } else if constexpr (kQ80) {
+        // dQ^T for head-dim rows [64cw, 64cw + 64) (A = K panel cw, MN-major),
+        // all 80 queries (B = dS^T, MN-major, 32-byte swizzle): 16 keys per k
+        // step = 2048 bytes of K, two 256-byte dS^T atoms.
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+          const uint64_t da = MakeDescSw128(k_all + cw * kBlockN * 128 + kk * 2048, kBlockN * 128, 1024);
+          const uint64_t db = MakeDescSw32(ds_tile + kk * 512, kQ80DsBlockBytes, 256);
+          WgmmaSSTT80<kF16>(dqa, da, db, kk > 0 ? 1 : 0);
         }
       } else if constexpr (kWide) {
         // Queries [64cw, 64cw + 64) of the step (A = dS panel cw, MN-major,
@@ -579,7 +677,22 @@ __global__ void __launch_bounds__(384, 1)
       const int bq = it % kDqBufs;
       const uint32_t buf = dq_smem + bq * Cfg::kDqBytes;
       MbarWait(&dq_empty[bq], ((it / kDqBufs) & 1) ^ 1);
-      if constexpr (kSplitKeys) {
+      if constexpr (kQ80) {
+        // dqa[4j + 2r + e] = dQ^T[head dim 64cw + warp*16 + g + 8r][query 8j + 2t + e].
+#pragma unroll
+        for (int j = 0; j < kBlockM / 8; ++j) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              StShared32(buf + Q80DqOffset<kD>(8 * j + 2 * t + e, cw * 64 + warp * 16 + g + 8 * r),
+                         __float_as_uint(dqa[4 * j + 2 * r + e]));
+            }
+          }
+        }
+        FenceProxyAsyncShared();
+        MbarArrive(&dq_full[bq]);
+      } else if constexpr (kSplitKeys) {
         // Fixed-order sum of the two warpgroups' partials: warpgroup 1 stores,
         // warpgroup 0 adds its own and stores the sum.
         if (cw == 1) {
@@ -626,8 +739,8 @@ __global__ void __launch_bounds__(384, 1)
       WgmmaWait<1>();  // S^T
       FenceRegs(s);
       compute_p(it);
-      if constexpr (!kWide) gemm_dv(it);  // wide: dV after dS^T (below)
-      WgmmaWait<kWide ? 0 : 1>();         // dP^T (dV may still run)
+      if constexpr (!kFa3Order) gemm_dv(it);  // FA3 order: dV after dS^T (below)
+      WgmmaWait<kFa3Order ? 0 : 1>();         // dP^T (dV may still run)
       FenceRegs(dp);
       compute_ds(it);
       auto ds_barrier = [&] {
@@ -650,7 +763,7 @@ __global__ void __launch_bounds__(384, 1)
         FenceRegs(dk);
         release(it);
       };
-      if constexpr (kWide) {
+      if constexpr (kFa3Order) {
         // FA3 order: P^T and dS^T finished before dV is issued, so only the
         // packed operands (pa, dsa) stay live next to dV, dK and dQ.
         gemm_dv(it);

@@ -11,15 +11,23 @@
 
 namespace jaxdnn::attention {
 
+// 64-row dQ accumulator blocks per (batch, head): ceil(q_len / 64), and at
+// head dim 128 enough for ceil(q_len / 80) 80-query steps too (variant bit
+// 128 adds rows up to that multiple of 80: at most two more blocks).
+inline int64_t Sm90FusedBwdDqBlocks(int64_t q_len, int64_t head_dim) {
+  const int64_t rows = head_dim == 128 ? (q_len + 79) / 80 * 80 : q_len;
+  return (rows + 63) / 64;
+}
+
 // Float32 workspace elements the fused backward needs (all regions 64-element,
-// i.e. 256-byte, aligned), with num_m = ceil(q_len / 64):
+// i.e. 256-byte, aligned), with num_m = Sm90FusedBwdDqBlocks(q_len, head_dim):
 //   [GQA only, heads > kv_heads] dK and dV per-query-head partials: 2*B*kv_len*H*D
 //   delta:                    RoundUp64(B*H*q_len)
 //   dQ float32 accumulator:   B*H*num_m*64*D
 //   int32 semaphores:         RoundUp64(B*H*num_m)
 inline int64_t Sm90FusedBwdWorkspaceElems(const AttnShape& s) {
   auto round64 = [](int64_t x) { return (x + 63) / 64 * 64; };
-  const int64_t num_m = (s.q_len + 63) / 64;
+  const int64_t num_m = Sm90FusedBwdDqBlocks(s.q_len, s.head_dim);
   int64_t n = round64(s.batch * s.heads * s.q_len) + s.batch * s.heads * num_m * 64 * s.head_dim +
               round64(s.batch * s.heads * num_m);
   if (s.heads != s.kv_heads) n += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
@@ -57,8 +65,14 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       queries, no partial-sum exchange), 2 Q/dO stages, 1 dQ buffer, its own
 //       step order (bit 2 ignored, bit 4 applies: variants 8 and 12),
 //   32 = the dQ staging swizzle keyed by the row rotated one bit (no 2-way
-//       bank conflicts on the 8-byte staging stores).
-// Bits 1, 2, 4 and 32 give the same results bit for bit. -1 = the default: the
+//       bank conflicts on the 8-byte staging stores),
+//   128 = head dim 128, non-causal, unordered mode only (ignored otherwise):
+//       80-query steps (FA3's hdim128 non-causal tiling: dQ^T = K^T dS^T),
+//       2 Q/dO stages, 1 dQ buffer, its own step order and dQ staging layout
+//       (bits 1, 2 and 32 ignored, bit 4 applies: variants 128 and 132; 165 =
+//       128 | 37 runs as 132).
+// Bits 1, 2, 4 and 32 give the same results bit for bit (128 sums dQ over
+// other query blocks: rounding differs). -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 37 at head
 // dim 128 and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
 // ordered one. (Adding dQ from registers with L2 reductions instead of staging

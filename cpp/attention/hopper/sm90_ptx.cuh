@@ -53,6 +53,19 @@ __device__ __forceinline__ uint64_t MakeDescSw128(uint32_t smem_addr, uint32_t l
   return d;
 }
 
+// The same fields with the 32-byte swizzle (layout type 3): atoms of 8 rows x
+// 32 bytes (256 bytes, 256-byte aligned), 16-byte chunk bit 0 ^= row bit 2.
+// MN-major: LBO = byte distance between 16-element MN blocks, SBO = between
+// 8-row K groups.
+__device__ __forceinline__ uint64_t MakeDescSw32(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
+  d |= static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16;
+  d |= static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
+  d |= static_cast<uint64_t>(3) << 62;  // layout type 3: 32-byte swizzle
+  return d;
+}
+
 // ---- wgmma.mma_async: SS = A and B from shared memory (both K-major), RS =
 // A from registers, B from shared memory MN-major (tnsp-b 1). The operand
 // lists are spelled out once by the macros below; one line instantiates a
@@ -169,6 +182,23 @@ JAXDNN_WGMMA_N32("bf16", bf16)
 JAXDNN_WGMMA_N32("f16", f16)
 JAXDNN_WGMMA_DISPATCH(32, 16, false, bf16)
 JAXDNN_WGMMA_DISPATCH(32, 16, true, f16)
+
+// ---- Fused backward with 80-query steps (head dim 128): m64n80k16 (S^T /
+// dP^T over 80 queries: 40 accumulator registers).
+#define JAXDNN_WG_ACC40 JAXDNN_WG_ACC32, JAXDNN_WG_ACC8(32)
+#define JAXDNN_WG_REGS40 JAXDNN_WG_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define JAXDNN_WGMMA_N80(TY, SUFFIX)                                                    \
+  JAXDNN_WGMMA_PAIR(80, 40, SUFFIX,                                                     \
+      "setp.ne.b32 p, %42, 0;\n"                                                        \
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " {" JAXDNN_WG_REGS40     \
+      "}, %40, %41, p, 1, 1, 0, 0;\n}\n",                                               \
+      "setp.ne.b32 p, %45, 0;\n"                                                        \
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " {" JAXDNN_WG_REGS40     \
+      "}, {%40, %41, %42, %43}, %44, p, 1, 1, 1;\n}\n")
+JAXDNN_WGMMA_N80("bf16", bf16)
+JAXDNN_WGMMA_N80("f16", f16)
+JAXDNN_WGMMA_DISPATCH(80, 40, false, bf16)
+JAXDNN_WGMMA_DISPATCH(80, 40, true, f16)
 
 // SS, A K-major and B MN-major: WgmmaSSBt_m64nNk16_<type>.
 #define JAXDNN_WGMMA_SS_BT(N, NACC, TY, SUFFIX, REGS, DA, DB, SC)                        \
