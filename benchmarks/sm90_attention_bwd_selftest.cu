@@ -19,7 +19,9 @@
 //   fused, fusedcheck: the same cases (fusedcheck: the reference cases only)
 //   through the fused backward (attention_sm90_backward_fused.*): reference
 //   check of every fused variant (0-7; at head dim 64 also 8 and 12, the
-//   128-query steps, with a bytewise rerun), determinism = three runs compared bytewise,
+//   128-query steps, with a bytewise rerun; at head dim 128 also 128, 132 and
+//   165, the 80-query steps of the unordered mode, which causal cases and the
+//   ordered mode ignore), determinism = three runs compared bytewise,
 //   and timings of the fused backward next to the two-kernel one.
 //   atomic, atomiccheck: as fused / fusedcheck with the fused kernel's
 //   unordered dQ mode (deterministic = false, JAXDNN_ATTENTION_SM90_BWD_ATOMIC
@@ -229,6 +231,17 @@ int main(int argc, char** argv) {
       {2, 1000, 2, 2, 64, 0, false, true},
       {1, 1000, 2, 2, 64, 1, false, true},
       {1, 7, 2, 2, 64, 1, false, true},
+      // Head dim 128 non-causal lengths around 80 (the fused 80-query-step
+      // variants 128/132/165: 1 and 7 = one partial step, 79/81 = one step less
+      // one row / two steps with a one-row tail, 1000 = 12.5 steps, 1537 = 19.2),
+      // GQA, both types.
+      {1, 1, 2, 2, 128, 0, false, true},
+      {1, 7, 2, 1, 128, 0, true, true},
+      {1, 79, 2, 2, 128, 0, false, true},
+      {2, 81, 4, 2, 128, 0, true, true},
+      {2, 1000, 4, 1, 128, 0, false, true},
+      {1, 1537, 4, 2, 128, 0, true, true},
+      {1, 1537, 2, 2, 128, 0, false, true},
   };
   if (d256) {
     cases = {
@@ -452,19 +465,27 @@ int main(int argc, char** argv) {
       // and at head dim 64 the 128-query-step variants 8 and 12 (workspace
       // poisoned too: the ordered mode must not rely on a zeroed accumulator;
       // ordered: a second run compared bytewise).
-      for (int var = 0; var < 64; ++var) {
+      // 80-query steps at head dim 128 (bit 128; 165 = 128 | 37 runs as 132).
+      std::vector<int> check_vars;
+      for (int var = 0; var < 64; ++var) check_vars.push_back(var);
+      for (int var : {128, 132, 165}) check_vars.push_back(var);
+      for (int var : check_vars) {
+        if (!fused && var >= 64) continue;
         const bool wide = fused && c.D == 64 && (var == 8 || var == 12);
+        // Workspace and dQ poisoned (the delta pass zeroes the rows the convert
+        // kernel reads; rows past q_len take the padding rows' zero adds).
+        const bool q80 = fused && c.D == 128 && var >= 128;
         // The rotated dQ swizzle (bit 32) on the defaults: 37 / 32 at d128, 44 at d64
         // (workspace poisoned: the delta pass must zero the accumulator rows it reads).
         const bool rot = fused && (c.D == 128 ? (var == 37 || var == 32) : (c.D == 64 && var == 44));
-        if (fused ? ((var > 7 && !wide && !rot) || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0) continue;
+        if (fused ? ((var > 7 && !wide && !rot && !q80) || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0) continue;
         if (c.D == 256 && (var & ~8) != 0) continue;  // d256 has bit 8 only
         std::vector<uint16_t> vq(nq), vk(nkv), vv(nkv);
         auto run_var = [&] {
           CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
           CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
           CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
-          if (wide || rot) CHECK_CUDA(cudaMemsetAsync(ws, 0xFF, ws_elems * 4, stream));
+          if (wide || rot || q80) CHECK_CUDA(cudaMemsetAsync(ws, 0xFF, ws_elems * 4, stream));
           CHECK_CUDA(fused ? jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, var)
                            : jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, var));
           CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -483,7 +504,7 @@ int main(int argc, char** argv) {
                       xq.rel_l2, xk.rel_l2, xv.rel_l2, xq.nonfinite, xk.nonfinite, xv.nonfinite);
           case_ok = false;
         }
-        if (wide || rot) {
+        if (wide || rot || q80) {
           // dK, dV bit-identical across runs in both modes, dQ in the ordered one.
           const std::vector<uint16_t> pq = vq, pk = vk, pv = vv;
           run_var();
@@ -553,11 +574,12 @@ int main(int argc, char** argv) {
       breakdown += buf;
       // The step-order variants of the unordered kernel (bits: 1 = 3 stages
       // and 1 dQ buffer, 2 = dQ before dK's second half, 4 = TMA before
-      // lse/delta, 8 = 128-query steps at head dim 64), each against variant
-      // 0 timed in the same place.
+      // lse/delta, 8 = 128-query steps at head dim 64, 128 = 80-query steps at
+      // head dim 128, non-causal: 165 = 128 | 37 runs as 132), each against
+      // variant 0 timed in the same place.
       const double t0 = time_fused(0);
       breakdown += "\n    unordered variants vs v0:";
-      for (int var : {5, 37, 32, 12, 44, 2, 4, 6, 1, 3, 7, 8}) {
+      for (int var : {5, 37, 165, 32, 12, 44, 2, 4, 6, 1, 3, 7, 8}) {
         if (c.D != 128 && (var & 1) != 0) continue;
         if (c.D != 64 && (var & 8) != 0) continue;
         const double t = time_fused(var);
