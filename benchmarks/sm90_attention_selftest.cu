@@ -304,7 +304,9 @@ bool RunDynamicAb(bool f16) {
 
 int main(int argc, char** argv) {
   // Usage: sm90_attention_selftest [bf16|f16] [variant (-1: default; 9: dynamic scheduler,
-  //          25: with the chunked order)] [head dim (0: all)]
+  //          25: with the chunked order; 35 = 3 + 32: 80-key blocks at head dim 256,
+  //          dense non-causal, the bit ignored elsewhere)] [head dim (0: all)]
+  //        e.g. sm90_attention_selftest bf16 35 256
   //        sm90_attention_selftest [bf16|f16] ab    the dynamic scheduler: checks, then A/B timings
   const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
   if (argc > 2 && std::string(argv[2]) == "ab") {
@@ -344,6 +346,12 @@ int main(int argc, char** argv) {
       {2, 1000, 1000, 3, 1, 256, 0, true},    {2, 1000, 1000, 3, 1, 256, 1, true},
       {1, 1537, 1537, 4, 2, 256, 0, true},    {1, 1537, 1537, 4, 2, 256, 1, true},
       {2, 200, 1000, 4, 2, 256, 0, true},     {2, 1000, 7, 4, 1, 256, 0, true},
+      // Around 80 keys (variant bit 32, 80-key blocks: a partial last block
+      // of 79, 1, 1 and 41 keys; one block exactly; q_len != kv_len; GQA).
+      {2, 79, 79, 4, 2, 256, 0, true},        {2, 81, 81, 3, 1, 256, 0, true},
+      {1, 161, 161, 4, 4, 256, 0, true},      {2, 80, 80, 4, 2, 256, 0, true},
+      {2, 200, 161, 4, 2, 256, 0, true},      {1, 81, 1001, 4, 1, 256, 0, true},
+      {2, 81, 81, 3, 1, 256, 1, true},
       // Head dim 256 benchmark grid: batch x seq = 16384 tokens, 16 heads.
       {32, 512, 512, 16, 16, 256, 0, true},   {32, 512, 512, 16, 16, 256, 1, true},
       {16, 1024, 1024, 16, 16, 256, 0, true}, {16, 1024, 1024, 16, 16, 256, 1, true},

@@ -82,6 +82,15 @@ cudaError_t LptChunkPairs(const AttnShape& s, int* chunk) {
   return cudaSuccess;
 }
 
+// 80-key blocks for head dim 256 dense non-causal calls (FA3's tile there;
+// compile-only so far, not yet timed): JAXDNN_ATTENTION_SM90_D256_BLOCKN=80
+// (read once) makes the default launcher take them (variant 3 + 32); unset
+// or anything else = 64-key blocks, as before.
+bool D256BlockN80() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D256_BLOCKN") == "80";
+  return on;
+}
+
 // Whether the problem uses a feature only the extended kernel path handles.
 bool NeedsExt(const AttnFwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
@@ -90,10 +99,13 @@ bool NeedsExt(const AttnFwdArgs& a) {
          (m.causal && a.shape.q_len != a.shape.kv_len);
 }
 
-template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false>
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
+          int kBlockNOpt = 0>
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
-  using Cfg = sm90::FwdConfig<kD>;
+  using Cfg = sm90::FwdConfig<kD, kBlockNOpt>;
   const AttnShape& s = a.shape;
+  // The 80-key kernel has no causal masking compiled in.
+  if (Cfg::kNonCausalOnly && a.mask_params.causal) return cudaErrorInvalidValue;
   CUtensorMap tq, tk, tv;
   cudaError_t err;
   if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
@@ -124,7 +136,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   }
   const int smem_bytes = kExt ? Cfg::kSmemBytesExt : (kDynamic ? Cfg::kSmemBytesDynamic : Cfg::kSmemBytes);
 
-  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic>;
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   smem_bytes)) != cudaSuccess) {
     return err;
@@ -191,6 +203,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) ? 8 + 16 : 0);
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
+    if (!dynamic && D256BlockN80()) variant |= 32;  // ignored below unless dense non-causal d256
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   if ((variant & 8) != 0) {
@@ -216,7 +229,23 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
 #undef JAXDNN_SM90_DYNAMIC_CASE
     return cudaErrorInvalidValue;
   }
+  // Bit 32, 80-key blocks: head dim 256, dense (no ext), non-causal, static
+  // schedule; ignored (64-key blocks) for every other launch.
+  const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && !m.causal;
   variant &= 3;
+  if (blockn80) {
+#define JAXDNN_SM90_N80_CASE(PP, PERS)                                                               \
+  if (variant == (PP) + 2 * (PERS)) {                                                                \
+    return f16 ? Launch<256, true, PP, PERS, false, false, 80>(p, stream)                            \
+               : Launch<256, false, PP, PERS, false, false, 80>(p, stream);                          \
+  }
+    JAXDNN_SM90_N80_CASE(false, false)
+    JAXDNN_SM90_N80_CASE(true, false)
+    JAXDNN_SM90_N80_CASE(false, true)
+    JAXDNN_SM90_N80_CASE(true, true)
+#undef JAXDNN_SM90_N80_CASE
+    return cudaErrorInvalidValue;
+  }
 #define JAXDNN_SM90_CASE(D, PP, PERS)                                                       \
   if (d == D && variant == (PP) + 2 * (PERS)) {                                             \
     if (ext) {                                                                              \

@@ -24,6 +24,13 @@
 // (each consumer warpgroup over its own 64 Q rows), so there Q is released
 // after the epilogue (see kOInQ). Causal: the top kBlockM / kBlockN = 2 kv
 // blocks of a tile cross the diagonal and are masked.
+// Head dim 256, 80-key blocks (opt-in, template argument kBlockNOpt = 80 of
+// FwdConfig and the kernel; dense non-causal launches only): S = 64 x 80 per
+// warpgroup by m64n80k16, O += P V over 5 k-steps of 16, Q 64 KB + 2 x (K 40
+// KB + V 40 KB) = 224 KB. Fewer, larger blocks: the per-block softmax,
+// barrier and pipeline overheads are paid over 80 keys instead of 64. 80 does
+// not divide the 128-row query tile, so the causal diagonal would cross
+// partial blocks: causal (and the extended and dynamic paths) keep 64.
 // Extended path (template flag kExt; checked on an H200): padding
 // lengths, causal with the bottom-right alignment when q_len < kv_len, a
 // sliding window, softcap and segment ids (packed documents), with the rules of
@@ -84,14 +91,19 @@ struct FwdParams {
                        // (more greedy), 0 right after its Q load (the atomic's latency hidden)
 };
 
-template <int kD>
+// kBlockNOpt: 0 = the head dim's default kv block; 80 = 80-key blocks at head
+// dim 256 (dense non-causal launches only, see the header comment).
+template <int kD, int kBlockNOpt = 0>
 struct FwdConfig {
   static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
+  static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80), "80-key blocks at head dim 256 only");
   static constexpr int kThreads = 384;
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows
   // Head dim 256: 64-row kv blocks, so that Q and a 2-stage K/V ring fit in
   // shared memory (and S, 32 registers, fits beside the 128 of O).
-  static constexpr int kBlockN = kD == 256 ? 64 : 128;
+  static constexpr int kBlockN = kBlockNOpt != 0 ? kBlockNOpt : kD == 256 ? 64 : 128;
+  // 80-key blocks run only non-causal (the diagonal would cut 80-key blocks).
+  static constexpr bool kNonCausalOnly = kBlockNOpt != 0;
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
@@ -128,7 +140,12 @@ struct FwdConfig {
   static_assert(kProducerRegs + 2 * kConsumerRegs <= 3 * 168, "register split");
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
   static_assert(kSmemBytesExt <= 227 * 1024, "shared memory per CTA");
-  static_assert(kBlockM % kBlockN == 0, "a query tile's diagonal spans whole kv blocks");
+  // 80-key blocks at head dim 256: 224 KB of tiles + barriers = 230480 bytes.
+  static_assert(kSmemBytes <= 227 * 1024 && kSmemBytesDynamic <= 227 * 1024, "shared memory per CTA");
+  // TMA boxes and the 128-byte swizzle: every K/V panel (kBlockN rows of 128
+  // bytes) starts on a 1024-byte swizzle atom (80 rows = 10 atoms).
+  static_assert(kBlockN % 8 == 0 && kKVBytes % 1024 == 0, "kv panels of whole 8-row swizzle atoms");
+  static_assert(kNonCausalOnly || kBlockM % kBlockN == 0, "a query tile's diagonal spans whole kv blocks");
 };
 
 // kPingpong: the two consumer warpgroups take turns issuing their gemms
@@ -142,11 +159,15 @@ struct FwdConfig {
 // segments); the dense instantiations (kExt = false) compile as before.
 // kDynamic (with kPersistent): tiles claimed through p.tile_counter (see the
 // header comment); off, every instantiation compiles as before.
-template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false>
+// kBlockNOpt = 80 (head dim 256, dense, non-causal: the launcher ignores the
+// request elsewhere): 80-key blocks; 0 compiles as before.
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false,
+          int kBlockNOpt = 0>
 __global__ void __launch_bounds__(384, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
-  using Cfg = FwdConfig<kD>;
+  using Cfg = FwdConfig<kD, kBlockNOpt>;
+  static_assert(!Cfg::kNonCausalOnly || (!kExt && !kDynamic), "80-key blocks: the dense static path only");
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
 
@@ -193,7 +214,9 @@ __global__ void __launch_bounds__(384, 1)
     r.m_block = p.num_m_blocks - 1 - m_rev;
     r.h = bh % p.heads;
     r.b = bh / p.heads;
-    if constexpr (kBlockN == kBlockM) {
+    if constexpr (Cfg::kNonCausalOnly) {
+      r.n_blocks = kv_blocks;  // never causal (the launcher's rule)
+    } else if constexpr (kBlockN == kBlockM) {
       r.n_blocks = p.causal ? min(kv_blocks, r.m_block + 1) : kv_blocks;
     } else {
       r.n_blocks = p.causal ? min(kv_blocks, (r.m_block + 1) * (kBlockM / kBlockN)) : kv_blocks;
@@ -568,6 +591,8 @@ __global__ void __launch_bounds__(384, 1)
         kv_it = prev + 1;
       } else {
         const int n_blocks = tl.n_blocks;
+        // 80-key blocks: causal is compiled out (the launcher never asks for it).
+        const bool causal = !Cfg::kNonCausalOnly && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
         if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile
         {
@@ -590,14 +615,14 @@ __global__ void __launch_bounds__(384, 1)
               for (int e = 0; e < 2; ++e) {
                 const int col = n * kBlockN + 8 * j + 2 * t + e;
                 const int row = row0 + 8 * r;
-                if (col >= p.kv_len || (p.causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
+                if (col >= p.kv_len || (causal && col > row)) s[4 * j + 2 * r + e] = -INFINITY;
               }
             }
           }
         };
         {
           const int n = n_blocks - 1;
-          if (p.causal || (n + 1) * kBlockN > p.kv_len) mask_keys(n);
+          if (causal || (n + 1) * kBlockN > p.kv_len) mask_keys(n);
         }
         softmax();
         convert_p();
@@ -619,7 +644,7 @@ __global__ void __launch_bounds__(384, 1)
           release(&k_empty[st]);
           if constexpr (kBlockN < kBlockM) {
             // Causal: the tile's diagonal crosses its top kBlockM / kBlockN blocks.
-            if (p.causal && it < kBlockM / kBlockN) mask_keys(n_blocks - 1 - it);
+            if (causal && it < kBlockM / kBlockN) mask_keys(n_blocks - 1 - it);
           }
           softmax();
           WgmmaWait<0>();

@@ -36,12 +36,17 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 //     the launcher with cudaMemsetAsync), else cudaErrorInvalidValue.
 //     + 16: with (batch, head) pairs in chunks whose K/V fill about half the
 //     L2, longest query tile first across each chunk (A/B order).
+//   + 32 (with 0-3): 80-key kv blocks at head dim 256 (m64n80k16 scores,
+//     224 KB of tiles) for dense non-causal problems; ignored (64-key
+//     blocks) when causal, extended, dynamic (bit 8) or another head dim.
 //  -1 (the default): 3 when not causal, 1 when causal (the static persistent
 //   schedule balances causal tiles badly). Measured on H200, bf16, D=128.
 //   Extended cases: 1 with causal, a window or segments, else 3 (not tuned).
 //   With JAXDNN_ATTENTION_SM90_DYNAMIC=1 (read once) and a workspace, the
 //   uneven cases (causal, window, segment ids) take 8 + 1 instead of 1
 //   (=lpt: 16 + 8 + 1).
+//   With JAXDNN_ATTENTION_SM90_D256_BLOCKN=80 (read once), head dim 256
+//   dense non-causal problems take 3 + 32 (80-key blocks) instead of 3.
 constexpr int kSm90DefaultVariant = -1;
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
 
