@@ -200,7 +200,7 @@ struct FusedBwdParams {
   BwdParams base;
   float* dq_accum;  // [batch, heads, num_m * 64, D] float32, 16-byte chunks of a row XOR (row & 7)
   int* counters;    // [batch, heads, num_m] int32, zero before the fused kernel
-  int num_m;        // ceil(q_len / 64)
+  int num_m;        // 64-row dQ blocks: ceil(q_len / 64); 80-query steps: Sm90FusedBwdDqBlocks
   // Unordered mode only: 1 = head-major 1-D grid (blockIdx.x = bh * key
   // blocks + n: the key blocks of a (batch, head) run together, sharing its
   // Q, dO and dQ accumulator in L2) with each key block starting its query
