@@ -148,27 +148,33 @@ __device__ inline float RowSum(float v, float* scratch) {
 // subtraction loses no more than a few float32 ulps of M2 (the shifted-data
 // algorithm). Fewer instructions than RowMeanM2's two passes and merge.
 // One barrier: the block must not write `scratch` again afterwards.
+// This thread's shifted sums (sum of d, sum of d^2, d = x - shift) over its
+// vectors of a row (thread t holds vectors t, t + blockDim.x, ...).
 template <typename T, int kVpt>
-__device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec, float shift,
-                                          float inv_dim, float* scratch) {
+__device__ inline float2 ShiftedSums(const uint4 (&raw)[kVpt], int64_t nvec, float shift) {
   using V = Vec16<T>;
-  constexpr int N = V::kElems;
   float sum = 0.0f, sq = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVpt; ++k) {
     if (threadIdx.x + int64_t(k) * blockDim.x < nvec) {
-      float v[N];
+      float v[V::kElems];
       V::Unpack(raw[k], v);
 #pragma unroll
-      for (int e = 0; e < N; ++e) {
+      for (int e = 0; e < V::kElems; ++e) {
         const float d = v[e] - shift;
         sum += d;
         sq = fmaf(d, d, sq);
       }
     }
   }
+  return make_float2(sum, sq);
+}
+
+template <typename T, int kVpt>
+__device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec, float shift,
+                                          float inv_dim, float* scratch) {
   // The forward reduces once per block: one barrier.
-  const float2 t = RowSum2OneBarrier(make_float2(sum, sq), scratch);
+  const float2 t = RowSum2OneBarrier(ShiftedSums<T, kVpt>(raw, nvec, shift), scratch);
   const float mean_d = t.x * inv_dim;
   return make_float2(shift + mean_d, fmaxf(t.y - t.x * mean_d, 0.0f));
 }

@@ -37,27 +37,6 @@ __device__ inline float4 BlockSum4OneBarrier(float4 v, float* scratch) {
                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
 }
 
-// Shifted sums (sum of d, sum of d^2, d = x - shift) of one row's vectors.
-template <typename T>
-__device__ inline float2 ShiftedSums(const uint4 (&raw)[kPairVpt], int64_t nvec, float shift) {
-  using V = Vec16<T>;
-  float sum = 0.0f, sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kPairVpt; ++k) {
-    if (threadIdx.x + int64_t(k) * blockDim.x < nvec) {
-      float v[V::kElems];
-      V::Unpack(raw[k], v);
-#pragma unroll
-      for (int e = 0; e < V::kElems; ++e) {
-        const float d = v[e] - shift;
-        sum += d;
-        sq = fmaf(d, d, sq);
-      }
-    }
-  }
-  return make_float2(sum, sq);
-}
-
 // Where the pair kernel serves a launch: 16-bit LayerNorm without a fused
 // residual, one parameter row (a pair must share it), aligned rows of 64 to
 // 1024 vectors (blocks of 32-512 threads at two vectors per row).
@@ -91,8 +70,8 @@ __global__ void __launch_bounds__(512, 3) NormFwdPairKernel(NormFwdArgs p) {
   }
   const float shift_a = RowShift<T, false>(p, base_a);
   const float shift_b = live_b ? RowShift<T, false>(p, base_b) : 0.0f;
-  const float2 sa = ShiftedSums<T>(a, nvec, shift_a);
-  const float2 sb = ShiftedSums<T>(b, nvec, shift_b);
+  const float2 sa = ShiftedSums<T, kPairVpt>(a, nvec, shift_a);
+  const float2 sb = ShiftedSums<T, kPairVpt>(b, nvec, shift_b);
   const float4 t = BlockSum4OneBarrier(make_float4(sa.x, sa.y, sb.x, sb.y), scratch);
   const float inv_dim = 1.0f / float(dim);
   const float dmean_a = t.x * inv_dim, dmean_b = t.z * inv_dim;

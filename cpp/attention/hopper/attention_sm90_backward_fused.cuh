@@ -107,21 +107,25 @@ namespace jaxdnn::attention::sm90 {
 // ---------------------------------------------------------------------------
 // PTX pieces used only here.
 
-// wgmma m64n64k16, A and B both from shared memory, both MN-major
-// (imm-trans-a = imm-trans-b = 1; 16-bit types only).
-#define JAXDNN_WGMMA_SS_TT_N64(TY, SUFFIX)                                                   \
-  __device__ __forceinline__ void WgmmaSSTT_m64n64k16_##SUFFIX(float (&d)[32], uint64_t desc_a, \
-                                                               uint64_t desc_b, int scale_d) { \
-    asm volatile("{\n.reg .pred p;\n"                                                        \
-                 "setp.ne.b32 p, %34, 0;\n"                                                  \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" JAXDNN_WG_REGS32 \
-                 "}, %32, %33, p, 1, 1, 1, 1;\n}\n"                                          \
-                 : JAXDNN_WG_ACC32                                                           \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                  \
+// wgmma m64nNk16, A and B both from shared memory, both MN-major
+// (imm-trans-a = imm-trans-b = 1; 16-bit types only): N = 64 (dQ^T of the
+// 64-query steps) and N = 80 (dQ^T = K^T dS^T, kFusedOptQ80). IA/IB/IS are the
+// descriptor and scale operand numbers after the N/2 accumulators.
+#define JAXDNN_WGMMA_SS_TT(N, REGS, ACC, IA, IB, IS, TY, SUFFIX)                                 \
+  __device__ __forceinline__ void WgmmaSSTT_m64n##N##k16_##SUFFIX(float (&d)[N / 2], uint64_t desc_a, \
+                                                                 uint64_t desc_b, int scale_d) {   \
+    asm volatile("{\n.reg .pred p;\n"                                                            \
+                 "setp.ne.b32 p, %" IS ", 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS           \
+                 "}, %" IA ", %" IB ", p, 1, 1, 1, 1;\n}\n"                                      \
+                 : ACC                                                                           \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                      \
   }
-JAXDNN_WGMMA_SS_TT_N64("bf16", bf16)
-JAXDNN_WGMMA_SS_TT_N64("f16", f16)
-#undef JAXDNN_WGMMA_SS_TT_N64
+JAXDNN_WGMMA_SS_TT(64, JAXDNN_WG_REGS32, JAXDNN_WG_ACC32, "32", "33", "34", "bf16", bf16)
+JAXDNN_WGMMA_SS_TT(64, JAXDNN_WG_REGS32, JAXDNN_WG_ACC32, "32", "33", "34", "f16", f16)
+JAXDNN_WGMMA_SS_TT(80, JAXDNN_WG_REGS40, JAXDNN_WG_ACC40, "40", "41", "42", "bf16", bf16)
+JAXDNN_WGMMA_SS_TT(80, JAXDNN_WG_REGS40, JAXDNN_WG_ACC40, "40", "41", "42", "f16", f16)
+#undef JAXDNN_WGMMA_SS_TT
 
 template <bool kF16>
 __device__ __forceinline__ void WgmmaSSTT64(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
@@ -131,21 +135,6 @@ __device__ __forceinline__ void WgmmaSSTT64(float (&d)[32], uint64_t a, uint64_t
     WgmmaSSTT_m64n64k16_bf16(d, a, b, scale_d);
   }
 }
-
-// wgmma m64n80k16, both operands MN-major (dQ^T = K^T dS^T, kFusedOptQ80).
-#define JAXDNN_WGMMA_SS_TT_N80(TY, SUFFIX)                                                   \
-  __device__ __forceinline__ void WgmmaSSTT_m64n80k16_##SUFFIX(float (&d)[40], uint64_t desc_a, \
-                                                               uint64_t desc_b, int scale_d) { \
-    asm volatile("{\n.reg .pred p;\n"                                                        \
-                 "setp.ne.b32 p, %42, 0;\n"                                                  \
-                 "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " {" JAXDNN_WG_REGS40 \
-                 "}, %40, %41, p, 1, 1, 1, 1;\n}\n"                                          \
-                 : JAXDNN_WG_ACC40                                                           \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                  \
-  }
-JAXDNN_WGMMA_SS_TT_N80("bf16", bf16)
-JAXDNN_WGMMA_SS_TT_N80("f16", f16)
-#undef JAXDNN_WGMMA_SS_TT_N80
 
 template <bool kF16>
 __device__ __forceinline__ void WgmmaSSTT80(float (&d)[40], uint64_t a, uint64_t b, int scale_d) {

@@ -43,14 +43,21 @@ __device__ __forceinline__ void FenceRegs(uint32_t (&r)[N]) {
 //  MN-major (V as B of P.V: N = head dim contiguous, K = kv rows): LBO = byte
 //    distance between 64-element column blocks, SBO = 1024 (next 8 kv rows);
 //    stepping k by 16 rows adds 2048 bytes to the start.
-__device__ __forceinline__ uint64_t MakeDescSw128(uint32_t smem_addr, uint32_t lbo_bytes,
-                                                  uint32_t sbo_bytes) {
+// The descriptor fields shared by every swizzle mode; `layout` is the 2-bit
+// layout type (1: 128-byte swizzle, 3: 32-byte swizzle).
+__device__ __forceinline__ uint64_t MakeDesc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes,
+                                             uint64_t layout) {
   uint64_t d = 0;
   d |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
   d |= static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16;
   d |= static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
-  d |= static_cast<uint64_t>(1) << 62;  // layout type 1: 128-byte swizzle
+  d |= layout << 62;
   return d;
+}
+
+__device__ __forceinline__ uint64_t MakeDescSw128(uint32_t smem_addr, uint32_t lbo_bytes,
+                                                  uint32_t sbo_bytes) {
+  return MakeDesc(smem_addr, lbo_bytes, sbo_bytes, 1);
 }
 
 // The same fields with the 32-byte swizzle (layout type 3): atoms of 8 rows x
@@ -58,12 +65,7 @@ __device__ __forceinline__ uint64_t MakeDescSw128(uint32_t smem_addr, uint32_t l
 // MN-major: LBO = byte distance between 16-element MN blocks, SBO = between
 // 8-row K groups.
 __device__ __forceinline__ uint64_t MakeDescSw32(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
-  uint64_t d = 0;
-  d |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
-  d |= static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16;
-  d |= static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
-  d |= static_cast<uint64_t>(3) << 62;  // layout type 3: 32-byte swizzle
-  return d;
+  return MakeDesc(smem_addr, lbo_bytes, sbo_bytes, 3);
 }
 
 // ---- wgmma.mma_async: SS = A and B from shared memory (both K-major), RS =
