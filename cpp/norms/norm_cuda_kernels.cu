@@ -33,11 +33,24 @@ int FwdStartVpt() {
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// JAXDNN_NORM_FWD=pairs: 16-bit LayerNorm forwards on NormFwdPairKernel where
-// it fits (not yet timed on a GPU; an A/B candidate).
-bool FwdPairsEnabled() {
-  static const bool on = EnvSwitch("JAXDNN_NORM_FWD") == "pairs";
-  return on;
+// Which 16-bit LayerNorm forwards run on NormFwdPairKernel (where it fits).
+// Default: rows of 512 to 1024 vectors (4096-8192 wide), where an H200 A/B
+// took 8192x8192 from 86% to 89% of copy and 32768x4096 from 90% to 92%
+// (results/2026-11-22-h200-norms-v23-pairs-ab.txt). JAXDNN_NORM_FWD (read
+// once): "pairs" = wherever it fits (64-1024 vectors), "rows" = never.
+enum class PairMode { kDefault, kAll, kNone };
+PairMode FwdPairMode() {
+  static const PairMode mode = [] {
+    const std::string v = EnvSwitch("JAXDNN_NORM_FWD");
+    return v == "pairs" ? PairMode::kAll : v == "rows" ? PairMode::kNone : PairMode::kDefault;
+  }();
+  return mode;
+}
+
+bool UsePairKernel(const NormShape& s, int elems_per_vec, bool aligned) {
+  const PairMode mode = FwdPairMode();
+  if (mode == PairMode::kNone || !PairKernelFits(s, elems_per_vec, aligned)) return false;
+  return mode == PairMode::kAll || s.dim / elems_per_vec >= 512;
 }
 
 template <typename T, bool kLayer, bool kResidual>
@@ -62,7 +75,7 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
                        (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
   if constexpr (kLayer && !kResidual && sizeof(T) == 2) {
-    if (FwdPairsEnabled() && PairKernelFits(p.shape, Vec16<T>::kElems, aligned)) {
+    if (UsePairKernel(p.shape, Vec16<T>::kElems, aligned)) {
       const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
       const dim3 block(RoundUp32((nvec + kPairVpt - 1) / kPairVpt));
       const dim3 grid(unsigned((p.shape.rows + 1) / 2));

@@ -50,13 +50,17 @@ int EnvFusedVariant() {
 //   head dim 64: 44 = 128-query steps, TMA first, rotated swizzle (12 was
 //     1.19-1.25x variant 0 in the self-test, -v18-bwd-wide-selftest.log; 44
 //     another 1.4-4.2% over 12 through jax).
+//   head dim 128, non-causal: 165 = 37 | 128, 80-query steps (runs as 132;
+//     causal calls ignore bit 128 and run 37): through jax fwd+bwd GPU-busy
+//     4-6% faster than 37 over seq 2k-16k (results/2026-11-22-h200-attention-
+//     v23-bwd-q80-*), which took the d128 backward from 1.01x to 1.05x cuDNN.
 // The ordered mode (deterministic) takes 32 at head dim 128 (checked against
 // the reference with bitwise reruns, not timed: the same instructions with
 // fewer bank conflicts) and keeps 0 at 64, whose variant 32 was not checked.
 int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
   if (const int v = EnvFusedVariant(); v >= 0) return v;
   if (ordered) return p.shape.head_dim == 128 ? 32 : 0;
-  return p.shape.head_dim == 128 ? 37 : 44;
+  return p.shape.head_dim == 128 ? 165 : 44;
 }
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>

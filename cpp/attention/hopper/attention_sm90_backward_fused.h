@@ -73,8 +73,8 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       128 | 37 runs as 132).
 // Bits 1, 2, 4 and 32 give the same results bit for bit (128 sums dQ over
 // other query blocks: rounding differs). -1 = the default: the
-// environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 37 at head
-// dim 128 and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
+// environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 165 at head
+// dim 128 (37 when causal) and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
 // ordered one. (Adding dQ from registers with L2 reductions instead of staging
 // it measured 0.76-0.98x variant 0 and was removed; NOTES.md, attention v18.)
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
