@@ -33,24 +33,14 @@ int FwdStartVpt() {
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// Which 16-bit LayerNorm forwards run on NormFwdPairKernel (where it fits).
-// Default: rows of 512 to 1024 vectors (4096-8192 wide), where an H200 A/B
-// took 8192x8192 from 86% to 89% of copy and 32768x4096 from 90% to 92%
-// (results/2026-11-22-h200-norms-v23-pairs-ab.txt). JAXDNN_NORM_FWD (read
-// once): "pairs" = wherever it fits (64-1024 vectors), "rows" = never.
-enum class PairMode { kDefault, kAll, kNone };
-PairMode FwdPairMode() {
-  static const PairMode mode = [] {
-    const std::string v = EnvSwitch("JAXDNN_NORM_FWD");
-    return v == "pairs" ? PairMode::kAll : v == "rows" ? PairMode::kNone : PairMode::kDefault;
-  }();
-  return mode;
-}
-
+// 16-bit LayerNorm forwards run on NormFwdPairKernel wherever it fits (rows of
+// 64-1024 vectors: 512-8192 wide). H200 A/Bs, GPU-busy % of copy, row kernel
+// -> pairs: 16384x1024 72 -> 81, 16384x2048 81 -> 85, 32768x4096 90 -> 92,
+// 8192x8192 86 -> 89 (results/2026-11-22-h200-norms-v23-pairs-ab.txt).
+// JAXDNN_NORM_FWD=rows (read once) keeps them on NormFwdVecKernel.
 bool UsePairKernel(const NormShape& s, int elems_per_vec, bool aligned) {
-  const PairMode mode = FwdPairMode();
-  if (mode == PairMode::kNone || !PairKernelFits(s, elems_per_vec, aligned)) return false;
-  return mode == PairMode::kAll || s.dim / elems_per_vec >= 512;
+  static const bool rows_only = EnvSwitch("JAXDNN_NORM_FWD") == "rows";
+  return !rows_only && PairKernelFits(s, elems_per_vec, aligned);
 }
 
 template <typename T, bool kLayer, bool kResidual>
