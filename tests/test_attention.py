@@ -835,6 +835,26 @@ def test_gpu_long_sequence_backward_matches_oracle(dims, causal, deterministic):
   _grad_check(None, q, k, v, kw)
 
 
+# Packed documents long enough for the fused backward's thresholds: about 24
+# documents per row, so short ones (under one 64-row block) sit beside ones
+# spanning several blocks.
+LONG_SEGMENT_DIMS = [Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
+                     Dims(2, 2048, 2048, 4, 2, 64), Dims(1, 2100, 2100, 4, 4, 64),
+                     Dims(1, 8192, 8192, 2, 1, 128)]
+
+
+@requires_gpu
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dims", LONG_SEGMENT_DIMS, ids=str)
+def test_gpu_long_packed_documents_backward_matches_oracle(dims, causal, deterministic):
+  seg_q = segment_ids(dims.batch, dims.q_len, docs=24)
+  kw = dict(is_causal=causal, deterministic=deterministic, query_segment_ids=seg_q,
+            key_value_segment_ids=seg_q)
+  q, k, v = _fwd_check(None, dims, jnp.bfloat16, kw, lse=False)
+  _grad_check(None, q, k, v, kw)
+
+
 @requires_gpu
 @pytest.mark.parametrize("dims", [Dims(2, 512, 512, 8, 2, 128), Dims(1, 8192, 8192, 2, 2, 128)],
                          ids=str)
