@@ -126,11 +126,22 @@ bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p,
   return true;
 }
 
+// JAXDNN_NORM_BWD_BLOCK_THREADS=512|1024 (read once) puts more short rows in
+// each backward block than the default 256 threads hold, for A/Bs.
+int BwdBlockThreads() {
+  static const int threads = [] {
+    const std::string v = EnvSwitch("JAXDNN_NORM_BWD_BLOCK_THREADS");
+    return (v == "512" || v == "1024") ? std::stoi(v) : 256;
+  }();
+  return threads;
+}
+
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
   const bool aligned = Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) &&
                        (!kResidual || Aligned16(p.dsum));
   RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
+  if (l.vpt == 1 && l.tpr < BwdBlockThreads()) l.rpc = BwdBlockThreads() / l.tpr;
   const int64_t rpg = p.shape.rows_per_group();
   const BwdGrid bg{(rpg + p.num_partials - 1) / p.num_partials};
   bool launched = false;

@@ -10,6 +10,8 @@ dims, non-empty only once vmap has batched the parameters.
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -128,6 +130,8 @@ def backward_partials(rows_per_group: int, groups: int, row_bytes: int) -> int:
   keep that traffic small; at least 16 rows per block.
   """
   per_sm = 2 if row_bytes <= 512 * 16 else 1
+  # JAXDNN_NORM_BWD_BLOCKS_PER_SM (read at trace time) overrides it, for A/Bs.
+  per_sm = int(os.environ.get("JAXDNN_NORM_BWD_BLOCKS_PER_SM", per_sm))
   target = max(1, 132 * per_sm // max(groups, 1))
   return int(max(1, min(target, -(-rows_per_group // 16))))
 
