@@ -126,12 +126,17 @@ bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p,
   return true;
 }
 
-// JAXDNN_NORM_BWD_BLOCK_THREADS=512|1024 (read once) puts more short rows in
-// each backward block than the default 256 threads hold, for A/Bs.
+// Backward blocks of short rows (one vector per thread, under 512 threads a
+// row) hold 512 threads' worth of rows, not 256: on an H200 (GPU-busy, same
+// process per setting, results/2026-11-22-h200-norms-v24-bwd-short-rows.txt)
+// LayerNorm 16384x1024 went from 2.27 to 2.50 TB/s, 16384x2048 2.73 -> 2.92,
+// RMSNorm 2.51 -> 2.80 and 2.94 -> 3.23; 1024 threads lost (1.93-2.88), as
+// did twice the blocks per SM with 512. JAXDNN_NORM_BWD_BLOCK_THREADS=256|1024
+// (read once) overrides it, for A/Bs.
 int BwdBlockThreads() {
   static const int threads = [] {
     const std::string v = EnvSwitch("JAXDNN_NORM_BWD_BLOCK_THREADS");
-    return (v == "512" || v == "1024") ? std::stoi(v) : 256;
+    return (v == "256" || v == "1024") ? std::stoi(v) : 512;
   }();
   return threads;
 }
