@@ -203,7 +203,7 @@ namespace {
 // unless JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG=0 (read once), which keeps them
 // on the two-kernel backward (A/Bs). Compile-only so far: not yet run on a GPU.
 bool FusedSegEnabled() {
-  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG") == "1";  // WIP: opt-in
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG") != "0";
   return on;
 }
 

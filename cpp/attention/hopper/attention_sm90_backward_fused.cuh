@@ -82,6 +82,21 @@
 // steps: key block n covers 128-query steps M >= n, i.e. 64-row blocks
 // >= 2n, the same prefix sets; the writer waits and adds per 64-row block.
 //
+// Segments (kOpts bit kFusedOptSeg; packed documents: segment ids alone,
+// causal only top-left with q_len == kv_len; compile-only so far, not yet
+// run on a GPU): 64-query steps. A pre-pass stores each step's (min, max)
+// query id; the loader votes 32 steps at a time (one per lane) against the
+// key block's id range and skips the steps that cannot share a segment with
+// it (no loads, no MMAs, no dQ), handing each loaded step's m and kind to
+// the consumers through a per-stage slot (kind 2, mixed segments: the
+// step's query ids too, and the consumers set S^T to -inf where ids differ,
+// so P = dS = 0 there), then a terminator. The consumers pass each staged
+// dQ block's m to the writer the same way. Unordered: the writer reduce-adds
+// the staged blocks. Ordered: the accumulator is zeroed (key block 0 may skip
+// a block), every key block reduce-adds under the counters, and a skipped
+// step still takes its turn (wait for n, store n + 1), so the prefix rule
+// below holds unchanged.
+//
 // Unordered mode (kOrdered = false, for deterministic=False, opt-in): the
 // accumulator is zeroed by a memset first and every key block reduce-adds
 // its dQ block as soon as it is staged; no counters, no waiting.
@@ -245,9 +260,9 @@ struct FusedBwdConfig {
   static constexpr int kOffDqInfo = kOffInfo + kStages * 4;
   static constexpr int kOffSeg = (kOffDqInfo + kDqBufs * 4 + 15) / 16 * 16;
   // kSeg: the loader's per-CTA values it re-reads instead of holding them in
-  // its 24 registers (4 int32).
+  // its 24 registers (8 int32).
   static constexpr int kOffLoaderVals = kOffSeg + kStages * kBlockM * 4;
-  static constexpr int kSmemBytes = (kSeg ? kOffLoaderVals + 16 : kOffBar + kNumBars * 8) + 1024;
+  static constexpr int kSmemBytes = (kSeg ? kOffLoaderVals + 32 : kOffBar + kNumBars * 8) + 1024;
   static_assert(kSmemBytes <= 232448, "over the sm_90 227 KB dynamic shared memory limit");
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -331,12 +346,12 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
   static_assert(kBlockM == 64, "64-query steps (fp.q_seg_range)");
   int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
   int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
-  const int64_t row_off = (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;  // lse, delta
-  // The key block's id range and the batch's query id row, kept in shared
-  // memory (volatile: re-read where used, not held in registers; 24 would
-  // spill).
+  // The key block's id range, the (batch, head)'s lse/delta row offset and
+  // the batch's query id row offset, kept in shared memory (volatile: re-read where used, not held in
+  // registers; 24 would spill).
   volatile int32_t* vals = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffLoaderVals);
   {
+    const int64_t row_off = (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
     const int n0 = cta.n_block * kBlockN;
     int seg_min, seg_max;  // of the block's valid keys
     FwdQuerySegmentRange(fp.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len, n0,
@@ -344,6 +359,11 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
     if (lane == 0) {
       vals[0] = seg_min;
       vals[1] = seg_max;
+      vals[2] = static_cast<int32_t>(row_off);
+      vals[3] = static_cast<int32_t>(row_off >> 32);
+      const int64_t qid_off = static_cast<int64_t>(cta.b) * p.q_len;
+      vals[4] = static_cast<int32_t>(qid_off);
+      vals[5] = static_cast<int32_t>(qid_off >> 32);
     }
     __syncwarp();
   }
@@ -352,7 +372,8 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
     // Lane k: step m0 + k.
     bool may = false, same = false;
     if (m0 + lane < cta.num_m) {
-      const int2 r = fp.q_seg_range[static_cast<int64_t>(cta.b) * cta.num_m + m0 + lane];
+      // 32-bit index: batch * heads * num_m < 2^31 (Sm90BackwardSupports).
+      const int2 r = fp.q_seg_range[cta.b * cta.num_m + m0 + lane];
       const int seg_min = vals[0], seg_max = vals[1];
       may = r.y >= seg_min && r.x <= seg_max;
       same = may && seg_min == seg_max && r.x == seg_min && r.y == seg_min;
@@ -368,8 +389,9 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
       const int kind = ((same_bits >> k) & 1u) ? 0 : 2;
       int ids[kBlockM / 32];
       if (kind == 2) {
-        BwdLoadSegments<kBlockM>(fp.q_segments + static_cast<int64_t>(cta.b) * p.q_len, m * kBlockM, p.q_len, lane,
-                                 ids);
+        const int64_t qid_off = static_cast<int64_t>(static_cast<uint32_t>(vals[4])) |
+                                (static_cast<int64_t>(vals[5]) << 32);
+        BwdLoadSegments<kBlockM>(fp.q_segments + qid_off, m * kBlockM, p.q_len, lane, ids);
       }
       const int st = it % kStages;
       MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
@@ -381,6 +403,8 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
                                              cta.b);
         }
       }
+      const int64_t row_off = static_cast<int64_t>(static_cast<uint32_t>(vals[2])) |
+                              (static_cast<int64_t>(vals[3]) << 32);
 #pragma unroll
       for (int e = 0; e < kBlockM / 32; ++e) {
         const int qi = m * kBlockM + lane + 32 * e;
