@@ -347,8 +347,8 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
   int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
   int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
   // The key block's id range, the (batch, head)'s lse/delta row offset and
-  // the batch's query id row offset, kept in shared memory (volatile: re-read where used, not held in
-  // registers; 24 would spill).
+  // the batch's query id row offset, kept in shared memory (volatile:
+  // re-read where used, not held in registers; 24 would spill).
   volatile int32_t* vals = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffLoaderVals);
   {
     const int64_t row_off = (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
