@@ -113,10 +113,12 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   off += s.batch * s.heads * num_m * 64 * kD;
   fp.counters = reinterpret_cast<int*>(ws + off);
   const int64_t num_counters = s.batch * s.heads * num_m;
-  // The step id ranges after the counters, sized by the header's num_m (at
-  // least this num_m).
+  // The step and key-block id ranges after the counters, sized by the
+  // header's num_m (at least this num_m).
   off += Round64(s.batch * s.heads * Sm90FusedBwdDqBlocks(s.q_len, kD));
   fp.q_seg_range = kSeg ? reinterpret_cast<int2*>(ws + off) : nullptr;
+  off += Round64(2 * s.batch * Sm90FusedBwdDqBlocks(s.q_len, kD));
+  fp.kv_seg_range = kSeg ? reinterpret_cast<int2*>(ws + off) : nullptr;
 
   // 0-1. Ordered: the semaphores zeroed (the dQ accumulator needs no zeroing:
   //    key block 0 stores, later key blocks add), then delta. Unordered (every
@@ -135,9 +137,10 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream, fp.dq_accum, num_m * 64)) != cudaSuccess) return err;
   }
 
-  // 1b. Segments: each 64-query step's query id range (the loader's votes).
+  // 1b. Segments: each 64-query step's and 128-key block's id range (the
+  //     loaders' votes, the ordered writers' ranks).
   if constexpr (kSeg) {
-    const int64_t steps = s.batch * num_m;
+    const int64_t steps = s.batch * (num_m + (s.kv_len + 127) / 128);
     sm90::AttnBwdFusedSegRangeKernel<<<static_cast<unsigned>((steps + 255) / 256), 256, 0, stream>>>(fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }

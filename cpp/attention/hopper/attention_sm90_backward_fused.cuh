@@ -93,9 +93,9 @@
 // so P = dS = 0 there), then a terminator. The consumers pass each staged
 // dQ block's m to the writer the same way. Unordered: the writer reduce-adds
 // the staged blocks. Ordered: the accumulator is zeroed (key block 0 may skip
-// a block), every key block reduce-adds under the counters, and a skipped
-// step still takes its turn (wait for n, store n + 1), so the prefix rule
-// below holds unchanged.
+// a block) and every key block reduce-adds under the counters, waiting for
+// its rank among the key blocks that take that query block (FusedSegWriter),
+// not for n: the prefix rule below is the dense case's.
 //
 // Unordered mode (kOrdered = false, for deterministic=False, opt-in): the
 // accumulator is zeroed by a memset first and every key block reduce-adds
@@ -213,12 +213,18 @@ struct FusedBwdParams {
   // once); 0 = the ordered mode's grid (blockIdx.y = n) and order.
   int head_major;
   // kFusedOptSeg only: segment ids [batch, q_len] and [batch, kv_len], and
-  // each 64-query step's (min, max) query id [batch, num_m] (workspace,
-  // AttnBwdFusedSegRangeKernel).
+  // the (min, max) id of each 64-query step [batch, num_m] and 128-key block
+  // [batch, ceil(kv_len / 128)] (workspace, AttnBwdFusedSegRangeKernel).
   const int32_t* q_segments;
   const int32_t* kv_segments;
   int2* q_seg_range;
+  int2* kv_seg_range;
 };
+
+// kFusedOptSeg: whether key block `k` (its id range) may share a segment with
+// query step `q` (its id range). The loader of a key block and the dQ writer
+// of every later one evaluate it identically (the ordered mode's ranks).
+__device__ __forceinline__ bool FusedSegMay(int2 q, int2 k) { return q.y >= k.x && q.x <= k.y; }
 
 // kWide: 128-query steps at D = 64 (kFusedOptWideSteps); kQ80: 80-query
 // steps at D = 128 (kFusedOptQ80); kSeg: segment ids (kFusedOptSeg).
@@ -352,18 +358,18 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
   volatile int32_t* vals = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffLoaderVals);
   {
     const int64_t row_off = (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
-    const int n0 = cta.n_block * kBlockN;
-    int seg_min, seg_max;  // of the block's valid keys
-    FwdQuerySegmentRange(fp.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len, n0,
-                         min(n0 + kBlockN, p.kv_len) - 1, lane, seg_min, seg_max);
     if (lane == 0) {
-      vals[0] = seg_min;
-      vals[1] = seg_max;
+      // The block's valid keys' id range (the pre-pass's table).
+      const int2 kr = fp.kv_seg_range[cta.b * ((p.kv_len + kBlockN - 1) / kBlockN) + cta.n_block];
+      vals[0] = kr.x;
+      vals[1] = kr.y;
       vals[2] = static_cast<int32_t>(row_off);
       vals[3] = static_cast<int32_t>(row_off >> 32);
       const int64_t qid_off = static_cast<int64_t>(cta.b) * p.q_len;
       vals[4] = static_cast<int32_t>(qid_off);
       vals[5] = static_cast<int32_t>(qid_off >> 32);
+      // 32-bit: batch * heads * blocks < 2^31 (Sm90BackwardSupports).
+      vals[6] = cta.b * cta.num_m;  // the batch's first step in fp.q_seg_range
     }
     __syncwarp();
   }
@@ -372,21 +378,23 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
     // Lane k: step m0 + k.
     bool may = false, same = false;
     if (m0 + lane < cta.num_m) {
-      // 32-bit index: batch * heads * num_m < 2^31 (Sm90BackwardSupports).
-      const int2 r = fp.q_seg_range[cta.b * cta.num_m + m0 + lane];
+      const int2 r = fp.q_seg_range[vals[6] + m0 + lane];
       const int seg_min = vals[0], seg_max = vals[1];
-      may = r.y >= seg_min && r.x <= seg_max;
+      may = FusedSegMay(r, make_int2(seg_min, seg_max));
       same = may && seg_min == seg_max && r.x == seg_min && r.y == seg_min;
     }
     unsigned may_bits = __ballot_sync(0xffffffffu, may);
     const unsigned same_bits = __ballot_sync(0xffffffffu, same);
+    __syncwarp();  // every lane's reads of vals[7] (the last chunk's) done
+    if (lane == 0) vals[7] = static_cast<int32_t>(same_bits);  // re-read per step (registers)
+    __syncwarp();
     // The steps voted in, ascending (the dQ writer passes the ordered mode's
     // turns in that order); the others are skipped.
     while (may_bits != 0) {
       const int k = __ffs(may_bits) - 1;
       may_bits &= may_bits - 1;
       const int m = m0 + k;
-      const int kind = ((same_bits >> k) & 1u) ? 0 : 2;
+      const int kind = ((static_cast<uint32_t>(vals[7]) >> k) & 1u) ? 0 : 2;
       int ids[kBlockM / 32];
       if (kind == 2) {
         const int64_t qid_off = static_cast<int64_t>(static_cast<uint32_t>(vals[4])) |
@@ -435,67 +443,73 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
   MbarArrive(&sm.q_full[st]);
 }
 
-// kFusedOptSeg's dQ writer (one lane): takes the staged steps in the
-// loader's ascending order (their m from the buffer's slot, -1 = done).
-// Unordered: reduce-adds each. Ordered: the accumulator is zeroed first and
-// every key block reduce-adds (the first key block to touch a query block is
-// not known in advance), serialized by the same counters as the dense path;
-// a step this key block skipped still takes its turn (waits for counter ==
-// n, stores n + 1, adds nothing), so the key blocks that do add one query
-// block still do it in key-block order, and every counter ends at the count
-// of key blocks with that block in their causal range.
+// kFusedOptSeg's dQ writer: takes the staged steps in the loader's order
+// (their m from the buffer's slot, -1 = done). Unordered (lane 0 only):
+// reduce-adds each. Ordered (the whole warp): the accumulator is zeroed first
+// and every key block reduce-adds, in key-block order among the key blocks
+// that add to that query block: key block n waits until the block's counter
+// equals its rank, the number of key blocks n' < n whose loaders took the
+// step (FusedSegMay on the pre-pass's id ranges, the loaders' own rule; with
+// causal every n' < n covers the step), then stores rank + 1. A key block
+// that skips a step never touches its counter, so packed documents do not
+// chain across documents; arbitrary ids stay ordered (the rank counts
+// whatever the vote took).
 template <class Cfg, bool kOrdered>
-__device__ __forceinline__ void FusedSegWriter(const FusedBwdParams& fp, uint8_t* smem, const BwdKeyBlock& cta,
-                                               uint64_t* dq_full, uint64_t* dq_empty) {
-  constexpr int kD = Cfg::kDBlocks * 64, kDqBufs = Cfg::kDqBufs;
+__device__ __forceinline__ void FusedSegWriter(const BwdParams& p, const FusedBwdParams& fp, uint8_t* smem,
+                                               const BwdKeyBlock& cta, uint64_t* dq_full, uint64_t* dq_empty,
+                                               int lane) {
+  constexpr int kD = Cfg::kDBlocks * 64, kDqBufs = Cfg::kDqBufs, kBlockN = Cfg::kBlockN;
   // 24 registers (the loader warpgroup's): offsets from the (batch, head)'s
   // first block, pointers formed where used.
   const int64_t first_m = static_cast<int64_t>(cta.bh) * cta.num_m;
-  const int n = cta.n_block;
-  int m_pass = cta.m_begin;  // ordered: the first query block whose turn is still ahead
 #pragma unroll 1
   for (int it = 0;; ++it) {
     const int bq = it % kDqBufs;
     MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
     const int m = reinterpret_cast<const volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq];
-    if constexpr (kOrdered) {
-      // The turns of the skipped query blocks below m (all of them at the end).
-      const int upto = m < 0 ? cta.num_m : m;
-#pragma unroll 1
-      for (; m_pass < upto; ++m_pass) {
-        int* cnt = fp.counters + first_m + m_pass;
-        while (LdAcquireGpu(cnt) != n) __nanosleep(32);
-        StReleaseGpu(cnt, n + 1);
-      }
-      ++m_pass;
-    }
     if (m < 0) break;
+    int rank = 0;
     if constexpr (kOrdered) {
-      const int* cnt = fp.counters + first_m + m;
-#if defined(JAXDNN_SM90_HANG_TRAP)
-      long long spins = 0;
-      while (LdAcquireGpu(cnt) != n) {
-        if (++spins > (1ll << 26)) __trap();
-        __nanosleep(64);
+      // 32-bit indices: batch * heads * blocks < 2^31 (Sm90BackwardSupports).
+      const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
+      const int2 qr = fp.q_seg_range[cta.b * cta.num_m + m];
+#pragma unroll 1
+      for (int n0 = 0; n0 < cta.n_block; n0 += 32) {
+        const bool took = n0 + lane < cta.n_block && FusedSegMay(qr, fp.kv_seg_range[cta.b * num_n + n0 + lane]);
+        rank += __popc(__ballot_sync(0xffffffffu, took));
       }
+    }
+    if (lane == 0) {
+      if constexpr (kOrdered) {
+        const int* cnt = fp.counters + first_m + m;
+#if defined(JAXDNN_SM90_HANG_TRAP)
+        long long spins = 0;
+        while (LdAcquireGpu(cnt) != rank) {
+          if (++spins > (1ll << 26)) __trap();
+          __nanosleep(64);
+        }
 #else
-      while (LdAcquireGpu(cnt) != n) __nanosleep(32);
+        while (LdAcquireGpu(cnt) != rank) __nanosleep(32);
 #endif
-      FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
+        FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
+      }
+      BulkReduceAddF32S2G(fp.dq_accum + (first_m + m) * 64 * kD, SmemAddr(smem + Cfg::kOffDq) + bq * Cfg::kDqBytes,
+                          Cfg::kDqBytes);
+      BulkCommit();
+      BulkWaitRead0();
+      MbarArrive(&dq_empty[bq]);
+      if constexpr (kOrdered) {
+        BulkWait0();
+        FenceProxyAsyncGlobal();  // the async-proxy writes before the generic release
+        __threadfence();
+        StReleaseGpu(fp.counters + first_m + m, rank + 1);
+      }
     }
-    BulkReduceAddF32S2G(fp.dq_accum + (first_m + m) * 64 * kD, SmemAddr(smem + Cfg::kOffDq) + bq * Cfg::kDqBytes,
-                        Cfg::kDqBytes);
-    BulkCommit();
-    BulkWaitRead0();
-    MbarArrive(&dq_empty[bq]);
-    if constexpr (kOrdered) {
-      BulkWait0();
-      FenceProxyAsyncGlobal();  // the async-proxy writes before the generic release
-      __threadfence();
-      StReleaseGpu(fp.counters + first_m + m, n + 1);
-    }
+    __syncwarp();
   }
-  if constexpr (!kOrdered) BulkWait0();  // every reduce-add complete before the CTA exits
+  if constexpr (!kOrdered) {
+    if (lane == 0) BulkWait0();  // every reduce-add complete before the CTA exits
+  }
 }
 
 // kOrdered = false: dQ blocks are added in whatever order they come (bulk
@@ -606,11 +620,12 @@ __global__ void __launch_bounds__(384, 1)
           MbarArrive(&sm.q_full[st]);
         }
       }
-    } else if (threadIdx.x == 32) {
+    } else if (threadIdx.x == 32 || (kSeg && threadIdx.x < 64)) {
+      // (kSeg: the whole warp; the dense writer is lane 32 alone.)
       // ----------------------------- dQ writer -----------------------------
       const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
       if constexpr (kSeg) {
-        FusedSegWriter<Cfg, kOrdered>(fp, smem, cta, dq_full, dq_empty);
+        FusedSegWriter<Cfg, kOrdered>(p, fp, smem, cta, dq_full, dq_empty, static_cast<int>(threadIdx.x) - 32);
       } else if constexpr (kQ80) {
         // Unordered only: step m is accumulator rows 80m .. 80m + 79, one
         // contiguous reduce-add (rows past q_len add zeros inside fp.num_m * 64).
@@ -1073,22 +1088,28 @@ __global__ void __launch_bounds__(256) AttnBwdFusedDqConvertKernel(const FusedBw
 }
 
 // kFusedOptSeg: fp.q_seg_range[b, m] = (min, max) of query segment ids
-// [64m, 64m + 64) (within q_len), one thread per step, before the fused kernel.
+// [64m, 64m + 64) and fp.kv_seg_range[b, n] of key ids [128n, 128n + 128)
+// (within the lengths), one thread per step or key block, before the fused
+// kernel.
 __global__ void __launch_bounds__(256) AttnBwdFusedSegRangeKernel(const FusedBwdParams fp) {
   const BwdParams& p = fp.base;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= static_cast<int64_t>(p.batch) * fp.num_m) return;
-  const int b = static_cast<int>(idx / fp.num_m);
-  const int m = static_cast<int>(idx % fp.num_m);
-  const int32_t* ids = fp.q_segments + static_cast<int64_t>(b) * p.q_len;
-  const int i1 = min(m * 64 + 64, p.q_len);
+  const int64_t nq = static_cast<int64_t>(p.batch) * fp.num_m;
+  const int num_n = (p.kv_len + 127) / 128;
+  if (idx >= nq + static_cast<int64_t>(p.batch) * num_n) return;
+  const bool q = idx < nq;
+  const int per = q ? fp.num_m : num_n, rows = q ? 64 : 128, len = q ? p.q_len : p.kv_len;
+  const int64_t k = q ? idx : idx - nq;
+  const int b = static_cast<int>(k / per), blk = static_cast<int>(k % per);
+  const int32_t* ids = (q ? fp.q_segments : fp.kv_segments) + static_cast<int64_t>(b) * len;
+  const int i1 = min(blk * rows + rows, len);
   int mn = INT_MAX, mx = INT_MIN;
-  for (int i = m * 64; i < i1; ++i) {
+  for (int i = blk * rows; i < i1; ++i) {
     const int v = __ldg(ids + i);
     mn = min(mn, v);
     mx = max(mx, v);
   }
-  fp.q_seg_range[idx] = make_int2(mn, mx);
+  (q ? fp.q_seg_range : fp.kv_seg_range)[k] = make_int2(mn, mx);
 }
 
 }  // namespace jaxdnn::attention::sm90

@@ -25,13 +25,15 @@ inline int64_t Sm90FusedBwdDqBlocks(int64_t q_len, int64_t head_dim) {
 //   delta:                    RoundUp64(B*H*q_len)
 //   dQ float32 accumulator:   B*H*num_m*64*D
 //   int32 semaphores:         RoundUp64(B*H*num_m)
-//   int32 (min, max) query segment id per 64-query step (segment ids only,
-//   sized always):            RoundUp64(2*B*num_m)
+//   int32 (min, max) segment id per 64-query step and per 128-key block
+//   (segment ids only, sized always):
+//                             RoundUp64(2*B*num_m) + RoundUp64(2*B*ceil(kv_len/128))
 inline int64_t Sm90FusedBwdWorkspaceElems(const AttnShape& s) {
   auto round64 = [](int64_t x) { return (x + 63) / 64 * 64; };
   const int64_t num_m = Sm90FusedBwdDqBlocks(s.q_len, s.head_dim);
   int64_t n = round64(s.batch * s.heads * s.q_len) + s.batch * s.heads * num_m * 64 * s.head_dim +
-              round64(s.batch * s.heads * num_m) + round64(2 * s.batch * num_m);
+              round64(s.batch * s.heads * num_m) + round64(2 * s.batch * num_m) +
+              round64(2 * s.batch * ((s.kv_len + 127) / 128));
   if (s.heads != s.kv_heads) n += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
   return n;
 }
