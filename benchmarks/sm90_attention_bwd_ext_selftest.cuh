@@ -26,6 +26,7 @@
 #include "attention/attention_mask.h"
 #include "attention/attention_problem.h"
 #include "attention/hopper/attention_sm90_backward.h"
+#include "attention/hopper/attention_sm90_backward_fused.h"
 #include "attention/hopper/attention_sm90_forward.h"
 #include "sm90_selftest_util.cuh"
 
@@ -147,6 +148,7 @@ struct ExtCase {
   std::vector<int> q_lengths, kv_lengths;  // per batch; empty: none
   std::vector<int> docs;                   // document lengths (segment ids, q and kv alike); empty: none
   bool check = true;                       // reference comparison; else finite + determinism + timing
+  bool scattered_ids = false;              // with docs: ids 3..5 in short runs, not contiguous documents
 };
 
 // Segment ids of one batch row: document d gets id 10 * d + 3 (ids need not
@@ -245,16 +247,25 @@ void UploadInts(int32_t** dst, const std::vector<T>& v) {
   CHECK_CUDA(cudaMemcpy(*dst, tmp.data(), tmp.size() * 4, cudaMemcpyHostToDevice));
 }
 
+// Which backward a case runs: the two-kernel one (the ext and d256 modes) or
+// the fused one with segment ids (the seg mode), ordered or unordered dQ.
+enum class BwdPath { kTwoKernel, kFusedOrdered, kFusedUnordered };
+
+inline cudaError_t LaunchPath(const AttnBwdArgs& a, cudaStream_t stream, BwdPath path, int variant = -1) {
+  if (path == BwdPath::kTwoKernel) return jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant);
+  return jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, variant);
+}
+
 // Median time of 10 backward launches (after 3 warm-ups), ms.
-inline double TimeBackward(const AttnBwdArgs& a, cudaStream_t stream) {
+inline double TimeBackward(const AttnBwdArgs& a, cudaStream_t stream, BwdPath path = BwdPath::kTwoKernel) {
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(LaunchPath(a, stream, path));
   std::vector<float> ms(10);
   for (int i = 0; i < 10; ++i) {
     CHECK_CUDA(cudaEventRecord(e0, stream));
-    CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90(a, stream));
+    CHECK_CUDA(LaunchPath(a, stream, path));
     CHECK_CUDA(cudaEventRecord(e1, stream));
     CHECK_CUDA(cudaEventSynchronize(e1));
     CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
@@ -265,14 +276,44 @@ inline double TimeBackward(const AttnBwdArgs& a, cudaStream_t stream) {
   return 0.5 * (ms[4] + ms[5]);
 }
 
+// Segment ids 3..5 in runs of 1-9 tokens, the same function of the position
+// in every batch row: ids recur (not contiguous documents), so the fused
+// backward's step votes are conservative and its element mask does the work.
+inline std::vector<int32_t> ScatteredIds(int len) {
+  std::vector<int32_t> ids(len);
+  uint32_t x = 12345u;
+  for (int pos = 0; pos < len;) {
+    x = x * 1664525u + 1013904223u;
+    const int run = 1 + static_cast<int>((x >> 20) % 9), id = 3 + static_cast<int>((x >> 8) % 3);
+    for (int r = 0; r < run && pos < len; ++r) ids[pos++] = id;
+  }
+  return ids;
+}
+
 // Runs one case; prints one line (plus failing variants); returns pass.
-bool RunExtCase(const ExtCase& c, cudaStream_t stream) {
+// Fused paths: the default variant (segments ignore the variant bits), a
+// third poisoned run (ordered: bytewise; unordered: dK, dV bytewise), and the
+// timing next to the two-kernel backward.
+bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::kTwoKernel) {
   const bool f16 = c.f16;
+  const bool fused = path != BwdPath::kTwoKernel;
+  const bool unordered = path == BwdPath::kFusedUnordered;
   const size_t nq = static_cast<size_t>(c.B) * c.Sq * c.H * c.D;
   const size_t nkv = static_cast<size_t>(c.B) * c.Skv * c.Hk * c.D;
   const size_t nl = static_cast<size_t>(c.B) * c.H * c.Sq;
-  const int64_t ws_elems = static_cast<int64_t>(nl) + 2 * static_cast<int64_t>(c.B) * c.Skv * c.H * c.D;
-  std::fprintf(stderr, "[running %s]\n", c.name.c_str());
+  int64_t ws_elems = static_cast<int64_t>(nl) + 2 * static_cast<int64_t>(c.B) * c.Skv * c.H * c.D;
+  if (fused) {
+    AttnShape sh;
+    sh.batch = c.B;
+    sh.q_len = c.Sq;
+    sh.kv_len = c.Skv;
+    sh.heads = c.H;
+    sh.kv_heads = c.Hk;
+    sh.head_dim = c.D;
+    ws_elems = std::max(ws_elems, jaxdnn::attention::Sm90FusedBwdWorkspaceElems(sh));
+  }
+  const std::string label = c.name + (fused ? (unordered ? " [fused unord]" : " [fused ord]") : "");
+  std::fprintf(stderr, "[running %s]\n", label.c_str());
 
   ExtBuffers d;
   CHECK_CUDA(cudaMalloc(&d.q, nq * 2));
@@ -324,7 +365,8 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream) {
       hkvl(c.kv_lengths.begin(), c.kv_lengths.end());
   if (!c.docs.empty()) {
     for (int b = 0; b < c.B; ++b) {
-      const auto x = DocIds(c.docs, c.Sq, b), y = DocIds(c.docs, c.Skv, b);
+      const auto x = c.scattered_ids ? ScatteredIds(c.Sq) : DocIds(c.docs, c.Sq, b);
+      const auto y = c.scattered_ids ? ScatteredIds(c.Skv) : DocIds(c.docs, c.Skv, b);
       hq_seg.insert(hq_seg.end(), x.begin(), x.end());
       hkv_seg.insert(hkv_seg.end(), y.begin(), y.end());
     }
@@ -356,9 +398,16 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream) {
   a.dv = d.dv;
   a.workspace = d.ws;
   a.workspace_elems = ws_elems;
+  a.deterministic = !unordered;
   if (!jaxdnn::attention::Sm90BackwardSupports(a) || !jaxdnn::attention::Sm90BackwardNeedsMasking(a)) {
     std::printf("%-44s FAIL: Sm90BackwardSupports() %d, Sm90BackwardNeedsMasking() %d\n", c.name.c_str(),
                 jaxdnn::attention::Sm90BackwardSupports(a), jaxdnn::attention::Sm90BackwardNeedsMasking(a));
+    return false;
+  }
+  if (fused && (!jaxdnn::attention::Sm90FusedBackwardSupports(a) ||
+                jaxdnn::attention::Sm90FusedBackwardOrdered(a) == unordered)) {
+    std::printf("%-44s FAIL: Sm90FusedBackwardSupports() %d, Sm90FusedBackwardOrdered() %d\n", c.name.c_str(),
+                jaxdnn::attention::Sm90FusedBackwardSupports(a), jaxdnn::attention::Sm90FusedBackwardOrdered(a));
     return false;
   }
 
@@ -368,7 +417,7 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream) {
     CHECK_CUDA(cudaMemsetAsync(d.dk, 0xFF, nkv * 2, stream));
     CHECK_CUDA(cudaMemsetAsync(d.dv, 0xFF, nkv * 2, stream));
     CHECK_CUDA(cudaMemsetAsync(d.ws, 0xFF, ws_elems * 4, stream));
-    CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant));
+    CHECK_CUDA(LaunchPath(a, stream, path, variant));
     CHECK_CUDA(cudaStreamSynchronize(stream));
     gq.resize(nq);
     gk.resize(nkv);
@@ -380,7 +429,12 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream) {
   std::vector<uint16_t> gq1, gk1, gv1, gq2, gk2, gv2;
   run_poisoned(-1, gq1, gk1, gv1);
   run_poisoned(-1, gq2, gk2, gv2);
-  const bool det = gq1 == gq2 && gk1 == gk2 && gv1 == gv2;
+  // The unordered dQ may round differently per run; dK and dV may not.
+  bool det = (unordered || gq1 == gq2) && gk1 == gk2 && gv1 == gv2;
+  if (fused) {
+    run_poisoned(-1, gq2, gk2, gv2);
+    det = det && (unordered || gq1 == gq2) && gk1 == gk2 && gv1 == gv2;
+  }
   bool ok = det;
 
   AttnMaskParams hm = m;
@@ -428,6 +482,7 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream) {
     // The other block orders / dQ block sizes (bits 1 and 8; the overlap bits
     // do not apply to the extended path) against the same reference.
     for (int var : {0, 1, 8, 9}) {
+      if (fused) break;  // segments: the fused launcher ignores the variant bits
       std::vector<uint16_t> vq, vk, vv;
       run_poisoned(var, vq, vk, vv);
       const GradErr xq = CompareMasked(vq, hrq, f16, mask.row_live, q_row),
@@ -444,7 +499,7 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream) {
         ok = false;
       }
     }
-    std::printf("%-44s %-4s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %5s %s", c.name.c_str(), f16 ? "f16" : "bf16",
+    std::printf("%-44s %-4s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %5s %s", label.c_str(), f16 ? "f16" : "bf16",
                 eq.MaxRel(), eq.rel_l2, ek.MaxRel(), ek.rel_l2, ev.MaxRel(), ev.rel_l2, det ? "yes" : "NO",
                 ok ? "ok" : "FAIL");
     const long long nf = eq.nonfinite + ek.nonfinite + ev.nonfinite, um = eq.unmasked + ek.unmasked + ev.unmasked;
@@ -459,9 +514,39 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream) {
       for (uint16_t bits : *g) nf += !std::isfinite(HostToF(bits, f16));
     }
     ok = ok && nf == 0;
-    const double ms = TimeBackward(a, stream);
     const double pairs = mask.pairs;
     const double flops = 10.0 * c.H * c.D * pairs;  // 5 gemms of 2 flops per allowed pair and dim
+    if (fused) {
+      // Fused (this path) vs the two-kernel backward; TFLOP/s over the
+      // 128x128 (query, key) blocks that hold an allowed pair (5 gemms of 2
+      // flops per block element and dim), and over the allowed pairs.
+      double blocks = 0;
+      {
+        const int nqb = (c.Sq + 127) / 128, nkb = (c.Skv + 127) / 128;
+        std::vector<char> any(static_cast<size_t>(nqb) * nkb);
+        for (int b = 0; b < c.B; ++b) {
+          std::fill(any.begin(), any.end(), 0);
+          for (int i = 0; i < c.Sq; ++i) {
+            const KeyRange r = AllowedKeys(hm, fa.shape, b, i);
+            for (int64_t j = r.lo; j < r.hi; ++j) {
+              if (SameSegment(hm, fa.shape, b, i, j)) any[static_cast<size_t>(i / 128) * nkb + j / 128] = 1;
+            }
+          }
+          for (char x : any) blocks += x;
+        }
+      }
+      const double bflops = 10.0 * c.H * c.D * 128.0 * 128.0 * blocks;
+      const double ms = TimeBackward(a, stream, path);
+      const double ms2 = TimeBackward(a, stream, BwdPath::kTwoKernel);
+      std::printf("%-44s %-4s %s det %s, finite %s: fused %.3f ms (%.0f TFLOP/s over %.0f live 128x128 blocks, "
+                  "%.0f over allowed pairs); two-kernel %.3f ms (%.0f, %.0f); fused x%.2f %s\n",
+                  c.name.c_str(), f16 ? "f16" : "bf16", unordered ? "unordered" : "ordered", det ? "yes" : "NO",
+                  nf == 0 ? "yes" : "NO", ms, bflops / (ms * 1e-3) / 1e12, blocks, flops / (ms * 1e-3) / 1e12, ms2,
+                  bflops / (ms2 * 1e-3) / 1e12, flops / (ms2 * 1e-3) / 1e12, ms2 / ms, ok ? "ok" : "FAIL");
+      std::fflush(stdout);
+      return ok;
+    }
+    const double ms = TimeBackward(a, stream);
     // The dense causal backward of the same shape, for comparison.
     AttnBwdArgs dense = a;
     dense.mask_params = AttnMaskParams{};
@@ -641,6 +726,95 @@ inline bool RunExtD256Cases(cudaStream_t stream) {
               "dk_relL2", "dv_maxrel", "dv_relL2", "det");
   bool all_ok = true;
   for (const ExtCase& c : ExtCasesD256()) all_ok = RunExtCase(c, stream) && all_ok;
+  return all_ok;
+}
+
+// The seg mode (and the segment part of fusedcheck / atomiccheck): packed
+// documents through the fused backward's segment path against the masked
+// reference. Document lengths from a seeded RNG: half of them shorter than
+// 64, the others up to 700 (several 64- and 128-blocks); sequence lengths 1,
+// 7, 1000, 1537, 2048; causal and not; GQA (4 heads, 2 kv heads); head dims
+// 64 and 128; bf16 and f16; plus recurring (non-contiguous) ids and a single
+// document.
+inline std::vector<int> RandomDocs(uint32_t seed, int count) {
+  std::vector<int> docs;
+  uint32_t x = seed;
+  for (int i = 0; i < count; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const uint32_t r = x >> 8;
+    docs.push_back((r & 1) ? 1 + static_cast<int>((r >> 1) % 63) : 64 + static_cast<int>((r >> 1) % 637));
+  }
+  return docs;
+}
+
+inline std::vector<ExtCase> SegCases() {
+  std::vector<ExtCase> v;
+  auto add = [&](ExtCase c, uint32_t seed) {
+    c.docs = RandomDocs(seed, 64);
+    v.push_back(c);
+  };
+  // name, B, Sq, Skv, H, Hk, D, causal, f16
+  add({"seg causal 1 d128", 1, 1, 1, 4, 2, 128, true, false}, 1);
+  add({"seg 1 d64", 1, 1, 1, 4, 2, 64, false, true}, 2);
+  add({"seg 7 d64", 2, 7, 7, 4, 2, 64, false, true}, 3);
+  add({"seg causal 7 d128", 2, 7, 7, 4, 2, 128, true, false}, 4);
+  add({"seg causal 1000 d128", 2, 1000, 1000, 4, 2, 128, true, false}, 5);
+  add({"seg causal 1000 d64", 2, 1000, 1000, 4, 2, 64, true, true}, 6);
+  add({"seg 1000 d128", 1, 1000, 1000, 4, 2, 128, false, true}, 7);
+  add({"seg 1537 d128", 1, 1537, 1537, 4, 2, 128, false, true}, 8);
+  add({"seg 1537 d64", 2, 1537, 1537, 4, 2, 64, false, false}, 9);
+  add({"seg causal 1537 d64", 1, 1537, 1537, 4, 2, 64, true, false}, 10);
+  add({"seg causal 2048 d128", 1, 2048, 2048, 4, 2, 128, true, true}, 11);
+  add({"seg causal 2048 d64", 1, 2048, 2048, 4, 2, 64, true, false}, 12);
+  add({"seg 2048 d128", 1, 2048, 2048, 4, 2, 128, false, false}, 13);
+  {
+    ExtCase c{"seg recurring ids causal 1000 d128", 1, 1000, 1000, 4, 2, 128, true, false};
+    c.docs = {1};
+    c.scattered_ids = true;
+    v.push_back(c);
+    ExtCase c2{"seg recurring ids 1537 d64", 1, 1537, 1537, 4, 2, 64, false, true};
+    c2.docs = {1};
+    c2.scattered_ids = true;
+    v.push_back(c2);
+  }
+  {
+    ExtCase c{"seg one document causal 1000 d128", 1, 1000, 1000, 4, 2, 128, true, true};
+    c.docs = {1000};
+    v.push_back(c);
+  }
+  return v;
+}
+
+// The seg timing case: batch 2, seq 8192, 16 heads, d128, causal, document
+// lengths exponential with mean 1024 (seeded), fused vs two-kernel.
+inline ExtCase SegTimingCase() {
+  ExtCase c{"TIMING seg exp(1024) docs 2x8192 h16 d128 causal", 2, 8192, 8192, 16, 16, 128, true, false};
+  uint32_t x = 2026u;
+  for (int total = 0; total < 2 * 8192 + 8192;) {
+    x = x * 1664525u + 1013904223u;
+    const double u = (static_cast<double>(x >> 8) + 0.5) / 16777216.0;  // (0, 1)
+    const int n = std::max(1, static_cast<int>(std::lround(-1024.0 * std::log(u))));
+    c.docs.push_back(n);
+    total += n;
+  }
+  c.check = false;
+  return c;
+}
+
+// ordered / unordered: which dQ modes to check; timing: the timing case too.
+inline bool RunSegCases(cudaStream_t stream, bool ordered, bool unordered, bool timing) {
+  std::printf("%-44s %-4s %9s %9s %9s %9s %9s %9s %5s\n", "seg case (fused backward)", "dt", "dq_maxrel",
+              "dq_relL2", "dk_maxrel", "dk_relL2", "dv_maxrel", "dv_relL2", "det");
+  bool all_ok = true;
+  for (const ExtCase& c : SegCases()) {
+    if (ordered) all_ok = RunExtCase(c, stream, BwdPath::kFusedOrdered) && all_ok;
+    if (unordered) all_ok = RunExtCase(c, stream, BwdPath::kFusedUnordered) && all_ok;
+  }
+  if (timing) {
+    const ExtCase t = SegTimingCase();
+    if (ordered) all_ok = RunExtCase(t, stream, BwdPath::kFusedOrdered) && all_ok;
+    if (unordered) all_ok = RunExtCase(t, stream, BwdPath::kFusedUnordered) && all_ok;
+  }
   return all_ok;
 }
 

@@ -6,7 +6,13 @@
 // with 0xFF bytes before each checked launch; determinism = two runs compared
 // bytewise. Timing: median of 10 launches of the whole backward (delta
 // pre-pass, dK/dV, dQ, GQA reduction). Exit code 1 on any failure.
-// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck|atomic|atomiccheck|ext|d256]
+// Usage: sm90_attention_bwd_selftest [probe|check|all|fused|fusedcheck|atomic|atomiccheck|ext|d256|seg]
+//   seg: packed documents (segment ids) through the fused backward's segment
+//   path, both dQ modes, against the masked reference (SegCases of
+//   sm90_attention_bwd_ext_selftest.cuh), then the timing case (2x8192, 16
+//   heads, d128, causal, exponential document lengths of mean 1024) next to
+//   the two-kernel backward. fusedcheck / atomiccheck also run the segment
+//   reference cases in their dQ mode (after the dense ones).
 //   d256: head dim 256 (off by default in the library; this mode sets
 //   JAXDNN_ATTENTION_SM90_BWD_D256=1 itself): reference checks (non-causal and
 //   causal, GQA 4, lengths 1, 7, 1000, 1537, bf16 and f16, variants 0 and 8),
@@ -210,6 +216,13 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount);
   if (mode == "probe") return 0;
   if (mode == "ext") return sm90_bwd_ext::RunExtMode();
+  if (mode == "seg") {
+    cudaStream_t s;
+    CHECK_CUDA(cudaStreamCreate(&s));
+    const bool ok = sm90_bwd_ext::RunSegCases(s, true, true, true);
+    std::printf("%s\n", ok ? "ALL PASSED" : "SOME FAILED");
+    return ok ? 0 : 1;
+  }
   const bool d256 = mode == "d256";
   // Before the first Supports call (the library reads the switch once).
   if (d256) setenv("JAXDNN_ATTENTION_SM90_BWD_D256", "1", 1);
@@ -649,6 +662,9 @@ int main(int argc, char** argv) {
     for (void* ptr : {q, k, v, o, dout, dq, dk, dv}) CHECK_CUDA(cudaFree(ptr));
     CHECK_CUDA(cudaFree(lse));
     CHECK_CUDA(cudaFree(ws));
+  }
+  if (mode == "fusedcheck" || mode == "atomiccheck") {
+    all_ok = sm90_bwd_ext::RunSegCases(stream, !atomic, atomic, false) && all_ok;
   }
   std::printf("%s\n", all_ok ? "ALL PASSED" : "SOME FAILED");
   return all_ok ? 0 : 1;

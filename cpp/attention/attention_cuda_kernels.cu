@@ -151,8 +151,9 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
     const int64_t fused_from =
         Sm90FusedBackwardOrdered(p) ? kFusedBackwardMinQueryLen : kFusedBackwardUnorderedMinQueryLen;
     const bool fused_first = mode == 2 || (mode == -1 && p.shape.q_len >= fused_from);
-    // The fused backward is dense only (its support check builds on
-    // Sm90BackwardSupports, which also takes the masked cases).
+    // The fused backward takes dense problems and segment ids alone (its
+    // support check builds on Sm90BackwardSupports, which also takes the
+    // other masked cases); segment problems follow the same size rule.
     if (fused_first && Sm90FusedBackwardSupports(p)) {
       return LaunchAttentionBwdSm90Fused(p, stream);
     }

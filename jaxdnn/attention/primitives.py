@@ -222,16 +222,18 @@ FUSED_BACKWARD_MIN_QUERY_LEN = 8192
 FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN = 2048
 
 
-# Optional operands the fused Hopper backward never takes (it is dense only).
+# Optional operands the fused Hopper backward never takes (of the masks it
+# takes segment ids alone).
 _FUSED_BACKWARD_REFUSES = sum(OPERAND_BITS[n] for n in (
-    "bias", "mask", "q_lengths", "kv_lengths", "segments", "dropout", "dlse", "dbias"))
+    "bias", "mask", "q_lengths", "kv_lengths", "dropout", "dlse", "dbias"))
 
 
 def _fused_backward_applies(dim, q_len, kv_len, operands, *, softcap=0.0, causal=False,
                             window_left=-1, window_right=-1, **_):
   """The problems the fused kernel can take at all (attention_sm90_backward_fused.cu:
-  Sm90FusedBackwardSupports): dense, head dim 64/128, causal only when
-  q_len == kv_len; elsewhere its workspace would be asked for in vain."""
+  Sm90FusedBackwardSupports): dense or segment ids only, head dim 64/128,
+  causal only when q_len == kv_len; elsewhere its workspace would be asked for
+  in vain."""
   return (dim in (64, 128) and not operands & _FUSED_BACKWARD_REFUSES and not softcap
           and window_left < 0 and window_right < 0 and (not causal or q_len == kv_len))
 
@@ -258,8 +260,11 @@ def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
   # (bit 128): ceil(q_len / 80) * 80 rows (Sm90FusedBwdDqBlocks).
   rows = -(-q_len // 80) * 80 if dim == 128 else q_len
   num_m = -(-rows // 64)
+  # delta, dQ accumulator, semaphores, segment id ranges per query step and
+  # per 128-key block.
   n = (round64(batch * heads * q_len) + batch * heads * num_m * 64 * dim
-       + round64(batch * heads * num_m))
+       + round64(batch * heads * num_m) + round64(2 * batch * num_m)
+       + round64(2 * batch * -(-kv_len // 128)))
   if heads != kv_heads:
     n += 2 * batch * kv_len * heads * dim
   return n

@@ -18,9 +18,8 @@ namespace jaxdnn::attention {
 // Sm90BackwardNeedsMasking) unless JAXDNN_ATTENTION_SM90_BWD_EXT=0.
 // Head dim 256 (dense and masked) unless JAXDNN_ATTENTION_SM90_BWD_D256=0
 // (read once; kv_len <= 65535 * 64 there). The fused backward refuses it.
-// Note: Sm90FusedBackwardSupports builds on this check, and the fused
-// backward is dense only, so its callers must also check
-// !Sm90BackwardNeedsMasking (AttentionBwdCuda does).
+// Note: Sm90FusedBackwardSupports builds on this check and of the masked
+// cases takes segment ids alone (it checks that itself).
 bool Sm90BackwardSupports(const AttnBwdArgs& p);
 
 // Whether the problem needs the extended (masked) path: lengths, segment ids,

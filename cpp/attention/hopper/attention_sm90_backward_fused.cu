@@ -66,7 +66,8 @@ int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   constexpr bool kQ80 = (kOpts & sm90::kFusedOptQ80) != 0;
-  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs, (kOpts & sm90::kFusedOptWideSteps) != 0, kQ80>;
+  constexpr bool kSeg = (kOpts & sm90::kFusedOptSeg) != 0;
+  using Cfg = sm90::FusedBwdConfig<kD, kStages, kDqBufs, (kOpts & sm90::kFusedOptWideSteps) != 0, kQ80, kSeg>;
   const AttnShape& s = a.shape;
   cudaError_t err;
 
@@ -91,6 +92,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   // 64-row accumulator blocks; 80-query steps: enough for ceil(q_len / 80) * 80 rows.
   const int64_t num_m = kQ80 ? Sm90FusedBwdDqBlocks(s.q_len, kD) : (s.q_len + 63) / 64;
   fp.num_m = static_cast<int>(num_m);
+  fp.q_segments = kSeg ? a.mask_params.q_segments : nullptr;
+  fp.kv_segments = kSeg ? a.mask_params.kv_segments : nullptr;
 
   // Workspace layout (float32 elements; see Sm90FusedBwdWorkspaceElems).
   float* ws = a.workspace;
@@ -110,16 +113,36 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   off += s.batch * s.heads * num_m * 64 * kD;
   fp.counters = reinterpret_cast<int*>(ws + off);
   const int64_t num_counters = s.batch * s.heads * num_m;
+  // The step and key-block id ranges after the counters, sized by the
+  // header's num_m (at least this num_m).
+  off += Round64(s.batch * s.heads * Sm90FusedBwdDqBlocks(s.q_len, kD));
+  fp.q_seg_range = kSeg ? reinterpret_cast<int2*>(ws + off) : nullptr;
+  off += Round64(2 * s.batch * Sm90FusedBwdDqBlocks(s.q_len, kD));
+  fp.kv_seg_range = kSeg ? reinterpret_cast<int2*>(ws + off) : nullptr;
 
   // 0-1. Ordered: the semaphores zeroed (the dQ accumulator needs no zeroing:
   //    key block 0 stores, later key blocks add), then delta. Unordered (every
   //    key block adds): delta, with the accumulator zeroed in the same pass.
+  //    Ordered with segments: both (key block 0 may skip a query block, so
+  //    every key block adds).
   if constexpr (kOrdered) {
     err = cudaMemsetAsync(fp.counters, 0, static_cast<size_t>(num_counters) * sizeof(int), stream);
     if (err != cudaSuccess) return err;
-    if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream)) != cudaSuccess) return err;
+    if constexpr (kSeg) {
+      if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream, fp.dq_accum, num_m * 64)) != cudaSuccess) return err;
+    } else if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream)) != cudaSuccess) {
+      return err;
+    }
   } else {
     if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream, fp.dq_accum, num_m * 64)) != cudaSuccess) return err;
+  }
+
+  // 1b. Segments: each 64-query step's and 128-key block's id range (the
+  //     loaders' votes, the ordered writers' ranks).
+  if constexpr (kSeg) {
+    const int64_t steps = s.batch * (num_m + (s.kv_len + 127) / 128);
+    sm90::AttnBwdFusedSegRangeKernel<<<static_cast<unsigned>((steps + 255) / 256), 256, 0, stream>>>(fp);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
   // 2. Fused dK / dV / dQ.
@@ -177,6 +200,28 @@ bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p) {
   return p.deterministic || !atomic_enabled;
 }
 
+namespace {
+
+// Segment ids (packed documents) on the fused kernel's kFusedOptSeg path
+// unless JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG=0 (read once), which keeps them
+// on the two-kernel backward (A/Bs). Compile-only so far: not yet run on a GPU.
+bool FusedSegEnabled() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG") != "0";
+  return on;
+}
+
+// The masked problems the fused kernel takes: segment ids on both sides and
+// nothing else (no lengths, window or softcap; causal only top-left with
+// q_len == kv_len, as in the dense case).
+bool FusedSegmentsOnly(const AttnBwdArgs& p) {
+  const AttnMaskParams& m = p.mask_params;
+  return m.q_segments != nullptr && m.kv_segments != nullptr && m.q_lengths == nullptr &&
+         m.kv_lengths == nullptr && m.window_left < 0 && m.window_right < 0 && m.softcap == 0.f &&
+         (!m.causal || p.shape.q_len == p.shape.kv_len);
+}
+
+}  // namespace
+
 bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   const AttnShape& s = p.shape;
   if (p.workspace_elems < Sm90FusedBwdWorkspaceElems(s)) return false;
@@ -185,9 +230,10 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   if (!Sm90BackwardSupports(p)) return false;
   // Head dims 64 and 128 only (Sm90BackwardSupports may take 256).
   if (s.head_dim != 64 && s.head_dim != 128) return false;
-  // The fused kernel has no masked path (lengths, segments, window, softcap,
-  // bottom-right causal): those stay with the two-kernel backward.
-  if (Sm90BackwardNeedsMasking(p)) return false;
+  // Of the masked problems the fused kernel takes segment ids alone
+  // (kFusedOptSeg); lengths, window, softcap and bottom-right causal stay
+  // with the two-kernel backward.
+  if (Sm90BackwardNeedsMasking(p) && !(FusedSegEnabled() && FusedSegmentsOnly(p))) return false;
   // The dQ conversion's grid.
   if (s.batch * s.q_len * s.heads * s.head_dim / 4 / 256 >= int64_t{0x7fffffff}) return false;
   return true;
@@ -242,8 +288,23 @@ cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int va
   return cudaErrorInvalidValue;
 }
 
+// Segment ids: 64-query steps with the TMA issued first and the rotated dQ
+// swizzle (the bits of the dense defaults that apply), 2 Q/dO stages and 2
+// dQ buffers at head dim 128 (3 stages leave no room for the stages' query
+// ids), 4 and 2 at 64. Variant bits are ignored (all of 1, 2, 4, 32 give the
+// same results; 8 and 128 have no segment path).
+template <bool kOrdered, bool kF16>
+cudaError_t LaunchFusedSeg(const AttnBwdArgs& p, cudaStream_t stream) {
+  constexpr int kOpts = sm90::kFusedOptSeg | sm90::kFusedOptTmaFirst | sm90::kFusedOptDqRot;
+  const int d = static_cast<int>(p.shape.head_dim);
+  if (d == 64) return LaunchFused<64, kF16, 4, 2, kOrdered, kOpts>(p, stream);
+  if (d == 128) return LaunchFused<128, kF16, 2, 2, kOrdered, kOpts>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
 template <bool kOrdered, bool kF16>
 cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+  if (p.mask_params.q_segments != nullptr) return LaunchFusedSeg<kOrdered, kF16>(p, stream);
   return (variant & sm90::kFusedOptDqRot) ? LaunchFusedVariant<kOrdered, kF16, sm90::kFusedOptDqRot>(p, stream, variant)
                                           : LaunchFusedVariant<kOrdered, kF16, 0>(p, stream, variant);
 }

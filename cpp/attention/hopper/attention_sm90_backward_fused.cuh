@@ -82,6 +82,21 @@
 // steps: key block n covers 128-query steps M >= n, i.e. 64-row blocks
 // >= 2n, the same prefix sets; the writer waits and adds per 64-row block.
 //
+// Segments (kOpts bit kFusedOptSeg; packed documents: segment ids alone,
+// causal only top-left with q_len == kv_len; compile-only so far, not yet
+// run on a GPU): 64-query steps. A pre-pass stores each step's (min, max)
+// query id; the loader votes 32 steps at a time (one per lane) against the
+// key block's id range and skips the steps that cannot share a segment with
+// it (no loads, no MMAs, no dQ), handing each loaded step's m and kind to
+// the consumers through a per-stage slot (kind 2, mixed segments: the
+// step's query ids too, and the consumers set S^T to -inf where ids differ,
+// so P = dS = 0 there), then a terminator. The consumers pass each staged
+// dQ block's m to the writer the same way. Unordered: the writer reduce-adds
+// the staged blocks. Ordered: the accumulator is zeroed (key block 0 may skip
+// a block) and every key block reduce-adds under the counters, waiting for
+// its rank among the key blocks that take that query block (FusedSegWriter),
+// not for n: the prefix rule below is the dense case's.
+//
 // Unordered mode (kOrdered = false, for deterministic=False, opt-in): the
 // accumulator is zeroed by a memset first and every key block reduce-adds
 // its dQ block as soon as it is staged; no counters, no waiting.
@@ -100,6 +115,7 @@
 #include "attention/hopper/attention_sm90_backward_pipeline_init.cuh"
 #include "attention/hopper/attention_sm90_backward_dkdv_store.cuh"
 #include "attention/hopper/attention_sm90_backward_scores.cuh"
+#include "attention/hopper/sm90_backward_mask.cuh"
 #include "attention/hopper/sm90_tile_gemm.cuh"
 
 namespace jaxdnn::attention::sm90 {
@@ -196,11 +212,23 @@ struct FusedBwdParams {
   // blocks at a different one (fewer reduce-adds to the same dQ block at
   // once); 0 = the ordered mode's grid (blockIdx.y = n) and order.
   int head_major;
+  // kFusedOptSeg only: segment ids [batch, q_len] and [batch, kv_len], and
+  // the (min, max) id of each 64-query step [batch, num_m] and 128-key block
+  // [batch, ceil(kv_len / 128)] (workspace, AttnBwdFusedSegRangeKernel).
+  const int32_t* q_segments;
+  const int32_t* kv_segments;
+  int2* q_seg_range;
+  int2* kv_seg_range;
 };
 
+// kFusedOptSeg: whether key block `k` (its id range) may share a segment with
+// query step `q` (its id range). The loader of a key block and the dQ writer
+// of every later one evaluate it identically (the ordered mode's ranks).
+__device__ __forceinline__ bool FusedSegMay(int2 q, int2 k) { return q.y >= k.x && q.x <= k.y; }
+
 // kWide: 128-query steps at D = 64 (kFusedOptWideSteps); kQ80: 80-query
-// steps at D = 128 (kFusedOptQ80).
-template <int kD, int kStages_, int kDqBufs_, bool kWide = false, bool kQ80 = false>
+// steps at D = 128 (kFusedOptQ80); kSeg: segment ids (kFusedOptSeg).
+template <int kD, int kStages_, int kDqBufs_, bool kWide = false, bool kQ80 = false, bool kSeg = false>
 struct FusedBwdConfig {
   static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
   static_assert(!kWide || kD == 64, "128-query steps at head dim 64 only");
@@ -230,7 +258,17 @@ struct FusedBwdConfig {
   static constexpr int kOffDelta = kOffLse + kStages * kBlockM * 4;
   static constexpr int kOffBar = kOffDelta + kStages * kBlockM * 4;
   static constexpr int kNumBars = 1 + 2 * kStages + 2 * kDqBufs;
-  static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;
+  // kSeg: per ring stage the step's info word (m * 4 + kind, -1 = the
+  // terminator) and its query segment ids; per dQ buffer its step m (-1 =
+  // the terminator), for the writer. Past the barriers: the dense layout is
+  // unchanged.
+  static constexpr int kOffInfo = kOffBar + kNumBars * 8;
+  static constexpr int kOffDqInfo = kOffInfo + kStages * 4;
+  static constexpr int kOffSeg = (kOffDqInfo + kDqBufs * 4 + 15) / 16 * 16;
+  // kSeg: the loader's per-CTA values it re-reads instead of holding them in
+  // its 24 registers (8 int32).
+  static constexpr int kOffLoaderVals = kOffSeg + kStages * kBlockM * 4;
+  static constexpr int kSmemBytes = (kSeg ? kOffLoaderVals + 32 : kOffBar + kNumBars * 8) + 1024;
   static_assert(kSmemBytes <= 232448, "over the sm_90 227 KB dynamic shared memory limit");
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -259,6 +297,10 @@ constexpr int kFusedOptWideSteps = 8;
 constexpr int kFusedOptDqRot = 32;
 // kFusedOptQ80: D = 128, non-causal, unordered: 80-query steps (see the header).
 constexpr int kFusedOptQ80 = 128;
+// kFusedOptSeg: segment ids (packed documents; see "Segments" in the header).
+// 64-query steps only (not with kFusedOptWideSteps, kFusedOptQ80, or the
+// kFusedOptDqFirst order).
+constexpr int kFusedOptSeg = 256;
 
 // kFusedOptQ80's dS^T tile, the MN-major B operand of dQ^T = K^T dS^T with
 // the 32-byte swizzle: 5 blocks of 16 queries (LBO = 4096 bytes apart), each
@@ -291,6 +333,185 @@ __device__ __forceinline__ uint32_t Q80DqOffset(int row, int col) {
 // undoes it.
 __host__ __device__ constexpr int DqSwizzleKey(int row7) { return ((row7 << 1) | (row7 >> 2)) & 7; }
 
+// kFusedOptSeg's loader walk (one warp; see "Segments" in the header): the
+// key block's query steps from the diagonal (causal) up, voted on 32 at a
+// time, one step per lane, by the step's query id range (precomputed:
+// fp.q_seg_range) against the key block's: a step none of whose queries can
+// share a segment with a key is not loaded at all (conservative for
+// arbitrary ids; the consumers mask by element). The others go into the ring
+// with an info word (m * 4 + kind; kind 0: every key and query in one
+// segment, 2: mask by segment, with the step's query ids), then a terminator
+// slot (-1, no data). Within the warpgroup's 24 registers (one load per lane
+// per 32 steps; offsets kept, pointers formed where used).
+template <class Cfg, bool kTmaFirst>
+__device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBwdParams& fp, const DkDvSmem<Cfg>& sm,
+                                               uint8_t* smem, const BwdKeyBlock& cta, const CUtensorMap* tm_q,
+                                               const CUtensorMap* tm_do, int lane) {
+  constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
+  constexpr int kDBlocks = Cfg::kDBlocks;
+  static_assert(kBlockM == 64, "64-query steps (fp.q_seg_range)");
+  int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
+  int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
+  // The key block's id range, the (batch, head)'s lse/delta row offset and
+  // the batch's query id row offset, kept in shared memory (volatile:
+  // re-read where used, not held in registers; 24 would spill).
+  volatile int32_t* vals = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffLoaderVals);
+  {
+    const int64_t row_off = (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+    if (lane == 0) {
+      // The block's valid keys' id range (the pre-pass's table).
+      const int2 kr = fp.kv_seg_range[cta.b * ((p.kv_len + kBlockN - 1) / kBlockN) + cta.n_block];
+      vals[0] = kr.x;
+      vals[1] = kr.y;
+      vals[2] = static_cast<int32_t>(row_off);
+      vals[3] = static_cast<int32_t>(row_off >> 32);
+      const int64_t qid_off = static_cast<int64_t>(cta.b) * p.q_len;
+      vals[4] = static_cast<int32_t>(qid_off);
+      vals[5] = static_cast<int32_t>(qid_off >> 32);
+      // 32-bit: batch * heads * blocks < 2^31 (Sm90BackwardSupports).
+      vals[6] = cta.b * cta.num_m;  // the batch's first step in fp.q_seg_range
+    }
+    __syncwarp();
+  }
+  int it = 0;
+  for (int m0 = cta.m_begin; m0 < cta.num_m; m0 += 32) {
+    // Lane k: step m0 + k.
+    bool may = false, same = false;
+    if (m0 + lane < cta.num_m) {
+      const int2 r = fp.q_seg_range[vals[6] + m0 + lane];
+      const int seg_min = vals[0], seg_max = vals[1];
+      may = FusedSegMay(r, make_int2(seg_min, seg_max));
+      same = may && seg_min == seg_max && r.x == seg_min && r.y == seg_min;
+    }
+    unsigned may_bits = __ballot_sync(0xffffffffu, may);
+    const unsigned same_bits = __ballot_sync(0xffffffffu, same);
+    __syncwarp();  // every lane's reads of vals[7] (the last chunk's) done
+    if (lane == 0) vals[7] = static_cast<int32_t>(same_bits);  // re-read per step (registers)
+    __syncwarp();
+    // The steps voted in, ascending (the dQ writer passes the ordered mode's
+    // turns in that order); the others are skipped.
+    while (may_bits != 0) {
+      const int k = __ffs(may_bits) - 1;
+      may_bits &= may_bits - 1;
+      const int m = m0 + k;
+      const int kind = ((static_cast<uint32_t>(vals[7]) >> k) & 1u) ? 0 : 2;
+      int ids[kBlockM / 32];
+      if (kind == 2) {
+        const int64_t qid_off = static_cast<int64_t>(static_cast<uint32_t>(vals[4])) |
+                                (static_cast<int64_t>(vals[5]) << 32);
+        BwdLoadSegments<kBlockM>(fp.q_segments + qid_off, m * kBlockM, p.q_len, lane, ids);
+      }
+      const int st = it % kStages;
+      MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
+      if constexpr (kTmaFirst) {
+        if (lane == 0) {
+          MbarExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, tm_do, &sm.q_full[st], cta.h, m * kBlockM,
+                                             cta.b);
+        }
+      }
+      const int64_t row_off = static_cast<int64_t>(static_cast<uint32_t>(vals[2])) |
+                              (static_cast<int64_t>(vals[3]) << 32);
+#pragma unroll
+      for (int e = 0; e < kBlockM / 32; ++e) {
+        const int qi = m * kBlockM + lane + 32 * e;
+        const bool in = qi < p.q_len;
+        // BwdLse2: a query no key may see (lse = -inf) gets P = 0, not NaN.
+        sm.lse[st * kBlockM + lane + 32 * e] = in ? BwdLse2(p.lse[row_off + qi]) : INFINITY;
+        sm.delta[st * kBlockM + lane + 32 * e] = in ? p.delta[row_off + qi] : 0.f;
+      }
+      if (kind == 2) BwdStoreSegments<kBlockM>(ids, lane, seg_smem + st * kBlockM);
+      if (lane == 0) info_smem[st] = m * 4 + kind;
+      if constexpr (kTmaFirst) {
+        MbarArrive(&sm.q_full[st]);
+      } else if (lane == 0) {
+        MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, tm_do, &sm.q_full[st], cta.h, m * kBlockM,
+                                           cta.b);
+      } else {
+        MbarArrive(&sm.q_full[st]);
+      }
+      ++it;
+    }
+  }
+  // The terminator slot: no data, info -1 (every lane arrives, no bytes).
+  const int st = it % kStages;
+  MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
+  if (lane == 0) info_smem[st] = -1;
+  MbarArrive(&sm.q_full[st]);
+}
+
+// kFusedOptSeg's dQ writer: takes the staged steps in the loader's order
+// (their m from the buffer's slot, -1 = done). Unordered (lane 0 only):
+// reduce-adds each. Ordered (the whole warp): the accumulator is zeroed first
+// and every key block reduce-adds, in key-block order among the key blocks
+// that add to that query block: key block n waits until the block's counter
+// equals its rank, the number of key blocks n' < n whose loaders took the
+// step (FusedSegMay on the pre-pass's id ranges, the loaders' own rule; with
+// causal every n' < n covers the step), then stores rank + 1. A key block
+// that skips a step never touches its counter, so packed documents do not
+// chain across documents; arbitrary ids stay ordered (the rank counts
+// whatever the vote took).
+template <class Cfg, bool kOrdered>
+__device__ __forceinline__ void FusedSegWriter(const BwdParams& p, const FusedBwdParams& fp, uint8_t* smem,
+                                               const BwdKeyBlock& cta, uint64_t* dq_full, uint64_t* dq_empty,
+                                               int lane) {
+  constexpr int kD = Cfg::kDBlocks * 64, kDqBufs = Cfg::kDqBufs, kBlockN = Cfg::kBlockN;
+  // 24 registers (the loader warpgroup's): offsets from the (batch, head)'s
+  // first block, pointers formed where used.
+  const int64_t first_m = static_cast<int64_t>(cta.bh) * cta.num_m;
+#pragma unroll 1
+  for (int it = 0;; ++it) {
+    const int bq = it % kDqBufs;
+    MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
+    const int m = reinterpret_cast<const volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq];
+    if (m < 0) break;
+    int rank = 0;
+    if constexpr (kOrdered) {
+      // 32-bit indices: batch * heads * blocks < 2^31 (Sm90BackwardSupports).
+      const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
+      const int2 qr = fp.q_seg_range[cta.b * cta.num_m + m];
+#pragma unroll 1
+      for (int n0 = 0; n0 < cta.n_block; n0 += 32) {
+        const bool took = n0 + lane < cta.n_block && FusedSegMay(qr, fp.kv_seg_range[cta.b * num_n + n0 + lane]);
+        rank += __popc(__ballot_sync(0xffffffffu, took));
+      }
+    }
+    if (lane == 0) {
+      if constexpr (kOrdered) {
+        const int* cnt = fp.counters + first_m + m;
+#if defined(JAXDNN_SM90_HANG_TRAP)
+        long long spins = 0;
+        while (LdAcquireGpu(cnt) != rank) {
+          if (++spins > (1ll << 26)) __trap();
+          __nanosleep(64);
+        }
+#else
+        while (LdAcquireGpu(cnt) != rank) __nanosleep(32);
+#endif
+        FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
+      }
+      BulkReduceAddF32S2G(fp.dq_accum + (first_m + m) * 64 * kD, SmemAddr(smem + Cfg::kOffDq) + bq * Cfg::kDqBytes,
+                          Cfg::kDqBytes);
+      BulkCommit();
+      BulkWaitRead0();
+      MbarArrive(&dq_empty[bq]);
+      if constexpr (kOrdered) {
+        BulkWait0();
+        FenceProxyAsyncGlobal();  // the async-proxy writes before the generic release
+        __threadfence();
+        StReleaseGpu(fp.counters + first_m + m, rank + 1);
+      }
+    }
+    __syncwarp();
+  }
+  if constexpr (!kOrdered) {
+    if (lane == 0) BulkWait0();  // every reduce-add complete before the CTA exits
+  }
+}
+
 // kOrdered = false: dQ blocks are added in whatever order they come (bulk
 // float32 reduce-adds into an accumulator zeroed beforehand), with no
 // semaphores: reruns may differ in the last bits (deterministic=False).
@@ -301,10 +522,12 @@ __global__ void __launch_bounds__(384, 1)
                            const FusedBwdParams fp) {
   constexpr bool kWide = (kOpts & kFusedOptWideSteps) != 0;
   constexpr bool kQ80 = (kOpts & kFusedOptQ80) != 0;
+  constexpr bool kSeg = (kOpts & kFusedOptSeg) != 0;
   static_assert(!kQ80 || !kOrdered, "80-query steps: unordered dQ only");
+  static_assert(!kSeg || !(kWide || kQ80 || (kOpts & kFusedOptDqFirst)), "segments: 64-query steps, default order");
   // FlashAttention-3's step order (dV after dS^T): wide and 80-query steps.
   constexpr bool kFa3Order = kWide || kQ80;
-  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide, kQ80>;
+  using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide, kQ80, kSeg>;
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   constexpr int kDqBufs = Cfg::kDqBufs;
   constexpr int kDBlocks = Cfg::kDBlocks;
@@ -362,7 +585,10 @@ __global__ void __launch_bounds__(384, 1)
       }
       const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
       const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
-      for (int it = 0; it < cta.m_count; ++it) {
+      if constexpr (kSeg) {
+        FusedSegLoader<Cfg, (kOpts & kFusedOptTmaFirst) != 0>(p, fp, sm, smem, cta, &tm_q, &tm_do, lane);
+      }
+      for (int it = 0; !kSeg && it < cta.m_count; ++it) {
         const int m = m_of(it);
         const int st = it % kStages;
         const uint32_t ph = (it / kStages) & 1;
@@ -394,10 +620,13 @@ __global__ void __launch_bounds__(384, 1)
           MbarArrive(&sm.q_full[st]);
         }
       }
-    } else if (threadIdx.x == 32) {
+    } else if (threadIdx.x == 32 || (kSeg && threadIdx.x < 64)) {
+      // (kSeg: the whole warp; the dense writer is lane 32 alone.)
       // ----------------------------- dQ writer -----------------------------
       const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
-      if constexpr (kQ80) {
+      if constexpr (kSeg) {
+        FusedSegWriter<Cfg, kOrdered>(p, fp, smem, cta, dq_full, dq_empty, static_cast<int>(threadIdx.x) - 32);
+      } else if constexpr (kQ80) {
         // Unordered only: step m is accumulator rows 80m .. 80m + 79, one
         // contiguous reduce-add (rows past q_len add zeros inside fp.num_m * 64).
         float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * fp.num_m * 64 * kD;
@@ -521,6 +750,18 @@ __global__ void __launch_bounds__(384, 1)
     const int key0 = cta.n_block * kBlockN + cw * 64 + warp * 16 + g;  // +8 for r = 1
     // This thread's rows of the dS tile (keys): cw*64 + warp*16 + g + 8r; row & 7 = g.
     const uint32_t ds_row_off = (cw * 64 + warp * 16 + g) * 128 + 4 * t;
+    // kSeg: the current step (from the loader's info word), its kind, and
+    // this thread's two key rows' segment ids (INT_MIN past kv_len: those
+    // keys' dK/dV are not stored and their K rows are zero).
+    int seg_m = 0, seg_kind = 0;
+    int seg_kid[2] = {0, 0};
+    if constexpr (kSeg) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key = key0 + 8 * r;
+        seg_kid[r] = key < p.kv_len ? __ldg(fp.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len + key) : INT_MIN;
+      }
+    }
 
     float dv[kD / 2];
     float dk[kD / 2];
@@ -547,8 +788,17 @@ __global__ void __launch_bounds__(384, 1)
       WgmmaCommit();
     };
     auto compute_p = [&](int it) {
-      const int m = m_of(it);
+      const int m = kSeg ? seg_m : m_of(it);
       const float* lse_s = sm.lse + (it % kStages) * kBlockM;
+      if constexpr (kSeg) {
+        // Mixed segments: -inf before the exp where the key's and query's ids
+        // differ (P = 0, so dS = 0), as the two-kernel extended path.
+        if (seg_kind == 2) {
+          const int lo[2] = {0, 0}, hi[2] = {kBlockM, kBlockM};
+          FwdMaskBlock<true>(s, 0, lo, hi, t, reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg) +
+                                                  (it % kStages) * kBlockM, seg_kid);
+        }
+      }
       ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
       if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
         MaskEarlierQueries<kBlockM>(s, m * kBlockM, t, key0);
@@ -702,6 +952,9 @@ __global__ void __launch_bounds__(384, 1)
               StShared64F(a, o.x + dqa[4 * j + 2 * r], o.y + dqa[4 * j + 2 * r + 1]);
             }
           }
+          if constexpr (kSeg) {
+            if (tid == 0) reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq] = seg_m;
+          }
           FenceProxyAsyncShared();
           MbarArrive(&dq_full[bq]);
         }
@@ -710,6 +963,9 @@ __global__ void __launch_bounds__(384, 1)
         for (int j = 0; j < 8; ++j) {
 #pragma unroll
           for (int r = 0; r < 2; ++r) StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);
+        }
+        if constexpr (kSeg) {
+          if (cw == 0 && tid == 0) reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq] = seg_m;
         }
         FenceProxyAsyncShared();
         MbarArrive(&dq_full[bq]);
@@ -722,8 +978,18 @@ __global__ void __launch_bounds__(384, 1)
     auto wait_full = [&](int it) { MbarWait(&sm.q_full[it % kStages], (it / kStages) & 1); };
 
     MbarWait(sm.kv_full, 0);
-    for (int it = 0; it < cta.m_count; ++it) {
+    int seg_steps = 0;  // kSeg: the steps taken (the loader's terminator ends the loop)
+    for (int it = 0; kSeg || it < cta.m_count; ++it) {
       wait_full(it);
+      if constexpr (kSeg) {
+        const int info = reinterpret_cast<const volatile int32_t*>(smem + Cfg::kOffInfo)[it % kStages];
+        if (info < 0) {
+          seg_steps = it;
+          break;
+        }
+        seg_m = info >> 2;
+        seg_kind = info & 3;
+      }
       gemm_s_dp(it);
       WgmmaWait<1>();  // S^T
       FenceRegs(s);
@@ -780,6 +1046,15 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
 
+    if constexpr (kSeg) {
+      // The writer's terminator: the next dQ buffer's slot = -1, arrived on by
+      // the threads that arrive on a staged step.
+      const int bq = seg_steps % kDqBufs;
+      MbarWait(&dq_empty[bq], ((seg_steps / kDqBufs) & 1) ^ 1);
+      if (cw == 0 && tid == 0) reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq] = -1;
+      if (!kSplitKeys || cw == 0) MbarArrive(&dq_full[bq]);
+    }
+
     // ---------------------------- epilogue ----------------------------
     StoreDkDvRows<kD, kD, kF16>(p, dk, dv, cta.b, cta.h, cta.hk, key0, t, 0);
   }
@@ -810,6 +1085,31 @@ __global__ void __launch_bounds__(256) AttnBwdFusedDqConvertKernel(const FusedBw
   o.x = PackPair<kF16>(v.x * sc, v.y * sc);
   o.y = PackPair<kF16>(v.z * sc, v.w * sc);
   *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.dq) + e) = o;
+}
+
+// kFusedOptSeg: fp.q_seg_range[b, m] = (min, max) of query segment ids
+// [64m, 64m + 64) and fp.kv_seg_range[b, n] of key ids [128n, 128n + 128)
+// (within the lengths), one thread per step or key block, before the fused
+// kernel.
+__global__ void __launch_bounds__(256) AttnBwdFusedSegRangeKernel(const FusedBwdParams fp) {
+  const BwdParams& p = fp.base;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nq = static_cast<int64_t>(p.batch) * fp.num_m;
+  const int num_n = (p.kv_len + 127) / 128;
+  if (idx >= nq + static_cast<int64_t>(p.batch) * num_n) return;
+  const bool q = idx < nq;
+  const int per = q ? fp.num_m : num_n, rows = q ? 64 : 128, len = q ? p.q_len : p.kv_len;
+  const int64_t k = q ? idx : idx - nq;
+  const int b = static_cast<int>(k / per), blk = static_cast<int>(k % per);
+  const int32_t* ids = (q ? fp.q_segments : fp.kv_segments) + static_cast<int64_t>(b) * len;
+  const int i1 = min(blk * rows + rows, len);
+  int mn = INT_MAX, mx = INT_MIN;
+  for (int i = blk * rows; i < i1; ++i) {
+    const int v = __ldg(ids + i);
+    mn = min(mn, v);
+    mx = max(mx, v);
+  }
+  (q ? fp.q_seg_range : fp.kv_seg_range)[k] = make_int2(mn, mx);
 }
 
 }  // namespace jaxdnn::attention::sm90

@@ -25,18 +25,24 @@ inline int64_t Sm90FusedBwdDqBlocks(int64_t q_len, int64_t head_dim) {
 //   delta:                    RoundUp64(B*H*q_len)
 //   dQ float32 accumulator:   B*H*num_m*64*D
 //   int32 semaphores:         RoundUp64(B*H*num_m)
+//   int32 (min, max) segment id per 64-query step and per 128-key block
+//   (segment ids only, sized always):
+//                             RoundUp64(2*B*num_m) + RoundUp64(2*B*ceil(kv_len/128))
 inline int64_t Sm90FusedBwdWorkspaceElems(const AttnShape& s) {
   auto round64 = [](int64_t x) { return (x + 63) / 64 * 64; };
   const int64_t num_m = Sm90FusedBwdDqBlocks(s.q_len, s.head_dim);
   int64_t n = round64(s.batch * s.heads * s.q_len) + s.batch * s.heads * num_m * 64 * s.head_dim +
-              round64(s.batch * s.heads * num_m);
+              round64(s.batch * s.heads * num_m) + round64(2 * s.batch * num_m) +
+              round64(2 * s.batch * ((s.kv_len + 127) / 128));
   if (s.heads != s.kv_heads) n += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
   return n;
 }
 
-// True when the fused backward handles this problem: exactly the support of
-// Sm90BackwardSupports (dense bf16/f16, head dim 64/128, causal only with
-// q_len == kv_len, compute capability 9.0, ...) and a workspace of at least
+// True when the fused backward handles this problem: the support of
+// Sm90BackwardSupports (bf16/f16, head dim 64/128, causal only with q_len ==
+// kv_len, compute capability 9.0, ...) with no mask feature but segment ids
+// on both sides (kFusedOptSeg; JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG=0 keeps
+// those on the two-kernel backward), and a workspace of at least
 // Sm90FusedBwdWorkspaceElems(p.shape) floats.
 bool Sm90FusedBackwardSupports(const AttnBwdArgs& p);
 
@@ -71,6 +77,8 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       2 Q/dO stages, 1 dQ buffer, its own step order and dQ staging layout
 //       (bits 1, 2 and 32 ignored, bit 4 applies: variants 128 and 132; 165 =
 //       128 | 37 runs as 132).
+// With segment ids the bits are ignored: 64-query steps, TMA first, rotated
+// dQ swizzle, 2 Q/dO stages at head dim 128 (4 at 64), 2 dQ buffers.
 // Bits 1, 2, 4 and 32 give the same results bit for bit (128 sums dQ over
 // other query blocks: rounding differs). -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 165 at head
