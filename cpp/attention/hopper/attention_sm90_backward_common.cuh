@@ -53,4 +53,16 @@ __device__ __forceinline__ float BwdLoad(const uint16_t* p) {
   }
 }
 
+// A masked loader's last Q/dO slot: no data, info -1, every lane arriving
+// with no bytes; it ends the consumers' step loop (the two-kernel dK/dV
+// kernel and the fused kernel's segment path).
+template <int kStages>
+__device__ __forceinline__ void PublishEndSlot(uint64_t* q_empty, uint64_t* q_full, int32_t* info_smem, int it,
+                                               int lane) {
+  const int st = it % kStages;
+  MbarWait(&q_empty[st], ((it / kStages) & 1) ^ 1);
+  if (lane == 0) info_smem[st] = -1;
+  MbarArrive(&q_full[st]);
+}
+
 }  // namespace jaxdnn::attention::sm90

@@ -146,11 +146,7 @@ __global__ void __launch_bounds__(384, 1)
             ++it;
           }
         }
-        // The terminator slot: no data, info -1 (every lane arrives, no bytes).
-        const int st = it % kStages;
-        MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
-        if (lane == 0) info_smem[st] = -1;
-        MbarArrive(&sm.q_full[st]);
+        PublishEndSlot<kStages>(sm.q_empty, sm.q_full, info_smem, it, lane);
       }
     } else if (threadIdx.x < 32) {
       const int lane = threadIdx.x;

@@ -437,11 +437,7 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
       ++it;
     }
   }
-  // The terminator slot: no data, info -1 (every lane arrives, no bytes).
-  const int st = it % kStages;
-  MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
-  if (lane == 0) info_smem[st] = -1;
-  MbarArrive(&sm.q_full[st]);
+  PublishEndSlot<kStages>(sm.q_empty, sm.q_full, info_smem, it, lane);
 }
 
 // kFusedOptSeg's dQ writer: takes the staged steps in the loader's order
