@@ -92,6 +92,18 @@ bool D256BlockN80() {
   return on;
 }
 
+// Wide kv blocks for head dim 128 dense non-causal calls (FA3 takes 176 keys
+// there): the per-block softmax, barrier and pipeline costs are spread over
+// more keys. JAXDNN_ATTENTION_SM90_D128_BLOCKN (read once): 128 (default until
+// measured), 160 or 176. Returns the variant bits (0, 32 + 64 or 32).
+int D128WideBits() {
+  static const int bits = [] {
+    const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_D128_BLOCKN");
+    return v == "176" ? 32 : v == "160" ? 32 + 64 : 0;
+  }();
+  return bits;
+}
+
 // Whether the problem uses a feature only the extended kernel path handles.
 bool NeedsExt(const AttnFwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
@@ -105,7 +117,7 @@ template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool k
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD, kBlockNOpt>;
   const AttnShape& s = a.shape;
-  // The 80-key kernel has no causal masking compiled in.
+  // The wide-block kernels have no causal masking compiled in.
   if (Cfg::kNonCausalOnly && a.mask_params.causal) return cudaErrorInvalidValue;
   CUtensorMap tq, tk, tv;
   cudaError_t err;
@@ -204,7 +216,9 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) ? 8 + 16 : 0);
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
-    if (!dynamic && D256BlockN80()) variant |= 32;  // ignored below unless dense non-causal d256
+    // Wide kv blocks: ignored below unless dense non-causal.
+    if (!dynamic && d == 256 && D256BlockN80()) variant |= 32;
+    if (!dynamic && d == 128) variant |= D128WideBits();
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   if ((variant & 8) != 0) {
@@ -230,10 +244,23 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
 #undef JAXDNN_SM90_DYNAMIC_CASE
     return cudaErrorInvalidValue;
   }
-  // Bit 32, 80-key blocks: head dim 256, dense (no ext), non-causal, static
-  // schedule; ignored (64-key blocks) for every other launch.
-  const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && !m.causal;
+  // Bit 32, wide kv blocks: dense (no ext), non-causal, static schedule; head
+  // dim 256: 80 keys; head dim 128: 176 keys, 160 with bit 64, pingpong and
+  // persistent CTAs only (variant 3, the non-causal default). Ignored (the
+  // head dim's default block) for every other launch.
+  const bool wide = (variant & 32) != 0 && !ext && !m.causal;
+  const bool blockn80 = wide && d == 256;
+  const bool wide128 = wide && d == 128 && (variant & 3) == 3;
+  const bool narrow160 = (variant & 64) != 0;
   variant &= 3;
+  if (wide128) {
+    if (narrow160) {
+      return f16 ? Launch<128, true, true, true, false, false, 160>(p, stream)
+                 : Launch<128, false, true, true, false, false, 160>(p, stream);
+    }
+    return f16 ? Launch<128, true, true, true, false, false, 176>(p, stream)
+               : Launch<128, false, true, true, false, false, 176>(p, stream);
+  }
   if (blockn80) {
 #define JAXDNN_SM90_N80_CASE(PP, PERS)                                                               \
   if (variant == (PP) + 2 * (PERS)) {                                                                \
