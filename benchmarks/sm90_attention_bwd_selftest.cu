@@ -26,13 +26,17 @@
 //   through the fused backward (attention_sm90_backward_fused.*): reference
 //   check of every fused variant (0-7; at head dim 64 also 8 and 12, the
 //   128-query steps, with a bytewise rerun; at head dim 128 also 128, 132 and
-//   165, the 80-query steps of the unordered mode, which causal cases and the
-//   ordered mode ignore), determinism = three runs compared bytewise,
+//   165, the 80-query steps of the unordered mode, which the ordered mode
+//   ignores, and for causal cases 144, 148 and 181, the 80-query steps from
+//   each key block's diagonal), determinism = three runs compared bytewise,
 //   and timings of the fused backward next to the two-kernel one.
 //   atomic, atomiccheck: as fused / fusedcheck with the fused kernel's
 //   unordered dQ mode (deterministic = false, JAXDNN_ATTENTION_SM90_BWD_ATOMIC
 //   set here): dK and dV must still be bit-identical across runs, dQ only
 //   close; timings next to the ordered fused kernel and the two-kernel one.
+//   The default launch (variant -1) drops bit 128 for causal calls unless
+//   JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 is set in the environment (then
+//   181); the explicit variants above run causal 80-query steps either way.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -255,6 +259,22 @@ int main(int argc, char** argv) {
       {2, 1000, 4, 1, 128, 0, false, true},
       {1, 1537, 4, 2, 128, 0, true, true},
       {1, 1537, 2, 2, 128, 0, false, true},
+      // Head dim 128 causal around 80 rows (the causal 80-query steps, bit 128
+      // at multiples of 80 and bit 16 from the diagonal: 1, 7 = one partial
+      // step; 79, 80, 81 = the first key block's diagonal over one or two
+      // steps; 161 = a second key block starting inside step 1 (128 = 80 +
+      // 48) and ending in a one-row step; 1000, 1537 = 8 and 13 key blocks,
+      // every diagonal offset 128n mod 80), GQA, both types.
+      {1, 1, 2, 1, 128, 1, false, true},
+      {1, 7, 2, 2, 128, 1, true, true},
+      {1, 79, 4, 2, 128, 1, false, true},
+      {2, 80, 2, 1, 128, 1, true, true},
+      {2, 81, 4, 2, 128, 1, false, true},
+      {1, 161, 4, 1, 128, 1, true, true},
+      {1, 161, 2, 2, 128, 1, false, true},
+      {2, 1000, 4, 2, 128, 1, true, true},
+      {1, 1537, 4, 2, 128, 1, false, true},
+      {1, 1537, 2, 1, 128, 1, true, true},
   };
   if (d256) {
     cases = {
@@ -478,12 +498,14 @@ int main(int argc, char** argv) {
       // and at head dim 64 the 128-query-step variants 8 and 12 (workspace
       // poisoned too: the ordered mode must not rely on a zeroed accumulator;
       // ordered: a second run compared bytewise).
-      // 80-query steps at head dim 128 (bit 128; 165 = 128 | 37 runs as 132).
+      // 80-query steps at head dim 128 (bit 128; 165 = 128 | 37 runs as 132);
+      // causal: bit 16 from each key block's diagonal (181 runs as 148).
       std::vector<int> check_vars;
       for (int var = 0; var < 64; ++var) check_vars.push_back(var);
-      for (int var : {128, 132, 165}) check_vars.push_back(var);
+      for (int var : {128, 132, 165, 144, 148, 181}) check_vars.push_back(var);
       for (int var : check_vars) {
         if (!fused && var >= 64) continue;
+        if (var > 128 && (var & 16) != 0 && !c.causal) continue;  // bit 16: causal only
         const bool wide = fused && c.D == 64 && (var == 8 || var == 12);
         // Workspace and dQ poisoned (the delta pass zeroes the rows the convert
         // kernel reads; rows past q_len take the padding rows' zero adds).
@@ -588,13 +610,15 @@ int main(int argc, char** argv) {
       // The step-order variants of the unordered kernel (bits: 1 = 3 stages
       // and 1 dQ buffer, 2 = dQ before dK's second half, 4 = TMA before
       // lse/delta, 8 = 128-query steps at head dim 64, 128 = 80-query steps at
-      // head dim 128, non-causal: 165 = 128 | 37 runs as 132), each against
-      // variant 0 timed in the same place.
+      // head dim 128: 165 = 128 | 37 runs as 132; causal also 181 = 165 | 16,
+      // the steps from each key block's diagonal), each against variant 0
+      // timed in the same place.
       const double t0 = time_fused(0);
       breakdown += "\n    unordered variants vs v0:";
-      for (int var : {5, 37, 165, 32, 12, 44, 2, 4, 6, 1, 3, 7, 8}) {
+      for (int var : {5, 37, 165, 181, 32, 12, 44, 2, 4, 6, 1, 3, 7, 8}) {
         if (c.D != 128 && (var & 1) != 0) continue;
         if (c.D != 64 && (var & 8) != 0) continue;
+        if (var == 181 && !c.causal) continue;  // = 165 when not causal
         const double t = time_fused(var);
         std::snprintf(buf, sizeof(buf), " v%d %.0fTF (x%.3f)", var, flops / (t * 1e-3) / 1e12, t0 / t);
         breakdown += buf;

@@ -37,7 +37,7 @@ bool FusedHeadMajor() {
 int EnvFusedVariant() {
   static const int v = [] {
     const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT");
-    return s.empty() ? -1 : std::atoi(s.c_str()) & (1 | 2 | 4 | 8 | 32 | 128);
+    return s.empty() ? -1 : std::atoi(s.c_str()) & (1 | 2 | 4 | 8 | 16 | 32 | 128);
   }();
   return v;
 }
@@ -50,17 +50,31 @@ int EnvFusedVariant() {
 //   head dim 64: 44 = 128-query steps, TMA first, rotated swizzle (12 was
 //     1.19-1.25x variant 0 in the self-test, -v18-bwd-wide-selftest.log; 44
 //     another 1.4-4.2% over 12 through jax).
-//   head dim 128, non-causal: 165 = 37 | 128, 80-query steps (runs as 132;
-//     causal calls ignore bit 128 and run 37): through jax fwd+bwd GPU-busy
-//     4-6% faster than 37 over seq 2k-16k (results/2026-11-22-h200-attention-
-//     v23-bwd-q80-*), which took the d128 backward from 1.01x to 1.05x cuDNN.
+//   head dim 128, non-causal: 165 = 37 | 128, 80-query steps (runs as 132):
+//     through jax fwd+bwd GPU-busy 4-6% faster than 37 over seq 2k-16k
+//     (results/2026-11-22-h200-attention-v23-bwd-q80-*), which took the d128
+//     backward from 1.01x to 1.05x cuDNN. Causal: 37 (the launch drops bit 128
+//     unless Q80CausalEnabled; with it 181, diagonal-aligned 80-query steps).
 // The ordered mode (deterministic) takes 32 at head dim 128 (checked against
 // the reference with bitwise reruns, not timed: the same instructions with
 // fewer bank conflicts) and keeps 0 at 64, whose variant 32 was not checked.
 int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
   if (const int v = EnvFusedVariant(); v >= 0) return v;
   if (ordered) return p.shape.head_dim == 128 ? 32 : 0;
+  if (p.shape.head_dim == 128 && p.mask_params.causal) return 181;  // 165 | 16; see Q80CausalEnabled
   return p.shape.head_dim == 128 ? 165 : 44;
+}
+
+// JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 (read once): the default launch
+// (variant -1, the environment's variant included) keeps bit 128 for causal
+// calls: 80-query steps, from each key block's diagonal (181 = 165 | 16)
+// unless the environment's variant says otherwise. Off (the default), causal
+// calls drop bit 128 and run 37: the causal 80-query steps are compile-only
+// (NOTES.md, attention v25) until an A/B against 37 decides. Explicit
+// variants (self-tests) honour bit 128 for causal calls either way.
+bool Q80CausalEnabled() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL") == "1";
+  return on;
 }
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
@@ -244,7 +258,8 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
 // Variant bits (see attention_sm90_backward_fused.h): 1 = 3 Q/dO stages and
 // 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst,
 // 8 = kFusedOptWideSteps (head dim 64; see LaunchFusedVariant), 128 =
-// kFusedOptQ80 (head dim 128, non-causal, unordered; see LaunchFusedVariant).
+// kFusedOptQ80 (head dim 128, unordered; see LaunchFusedVariant), 16 =
+// kFusedOptQ80Diag (with 128, causal).
 // kRot: 0 or sm90::kFusedOptDqRot (variant bit 32), added to every option set.
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kRot>
 cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
@@ -260,15 +275,23 @@ template <bool kOrdered, bool kF16, int kRot>
 cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const int d = static_cast<int>(p.shape.head_dim);
   if constexpr (!kOrdered) {
-    if (d == 128 && (variant & sm90::kFusedOptQ80) && !p.mask_params.causal) {
+    const bool causal = p.mask_params.causal;
+    if (d == 128 && (variant & sm90::kFusedOptQ80) && (!causal || p.shape.q_len == p.shape.kv_len)) {
       // 80-query steps: 2 Q/dO stages and 1 dQ buffer (226 KB of shared
       // memory); own step order and dQ layout (bits 1, 2, 32 ignored: the same
-      // kernel for either kRot), bit 4 (TMA first) applies. Causal and the
-      // ordered mode ignore bit 128 (the 64-query variant of the other bits).
+      // kernel for either kRot), bit 4 (TMA first) applies. Causal (top-left,
+      // q_len == kv_len; the default launch only with Q80CausalEnabled): bit 16
+      // starts each key block's steps at its diagonal (kFusedOptQ80Diag), else
+      // at multiples of 80. The ordered mode ignores bit 128 (the 64-query
+      // variant of the other bits).
       constexpr int kQ80 = sm90::kFusedOptQ80;
+      constexpr int kDiag = sm90::kFusedOptQ80Diag;
+      const bool diag = causal && (variant & kDiag) != 0;
       if (variant & sm90::kFusedOptTmaFirst) {
+        if (diag) return LaunchFused<128, kF16, 2, 1, false, kQ80 | kDiag | sm90::kFusedOptTmaFirst>(p, stream);
         return LaunchFused<128, kF16, 2, 1, false, kQ80 | sm90::kFusedOptTmaFirst>(p, stream);
       }
+      if (diag) return LaunchFused<128, kF16, 2, 1, false, kQ80 | kDiag>(p, stream);
       return LaunchFused<128, kF16, 2, 1, false, kQ80>(p, stream);
     }
   }
@@ -313,7 +336,11 @@ cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int
 
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const bool ordered = Sm90FusedBackwardOrdered(p);
-  if (variant < 0) variant = DefaultFusedVariant(p, ordered);
+  if (variant < 0) {
+    variant = DefaultFusedVariant(p, ordered);
+    // Causal 80-query steps only behind the switch (not yet measured).
+    if (p.mask_params.causal && !Q80CausalEnabled()) variant &= ~sm90::kFusedOptQ80;
+  }
   const bool f16 = p.dtype == ffi::DataType::F16;
   if (ordered) {
     return f16 ? LaunchFusedVariantRot<true, true>(p, stream, variant)

@@ -57,8 +57,9 @@
 // S^T, dP^T -> P^T -> dS^T -> pack both -> dS stores -> dV -> barrier -> dQ
 // -> dK -> stage dQ under dK.
 //
-// 80-query steps (kOpts bit kFusedOptQ80, D = 128, non-causal, unordered dQ
-// only, opt-in): FlashAttention-3's hdim128 non-causal tiling. S^T, dP^T are
+// 80-query steps (kOpts bit kFusedOptQ80, D = 128, unordered dQ only,
+// opt-in): FlashAttention-3's hdim128 non-causal tiling (causal below, not
+// yet run on a GPU). S^T, dP^T are
 // m64n80k16 (64 keys x 80 queries per warpgroup), dV and dK RS with K = 80.
 // A 64-row wgmma cannot produce 80 dQ rows, so dQ is formed transposed:
 // consumer warpgroup cw computes dQ^T[64cw, +64)[80 queries] = K^T dS^T over
@@ -72,6 +73,16 @@
 // kernel is the unrotated 64-query one (fp.num_m counts 64-row blocks
 // covering ceil(q_len / 80) * 80 rows). FA3 step order as for wide steps;
 // 2 stages, 1 dQ buffer (226 KB of shared memory).
+// Causal (top-left, q_len == kv_len; compile-only, NOTES.md v25): steps stay
+// at multiples of 80 and key block n starts at step floor(128n / 80), the one
+// holding its first key's diagonal query; MaskEarlierQueries zeroes P^T on
+// every step with a query below the block's last key (80m < 128n + 128: 2-3
+// steps), including the rows of the first step before 128n. With
+// kFusedOptQ80Diag the steps of key block n start at its diagonal instead,
+// 128n + 80i (multiples of 16, so the staging key row & 7 still matches the
+// accumulator's): no rows before the diagonal, exactly 2 masked steps, and
+// the last step's rows past q_len are not added (its reduce-add is cut at
+// q_len: the accumulator covers ceil(q_len / 80) * 80 rows, not q_len + 79).
 //
 // Ordering with causal masking (q_len == kv_len, the only causal case): key
 // block n covers query blocks m >= 2n (64-query blocks, 128-key blocks), so
@@ -296,8 +307,11 @@ constexpr int kFusedOptDqFirst = 2;
 constexpr int kFusedOptTmaFirst = 4;
 constexpr int kFusedOptWideSteps = 8;
 constexpr int kFusedOptDqRot = 32;
-// kFusedOptQ80: D = 128, non-causal, unordered: 80-query steps (see the header).
+// kFusedOptQ80: D = 128, unordered: 80-query steps (see the header).
 constexpr int kFusedOptQ80 = 128;
+// kFusedOptQ80Diag: with kFusedOptQ80, causal: each key block's 80-query
+// steps start at its diagonal row (see the header); no effect non-causal.
+constexpr int kFusedOptQ80Diag = 16;
 // kFusedOptSeg: segment ids (packed documents; see "Segments" in the header).
 // 64-query steps only (not with kFusedOptWideSteps, kFusedOptQ80, or the
 // kFusedOptDqFirst order).
@@ -320,6 +334,18 @@ __device__ __forceinline__ uint32_t Q80DsOffset(int key, int query) {
 template <int kD>
 __device__ __forceinline__ uint32_t Q80DqOffset(int row, int col) {
   return row * (kD * 4) + ((((col >> 2) ^ (row & 7))) << 4) + (col & 3) * 4;
+}
+// kFusedOptQ80Diag, causal: key block n walks ceil((q_len - 128n) / 80)
+// steps counted from 0 (first query row Q80DiagRow0); otherwise `c` as it is.
+template <bool kDiag, int kBlockN, int kBlockM>
+__device__ __forceinline__ BwdKeyBlock Q80DiagSteps(const BwdParams& p, BwdKeyBlock c) {
+  if constexpr (kDiag) {
+    if (p.causal) {
+      c.m_begin = 0;
+      c.m_count = (p.q_len - c.n_block * kBlockN + kBlockM - 1) / kBlockM;  // q_len == kv_len > 128n
+    }
+  }
+  return c;
 }
 
 // The dQ staging stores are 8 bytes per lane, which the hardware serves per
@@ -519,6 +545,7 @@ __global__ void __launch_bounds__(384, 1)
                            const FusedBwdParams fp) {
   constexpr bool kWide = (kOpts & kFusedOptWideSteps) != 0;
   constexpr bool kQ80 = (kOpts & kFusedOptQ80) != 0;
+  constexpr bool kQ80Diag = kQ80 && (kOpts & kFusedOptQ80Diag) != 0;
   constexpr bool kSeg = (kOpts & kFusedOptSeg) != 0;
   static_assert(!kQ80 || !kOrdered, "80-query steps: unordered dQ only");
   static_assert(!kSeg || !(kWide || kQ80 || (kOpts & kFusedOptDqFirst)), "segments: 64-query steps, default order");
@@ -543,20 +570,28 @@ __global__ void __launch_bounds__(384, 1)
   // the header). Unordered with fp.head_major: see FusedBwdParams.
   const bool head_major = !kOrdered && fp.head_major != 0;
   const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
-  const BwdKeyBlock cta = BwdKeyBlockAt<kBlockN, kBlockM>(
-      p, head_major ? static_cast<int>(blockIdx.x % num_n) : static_cast<int>(blockIdx.y),
-      head_major ? static_cast<int>(blockIdx.x / num_n) : static_cast<int>(blockIdx.x), [&] {
-        // fp.num_m counts 64-row blocks; wide steps are 128 rows; 80-query
-        // steps cover q_len (fp.num_m may count more rows).
-        if constexpr (kQ80) return (p.q_len + kBlockM - 1) / kBlockM;
-        return kWide ? (fp.num_m + 1) / 2 : fp.num_m;
-      });
+  const BwdKeyBlock cta = Q80DiagSteps<kQ80Diag, kBlockN, kBlockM>(
+      p, BwdKeyBlockAt<kBlockN, kBlockM>(
+             p, head_major ? static_cast<int>(blockIdx.x % num_n) : static_cast<int>(blockIdx.y),
+             head_major ? static_cast<int>(blockIdx.x / num_n) : static_cast<int>(blockIdx.x), [&] {
+               // fp.num_m counts 64-row blocks; wide steps are 128 rows; 80-query
+               // steps cover q_len (fp.num_m may count more rows).
+               if constexpr (kQ80) return (p.q_len + kBlockM - 1) / kBlockM;
+               return kWide ? (fp.num_m + 1) / 2 : fp.num_m;
+             }));
   // The query block (step) of `it` (loader, dQ writer and consumers alike).
   const int m_rot = head_major && cta.m_count > 0 ? cta.n_block % cta.m_count : 0;
   auto m_of = [&](int it) {
     int r = it + m_rot;
     if (r >= cta.m_count) r -= cta.m_count;
     return cta.m_begin + r;
+  };
+  // The first query row of step m: m * kBlockM, or with kQ80Diag (causal)
+  // from the key block's diagonal row.
+  const int diag_row0 = kQ80Diag && p.causal ? cta.n_block * kBlockN : 0;
+  auto row_of = [&](int m) {
+    if constexpr (kQ80Diag) return diag_row0 + m * kBlockM;
+    return m * kBlockM;
   };
 
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
@@ -595,14 +630,14 @@ __global__ void __launch_bounds__(384, 1)
           // lane's lse/delta stores and one arrival each (count 32 as before).
           if (lane == 0) {
             MbarExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-            TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
-            TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+            TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, row_of(m), cta.b);
+            TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, row_of(m), cta.b);
           }
         }
 #pragma unroll
         for (int e = 0; e < (kBlockM + 31) / 32; ++e) {
           if (kBlockM % 32 != 0 && lane + 32 * e >= kBlockM) break;  // 80-query steps: 2.5 rounds
-          const int qi = m * kBlockM + lane + 32 * e;
+          const int qi = row_of(m) + lane + 32 * e;
           const bool in = qi < p.q_len;
           sm.lse[st * kBlockM + lane + 32 * e] = in ? lse_row[qi] * kLog2e : INFINITY;
           sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
@@ -611,8 +646,8 @@ __global__ void __launch_bounds__(384, 1)
           MbarArrive(&sm.q_full[st]);
         } else if (lane == 0) {
           MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, row_of(m), cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, row_of(m), cta.b);
         } else {
           MbarArrive(&sm.q_full[st]);
         }
@@ -630,8 +665,15 @@ __global__ void __launch_bounds__(384, 1)
         for (int it = 0; it < cta.m_count; ++it) {
           const int bq = it % kDqBufs;
           MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
-          BulkReduceAddF32S2G(accum + static_cast<int64_t>(m_of(it)) * kBlockM * kD, dq_smem + bq * Cfg::kDqBytes,
-                              Cfg::kDqBytes);
+          if constexpr (kQ80Diag) {
+            // Cut at q_len (the step may end past the accumulator's rows).
+            const int row = row_of(m_of(it));
+            BulkReduceAddF32S2G(accum + static_cast<int64_t>(row) * kD, dq_smem + bq * Cfg::kDqBytes,
+                                static_cast<uint32_t>(min(kBlockM, p.q_len - row)) * (kD * 4));
+          } else {
+            BulkReduceAddF32S2G(accum + static_cast<int64_t>(m_of(it)) * kBlockM * kD, dq_smem + bq * Cfg::kDqBytes,
+                                Cfg::kDqBytes);
+          }
           BulkCommit();
           BulkWaitRead0();
           MbarArrive(&dq_empty[bq]);
@@ -797,8 +839,8 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
       ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
-      if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
-        MaskEarlierQueries<kBlockM>(s, m * kBlockM, t, key0);
+      if (p.causal && row_of(m) < (cta.n_block + 1) * kBlockN) {
+        MaskEarlierQueries<kBlockM>(s, row_of(m), t, key0);
       }
       // FA3 order: P^T stays float until dS^T is done (fewer live registers).
       if constexpr (!kFa3Order) PackFragments<kF16, kBlockM>(s, pa);

@@ -72,19 +72,26 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       step order (bit 2 ignored, bit 4 applies: variants 8 and 12),
 //   32 = the dQ staging swizzle keyed by the row rotated one bit (no 2-way
 //       bank conflicts on the 8-byte staging stores),
-//   128 = head dim 128, non-causal, unordered mode only (ignored otherwise):
-//       80-query steps (FA3's hdim128 non-causal tiling: dQ^T = K^T dS^T),
-//       2 Q/dO stages, 1 dQ buffer, its own step order and dQ staging layout
-//       (bits 1, 2 and 32 ignored, bit 4 applies: variants 128 and 132; 165 =
-//       128 | 37 runs as 132).
+//   128 = head dim 128, unordered mode only (ignored otherwise): 80-query
+//       steps (FA3's hdim128 non-causal tiling: dQ^T = K^T dS^T), 2 Q/dO
+//       stages, 1 dQ buffer, its own step order and dQ staging layout (bits
+//       1, 2 and 32 ignored, bit 4 applies: variants 128 and 132; 165 = 128 |
+//       37 runs as 132). Causal calls (top-left, q_len == kv_len) too:
+//       steps at multiples of 80, key block n from step floor(128n / 80)
+//       (compile-only, NOTES.md attention v25),
+//   16 = with 128, causal only: each key block's 80-query steps start at its
+//       diagonal row 128n (no rows before it; the last step's reduce-add is
+//       cut at q_len): variants 144, 148; 181 = 165 | 16 runs as 148.
 // With segment ids the bits are ignored: 64-query steps, TMA first, rotated
 // dQ swizzle, 2 Q/dO stages at head dim 128 (4 at 64), 2 dQ buffers.
 // Bits 1, 2, 4 and 32 give the same results bit for bit (128 sums dQ over
 // other query blocks: rounding differs). -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 165 at head
-// dim 128 (37 when causal) and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
-// ordered one. (Adding dQ from registers with L2 reductions instead of staging
-// it measured 0.76-0.98x variant 0 and was removed; NOTES.md, attention v18.)
+// dim 128 (181 when causal) and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
+// ordered one; then, for causal calls, bit 128 is dropped (37 runs) unless
+// JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 (read once): explicit variants keep
+// it. (Adding dQ from registers with L2 reductions instead of staging it
+// measured 0.76-0.98x variant 0 and was removed; NOTES.md, attention v18.)
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention
