@@ -10,7 +10,7 @@ once per process; see gpu_run_tests_ab.sh). Per implementation and case:
   wall: the harness's host-timed figure (time_jax / time_torch).
 
   python3 benchmarks/kernel_timing.py --attention [--seqs 2048,4096] [--dim 128]
-      [--impls jaxdnn,cudnn] [--causal 0,1] [--out FILE.json]
+      [--impls jaxdnn,cudnn] [--causal 0,1] [--ops fwd,fwd+bwd] [--out FILE.json]
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _row(table, case, name, t, flops):
 
 
 def attention(table, seqs=(2048, 4096, 8192, 16384), dim=128, heads=16, impls=("jaxdnn", "cudnn"),
-              causals=(False, True)):
+              causals=(False, True), ops=("fwd", "fwd+bwd")):
   for seq in seqs:
     for causal in causals:
       batch = 16384 // seq
@@ -79,7 +79,10 @@ def attention(table, seqs=(2048, 4096, 8192, 16384), dim=128, heads=16, impls=("
         else:
           att = lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=causal,
                                                              implementation="cudnn")
-        _row(table, case + " fwd", name, time_gpu_jax(jax.jit(att), q, kk, v), flops)
+        if "fwd" in ops:
+          _row(table, case + " fwd", name, time_gpu_jax(jax.jit(att), q, kk, v), flops)
+        if "fwd+bwd" not in ops:
+          continue
 
         def fb(q, k, v, att=att):
           o, vjp = jax.vjp(att, q, k, v)
@@ -94,13 +97,14 @@ def main():
   ap.add_argument("--dim", type=int, default=128, help="head dim (16 heads, batch x seq = 16k)")
   ap.add_argument("--impls", default="jaxdnn,cudnn")
   ap.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
+  ap.add_argument("--ops", default="fwd,fwd+bwd", help="fwd, fwd+bwd or both")
   ap.add_argument("--out")
   a = ap.parse_args()
   table = []
   print("device:", jax.devices()[0].device_kind, flush=True)
   if a.attention:
     attention(table, seqs=[int(x) for x in a.seqs.split(",")], dim=a.dim, impls=a.impls.split(","),
-              causals=[bool(int(c)) for c in a.causal.split(",")])
+              causals=[bool(int(c)) for c in a.causal.split(",")], ops=a.ops.split(","))
   if a.out:
     with open(a.out, "w") as f:
       json.dump(dict(device=jax.devices()[0].device_kind, rows=table), f, indent=1)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "attention/hopper/attention_sm90_forward.cuh"
@@ -104,6 +105,21 @@ int D128WideBits() {
   return bits;
 }
 
+// Lazy O rescaling in the forward's online softmax (see FwdParams):
+// JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
+// units (e.g. 8: P up to 256 before normalization), or "always" (every block
+// rescales, the classic online softmax). Default: always, until measured.
+float RescaleThreshold() {
+  static const float threshold = [] {
+    const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_FWD_RESCALE");
+    if (v.empty() || v == "always") return -1.f;
+    char* end = nullptr;
+    const float t = std::strtof(v.c_str(), &end);
+    return end != v.c_str() && t >= 0.f && t <= 16.f ? t : -1.f;
+  }();
+  return threshold;
+}
+
 // Whether the problem uses a feature only the extended kernel path handles.
 bool NeedsExt(const AttnFwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
@@ -135,6 +151,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   p.num_m_blocks = static_cast<int>((s.q_len + Cfg::kBlockM - 1) / Cfg::kBlockM);
   p.causal = a.mask_params.causal ? 1 : 0;
   p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
+  p.rescale_threshold = RescaleThreshold();
   p.out = a.out;
   p.lse = a.lse;
   // The float32 workspace's first element, as the int32 claim counter.

@@ -82,6 +82,12 @@ struct FwdParams {
   int num_m_blocks;
   int causal;
   float scale_log2;  // softmax scale * log2(e)
+  // Lazy rescaling (log2 units): a warp keeps its rows' running maxima, and
+  // skips rescaling O, until some row's block maximum exceeds its running
+  // maximum by more than this (P then reaches at most 2^threshold before the
+  // final normalization, harmless in float32 and 16-bit P). Negative: rescale
+  // on every block (the classic online softmax).
+  float rescale_threshold;
   void* out;         // [batch, q_len, heads, head_dim]
   float* lse;        // [batch, heads, q_len]
   FwdMaskParams mask;  // the extended path's features (kExt); unused by the dense path
@@ -408,6 +414,8 @@ __global__ void __launch_bounds__(384, 1)
     float s[kBlockN / 2];
     uint32_t pa[kBlockN / 16][4];
     float row_max[2], row_sum[2], corr[2];
+    bool rescale = true;  // warp-uniform: this block moved the warp's maxima
+    const float rescale_threshold = p.rescale_threshold;
 
     auto gemm_s = [&](int st) {
       const uint32_t kb = k_base + st * Cfg::kKVBytes;
@@ -430,20 +438,31 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (!Cfg::kOInQ) release(q_empty);
     };
     // Online softmax of s in place (s becomes P, unnormalized); corr = factor
-    // for the previous O and row sums.
+    // for the previous O and row sums. With lazy rescaling (see FwdParams) the
+    // warp keeps its maxima unless one grew past the threshold: then corr = 1
+    // and rescale_o is skipped (the final O / sum and lse use the same maxima).
     auto softmax = [&]() {
+      float mx[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = row_max[r];
+        float m = row_max[r];
 #pragma unroll
         for (int j = 0; j < kBlockN / 8; ++j) {
-          mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+          m = fmaxf(m, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_scaled = mx == -INFINITY ? 0.f : mx * scale_log2;
-        corr[r] = exp2f(row_max[r] * scale_log2 - m_scaled);
-        row_max[r] = mx;
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        mx[r] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      }
+      // -inf to finite compares as +inf (grows); -inf to -inf as NaN (does not).
+      const bool grows = (mx[0] - row_max[0]) * scale_log2 > rescale_threshold ||
+                         (mx[1] - row_max[1]) * scale_log2 > rescale_threshold;
+      rescale = __any_sync(0xffffffffu, grows);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_new = rescale ? mx[r] : row_max[r];
+        const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+        corr[r] = rescale ? exp2f(row_max[r] * scale_log2 - m_scaled) : 1.f;
+        row_max[r] = m_new;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < kBlockN / 8; ++j) {
@@ -458,6 +477,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
     auto rescale_o = [&]() {
+      if (!rescale) return;
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j) {
         o[4 * j + 0] *= corr[0];
