@@ -53,8 +53,10 @@ int EnvFusedVariant() {
 //   head dim 128, non-causal: 165 = 37 | 128, 80-query steps (runs as 132):
 //     through jax fwd+bwd GPU-busy 4-6% faster than 37 over seq 2k-16k
 //     (results/2026-11-22-h200-attention-v23-bwd-q80-*), which took the d128
-//     backward from 1.01x to 1.05x cuDNN. Causal: 37 (the launch drops bit 128
-//     unless Q80CausalEnabled; with it 181, diagonal-aligned 80-query steps).
+//     backward from 1.01x to 1.05x cuDNN. Causal: 181 = 165 | 16, 80-query
+//     steps from each key block's diagonal: through jax causal fwd+bwd GPU-busy
+//     2-5% faster than 37 over seq 2k-16k, two alternating rounds
+//     (results/2026-11-22-h200-attention-v25-ab.txt).
 // The ordered mode (deterministic) takes 32 at head dim 128 (checked against
 // the reference with bitwise reruns, not timed: the same instructions with
 // fewer bank conflicts) and keeps 0 at 64, whose variant 32 was not checked.
@@ -65,15 +67,14 @@ int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
   return p.shape.head_dim == 128 ? 165 : 44;
 }
 
-// JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 (read once): the default launch
-// (variant -1, the environment's variant included) keeps bit 128 for causal
-// calls: 80-query steps, from each key block's diagonal (181 = 165 | 16)
-// unless the environment's variant says otherwise. Off (the default), causal
-// calls drop bit 128 and run 37: the causal 80-query steps are compile-only
-// (NOTES.md, attention v25) until an A/B against 37 decides. Explicit
-// variants (self-tests) honour bit 128 for causal calls either way.
+// The default launch (variant -1, the environment's variant included) keeps
+// bit 128 for causal calls: 80-query steps, from each key block's diagonal
+// (181 = 165 | 16) unless the environment's variant says otherwise.
+// JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=0 (read once) drops bit 128 for causal
+// calls (37 runs, 64-query steps), for A/Bs. Explicit variants (self-tests)
+// honour bit 128 for causal calls either way.
 bool Q80CausalEnabled() {
-  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL") == "1";
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL") != "0";
   return on;
 }
 

@@ -88,8 +88,8 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 // other query blocks: rounding differs). -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 165 at head
 // dim 128 (181 when causal) and 44 at 64 in the unordered mode, 32 at 128 and 0 at 64 in the
-// ordered one; then, for causal calls, bit 128 is dropped (37 runs) unless
-// JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 (read once): explicit variants keep
+// ordered one; then, for causal calls, bit 128 is dropped (37 runs) if
+// JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=0 (read once): explicit variants keep
 // it. (Adding dQ from registers with L2 reductions instead of staging it
 // measured 0.76-0.98x variant 0 and was removed; NOTES.md, attention v18.)
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
