@@ -93,35 +93,21 @@ bool D256BlockN80() {
   return on;
 }
 
-// Wide kv blocks for head dim 128 dense non-causal calls (FA3 takes 176 keys
-// there): the per-block softmax, barrier and pipeline costs are spread over
-// more keys. JAXDNN_ATTENTION_SM90_D128_BLOCKN (read once): 128 (default until
-// measured), 160 or 176. Returns the variant bits (0, 32 + 64 or 32).
-int D128WideBits() {
-  static const int bits = [] {
-    const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_D128_BLOCKN");
-    return v == "176" ? 32 : v == "160" ? 32 + 64 : 0;
-  }();
-  return bits;
-}
-
 // Lazy O rescaling in the forward's online softmax (see FwdParams):
 // JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
-// units (default 8: P up to 256 before normalization), or "always" (every
-// block rescales, the classic online softmax). On an H200 through jax, two
-// alternating rounds, head dim 128 seq 2k-16k causal and not, threshold 8 took
-// the forward's GPU-busy time down about 2% (geomean; per case -6% to +9%,
-// the s8192 cases 5% both rounds), results/2026-11-22-h200-attention-v25-ab.txt.
-float RescaleThreshold() {
-  static const float threshold = [] {
-    const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_FWD_RESCALE");
-    if (v.empty()) return 8.f;
-    if (v == "always") return -1.f;
-    char* end = nullptr;
-    const float t = std::strtof(v.c_str(), &end);
-    return end != v.c_str() && t >= 0.f && t <= 16.f ? t : -1.f;
-  }();
-  return threshold;
+// units (8: P up to 256 before normalization), or "always" (every block
+// rescales, the classic online softmax). Default: 8 at head dims 128 and 256,
+// always at 64. On an H200 (2026-11-22), alternating processes: the forward
+// self-test, three rounds at d128: +0.8-1.4% on every seq 2k-16k case, causal
+// or not; two rounds at d256: +3-5% non-causal, +6-9% causal; at d64 -1 to -3%
+// non-causal, +1% causal (results/2026-11-22-h200-attention-v25-ab.txt).
+float RescaleThreshold(int head_dim) {
+  static const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_FWD_RESCALE");
+  if (v.empty()) return head_dim == 64 ? -1.f : 8.f;
+  if (v == "always") return -1.f;
+  char* end = nullptr;
+  const float t = std::strtof(v.c_str(), &end);
+  return end != v.c_str() && t >= 0.f && t <= 16.f ? t : -1.f;
 }
 
 // Whether the problem uses a feature only the extended kernel path handles.
@@ -137,7 +123,7 @@ template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool k
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD, kBlockNOpt>;
   const AttnShape& s = a.shape;
-  // The wide-block kernels have no causal masking compiled in.
+  // The 80-key kernel has no causal masking compiled in.
   if (Cfg::kNonCausalOnly && a.mask_params.causal) return cudaErrorInvalidValue;
   CUtensorMap tq, tk, tv;
   cudaError_t err;
@@ -155,7 +141,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   p.num_m_blocks = static_cast<int>((s.q_len + Cfg::kBlockM - 1) / Cfg::kBlockM);
   p.causal = a.mask_params.causal ? 1 : 0;
   p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
-  p.rescale_threshold = RescaleThreshold();
+  p.rescale_threshold = RescaleThreshold(kD);
   p.out = a.out;
   p.lse = a.lse;
   // The float32 workspace's first element, as the int32 claim counter.
@@ -237,9 +223,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) ? 8 + 16 : 0);
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
-    // Wide kv blocks: ignored below unless dense non-causal.
-    if (!dynamic && d == 256 && D256BlockN80()) variant |= 32;
-    if (!dynamic && d == 128) variant |= D128WideBits();
+    if (!dynamic && D256BlockN80()) variant |= 32;  // ignored below unless dense non-causal d256
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   if ((variant & 8) != 0) {
@@ -265,23 +249,10 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
 #undef JAXDNN_SM90_DYNAMIC_CASE
     return cudaErrorInvalidValue;
   }
-  // Bit 32, wide kv blocks: dense (no ext), non-causal, static schedule; head
-  // dim 256: 80 keys; head dim 128: 176 keys, 160 with bit 64, pingpong and
-  // persistent CTAs only (variant 3, the non-causal default). Ignored (the
-  // head dim's default block) for every other launch.
-  const bool wide = (variant & 32) != 0 && !ext && !m.causal;
-  const bool blockn80 = wide && d == 256;
-  const bool wide128 = wide && d == 128 && (variant & 3) == 3;
-  const bool narrow160 = (variant & 64) != 0;
+  // Bit 32, 80-key blocks: head dim 256, dense (no ext), non-causal, static
+  // schedule; ignored (64-key blocks) for every other launch.
+  const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && !m.causal;
   variant &= 3;
-  if (wide128) {
-    if (narrow160) {
-      return f16 ? Launch<128, true, true, true, false, false, 160>(p, stream)
-                 : Launch<128, false, true, true, false, false, 160>(p, stream);
-    }
-    return f16 ? Launch<128, true, true, true, false, false, 176>(p, stream)
-               : Launch<128, false, true, true, false, false, 176>(p, stream);
-  }
   if (blockn80) {
 #define JAXDNN_SM90_N80_CASE(PP, PERS)                                                               \
   if (variant == (PP) + 2 * (PERS)) {                                                                \

@@ -97,21 +97,18 @@ struct FwdParams {
                        // (more greedy), 0 right after its Q load (the atomic's latency hidden)
 };
 
-// kBlockNOpt: 0 = the head dim's default kv block; otherwise a wide block for
-// dense non-causal launches only (see the header comment): 80 keys at head dim
-// 256, 160 or 176 at head dim 128.
+// kBlockNOpt: 0 = the head dim's default kv block; 80 = 80-key blocks at head
+// dim 256 (dense non-causal launches only, see the header comment).
 template <int kD, int kBlockNOpt = 0>
 struct FwdConfig {
   static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
-  static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80) ||
-                    (kD == 128 && (kBlockNOpt == 160 || kBlockNOpt == 176)),
-                "wide kv blocks: 80 keys at head dim 256, 160 or 176 at head dim 128");
+  static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80), "80-key blocks at head dim 256 only");
   static constexpr int kThreads = 384;
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows
   // Head dim 256: 64-row kv blocks, so that Q and a 2-stage K/V ring fit in
   // shared memory (and S, 32 registers, fits beside the 128 of O).
   static constexpr int kBlockN = kBlockNOpt != 0 ? kBlockNOpt : kD == 256 ? 64 : 128;
-  // Wide blocks run only non-causal (the diagonal would cut them).
+  // 80-key blocks run only non-causal (the diagonal would cut 80-key blocks).
   static constexpr bool kNonCausalOnly = kBlockNOpt != 0;
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
@@ -120,16 +117,11 @@ struct FwdConfig {
   // O is staged for the epilogue in its own buffer, or (head dim 256: no room
   // for one) in Q's, which then must stay unloaded until the staging is read.
   static constexpr bool kOInQ = kD == 256;
-  // Head dim 128 with 176-key blocks: Q and the K/V ring take 208 KB, leaving
-  // no room for a 32 KB O buffer, so the epilogue stores O straight from
-  // registers (16-byte row pieces per quad of lanes; the stores are a small
-  // part of a tile that runs 12 or more kv blocks).
-  static constexpr bool kODirect = kD == 128 && kBlockN > 160;
   static constexpr int kOffQ = 0;
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKVBytes;
   static constexpr int kOffO = kOInQ ? kOffQ : kOffV + kStages * kKVBytes;  // epilogue staging
-  static constexpr int kOffBar = kOInQ || kODirect ? kOffV + kStages * kKVBytes : kOffO + kQBytes;
+  static constexpr int kOffBar = kOInQ ? kOffV + kStages * kKVBytes : kOffO + kQBytes;
   static constexpr int kNumBars = 2 + 4 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;  // + alignment slack
   // Extended path: per ring stage, the block's info word and its kBlockN key segment ids.
@@ -154,8 +146,7 @@ struct FwdConfig {
   static_assert(kProducerRegs + 2 * kConsumerRegs <= 3 * 168, "register split");
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
   static_assert(kSmemBytesExt <= 227 * 1024, "shared memory per CTA");
-  // 80-key blocks at head dim 256 and 160-key blocks at head dim 128: 224 KB of
-  // tiles + barriers = 230480 bytes.
+  // 80-key blocks at head dim 256: 224 KB of tiles + barriers = 230480 bytes.
   static_assert(kSmemBytes <= 227 * 1024 && kSmemBytesDynamic <= 227 * 1024, "shared memory per CTA");
   // TMA boxes and the 128-byte swizzle: every K/V panel (kBlockN rows of 128
   // bytes) starts on a 1024-byte swizzle atom (80 rows = 10 atoms).
@@ -174,16 +165,15 @@ struct FwdConfig {
 // segments); the dense instantiations (kExt = false) compile as before.
 // kDynamic (with kPersistent): tiles claimed through p.tile_counter (see the
 // header comment); off, every instantiation compiles as before.
-// kBlockNOpt = 80 (head dim 256) or 160 / 176 (head dim 128), dense and
-// non-causal only (the launcher ignores the request elsewhere): wide kv
-// blocks; 0 compiles as before.
+// kBlockNOpt = 80 (head dim 256, dense, non-causal: the launcher ignores the
+// request elsewhere): 80-key blocks; 0 compiles as before.
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false,
           int kBlockNOpt = 0>
 __global__ void __launch_bounds__(384, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
   using Cfg = FwdConfig<kD, kBlockNOpt>;
-  static_assert(!Cfg::kNonCausalOnly || (!kExt && !kDynamic), "wide kv blocks: the dense static path only");
+  static_assert(!Cfg::kNonCausalOnly || (!kExt && !kDynamic), "80-key blocks: the dense static path only");
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
 
@@ -621,7 +611,7 @@ __global__ void __launch_bounds__(384, 1)
         kv_it = prev + 1;
       } else {
         const int n_blocks = tl.n_blocks;
-        // Wide kv blocks: causal is compiled out (the launcher never asks for it).
+        // 80-key blocks: causal is compiled out (the launcher never asks for it).
         const bool causal = !Cfg::kNonCausalOnly && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
         if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile
@@ -712,25 +702,6 @@ __global__ void __launch_bounds__(384, 1)
           p.lse[(static_cast<int64_t>(tl.b) * p.heads + tl.h) * p.q_len + row] =
               empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
         }
-      }
-      if constexpr (Cfg::kODirect) {
-        // No O buffer: each quad of lanes writes 16 contiguous bytes of a row
-        // per column block (the tile's 32 KB reach L2 as whole rows once the
-        // quad's neighbours are written).
-        uint16_t* out = static_cast<uint16_t*>(p.out);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = row0 + 8 * r;
-          if (row < p.q_len) {
-            uint16_t* out_row = out + ((static_cast<int64_t>(tl.b) * p.q_len + row) * p.heads + tl.h) * kD + 2 * t;
-#pragma unroll
-            for (int j = 0; j < kD / 8; ++j) {
-              *reinterpret_cast<uint32_t*>(out_row + 8 * j) =
-                  PackPair<kF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
-            }
-          }
-        }
-        continue;
       }
       // Stage O (16-bit) in this warpgroup's 64 rows of the O buffer, with the
       // 128-byte swizzle (conflict-free), then 16-byte coalesced stores.

@@ -202,39 +202,6 @@ JAXDNN_WGMMA_N80("f16", f16)
 JAXDNN_WGMMA_DISPATCH(80, 40, false, bf16)
 JAXDNN_WGMMA_DISPATCH(80, 40, true, f16)
 
-// ---- Head dim 128 forward with wide kv blocks (FA3's non-causal tile):
-// S = Q K^T over 160 or 176 keys, m64n160k16 / m64n176k16 (80 / 88
-// accumulator registers; only the SS form is used).
-#define JAXDNN_WG_ACC80 JAXDNN_WG_ACC64, JAXDNN_WG_ACC8(64), JAXDNN_WG_ACC8(72)
-#define JAXDNN_WG_ACC88 JAXDNN_WG_ACC80, JAXDNN_WG_ACC8(80)
-#define JAXDNN_WG_REGS80                                                               \
-  JAXDNN_WG_REGS64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
-#define JAXDNN_WG_REGS88 JAXDNN_WG_REGS80 ", %80, %81, %82, %83, %84, %85, %86, %87"
-#define JAXDNN_WGMMA_N160(TY, SUFFIX)                                                   \
-  JAXDNN_WGMMA_PAIR(160, 80, SUFFIX,                                                    \
-      "setp.ne.b32 p, %82, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n160k16.f32." TY "." TY " {" JAXDNN_WG_REGS80    \
-      "}, %80, %81, p, 1, 1, 0, 0;\n}\n",                                               \
-      "setp.ne.b32 p, %85, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n160k16.f32." TY "." TY " {" JAXDNN_WG_REGS80    \
-      "}, {%80, %81, %82, %83}, %84, p, 1, 1, 1;\n}\n")
-#define JAXDNN_WGMMA_N176(TY, SUFFIX)                                                   \
-  JAXDNN_WGMMA_PAIR(176, 88, SUFFIX,                                                    \
-      "setp.ne.b32 p, %90, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " {" JAXDNN_WG_REGS88    \
-      "}, %88, %89, p, 1, 1, 0, 0;\n}\n",                                               \
-      "setp.ne.b32 p, %93, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " {" JAXDNN_WG_REGS88    \
-      "}, {%88, %89, %90, %91}, %92, p, 1, 1, 1;\n}\n")
-JAXDNN_WGMMA_N160("bf16", bf16)
-JAXDNN_WGMMA_N160("f16", f16)
-JAXDNN_WGMMA_N176("bf16", bf16)
-JAXDNN_WGMMA_N176("f16", f16)
-JAXDNN_WGMMA_DISPATCH(160, 80, false, bf16)
-JAXDNN_WGMMA_DISPATCH(160, 80, true, f16)
-JAXDNN_WGMMA_DISPATCH(176, 88, false, bf16)
-JAXDNN_WGMMA_DISPATCH(176, 88, true, f16)
-
 // SS, A K-major and B MN-major: WgmmaSSBt_m64nNk16_<type>.
 #define JAXDNN_WGMMA_SS_BT(N, NACC, TY, SUFFIX, REGS, DA, DB, SC)                        \
   __device__ __forceinline__ void WgmmaSSBt_m64n##N##k16_##SUFFIX(                      \
