@@ -260,11 +260,12 @@ def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
   # (bit 128): ceil(q_len / 80) * 80 rows (Sm90FusedBwdDqBlocks).
   rows = -(-q_len // 80) * 80 if dim == 128 else q_len
   num_m = -(-rows // 64)
-  # delta, dQ accumulator, semaphores, segment id ranges per query step and
-  # per 128-key block.
+  # delta, dQ accumulator, semaphores, segment id ranges per query step, per
+  # 128-key block and of the 80 queries from every multiple of 16 (the
+  # 80-query segment path, JAXDNN_ATTENTION_SM90_BWD_Q80_SEG).
   n = (round64(batch * heads * q_len) + batch * heads * num_m * 64 * dim
        + round64(batch * heads * num_m) + round64(2 * batch * num_m)
-       + round64(2 * batch * -(-kv_len // 128)))
+       + round64(2 * batch * -(-kv_len // 128)) + round64(2 * batch * -(-q_len // 16)))
   if heads != kv_heads:
     n += 2 * batch * kv_len * heads * dim
   return n

@@ -78,6 +78,15 @@ bool Q80CausalEnabled() {
   return on;
 }
 
+// JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1 (read once): the default launch with
+// segment ids takes 80-query steps (variant bits 256 | 128; head dim 128,
+// unordered) instead of 64-query ones. Off by default until measured (NOTES.md
+// attention v26).
+bool Q80SegEnabled() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_Q80_SEG") == "1";
+  return on;
+}
+
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   constexpr bool kQ80 = (kOpts & sm90::kFusedOptQ80) != 0;
@@ -134,6 +143,9 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   fp.q_seg_range = kSeg ? reinterpret_cast<int2*>(ws + off) : nullptr;
   off += Round64(2 * s.batch * Sm90FusedBwdDqBlocks(s.q_len, kD));
   fp.kv_seg_range = kSeg ? reinterpret_cast<int2*>(ws + off) : nullptr;
+  // 80-query steps with segments: 16-row group ranges in the last region.
+  off += Round64(2 * s.batch * ((s.kv_len + 127) / 128));
+  if constexpr (kSeg && kQ80) fp.q_seg_range = reinterpret_cast<int2*>(ws + off);
 
   // 0-1. Ordered: the semaphores zeroed (the dQ accumulator needs no zeroing:
   //    key block 0 stores, later key blocks add), then delta. Unordered (every
@@ -154,7 +166,13 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
 
   // 1b. Segments: each 64-query step's and 128-key block's id range (the
   //     loaders' votes, the ordered writers' ranks).
-  if constexpr (kSeg) {
+  //     80-query steps: 16-row groups instead of 64-query steps.
+  if constexpr (kSeg && kQ80) {
+    const int64_t steps = s.batch * ((s.q_len + sm90::kSegQ80GroupRows - 1) / sm90::kSegQ80GroupRows +
+                                     (s.kv_len + 127) / 128);
+    sm90::AttnBwdFusedSegRangeQ80Kernel<<<static_cast<unsigned>((steps + 255) / 256), 256, 0, stream>>>(fp);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  } else if constexpr (kSeg) {
     const int64_t steps = s.batch * (num_m + (s.kv_len + 127) / 128);
     sm90::AttnBwdFusedSegRangeKernel<<<static_cast<unsigned>((steps + 255) / 256), 256, 0, stream>>>(fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
@@ -328,15 +346,41 @@ cudaError_t LaunchFusedSeg(const AttnBwdArgs& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
+// Segment ids with 80-query steps (variant bits 256 | 128, or the default
+// launch with Q80SegEnabled): head dim 128, unordered mode, causal only
+// top-left (q_len == kv_len, as FusedSegmentsOnly). One kernel for both: with
+// kFusedOptQ80Diag causal calls start each key block's steps at its diagonal
+// (the measured dense default, 181), non-causal ones at multiples of 80 (the
+// bit has no effect there). 2 Q/dO stages, 1 dQ buffer (the dense 80-query
+// layout; the stages' query ids and info words fit in the remaining 1 KB).
+template <bool kF16>
+cudaError_t LaunchFusedSegQ80(const AttnBwdArgs& p, cudaStream_t stream) {
+  constexpr int kOpts = sm90::kFusedOptSeg | sm90::kFusedOptQ80 | sm90::kFusedOptQ80Diag | sm90::kFusedOptTmaFirst;
+  return LaunchFused<128, kF16, 2, 1, false, kOpts>(p, stream);
+}
+
 template <bool kOrdered, bool kF16>
-cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
-  if (p.mask_params.q_segments != nullptr) return LaunchFusedSeg<kOrdered, kF16>(p, stream);
+cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int variant, bool q80_seg) {
+  if (p.mask_params.q_segments != nullptr) {
+    if constexpr (!kOrdered) {
+      // q_len < 2^29: the loader's info word holds row * 4 (int32).
+      if (q80_seg && p.shape.head_dim == 128 && p.shape.q_len < (int64_t{1} << 29) &&
+          (!p.mask_params.causal || p.shape.q_len == p.shape.kv_len)) {
+        return LaunchFusedSegQ80<kF16>(p, stream);
+      }
+    }
+    return LaunchFusedSeg<kOrdered, kF16>(p, stream);
+  }
   return (variant & sm90::kFusedOptDqRot) ? LaunchFusedVariant<kOrdered, kF16, sm90::kFusedOptDqRot>(p, stream, variant)
                                           : LaunchFusedVariant<kOrdered, kF16, 0>(p, stream, variant);
 }
 
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const bool ordered = Sm90FusedBackwardOrdered(p);
+  // Segment ids: 80-query steps by explicit bits 256 | 128 (self-tests,
+  // whatever the switch) or by the switch for the default launch.
+  constexpr int kQ80Seg = sm90::kFusedOptSeg | sm90::kFusedOptQ80;
+  const bool q80_seg = variant < 0 ? Q80SegEnabled() : (variant & kQ80Seg) == kQ80Seg;
   if (variant < 0) {
     variant = DefaultFusedVariant(p, ordered);
     // Causal 80-query steps only behind the switch (not yet measured).
@@ -344,11 +388,11 @@ cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_
   }
   const bool f16 = p.dtype == ffi::DataType::F16;
   if (ordered) {
-    return f16 ? LaunchFusedVariantRot<true, true>(p, stream, variant)
-               : LaunchFusedVariantRot<true, false>(p, stream, variant);
+    return f16 ? LaunchFusedVariantRot<true, true>(p, stream, variant, q80_seg)
+               : LaunchFusedVariantRot<true, false>(p, stream, variant, q80_seg);
   }
-  return f16 ? LaunchFusedVariantRot<false, true>(p, stream, variant)
-             : LaunchFusedVariantRot<false, false>(p, stream, variant);
+  return f16 ? LaunchFusedVariantRot<false, true>(p, stream, variant, q80_seg)
+             : LaunchFusedVariantRot<false, false>(p, stream, variant, q80_seg);
 }
 
 cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream) {

@@ -108,6 +108,13 @@
 // a block) and every key block reduce-adds under the counters, waiting for
 // its rank among the key blocks that take that query block (FusedSegWriter),
 // not for n: the prefix rule below is the dense case's.
+// With kFusedOptQ80 (unordered, D = 128; compile-only, NOTES.md v26): the
+// 80-query steps, from each key block's diagonal when causal
+// (kFusedOptQ80Diag). Their first rows 128n + 80i are multiples of 16 but not
+// of 64, so the pre-pass stores the (min, max) of the 80 rows from every
+// multiple of 16 instead (AttnBwdFusedSegRangeQ80Kernel): one load per step
+// in the vote, as before (FusedSegLoaderQ80); the consumers hand the writer
+// the step's first row.
 //
 // Unordered mode (kOrdered = false, for deterministic=False, opt-in): the
 // accumulator is zeroed by a memset first and every key block reduce-adds
@@ -226,7 +233,10 @@ struct FusedBwdParams {
   int head_major;
   // kFusedOptSeg only: segment ids [batch, q_len] and [batch, kv_len], and
   // the (min, max) id of each 64-query step [batch, num_m] and 128-key block
-  // [batch, ceil(kv_len / 128)] (workspace, AttnBwdFusedSegRangeKernel).
+  // [batch, ceil(kv_len / 128)] (workspace, AttnBwdFusedSegRangeKernel);
+  // with kFusedOptQ80, q_seg_range holds the range of the 80 rows from each
+  // multiple of 16 instead [batch, ceil(q_len / 16)]
+  // (AttnBwdFusedSegRangeQ80Kernel).
   const int32_t* q_segments;
   const int32_t* kv_segments;
   int2* q_seg_range;
@@ -313,9 +323,12 @@ constexpr int kFusedOptQ80 = 128;
 // steps start at its diagonal row (see the header); no effect non-causal.
 constexpr int kFusedOptQ80Diag = 16;
 // kFusedOptSeg: segment ids (packed documents; see "Segments" in the header).
-// 64-query steps only (not with kFusedOptWideSteps, kFusedOptQ80, or the
-// kFusedOptDqFirst order).
+// 64-query steps, or with kFusedOptQ80 (unordered) 80-query ones; not with
+// kFusedOptWideSteps or the kFusedOptDqFirst order.
 constexpr int kFusedOptSeg = 256;
+// kFusedOptSeg with kFusedOptQ80: the pre-pass's id ranges start every 16
+// rows (each 80-query step, diagonal or not, starts at a multiple of 16).
+constexpr int kSegQ80GroupRows = 16;
 
 // kFusedOptQ80's dS^T tile, the MN-major B operand of dQ^T = K^T dS^T with
 // the 32-byte swizzle: 5 blocks of 16 queries (LBO = 4096 bytes apart), each
@@ -535,6 +548,141 @@ __device__ __forceinline__ void FusedSegWriter(const BwdParams& p, const FusedBw
   }
 }
 
+// kFusedOptSeg with kFusedOptQ80 (unordered): FusedSegLoader for 80-query
+// steps. The key block's steps start at rows row_begin + 80i below q_len
+// (row_begin = 128n with kFusedOptQ80Diag, causal; else 80 m_begin), each a
+// multiple of 16, so a step's exact id range (rows below q_len; those past
+// it have lse = +inf, P = 0) is fp.q_seg_range[row / 16]. Kinds, ring and
+// terminator as FusedSegLoader; the info word is row * 4 + kind (the
+// consumers and the writer want the row, not a step index: registers); 80
+// rows are 2.5 per lane.
+template <class Cfg, bool kTmaFirst>
+__device__ __forceinline__ void FusedSegLoaderQ80(const BwdParams& p, const FusedBwdParams& fp,
+                                                  const DkDvSmem<Cfg>& sm, uint8_t* smem, const BwdKeyBlock& cta,
+                                                  int row_begin, const CUtensorMap* tm_q, const CUtensorMap* tm_do,
+                                                  int lane) {
+  constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
+  constexpr int kDBlocks = Cfg::kDBlocks, kG = kSegQ80GroupRows, kRounds = (kBlockM + 31) / 32;
+  static_assert(kBlockM == 80 && kBlockM % kG == 0, "80-query steps of 16-row groups");
+  int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
+  int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
+  // As FusedSegLoader: per-CTA values re-read from shared memory (24
+  // registers), here also the current vote chunk's first row (vals[5]).
+  volatile int32_t* vals = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffLoaderVals);
+  {
+    const int64_t row_off = (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
+    if (lane == 0) {
+      const int2 kr = fp.kv_seg_range[cta.b * ((p.kv_len + kBlockN - 1) / kBlockN) + cta.n_block];
+      vals[0] = kr.x;
+      vals[1] = kr.y;
+      vals[2] = static_cast<int32_t>(row_off);
+      vals[3] = static_cast<int32_t>(row_off >> 32);
+      vals[4] = cta.b;  // the query ids' row: b * q_len
+      vals[5] = row_begin;
+      // The batch's first range in fp.q_seg_range (batch * ceil(q_len / 16)
+      // < 2^31: fewer than batch * heads * q_len).
+      vals[6] = cta.b * ((p.q_len + kG - 1) / kG);
+    }
+    __syncwarp();
+  }
+  int it = 0;
+  for (;;) {
+    const int r0 = vals[5];
+    if (r0 >= p.q_len) break;
+    // Lane k: the step at row r0 + 80k, its range at index row / 16.
+    bool may = false, same = false;
+    if (r0 + lane * kBlockM < p.q_len) {
+      const int2 r = fp.q_seg_range[vals[6] + (r0 + lane * kBlockM) / kG];
+      const int seg_min = vals[0], seg_max = vals[1];
+      may = FusedSegMay(r, make_int2(seg_min, seg_max));
+      same = may && seg_min == seg_max && r.x == seg_min && r.y == seg_min;
+    }
+    unsigned may_bits = __ballot_sync(0xffffffffu, may);
+    const unsigned same_bits = __ballot_sync(0xffffffffu, same);
+    __syncwarp();  // every lane's reads of vals[7] (the last chunk's) done
+    if (lane == 0) vals[7] = static_cast<int32_t>(same_bits);
+    __syncwarp();
+    while (may_bits != 0) {
+      const int k = __ffs(may_bits) - 1;
+      may_bits &= may_bits - 1;
+      const int row = vals[5] + k * kBlockM;
+      const int kind = ((static_cast<uint32_t>(vals[7]) >> k) & 1u) ? 0 : 2;
+      int ids[kRounds];
+      if (kind == 2) {
+        // The step's query ids (INT_MIN past q_len; those rows have P = 0 anyway).
+        const int64_t qid_off = static_cast<int64_t>(vals[4]) * p.q_len;
+#pragma unroll
+        for (int e = 0; e < kRounds; ++e) {
+          const int qi = row + lane + 32 * e;
+          ids[e] = lane + 32 * e < kBlockM && qi < p.q_len ? __ldg(fp.q_segments + qid_off + qi) : INT_MIN;
+        }
+      }
+      const int st = it % kStages;
+      MbarWait(&sm.q_empty[st], ((it / kStages) & 1) ^ 1);
+      if constexpr (kTmaFirst) {
+        if (lane == 0) {
+          MbarExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, tm_q, &sm.q_full[st], cta.h, row, cta.b);
+          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, tm_do, &sm.q_full[st], cta.h, row, cta.b);
+        }
+      }
+      const int64_t row_off = static_cast<int64_t>(static_cast<uint32_t>(vals[2])) |
+                              (static_cast<int64_t>(vals[3]) << 32);
+#pragma unroll
+      for (int e = 0; e < kRounds; ++e) {
+        if (lane + 32 * e >= kBlockM) break;  // 2.5 rounds
+        const int qi = row + lane + 32 * e;
+        const bool in = qi < p.q_len;
+        // BwdLse2: a query no key may see (lse = -inf) gets P = 0, not NaN.
+        sm.lse[st * kBlockM + lane + 32 * e] = in ? BwdLse2(p.lse[row_off + qi]) : INFINITY;
+        sm.delta[st * kBlockM + lane + 32 * e] = in ? p.delta[row_off + qi] : 0.f;
+        if (kind == 2) seg_smem[st * kBlockM + lane + 32 * e] = ids[e];
+      }
+      if (lane == 0) info_smem[st] = row * 4 + kind;  // row < q_len < 2^29 (row * 4: int32)
+      if constexpr (kTmaFirst) {
+        MbarArrive(&sm.q_full[st]);
+      } else if (lane == 0) {
+        MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
+        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, tm_q, &sm.q_full[st], cta.h, row, cta.b);
+        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, tm_do, &sm.q_full[st], cta.h, row, cta.b);
+      } else {
+        MbarArrive(&sm.q_full[st]);
+      }
+      ++it;
+    }
+    __syncwarp();  // every lane's reads of vals[5]
+    if (lane == 0) vals[5] = vals[5] + 32 * kBlockM;
+    __syncwarp();
+  }
+  PublishEndSlot<kStages>(sm.q_empty, sm.q_full, info_smem, it, lane);
+}
+
+// kFusedOptSeg with kFusedOptQ80 (unordered only): the dQ writer, lane 0.
+// Each staged step's slot holds its first accumulator row (-1 = done); the
+// reduce-add is cut at q_len (a diagonal step may end past the accumulator's
+// ceil(q_len / 80) * 80 rows).
+template <class Cfg>
+__device__ __forceinline__ void FusedSegWriterQ80(const BwdParams& p, const FusedBwdParams& fp, uint8_t* smem,
+                                                  const BwdKeyBlock& cta, uint64_t* dq_full, uint64_t* dq_empty,
+                                                  int lane) {
+  constexpr int kD = Cfg::kDBlocks * 64, kDqBufs = Cfg::kDqBufs, kBlockM = Cfg::kBlockM;
+  if (lane != 0) return;
+  float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * fp.num_m * 64 * kD;
+#pragma unroll 1
+  for (int it = 0;; ++it) {
+    const int bq = it % kDqBufs;
+    MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
+    const int row = reinterpret_cast<const volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq];
+    if (row < 0) break;
+    BulkReduceAddF32S2G(accum + static_cast<int64_t>(row) * kD, SmemAddr(smem + Cfg::kOffDq) + bq * Cfg::kDqBytes,
+                        static_cast<uint32_t>(min(kBlockM, p.q_len - row)) * (kD * 4));
+    BulkCommit();
+    BulkWaitRead0();
+    MbarArrive(&dq_empty[bq]);
+  }
+  BulkWait0();  // every reduce-add complete before the CTA exits
+}
+
 // kOrdered = false: dQ blocks are added in whatever order they come (bulk
 // float32 reduce-adds into an accumulator zeroed beforehand), with no
 // semaphores: reruns may differ in the last bits (deterministic=False).
@@ -548,7 +696,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kQ80Diag = kQ80 && (kOpts & kFusedOptQ80Diag) != 0;
   constexpr bool kSeg = (kOpts & kFusedOptSeg) != 0;
   static_assert(!kQ80 || !kOrdered, "80-query steps: unordered dQ only");
-  static_assert(!kSeg || !(kWide || kQ80 || (kOpts & kFusedOptDqFirst)), "segments: 64-query steps, default order");
+  static_assert(!kSeg || !(kWide || (kOpts & kFusedOptDqFirst)), "segments: 64- or 80-query steps, default order");
   // FlashAttention-3's step order (dV after dS^T): wide and 80-query steps.
   constexpr bool kFa3Order = kWide || kQ80;
   using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide, kQ80, kSeg>;
@@ -617,7 +765,10 @@ __global__ void __launch_bounds__(384, 1)
       }
       const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
       const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
-      if constexpr (kSeg) {
+      if constexpr (kSeg && kQ80) {
+        FusedSegLoaderQ80<Cfg, (kOpts & kFusedOptTmaFirst) != 0>(p, fp, sm, smem, cta, row_of(cta.m_begin), &tm_q,
+                                                                 &tm_do, lane);
+      } else if constexpr (kSeg) {
         FusedSegLoader<Cfg, (kOpts & kFusedOptTmaFirst) != 0>(p, fp, sm, smem, cta, &tm_q, &tm_do, lane);
       }
       for (int it = 0; !kSeg && it < cta.m_count; ++it) {
@@ -656,7 +807,9 @@ __global__ void __launch_bounds__(384, 1)
       // (kSeg: the whole warp; the dense writer is lane 32 alone.)
       // ----------------------------- dQ writer -----------------------------
       const uint32_t dq_smem = SmemAddr(smem + Cfg::kOffDq);
-      if constexpr (kSeg) {
+      if constexpr (kSeg && kQ80) {
+        FusedSegWriterQ80<Cfg>(p, fp, smem, cta, dq_full, dq_empty, static_cast<int>(threadIdx.x) - 32);
+      } else if constexpr (kSeg) {
         FusedSegWriter<Cfg, kOrdered>(p, fp, smem, cta, dq_full, dq_empty, static_cast<int>(threadIdx.x) - 32);
       } else if constexpr (kQ80) {
         // Unordered only: step m is accumulator rows 80m .. 80m + 79, one
@@ -792,9 +945,12 @@ __global__ void __launch_bounds__(384, 1)
     // kSeg: the current step (from the loader's info word), its kind, and
     // this thread's two key rows' segment ids (INT_MIN past kv_len: those
     // keys' dK/dV are not stored and their K rows are zero).
+    // kQ80 (240 registers already in use): none of these held; the info word
+    // re-read from its slot (valid until the step's release) and the key ids
+    // loaded on mixed steps only (seg_info, seg_key_ids).
     int seg_m = 0, seg_kind = 0;
     int seg_kid[2] = {0, 0};
-    if constexpr (kSeg) {
+    if constexpr (kSeg && !kQ80) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int key = key0 + 8 * r;
@@ -826,10 +982,25 @@ __global__ void __launch_bounds__(384, 1)
       TileGemmKMajor<kBlockM, kD, kF16, kBlockN, kBlockM>(dp, v_base, dob);
       WgmmaCommit();
     };
+    auto seg_info = [&](int it) -> int {
+      return reinterpret_cast<const volatile int32_t*>(smem + Cfg::kOffInfo)[it % kStages];
+    };
     auto compute_p = [&](int it) {
       const int m = kSeg ? seg_m : m_of(it);
       const float* lse_s = sm.lse + (it % kStages) * kBlockM;
-      if constexpr (kSeg) {
+      if constexpr (kSeg && kQ80) {
+        if ((seg_info(it) & 3) == 2) {
+          int kid[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int key = key0 + 8 * r;
+            kid[r] = key < p.kv_len ? __ldg(fp.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len + key) : INT_MIN;
+          }
+          const int lo[2] = {0, 0}, hi[2] = {kBlockM, kBlockM};
+          FwdMaskBlock<true>(s, 0, lo, hi, t, reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg) +
+                                                  (it % kStages) * kBlockM, kid);
+        }
+      } else if constexpr (kSeg) {
         // Mixed segments: -inf before the exp where the key's and query's ids
         // differ (P = 0, so dS = 0), as the two-kernel extended path.
         if (seg_kind == 2) {
@@ -839,7 +1010,10 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
       ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
-      if (p.causal && row_of(m) < (cta.n_block + 1) * kBlockN) {
+      if constexpr (kSeg && kQ80) {
+        const int row = seg_info(it) >> 2;  // the step's first row (FusedSegLoaderQ80)
+        if (p.causal && row < (cta.n_block + 1) * kBlockN) MaskEarlierQueries<kBlockM>(s, row, t, key0);
+      } else if (p.causal && row_of(m) < (cta.n_block + 1) * kBlockN) {
         MaskEarlierQueries<kBlockM>(s, row_of(m), t, key0);
       }
       // FA3 order: P^T stays float until dS^T is done (fewer live registers).
@@ -968,6 +1142,12 @@ __global__ void __launch_bounds__(384, 1)
             }
           }
         }
+        if constexpr (kSeg) {
+          // The writer's slot: the step's first accumulator row (FusedSegWriterQ80).
+          if (cw == 0 && tid == 0) {
+            reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq] = seg_info(it) >> 2;
+          }
+        }
         FenceProxyAsyncShared();
         MbarArrive(&dq_full[bq]);
       } else if constexpr (kSplitKeys) {
@@ -1026,8 +1206,10 @@ __global__ void __launch_bounds__(384, 1)
           seg_steps = it;
           break;
         }
-        seg_m = info >> 2;
-        seg_kind = info & 3;
+        if constexpr (!kQ80) {
+          seg_m = info >> 2;
+          seg_kind = info & 3;
+        }
       }
       gemm_s_dp(it);
       WgmmaWait<1>();  // S^T
@@ -1144,6 +1326,33 @@ __global__ void __launch_bounds__(256) AttnBwdFusedSegRangeKernel(const FusedBwd
   const int i1 = min(blk * rows + rows, len);
   int mn = INT_MAX, mx = INT_MIN;
   for (int i = blk * rows; i < i1; ++i) {
+    const int v = __ldg(ids + i);
+    mn = min(mn, v);
+    mx = max(mx, v);
+  }
+  (q ? fp.q_seg_range : fp.kv_seg_range)[k] = make_int2(mn, mx);
+}
+
+// kFusedOptSeg with kFusedOptQ80: as AttnBwdFusedSegRangeKernel with query
+// ranges of 80 rows every 16, fp.q_seg_range[b, g] = (min, max) of ids
+// [16g, min(16g + 80, q_len)) (g < ceil(q_len / 16)): the exact range of an
+// 80-query step starting at row 16g.
+__global__ void __launch_bounds__(256) AttnBwdFusedSegRangeQ80Kernel(const FusedBwdParams fp) {
+  const BwdParams& p = fp.base;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int groups = (p.q_len + kSegQ80GroupRows - 1) / kSegQ80GroupRows;
+  const int64_t nq = static_cast<int64_t>(p.batch) * groups;
+  const int num_n = (p.kv_len + 127) / 128;
+  if (idx >= nq + static_cast<int64_t>(p.batch) * num_n) return;
+  const bool q = idx < nq;
+  const int per = q ? groups : num_n, stride = q ? kSegQ80GroupRows : 128, rows = q ? 80 : 128;
+  const int len = q ? p.q_len : p.kv_len;
+  const int64_t k = q ? idx : idx - nq;
+  const int b = static_cast<int>(k / per), blk = static_cast<int>(k % per);
+  const int32_t* ids = (q ? fp.q_segments : fp.kv_segments) + static_cast<int64_t>(b) * len;
+  const int i1 = min(blk * stride + rows, len);
+  int mn = INT_MAX, mx = INT_MIN;
+  for (int i = blk * stride; i < i1; ++i) {
     const int v = __ldg(ids + i);
     mn = min(mn, v);
     mx = max(mx, v);

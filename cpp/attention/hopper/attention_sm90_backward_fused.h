@@ -28,12 +28,15 @@ inline int64_t Sm90FusedBwdDqBlocks(int64_t q_len, int64_t head_dim) {
 //   int32 (min, max) segment id per 64-query step and per 128-key block
 //   (segment ids only, sized always):
 //                             RoundUp64(2*B*num_m) + RoundUp64(2*B*ceil(kv_len/128))
+//   int32 (min, max) segment id of the 80 queries from every multiple of 16
+//   (the 80-query segment path, JAXDNN_ATTENTION_SM90_BWD_Q80_SEG; sized always):
+//                             RoundUp64(2*B*ceil(q_len/16))
 inline int64_t Sm90FusedBwdWorkspaceElems(const AttnShape& s) {
   auto round64 = [](int64_t x) { return (x + 63) / 64 * 64; };
   const int64_t num_m = Sm90FusedBwdDqBlocks(s.q_len, s.head_dim);
   int64_t n = round64(s.batch * s.heads * s.q_len) + s.batch * s.heads * num_m * 64 * s.head_dim +
               round64(s.batch * s.heads * num_m) + round64(2 * s.batch * num_m) +
-              round64(2 * s.batch * ((s.kv_len + 127) / 128));
+              round64(2 * s.batch * ((s.kv_len + 127) / 128)) + round64(2 * s.batch * ((s.q_len + 15) / 16));
   if (s.heads != s.kv_heads) n += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
   return n;
 }
@@ -83,7 +86,14 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       diagonal row 128n (no rows before it; the last step's reduce-add is
 //       cut at q_len): variants 144, 148; 181 = 165 | 16 runs as 148.
 // With segment ids the bits are ignored: 64-query steps, TMA first, rotated
-// dQ swizzle, 2 Q/dO stages at head dim 128 (4 at 64), 2 dQ buffers.
+// dQ swizzle, 2 Q/dO stages at head dim 128 (4 at 64), 2 dQ buffers; except
+//   256 | 128 (e.g. 404 = 256 | 128 | 16 | 4) = head dim 128, unordered mode
+//       only (ignored otherwise), segment ids: 80-query steps, from each key
+//       block's diagonal when causal, at multiples of 80 when not (kOpts
+//       kFusedOptSeg | kFusedOptQ80 | kFusedOptQ80Diag | kFusedOptTmaFirst
+//       either way; compile-only, NOTES.md attention v26). The default launch
+//       (variant -1) takes it when JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1 (read
+//       once; default off: 64-query steps).
 // Bits 1, 2, 4 and 32 give the same results bit for bit (128 sums dQ over
 // other query blocks: rounding differs). -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 165 at head
