@@ -149,6 +149,7 @@ struct ExtCase {
   std::vector<int> docs;                   // document lengths (segment ids, q and kv alike); empty: none
   bool check = true;                       // reference comparison; else finite + determinism + timing
   bool scattered_ids = false;              // with docs: ids 3..5 in short runs, not contiguous documents
+  int variant = -1;                        // fused paths: the launcher's variant (404: 80-query segment steps)
 };
 
 // Segment ids of one batch row: document d gets id 10 * d + 3 (ids need not
@@ -257,15 +258,16 @@ inline cudaError_t LaunchPath(const AttnBwdArgs& a, cudaStream_t stream, BwdPath
 }
 
 // Median time of 10 backward launches (after 3 warm-ups), ms.
-inline double TimeBackward(const AttnBwdArgs& a, cudaStream_t stream, BwdPath path = BwdPath::kTwoKernel) {
+inline double TimeBackward(const AttnBwdArgs& a, cudaStream_t stream, BwdPath path = BwdPath::kTwoKernel,
+                           int variant = -1) {
   cudaEvent_t e0, e1;
   CHECK_CUDA(cudaEventCreate(&e0));
   CHECK_CUDA(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) CHECK_CUDA(LaunchPath(a, stream, path));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(LaunchPath(a, stream, path, variant));
   std::vector<float> ms(10);
   for (int i = 0; i < 10; ++i) {
     CHECK_CUDA(cudaEventRecord(e0, stream));
-    CHECK_CUDA(LaunchPath(a, stream, path));
+    CHECK_CUDA(LaunchPath(a, stream, path, variant));
     CHECK_CUDA(cudaEventRecord(e1, stream));
     CHECK_CUDA(cudaEventSynchronize(e1));
     CHECK_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
@@ -291,7 +293,8 @@ inline std::vector<int32_t> ScatteredIds(int len) {
 }
 
 // Runs one case; prints one line (plus failing variants); returns pass.
-// Fused paths: the default variant (segments ignore the variant bits), a
+// Fused paths: c.variant (-1: the default; with segments only bits 256 | 128
+// count, the 80-query steps of the unordered mode), a
 // third poisoned run (ordered: bytewise; unordered: dK, dV bytewise), and the
 // timing next to the two-kernel backward.
 bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::kTwoKernel) {
@@ -312,7 +315,8 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
     sh.head_dim = c.D;
     ws_elems = std::max(ws_elems, jaxdnn::attention::Sm90FusedBwdWorkspaceElems(sh));
   }
-  const std::string label = c.name + (fused ? (unordered ? " [fused unord]" : " [fused ord]") : "");
+  const std::string label = c.name + (fused ? (unordered ? " [fused unord]" : " [fused ord]") : "") +
+                            (fused && c.variant >= 0 ? " v" + std::to_string(c.variant) : "");
   std::fprintf(stderr, "[running %s]\n", label.c_str());
 
   ExtBuffers d;
@@ -427,12 +431,13 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
     CHECK_CUDA(cudaMemcpy(gv.data(), d.dv, nkv * 2, cudaMemcpyDeviceToHost));
   };
   std::vector<uint16_t> gq1, gk1, gv1, gq2, gk2, gv2;
-  run_poisoned(-1, gq1, gk1, gv1);
-  run_poisoned(-1, gq2, gk2, gv2);
+  const int variant = fused ? c.variant : -1;
+  run_poisoned(variant, gq1, gk1, gv1);
+  run_poisoned(variant, gq2, gk2, gv2);
   // The unordered dQ may round differently per run; dK and dV may not.
   bool det = (unordered || gq1 == gq2) && gk1 == gk2 && gv1 == gv2;
   if (fused) {
-    run_poisoned(-1, gq2, gk2, gv2);
+    run_poisoned(variant, gq2, gk2, gv2);
     det = det && (unordered || gq1 == gq2) && gk1 == gk2 && gv1 == gv2;
   }
   bool ok = det;
@@ -536,11 +541,12 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
         }
       }
       const double bflops = 10.0 * c.H * c.D * 128.0 * 128.0 * blocks;
-      const double ms = TimeBackward(a, stream, path);
+      const double ms = TimeBackward(a, stream, path, variant);
       const double ms2 = TimeBackward(a, stream, BwdPath::kTwoKernel);
       std::printf("%-44s %-4s %s det %s, finite %s: fused %.3f ms (%.0f TFLOP/s over %.0f live 128x128 blocks, "
                   "%.0f over allowed pairs); two-kernel %.3f ms (%.0f, %.0f); fused x%.2f %s\n",
-                  c.name.c_str(), f16 ? "f16" : "bf16", unordered ? "unordered" : "ordered", det ? "yes" : "NO",
+                  (c.name + (c.variant >= 0 ? " v" + std::to_string(c.variant) : "")).c_str(), f16 ? "f16" : "bf16",
+                  unordered ? "unordered" : "ordered", det ? "yes" : "NO",
                   nf == 0 ? "yes" : "NO", ms, bflops / (ms * 1e-3) / 1e12, blocks, flops / (ms * 1e-3) / 1e12, ms2,
                   bflops / (ms2 * 1e-3) / 1e12, flops / (ms2 * 1e-3) / 1e12, ms2 / ms, ok ? "ok" : "FAIL");
       std::fflush(stdout);
@@ -785,6 +791,71 @@ inline std::vector<ExtCase> SegCases() {
   return v;
 }
 
+// The 80-query segment steps (variant 404 = 256 | 128 | 16 | 4: head dim 128,
+// unordered only; causal from each key block's diagonal 128n + 80i, else at
+// multiples of 80), forced by the variant whatever
+// JAXDNN_ATTENTION_SM90_BWD_Q80_SEG says. Lengths 1, 7 (one partial step),
+// 79, 81 (one step less a row / a one-row tail), 161 (a second key block
+// from inside step 1), 1000, 1537 (every diagonal offset 128n mod 80); the
+// seeded random documents of SegCases, and documents cut at and around
+// 16- and 80-row edges (the pre-pass's 80-row ranges every 16 rows); GQA;
+// bf16 and f16; plus recurring ids and a single document.
+inline std::vector<ExtCase> SegQ80Cases() {
+  std::vector<ExtCase> v;
+  auto add = [&](ExtCase c, uint32_t seed) {
+    c.docs = RandomDocs(seed, 64);
+    c.variant = 404;
+    v.push_back(c);
+  };
+  // name, B, Sq, Skv, H, Hk, D, causal, f16
+  add({"seg q80 causal 1 d128", 1, 1, 1, 4, 2, 128, true, false}, 21);
+  add({"seg q80 1 d128", 1, 1, 1, 2, 1, 128, false, true}, 22);
+  add({"seg q80 causal 7 d128", 2, 7, 7, 4, 2, 128, true, true}, 23);
+  add({"seg q80 7 d128", 2, 7, 7, 4, 1, 128, false, false}, 24);
+  add({"seg q80 causal 79 d128", 2, 79, 79, 4, 2, 128, true, false}, 25);
+  add({"seg q80 79 d128", 1, 79, 79, 2, 2, 128, false, true}, 26);
+  add({"seg q80 causal 81 d128", 2, 81, 81, 4, 2, 128, true, true}, 27);
+  add({"seg q80 81 d128", 2, 81, 81, 4, 2, 128, false, false}, 28);
+  add({"seg q80 causal 161 d128", 1, 161, 161, 4, 1, 128, true, false}, 29);
+  add({"seg q80 causal 1000 d128", 2, 1000, 1000, 4, 2, 128, true, false}, 30);
+  add({"seg q80 causal 1000 d128", 2, 1000, 1000, 4, 1, 128, true, true}, 31);
+  add({"seg q80 1000 d128", 1, 1000, 1000, 4, 2, 128, false, true}, 32);
+  add({"seg q80 causal 1537 d128", 1, 1537, 1537, 4, 2, 128, true, true}, 33);
+  add({"seg q80 causal 1537 d128", 2, 1537, 1537, 2, 2, 128, true, false}, 34);
+  add({"seg q80 1537 d128", 2, 1537, 1537, 4, 2, 128, false, false}, 35);
+  add({"seg q80 causal 2048 d128", 1, 2048, 2048, 4, 2, 128, true, false}, 36);
+  {
+    // Documents ending at, one before and one after 16- and 80-row edges.
+    const std::vector<int> edges = {16, 80, 15, 81, 17, 79, 48, 1, 160, 47, 65, 200, 33, 96, 127, 129};
+    for (int causal = 0; causal < 2; ++causal) {
+      for (int f16 = 0; f16 < 2; ++f16) {
+        ExtCase c{std::string("seg q80 edges ") + (causal ? "causal " : "") + "1537 d128", 1 + f16, 1537, 1537, 4,
+                  2, 128, causal != 0, f16 != 0};
+        c.docs = edges;
+        c.variant = 404;
+        v.push_back(c);
+      }
+    }
+  }
+  {
+    ExtCase c{"seg q80 recurring ids causal 1000 d128", 1, 1000, 1000, 4, 2, 128, true, false};
+    c.docs = {1};
+    c.scattered_ids = true;
+    c.variant = 404;
+    v.push_back(c);
+    ExtCase c2{"seg q80 recurring ids 1537 d128", 1, 1537, 1537, 4, 2, 128, false, true};
+    c2.docs = {1};
+    c2.scattered_ids = true;
+    c2.variant = 404;
+    v.push_back(c2);
+    ExtCase c3{"seg q80 one document causal 1000 d128", 1, 1000, 1000, 4, 2, 128, true, true};
+    c3.docs = {1000};
+    c3.variant = 404;
+    v.push_back(c3);
+  }
+  return v;
+}
+
 // The seg timing case: batch 2, seq 8192, 16 heads, d128, causal, document
 // lengths exponential with mean 1024 (seeded), fused vs two-kernel.
 inline ExtCase SegTimingCase() {
@@ -802,6 +873,8 @@ inline ExtCase SegTimingCase() {
 }
 
 // ordered / unordered: which dQ modes to check; timing: the timing case too.
+// Unordered: also SegQ80Cases (variant 404), and the timing case with it.
+// (The ordered mode ignores bit 128: 404 would run the 64-query steps.)
 inline bool RunSegCases(cudaStream_t stream, bool ordered, bool unordered, bool timing) {
   std::printf("%-44s %-4s %9s %9s %9s %9s %9s %9s %5s\n", "seg case (fused backward)", "dt", "dq_maxrel",
               "dq_relL2", "dk_maxrel", "dk_relL2", "dv_maxrel", "dv_relL2", "det");
@@ -810,10 +883,18 @@ inline bool RunSegCases(cudaStream_t stream, bool ordered, bool unordered, bool 
     if (ordered) all_ok = RunExtCase(c, stream, BwdPath::kFusedOrdered) && all_ok;
     if (unordered) all_ok = RunExtCase(c, stream, BwdPath::kFusedUnordered) && all_ok;
   }
+  if (unordered) {
+    for (const ExtCase& c : SegQ80Cases()) all_ok = RunExtCase(c, stream, BwdPath::kFusedUnordered) && all_ok;
+  }
   if (timing) {
     const ExtCase t = SegTimingCase();
     if (ordered) all_ok = RunExtCase(t, stream, BwdPath::kFusedOrdered) && all_ok;
-    if (unordered) all_ok = RunExtCase(t, stream, BwdPath::kFusedUnordered) && all_ok;
+    if (unordered) {
+      all_ok = RunExtCase(t, stream, BwdPath::kFusedUnordered) && all_ok;
+      ExtCase t80 = t;
+      t80.variant = 404;
+      all_ok = RunExtCase(t80, stream, BwdPath::kFusedUnordered) && all_ok;
+    }
   }
   return all_ok;
 }

@@ -11,8 +11,13 @@
 //   path, both dQ modes, against the masked reference (SegCases of
 //   sm90_attention_bwd_ext_selftest.cuh), then the timing case (2x8192, 16
 //   heads, d128, causal, exponential document lengths of mean 1024) next to
-//   the two-kernel backward. fusedcheck / atomiccheck also run the segment
-//   reference cases in their dQ mode (after the dense ones).
+//   the two-kernel backward. In the unordered mode also the 80-query segment
+//   steps (variant 404, forced whatever JAXDNN_ATTENTION_SM90_BWD_Q80_SEG
+//   says: SegQ80Cases, d128, causal from each key block's diagonal and not,
+//   lengths 1, 7, 79, 81, 161, 1000, 1537, 2048, documents around 16- and
+//   80-row edges, GQA, bf16 and f16) and the timing case with it.
+//   fusedcheck / atomiccheck also run the segment reference cases in their
+//   dQ mode (after the dense ones).
 //   d256: head dim 256 (off by default in the library; this mode sets
 //   JAXDNN_ATTENTION_SM90_BWD_D256=1 itself): reference checks (non-causal and
 //   causal, GQA 4, lengths 1, 7, 1000, 1537, bf16 and f16, variants 0 and 8),

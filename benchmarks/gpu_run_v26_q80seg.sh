@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call for the 80-query segment steps of the fused backward
+# (variant 404, JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1; NOTES.md attention v26):
+#   1. jaxdnn builds in the background while the self-tests (carried in
+#      build/sm90, built here by build_sm90_selftests.sh) check it: `seg`
+#      (both dQ modes, the unordered one also with variant 404, then the
+#      timing case 64- vs 80-query steps vs the two-kernel backward) and
+#      `atomiccheck` (dense and segment cases, unordered);
+#   2. the GPU tests named by TEST_K, with the switch on;
+#   3. packed documents through jax, the default against the switch on,
+#      alternating processes.
+#   bash benchmarks/gpu_run_v26_q80seg.sh OUTDIR   (carry .whl and build/sm90)
+source "$(dirname "$0")/device_call.sh" 570 "$@"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+source "$repo/benchmarks/tokamax_site.sh" > /dev/null 2>&1
+( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
+  echo "build exit $?" > "$out/build.rc" ) &
+b=${BIN:-$repo/build/sm90}
+for mode in seg atomiccheck; do
+  timeout "$(left 150)" "$b/sm90_attention_bwd_selftest" "$mode" > "$out/self-$mode.log" 2>&1
+  echo "self-test $mode: exit $?; $(grep -c FAIL "$out/self-$mode.log") FAIL lines;" \
+       "$(grep -c 'ALL PASSED' "$out/self-$mode.log") ALL PASSED"
+done
+grep -E "FAIL" "$out/self-seg.log" | head -10 | cut -c1-200
+grep -iE "tflop|fused|two-kernel" "$out/self-seg.log" | grep TIMING | cut -c1-240
+wait; cat "$out/build.rc"
+xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
+echo "== GPU tests, JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1 (-k ${TEST_K:=gpu and (packed or segments)})"
+( cd /tmp && JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1 timeout "$(left "${TEST_TIMEOUT:-180}")" python3 -m pytest \
+    "$repo/tests" -q -p no:cacheprovider $xdist -k "$TEST_K" -rfE --timeout 150 ) > "$out/tests-gpu.log" 2>&1
+echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
+i=0
+for sw in A=default JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1 A=default JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1; do
+  [ $((budget - SECONDS)) -lt 40 ] && { echo "packed $sw: skipped (time)"; continue; }
+  name=${sw#*=}; i=$((i + 1))
+  ( cd /tmp && env "$sw" timeout "$(left 60)" python3 -m jaxdnn.bench attention --dims 128 --no-torch \
+      --only packed --gpu-busy --out "$out/packed-$i-$name.json" ) > "$out/packed-$i-$name.txt" 2>&1
+  echo "-- packed, $sw"; grep -E "jaxdnn +counting" "$out/packed-$i-$name.txt"
+done
