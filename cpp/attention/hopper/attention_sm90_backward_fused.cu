@@ -383,7 +383,7 @@ cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_
   const bool q80_seg = variant < 0 ? Q80SegEnabled() : (variant & kQ80Seg) == kQ80Seg;
   if (variant < 0) {
     variant = DefaultFusedVariant(p, ordered);
-    // Causal 80-query steps only behind the switch (not yet measured).
+    // Causal calls keep 80-query steps unless JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=0.
     if (p.mask_params.causal && !Q80CausalEnabled()) variant &= ~sm90::kFusedOptQ80;
   }
   const bool f16 = p.dtype == ffi::DataType::F16;
