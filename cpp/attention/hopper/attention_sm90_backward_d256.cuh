@@ -165,8 +165,7 @@ __global__ void __launch_bounds__(384, 1)
       before_arrive(st);
       if (lane == 0) {
         MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
+        sm.LoadQdo(st, &tm_q, &tm_do, cta.h, m * kBlockM, cta.b);
       } else {
         MbarArrive(&sm.q_full[st]);
       }

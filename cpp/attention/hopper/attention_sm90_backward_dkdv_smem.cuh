@@ -33,6 +33,15 @@ struct DkDvSmem {
     q_full = bars + 1;
     q_empty = bars + 1 + Cfg::kStages;
   }
+
+  // Stage st's Q and dO tiles: query rows [row, row + kBlockM) of head h,
+  // batch b, by TMA, completing on the stage's q_full barrier (whose expected
+  // bytes the caller has set).
+  __device__ __forceinline__ void LoadQdo(int st, const CUtensorMap* tm_q, const CUtensorMap* tm_do, int h, int row,
+                                          int b) const {
+    TmaLoadHeadRows<Cfg::kDBlocks, Cfg::kBlockM>(q + st * Cfg::kQBytes, tm_q, &q_full[st], h, row, b);
+    TmaLoadHeadRows<Cfg::kDBlocks, Cfg::kBlockM>(dout + st * Cfg::kQBytes, tm_do, &q_full[st], h, row, b);
+  }
 };
 
 }  // namespace jaxdnn::attention::sm90

@@ -446,9 +446,7 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
       if constexpr (kTmaFirst) {
         if (lane == 0) {
           MbarExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, tm_do, &sm.q_full[st], cta.h, m * kBlockM,
-                                             cta.b);
+          sm.LoadQdo(st, tm_q, tm_do, cta.h, m * kBlockM, cta.b);
         }
       }
       const int64_t row_off = static_cast<int64_t>(static_cast<uint32_t>(vals[2])) |
@@ -467,9 +465,7 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
         MbarArrive(&sm.q_full[st]);
       } else if (lane == 0) {
         MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, tm_q, &sm.q_full[st], cta.h, m * kBlockM, cta.b);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, tm_do, &sm.q_full[st], cta.h, m * kBlockM,
-                                           cta.b);
+        sm.LoadQdo(st, tm_q, tm_do, cta.h, m * kBlockM, cta.b);
       } else {
         MbarArrive(&sm.q_full[st]);
       }
@@ -622,8 +618,7 @@ __device__ __forceinline__ void FusedSegLoaderQ80(const BwdParams& p, const Fuse
       if constexpr (kTmaFirst) {
         if (lane == 0) {
           MbarExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, tm_q, &sm.q_full[st], cta.h, row, cta.b);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, tm_do, &sm.q_full[st], cta.h, row, cta.b);
+          sm.LoadQdo(st, tm_q, tm_do, cta.h, row, cta.b);
         }
       }
       const int64_t row_off = static_cast<int64_t>(static_cast<uint32_t>(vals[2])) |
@@ -643,8 +638,7 @@ __device__ __forceinline__ void FusedSegLoaderQ80(const BwdParams& p, const Fuse
         MbarArrive(&sm.q_full[st]);
       } else if (lane == 0) {
         MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, tm_q, &sm.q_full[st], cta.h, row, cta.b);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, tm_do, &sm.q_full[st], cta.h, row, cta.b);
+        sm.LoadQdo(st, tm_q, tm_do, cta.h, row, cta.b);
       } else {
         MbarArrive(&sm.q_full[st]);
       }
@@ -781,8 +775,7 @@ __global__ void __launch_bounds__(384, 1)
           // lane's lse/delta stores and one arrival each (count 32 as before).
           if (lane == 0) {
             MbarExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-            TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, row_of(m), cta.b);
-            TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, row_of(m), cta.b);
+            sm.LoadQdo(st, &tm_q, &tm_do, cta.h, row_of(m), cta.b);
           }
         }
 #pragma unroll
@@ -797,8 +790,7 @@ __global__ void __launch_bounds__(384, 1)
           MbarArrive(&sm.q_full[st]);
         } else if (lane == 0) {
           MbarArriveExpectTx(&sm.q_full[st], 2 * Cfg::kQBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.q + st * Cfg::kQBytes, &tm_q, &sm.q_full[st], cta.h, row_of(m), cta.b);
-          TmaLoadHeadRows<kDBlocks, kBlockM>(sm.dout + st * Cfg::kQBytes, &tm_do, &sm.q_full[st], cta.h, row_of(m), cta.b);
+          sm.LoadQdo(st, &tm_q, &tm_do, cta.h, row_of(m), cta.b);
         } else {
           MbarArrive(&sm.q_full[st]);
         }
