@@ -47,8 +47,20 @@ cases = {
         q, k, v, is_causal=True, query_segment_ids=s, key_value_segment_ids=s)),
     "dense-causal": jax.jit(lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True)),
 }
+# The benchmark's own functions (arrays among the keyword arguments passed as
+# jit arguments), forward and forward+backward, to trace what it times.
+from jaxdnn.bench.attention import _fwd_and_fwdbwd  # noqa: E402
+from jaxdnn.bench.timing import time_jax  # noqa: E402
+bench_fwd, bench_fwdbwd = _fwd_and_fwdbwd(
+    lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw),
+    dict(is_causal=True, query_segment_ids=seg, key_value_segment_ids=seg))
+cases["bench-packed-fwd"] = bench_fwd
+cases["bench-packed-fwd+bwd"] = bench_fwdbwd
+print("XLA_FLAGS:", os.environ.get("XLA_FLAGS", ""))
 for name, f in cases.items():
   args = (q, k, v, seg) if name == "packed-segargs" else (q, k, v)
+  host = time_jax(f, *args, warmup=2, repeats=7)
+  print(f"== {name}: host-timed (the harness's time_jax) {host * 1e6:.1f} us/call")
   for _ in range(3):
     jax.block_until_ready(f(*args))
   with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

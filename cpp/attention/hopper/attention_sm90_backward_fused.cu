@@ -78,12 +78,13 @@ bool Q80CausalEnabled() {
   return on;
 }
 
-// JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1 (read once): the default launch with
-// segment ids takes 80-query steps (variant bits 256 | 128; head dim 128,
-// unordered) instead of 64-query ones. Off by default until measured (NOTES.md
-// attention v26).
+// The default launch with segment ids takes 80-query steps (variant bits
+// 256 | 128; head dim 128, unordered): packed documents fwd+bwd GPU-busy
+// 456 -> 473 TFLOP/s over unmasked blocks, two alternating rounds on an H200
+// (NOTES.md attention v26, results/2026-11-22-h200-attention-v26-*).
+// JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=0 (read once) restores 64-query steps.
 bool Q80SegEnabled() {
-  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_Q80_SEG") == "1";
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_Q80_SEG") != "0";
   return on;
 }
 
@@ -347,7 +348,7 @@ cudaError_t LaunchFusedSeg(const AttnBwdArgs& p, cudaStream_t stream) {
 }
 
 // Segment ids with 80-query steps (variant bits 256 | 128, or the default
-// launch with Q80SegEnabled): head dim 128, unordered mode, causal only
+// launch, unless Q80SegEnabled is off): head dim 128, unordered mode, causal only
 // top-left (q_len == kv_len, as FusedSegmentsOnly). One kernel for both: with
 // kFusedOptQ80Diag causal calls start each key block's steps at its diagonal
 // (the measured dense default, 181), non-causal ones at multiples of 80 (the
