@@ -814,12 +814,13 @@ def test_gpu_dropout_matches_oracle(dtype):
     _grad_check(None, q, k, v, kw)
 
 
-# Long sequences reach the fused Hopper backward: its unordered dQ from 2048
+# Long sequences reach the fused Hopper backward: its unordered dQ from 512
 # query rows (deterministic=False; head-major grid; head dim 64 in 128-query
-# steps), the ordered one from 8192; 2500 leaves partial query and key blocks,
-# and 2100 at head dim 64 an odd count of 64-row dQ blocks (the last 128-query
-# step writes one).
-LONG_DIMS = [Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
+# steps), the ordered one from 8192; 1000 and 2500 leave partial query and key
+# blocks (and 80-query steps cut at q_len), 600 and 2100 at head dim 64 an odd
+# count of 64-row dQ blocks (the last 128-query step writes one).
+LONG_DIMS = [Dims(1, 1000, 1000, 4, 2, 128), Dims(2, 600, 600, 4, 4, 64),
+             Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
              Dims(1, 4096, 4096, 4, 2, 128), Dims(1, 8192, 8192, 2, 2, 128),
              Dims(2, 2048, 2048, 4, 2, 64), Dims(1, 2100, 2100, 4, 4, 64),
              Dims(1, 8192, 8192, 2, 1, 64)]
@@ -838,7 +839,8 @@ def test_gpu_long_sequence_backward_matches_oracle(dims, causal, deterministic):
 # Packed documents long enough for the fused backward's thresholds: about 24
 # documents per row, so short ones (under one 64-row block) sit beside ones
 # spanning several blocks.
-LONG_SEGMENT_DIMS = [Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
+LONG_SEGMENT_DIMS = [Dims(1, 1000, 1000, 4, 2, 128), Dims(2, 2048, 2048, 4, 2, 128),
+                     Dims(1, 2500, 2500, 4, 2, 128),
                      Dims(2, 2048, 2048, 4, 2, 64), Dims(1, 2100, 2100, 4, 4, 64),
                      Dims(1, 8192, 8192, 2, 1, 128)]
 

@@ -127,14 +127,17 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 // seq 2048, 1.13x causal; results 2026-11-22-h200-attention-v14-*) and at
 // head dim 64 (with its 128-query steps, variant 12: 1.17x the two-kernel one
 // at seq 2048 in the self-test, 1.2-1.27x its own 64-query steps at 2048-8192;
-// results 2026-11-22-h200-attention-v18-bwd-wide-*).
+// results 2026-11-22-h200-attention-v18-bwd-wide-*). With the 80-query steps
+// (v23, v25) it also wins at seq 512 and 1024: fwd+bwd GPU-busy through jax
+// 3-4% / 8-14% faster at head dim 128, 6-7% / 10-12% at 64, causal and not
+// (results 2026-11-22-h200-attention-v27-short-bwd*); below 512 unmeasured.
 // JAXDNN_ATTENTION_SM90_BWD=0 keeps the mma.sync backward, =1 the two-kernel
 // one, =2 the fused one wherever it applies (for A/B timing). The Python side
 // sizes the workspace by the same rule (jaxdnn/attention/primitives.py:
 // FUSED_BACKWARD_MIN_QUERY_LEN*); the fused kernel refuses a workspace too
 // small for it.
 constexpr int64_t kFusedBackwardMinQueryLen = 8192;
-constexpr int64_t kFusedBackwardUnorderedMinQueryLen = 2048;
+constexpr int64_t kFusedBackwardUnorderedMinQueryLen = 512;
 
 static int Sm90BackwardMode() {  // -1: by size
   static const int mode = [] {

@@ -219,7 +219,7 @@ attention_backward = AttentionBackward()
 # (unordered dQ). Mirrors kFusedBackwardMinQueryLen and
 # kFusedBackwardUnorderedMinQueryLen in cpp/attention/attention_cuda_kernels.cu.
 FUSED_BACKWARD_MIN_QUERY_LEN = 8192
-FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN = 2048
+FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN = 512
 
 
 # Optional operands the fused Hopper backward never takes (of the masks it
