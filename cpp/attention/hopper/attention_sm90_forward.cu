@@ -93,14 +93,6 @@ bool D256BlockN80() {
   return on;
 }
 
-// 192-key blocks for head dim 64 dense non-causal calls (FA3 takes 192-wide
-// tiles at head dim 64): JAXDNN_ATTENTION_SM90_D64_BLOCKN=192 (read once);
-// off by default until measured (NOTES.md attention v28).
-bool D64BlockN192() {
-  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D64_BLOCKN") == "192";
-  return on;
-}
-
 // Lazy O rescaling in the forward's online softmax (see FwdParams):
 // JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
 // units (8: P up to 256 before normalization), or "always" (every block
@@ -131,7 +123,7 @@ template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool k
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD, kBlockNOpt>;
   const AttnShape& s = a.shape;
-  // The wide-kv-block kernels have no causal masking compiled in.
+  // The 80-key kernel has no causal masking compiled in.
   if (Cfg::kNonCausalOnly && a.mask_params.causal) return cudaErrorInvalidValue;
   CUtensorMap tq, tk, tv;
   cudaError_t err;
@@ -231,8 +223,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) ? 8 + 16 : 0);
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
-    // Wide kv blocks: ignored below unless dense non-causal at head dim 256 / 64.
-    if (!dynamic && (d == 256 ? D256BlockN80() : d == 64 && D64BlockN192())) variant |= 32;
+    if (!dynamic && D256BlockN80()) variant |= 32;  // ignored below unless dense non-causal d256
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   if ((variant & 8) != 0) {
@@ -258,23 +249,21 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
 #undef JAXDNN_SM90_DYNAMIC_CASE
     return cudaErrorInvalidValue;
   }
-  // Bit 32, wide kv blocks: 80 keys at head dim 256, 192 at head dim 64;
-  // dense (no ext), non-causal, static schedule; ignored for every other launch.
-  const bool wide_kv = (variant & 32) != 0 && (d == 256 || d == 64) && !ext && !m.causal;
+  // Bit 32, 80-key blocks: head dim 256, dense (no ext), non-causal, static
+  // schedule; ignored (64-key blocks) for every other launch.
+  const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && !m.causal;
   variant &= 3;
-  if (wide_kv) {
-#define JAXDNN_SM90_WIDE_CASE(D, N, PP, PERS)                                                        \
-  if (d == D && variant == (PP) + 2 * (PERS)) {                                                      \
-    return f16 ? Launch<D, true, PP, PERS, false, false, N>(p, stream)                               \
-               : Launch<D, false, PP, PERS, false, false, N>(p, stream);                             \
+  if (blockn80) {
+#define JAXDNN_SM90_N80_CASE(PP, PERS)                                                               \
+  if (variant == (PP) + 2 * (PERS)) {                                                                \
+    return f16 ? Launch<256, true, PP, PERS, false, false, 80>(p, stream)                            \
+               : Launch<256, false, PP, PERS, false, false, 80>(p, stream);                          \
   }
-    JAXDNN_SM90_WIDE_CASE(256, 80, false, false)
-    JAXDNN_SM90_WIDE_CASE(256, 80, true, false)
-    JAXDNN_SM90_WIDE_CASE(256, 80, false, true)
-    JAXDNN_SM90_WIDE_CASE(256, 80, true, true)
-    JAXDNN_SM90_WIDE_CASE(64, 192, true, false)
-    JAXDNN_SM90_WIDE_CASE(64, 192, true, true)
-#undef JAXDNN_SM90_WIDE_CASE
+    JAXDNN_SM90_N80_CASE(false, false)
+    JAXDNN_SM90_N80_CASE(true, false)
+    JAXDNN_SM90_N80_CASE(false, true)
+    JAXDNN_SM90_N80_CASE(true, true)
+#undef JAXDNN_SM90_N80_CASE
     return cudaErrorInvalidValue;
   }
 #define JAXDNN_SM90_CASE(D, PP, PERS)                                                       \

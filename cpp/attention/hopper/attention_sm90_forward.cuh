@@ -31,11 +31,6 @@
 // barrier and pipeline overheads are paid over 80 keys instead of 64. 80 does
 // not divide the 128-row query tile, so the causal diagonal would cross
 // partial blocks: causal (and the extended and dynamic paths) keep 64.
-// Head dim 64, 192-key blocks (opt-in, kBlockNOpt = 192; dense non-causal
-// launches only): S = 64 x 192 per warpgroup by m64n192k16, O += P V over 12
-// k-steps; Q 16 KB + 2 x (K 24 KB + V 24 KB) + O 16 KB. At head dim 64 the
-// gemms are half as long per key as at 128 while the softmax is not, so the
-// per-block costs (waits, reductions, barriers) weigh twice as much.
 // Extended path (template flag kExt; checked on an H200): padding
 // lengths, causal with the bottom-right alignment when q_len < kv_len, a
 // sliding window, softcap and segment ids (packed documents), with the rules of
@@ -80,11 +75,6 @@
 #include "attention/hopper/sm90_ptx.cuh"
 #include "attention/hopper/sm90_tile_gemm.cuh"
 
-// A/B switch (compile time) for the softmax's row-maximum chain; see softmax().
-#ifndef JAXDNN_SM90_FWD_SPLIT_MAX
-#define JAXDNN_SM90_FWD_SPLIT_MAX 1
-#endif
-
 namespace jaxdnn::attention::sm90 {
 
 struct FwdParams {
@@ -107,20 +97,18 @@ struct FwdParams {
                        // (more greedy), 0 right after its Q load (the atomic's latency hidden)
 };
 
-// kBlockNOpt: 0 = the head dim's default kv block; wide kv blocks for dense
-// non-causal launches only (see the header comment): 80 keys at head dim 256,
-// 192 at head dim 64 (S 96 registers, P 48, O 32).
+// kBlockNOpt: 0 = the head dim's default kv block; 80 = 80-key blocks at head
+// dim 256 (dense non-causal launches only, see the header comment).
 template <int kD, int kBlockNOpt = 0>
 struct FwdConfig {
   static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
-  static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80) || (kD == 64 && kBlockNOpt == 192),
-                "wide kv blocks: 80 keys at head dim 256, 192 at head dim 64");
+  static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80), "80-key blocks at head dim 256 only");
   static constexpr int kThreads = 384;
   static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows
   // Head dim 256: 64-row kv blocks, so that Q and a 2-stage K/V ring fit in
   // shared memory (and S, 32 registers, fits beside the 128 of O).
   static constexpr int kBlockN = kBlockNOpt != 0 ? kBlockNOpt : kD == 256 ? 64 : 128;
-  // Wide kv blocks run only non-causal (the diagonal would cut them).
+  // 80-key blocks run only non-causal (the diagonal would cut 80-key blocks).
   static constexpr bool kNonCausalOnly = kBlockNOpt != 0;
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
@@ -185,7 +173,7 @@ __global__ void __launch_bounds__(384, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
   using Cfg = FwdConfig<kD, kBlockNOpt>;
-  static_assert(!Cfg::kNonCausalOnly || (!kExt && !kDynamic), "wide kv blocks: the dense static path only");
+  static_assert(!Cfg::kNonCausalOnly || (!kExt && !kDynamic), "80-key blocks: the dense static path only");
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
 
@@ -416,6 +404,11 @@ __global__ void __launch_bounds__(384, 1)
     float s[kBlockN / 2];
     uint32_t pa[kBlockN / 16][4];
     float row_max[2], row_sum[2], corr[2];
+    // Head dim 64: the row maximum over four partial maxima. There the gemms
+    // are half as long per key as at 128 while the softmax is not, so its
+    // chain shows: self-test +1-4% at d64 (most cases), and level to -1% at
+    // d128 (H200, two alternating rounds, results/2026-11-22-h200-attention-v28-fwd).
+    constexpr bool kSplitMax = kD == 64;
     bool rescale = true;  // warp-uniform: this block moved the warp's maxima
     const float rescale_threshold = p.rescale_threshold;
 
@@ -447,23 +440,22 @@ __global__ void __launch_bounds__(384, 1)
       float mx[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-#if JAXDNN_SM90_FWD_SPLIT_MAX
-        // Four partial maxima: the exps wait on this chain, which is
-        // kBlockN / 32 + 2 deep instead of kBlockN / 8 (with one or two
-        // consumer warps per SM sub-partition little else hides it).
-        float mp[4] = {row_max[r], -INFINITY, -INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < kBlockN / 8; ++j) {
-          mp[j % 4] = fmaxf(mp[j % 4], fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        }
-        float m = fmaxf(fmaxf(mp[0], mp[1]), fmaxf(mp[2], mp[3]));
-#else
         float m = row_max[r];
+        if constexpr (kSplitMax) {
+          // Four partial maxima: the exps wait on this chain, kBlockN / 32 + 2
+          // deep instead of kBlockN / 8.
+          float mp[4] = {m, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
-        for (int j = 0; j < kBlockN / 8; ++j) {
-          m = fmaxf(m, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+          for (int j = 0; j < kBlockN / 8; ++j) {
+            mp[j % 4] = fmaxf(mp[j % 4], fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+          }
+          m = fmaxf(fmaxf(mp[0], mp[1]), fmaxf(mp[2], mp[3]));
+        } else {
+#pragma unroll
+          for (int j = 0; j < kBlockN / 8; ++j) {
+            m = fmaxf(m, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+          }
         }
-#endif
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         mx[r] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       }

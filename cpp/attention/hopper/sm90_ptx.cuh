@@ -202,27 +202,6 @@ JAXDNN_WGMMA_N80("f16", f16)
 JAXDNN_WGMMA_DISPATCH(80, 40, false, bf16)
 JAXDNN_WGMMA_DISPATCH(80, 40, true, f16)
 
-// ---- Forward at head dim 64 with 192-key blocks (opt-in): S = Q K^T over
-// 192 keys by m64n192k16 (96 accumulator registers).
-#define JAXDNN_WG_ACC96 JAXDNN_WG_ACC64, JAXDNN_WG_ACC8(64), JAXDNN_WG_ACC8(72), JAXDNN_WG_ACC8(80), \
-                        JAXDNN_WG_ACC8(88)
-#define JAXDNN_WG_REGS96                                                               \
-  JAXDNN_WG_REGS64 ","                                                                  \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-#define JAXDNN_WGMMA_N192(TY, SUFFIX)                                                   \
-  JAXDNN_WGMMA_PAIR(192, 96, SUFFIX,                                                    \
-      "setp.ne.b32 p, %98, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " {" JAXDNN_WG_REGS96    \
-      "}, %96, %97, p, 1, 1, 0, 0;\n}\n",                                               \
-      "setp.ne.b32 p, %101, 0;\n"                                                       \
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " {" JAXDNN_WG_REGS96    \
-      "}, {%96, %97, %98, %99}, %100, p, 1, 1, 1;\n}\n")
-JAXDNN_WGMMA_N192("bf16", bf16)
-JAXDNN_WGMMA_N192("f16", f16)
-JAXDNN_WGMMA_DISPATCH(192, 96, false, bf16)
-JAXDNN_WGMMA_DISPATCH(192, 96, true, f16)
-
 // SS, A K-major and B MN-major: WgmmaSSBt_m64nNk16_<type>.
 #define JAXDNN_WGMMA_SS_BT(N, NACC, TY, SUFFIX, REGS, DA, DB, SC)                        \
   __device__ __forceinline__ void WgmmaSSBt_m64n##N##k16_##SUFFIX(                      \
