@@ -305,7 +305,8 @@ bool RunDynamicAb(bool f16) {
 int main(int argc, char** argv) {
   // Usage: sm90_attention_selftest [bf16|f16] [variant (-1: default; 9: dynamic scheduler,
   //          25: with the chunked order; 35 = 3 + 32: 80-key blocks at head dim 256,
-  //          dense non-causal, the bit ignored elsewhere)] [head dim (0: all)]
+  //          67 = 3 + 64: three consumer warpgroups at head dim 64; both dense
+  //          non-causal, the bits ignored elsewhere)] [head dim (0: all)]
   //        e.g. sm90_attention_selftest bf16 35 256
   //        sm90_attention_selftest [bf16|f16] ab    the dynamic scheduler: checks, then A/B timings
   const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
@@ -352,6 +353,14 @@ int main(int argc, char** argv) {
       {1, 161, 161, 4, 4, 256, 0, true},      {2, 80, 80, 4, 2, 256, 0, true},
       {2, 200, 161, 4, 2, 256, 0, true},      {1, 81, 1001, 4, 1, 256, 0, true},
       {2, 81, 81, 3, 1, 256, 1, true},
+      // Head dim 64 around 192-row tiles (variant bit 64, three consumer
+      // warpgroups: partial last tiles of 191, 1, 1 and 8 rows; q_len !=
+      // kv_len; GQA), then the head dim 64 benchmark grid.
+      {2, 191, 191, 4, 2, 64, 0, true},       {2, 193, 193, 3, 1, 64, 0, true},
+      {1, 385, 385, 4, 4, 64, 0, true},       {2, 200, 1001, 4, 2, 64, 0, true},
+      {1, 7, 7, 4, 1, 64, 0, true},           {2, 1000, 200, 4, 2, 64, 0, true},
+      {32, 512, 512, 16, 16, 64, 0, true},    {16, 1024, 1024, 16, 16, 64, 0, true},
+      {4, 4096, 4096, 16, 16, 64, 0, true},   {1, 16384, 16384, 16, 16, 64, 0, false},
       // Head dim 256 benchmark grid: batch x seq = 16384 tokens, 16 heads.
       {32, 512, 512, 16, 16, 256, 0, true},   {32, 512, 512, 16, 16, 256, 1, true},
       {16, 1024, 1024, 16, 16, 256, 0, true}, {16, 1024, 1024, 16, 16, 256, 1, true},

@@ -93,6 +93,14 @@ bool D256BlockN80() {
   return on;
 }
 
+// Three consumer warpgroups (192-row tiles) for head dim 64 dense non-causal
+// calls: JAXDNN_ATTENTION_SM90_D64_WG3=1 (read once); off by default until
+// measured (NOTES.md attention v29).
+bool D64ThreeConsumers() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D64_WG3") == "1";
+  return on;
+}
+
 // Lazy O rescaling in the forward's online softmax (see FwdParams):
 // JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
 // units (8: P up to 256 before normalization), or "always" (every block
@@ -119,11 +127,11 @@ bool NeedsExt(const AttnFwdArgs& a) {
 }
 
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
-          int kBlockNOpt = 0>
+          int kBlockNOpt = 0, int kConsumers = 2>
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
-  using Cfg = sm90::FwdConfig<kD, kBlockNOpt>;
+  using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers>;
   const AttnShape& s = a.shape;
-  // The 80-key kernel has no causal masking compiled in.
+  // The 80-key and 192-row kernels have no causal masking compiled in.
   if (Cfg::kNonCausalOnly && a.mask_params.causal) return cudaErrorInvalidValue;
   CUtensorMap tq, tk, tv;
   cudaError_t err;
@@ -156,7 +164,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   }
   const int smem_bytes = kExt ? Cfg::kSmemBytesExt : (kDynamic ? Cfg::kSmemBytesDynamic : Cfg::kSmemBytes);
 
-  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt>;
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt, kConsumers>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   smem_bytes)) != cudaSuccess) {
     return err;
@@ -224,6 +232,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
     if (!dynamic && D256BlockN80()) variant |= 32;  // ignored below unless dense non-causal d256
+    if (!dynamic && d == 64 && D64ThreeConsumers()) variant |= 64;  // likewise, d64
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   if ((variant & 8) != 0) {
@@ -252,7 +261,21 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   // Bit 32, 80-key blocks: head dim 256, dense (no ext), non-causal, static
   // schedule; ignored (64-key blocks) for every other launch.
   const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && !m.causal;
+  // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense,
+  // non-causal, static schedule; ignored for every other launch.
+  const bool wg3 = (variant & 64) != 0 && d == 64 && !ext && !m.causal;
   variant &= 3;
+  if (wg3) {
+#define JAXDNN_SM90_WG3_CASE(PP, PERS)                                                               \
+  if (variant == (PP) + 2 * (PERS)) {                                                                \
+    return f16 ? Launch<64, true, PP, PERS, false, false, 0, 3>(p, stream)                           \
+               : Launch<64, false, PP, PERS, false, false, 0, 3>(p, stream);                         \
+  }
+    JAXDNN_SM90_WG3_CASE(false, true)
+    JAXDNN_SM90_WG3_CASE(true, true)
+#undef JAXDNN_SM90_WG3_CASE
+    return cudaErrorInvalidValue;
+  }
   if (blockn80) {
 #define JAXDNN_SM90_N80_CASE(PP, PERS)                                                               \
   if (variant == (PP) + 2 * (PERS)) {                                                                \

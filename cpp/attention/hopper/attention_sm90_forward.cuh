@@ -31,6 +31,11 @@
 // barrier and pipeline overheads are paid over 80 keys instead of 64. 80 does
 // not divide the 128-row query tile, so the causal diagonal would cross
 // partial blocks: causal (and the extended and dynamic paths) keep 64.
+// Head dim 64, three consumer warpgroups (opt-in, kConsumers = 3; dense
+// non-causal launches only): 192-row query tiles, 512 threads, consumers at 160
+// registers. At head dim 64 the gemms are half as long per key as at 128
+// while the softmax is not; a third warpgroup gives the tensor cores another
+// warpgroup's gemms to run while two are in their softmax (FA3's d64 tile).
 // Extended path (template flag kExt; checked on an H200): padding
 // lengths, causal with the bottom-right alignment when q_len < kv_len, a
 // sliding window, softcap and segment ids (packed documents), with the rules of
@@ -99,17 +104,22 @@ struct FwdParams {
 
 // kBlockNOpt: 0 = the head dim's default kv block; 80 = 80-key blocks at head
 // dim 256 (dense non-causal launches only, see the header comment).
-template <int kD, int kBlockNOpt = 0>
+// kConsumers: consumer warpgroups of 64 query rows each; 3 (192-row tiles) at
+// head dim 64, dense non-causal launches only (see the header comment).
+template <int kD, int kBlockNOpt = 0, int kConsumers = 2>
 struct FwdConfig {
   static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
   static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80), "80-key blocks at head dim 256 only");
-  static constexpr int kThreads = 384;
-  static constexpr int kBlockM = 128;  // 2 consumer warpgroups x 64 rows
+  static_assert(kConsumers == 2 || (kConsumers == 3 && kD == 64 && kBlockNOpt == 0),
+                "three consumer warpgroups at head dim 64 only");
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kBlockM = 64 * kConsumers;  // consumer warpgroups x 64 rows
   // Head dim 256: 64-row kv blocks, so that Q and a 2-stage K/V ring fit in
   // shared memory (and S, 32 registers, fits beside the 128 of O).
   static constexpr int kBlockN = kBlockNOpt != 0 ? kBlockNOpt : kD == 256 ? 64 : 128;
-  // 80-key blocks run only non-causal (the diagonal would cut 80-key blocks).
-  static constexpr bool kNonCausalOnly = kBlockNOpt != 0;
+  // 80-key blocks run only non-causal (the diagonal would cut 80-key blocks),
+  // and so do 192-row tiles (128-key blocks do not divide them).
+  static constexpr bool kNonCausalOnly = kBlockNOpt != 0 || kConsumers != 2;
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
@@ -134,7 +144,9 @@ struct FwdConfig {
   static_assert(kOffTileSlot + 4 <= kOffInfo, "tile slot below the ext slots");
   static constexpr int kSmemBytesDynamic = kOffTileSlot + 16 + 1024;
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  // Three consumer warpgroups: 512 threads launch at 128 registers; 24 + 3 x
+  // 160 fits (O 32, S 64 and P 32 registers per thread at head dim 64).
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
   // Extended path: its producer warp (segment votes of 32 blocks at once,
   // band limits) needs more than 24 registers (ptxas spilled at 24 and, for
   // head dim 64, at 32); the consumers fit in 232 without spills. setmaxnreg moves registers within the 168 x 384 of
@@ -143,7 +155,9 @@ struct FwdConfig {
   // consumers fit in 224 without spills, so the split there is 56 / 224.
   static constexpr int kProducerRegsExt = kD == 256 ? 56 : 40;
   static constexpr int kConsumerRegsExt = kD == 256 ? 224 : 232;
-  static_assert(kProducerRegs + 2 * kConsumerRegs <= 3 * 168, "register split");
+  // setmaxnreg moves registers within the launch's (a multiple of 8 per thread).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * kLaunchRegs, "register split");
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
   static_assert(kSmemBytesExt <= 227 * 1024, "shared memory per CTA");
   // 80-key blocks at head dim 256: 224 KB of tiles + barriers = 230480 bytes.
@@ -154,8 +168,9 @@ struct FwdConfig {
   static_assert(kNonCausalOnly || kBlockM % kBlockN == 0, "a query tile's diagonal spans whole kv blocks");
 };
 
-// kPingpong: the two consumer warpgroups take turns issuing their gemms
-// (named barriers 3 and 4), so one's softmax overlaps the other's gemms.
+// kPingpong: the consumer warpgroups take turns issuing their gemms (named
+// barriers 3 and 4; with three, 4 to 6 in a ring), so one's softmax overlaps
+// another's gemms.
 // kPersistent: gridDim.x CTAs walk the tiles with a stride of gridDim.x; the
 // next tile's Q load overlaps this tile's last P.V gemm and epilogue.
 // Tiles: t = ((b * heads + h) * num_m_blocks + m_rev), m_block = last - m_rev,
@@ -168,11 +183,11 @@ struct FwdConfig {
 // kBlockNOpt = 80 (head dim 256, dense, non-causal: the launcher ignores the
 // request elsewhere): 80-key blocks; 0 compiles as before.
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false,
-          int kBlockNOpt = 0>
-__global__ void __launch_bounds__(384, 1)
+          int kBlockNOpt = 0, int kConsumers = 2>
+__global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThreads, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
-  using Cfg = FwdConfig<kD, kBlockNOpt>;
+  using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers>;
   static_assert(!Cfg::kNonCausalOnly || (!kExt && !kDynamic), "80-key blocks: the dense static path only");
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
@@ -234,13 +249,13 @@ __global__ void __launch_bounds__(384, 1)
 
   if (threadIdx.x == 0) {
     MbarInit(q_full, 1);
-    MbarInit(q_empty, 8);  // one arrival per consumer warp
+    MbarInit(q_empty, 4 * kConsumers);  // one arrival per consumer warp
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       MbarInit(&k_full[s], 1);
       MbarInit(&v_full[s], 1);
-      MbarInit(&k_empty[s], 8);
-      MbarInit(&v_empty[s], 8);
+      MbarInit(&k_empty[s], 4 * kConsumers);
+      MbarInit(&v_empty[s], 4 * kConsumers);
     }
     FenceMbarInit();
     PrefetchTmaDescriptor(&tm_q);
@@ -496,15 +511,17 @@ __global__ void __launch_bounds__(384, 1)
       PackFragments<kF16, kBlockN>(s, pa);
     };
 
-    constexpr int kSchedBar = 3;  // + consumer index
+    // Named barriers: 1 + cw for the epilogue, kSchedBar + cw for the turns.
+    constexpr int kSchedBar = 1 + kConsumers;
     auto sched_sync = [&]() {
       if constexpr (kPingpong) NamedBarrierSync(kSchedBar + cw, 256);
     };
     auto sched_arrive = [&]() {
-      if constexpr (kPingpong) NamedBarrierArrive(kSchedBar + (1 - cw), 256);
+      if constexpr (kPingpong) NamedBarrierArrive(kSchedBar + (kConsumers == 2 ? 1 - cw : (cw + 1) % kConsumers), 256);
     };
     if constexpr (kPingpong) {
-      if (cw == 1) NamedBarrierArrive(kSchedBar + 0, 256);  // consumer 0 goes first
+      // Turns go round the consumers; consumer 0 goes first.
+      if (cw == kConsumers - 1) NamedBarrierArrive(kSchedBar + 0, 256);
     }
 
     // kDynamic: the tile comes from the producer's slot once Q's barrier
@@ -761,7 +778,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     if constexpr (kPingpong) {
-      if (cw == 0) NamedBarrierSync(kSchedBar + 0, 256);  // consume consumer 1's last arrival
+      if (cw == 0) NamedBarrierSync(kSchedBar + 0, 256);  // consume the last consumer's last arrival
     }
   }
 }
