@@ -94,10 +94,13 @@ bool D256BlockN80() {
 }
 
 // Three consumer warpgroups (192-row tiles) for head dim 64 dense non-causal
-// calls: JAXDNN_ATTENTION_SM90_D64_WG3=1 (read once); off by default until
-// measured (NOTES.md attention v29).
+// calls: on an H200 through jax (GPU-busy, two alternating rounds) the d64
+// forward ran 6% faster at seq 1024 and 15-18% at 2048-16384 than with two
+// (416 -> 488-493 TFLOP/s at 2048; self-test: pingpong turns 67 +5-18%, no
+// pingpong 66 level; results/2026-11-22-h200-attention-v29-d64-wg3).
+// JAXDNN_ATTENTION_SM90_D64_WG3=0 (read once) keeps two.
 bool D64ThreeConsumers() {
-  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D64_WG3") == "1";
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D64_WG3") != "0";
   return on;
 }
 
