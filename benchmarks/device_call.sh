@@ -11,3 +11,13 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+# kt NAME ENV_ASSIGNMENT [kernel_timing.py args...]: one GPU-busy A/B process
+# (benchmarks/kernel_timing.py --attention) with the assignment in its
+# environment (A=default for none); rows to $out/kt-NAME.txt and .json.
+kt() {
+  local name=$1 envset=$2; shift 2
+  [ $((budget - SECONDS)) -lt 40 ] && { echo "$name: skipped (time)"; return; }
+  ( cd /tmp && env $envset timeout "$(left 100)" python3 "$repo/benchmarks/kernel_timing.py" --attention \
+      --out "$out/kt-$name.json" "$@" ) 2>&1 | grep -E "^attn" > "$out/kt-$name.txt"
+  echo "-- $name"; cut -c1-110 "$out/kt-$name.txt"
+}

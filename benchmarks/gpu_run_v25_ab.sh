@@ -29,19 +29,11 @@ if [ "${SELF:-1}" != 0 ]; then
   grep -E "FAIL" "$out"/self-*.log | head -20
 fi
 wait; cat "$out/build.rc"
-kt() {  # name, env assignment, kernel_timing args...
-  local name=$1 envset=$2; shift 2
-  [ $((budget - SECONDS)) -lt 40 ] && { echo "$name: skipped (time)"; return; }
-  ( cd /tmp && env $envset timeout "$(left 100)" python3 "$repo/benchmarks/kernel_timing.py" --attention --dim 128 \
-      --seqs "${SEQS:-2048,4096,8192,16384}" --impls jaxdnn --out "$out/kt-$name.json" "$@" ) 2>&1 \
-    | grep -E "^attn" > "$out/kt-$name.txt"
-  echo "-- $name"; cut -c1-100 "$out/kt-$name.txt"
-}
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  kt fwd-always-r$round JAXDNN_ATTENTION_SM90_FWD_RESCALE=always --ops fwd --causal 0,1
-  kt fwd-lazy8-r$round JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 --ops fwd --causal 0,1
-  kt bwd-q80c0-r$round JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=0 --ops fwd+bwd --causal 1
-  kt bwd-q80c1-r$round JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 --ops fwd+bwd --causal 1
+  kt fwd-always-r$round JAXDNN_ATTENTION_SM90_FWD_RESCALE=always --dim 128 --seqs "${SEQS:-2048,4096,8192,16384}" --impls jaxdnn --ops fwd --causal 0,1
+  kt fwd-lazy8-r$round JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 --dim 128 --seqs "${SEQS:-2048,4096,8192,16384}" --impls jaxdnn --ops fwd --causal 0,1
+  kt bwd-q80c0-r$round JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=0 --dim 128 --seqs "${SEQS:-2048,4096,8192,16384}" --impls jaxdnn --ops fwd+bwd --causal 1
+  kt bwd-q80c1-r$round JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 --dim 128 --seqs "${SEQS:-2048,4096,8192,16384}" --impls jaxdnn --ops fwd+bwd --causal 1
 done
 if [ -n "${TEST_K:-}" ]; then
   xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"

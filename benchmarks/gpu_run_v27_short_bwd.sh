@@ -14,19 +14,11 @@ source "$repo/benchmarks/tokamax_site.sh" > /dev/null 2>&1
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
   echo "build exit $?" > "$out/build.rc" )
 cat "$out/build.rc"
-kt() {  # name, env assignment, kernel_timing args...
-  local name=$1 envset=$2; shift 2
-  [ $((budget - SECONDS)) -lt 40 ] && { echo "$name: skipped (time)"; return; }
-  ( cd /tmp && env $envset timeout "$(left 100)" python3 "$repo/benchmarks/kernel_timing.py" --attention \
-      --seqs "${SEQS:-512,1024,2048}" --out "$out/kt-$name.json" "$@" ) 2>&1 \
-    | grep -E "^attn" > "$out/kt-$name.txt"
-  echo "-- $name"; cut -c1-110 "$out/kt-$name.txt"
-}
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for d in 128 64; do
     impls=jaxdnn; [ "$round" = 1 ] && impls=jaxdnn,cudnn
-    kt d$d-default-r$round A=default --dim $d --impls $impls --ops fwd+bwd --causal 0,1
-    kt d$d-fused-r$round JAXDNN_ATTENTION_SM90_BWD=2 --dim $d --impls jaxdnn --ops fwd+bwd --causal 0,1
+    kt d$d-default-r$round A=default --seqs "${SEQS:-512,1024,2048}" --dim $d --impls $impls --ops fwd+bwd --causal 0,1
+    kt d$d-fused-r$round JAXDNN_ATTENTION_SM90_BWD=2 --seqs "${SEQS:-512,1024,2048}" --dim $d --impls jaxdnn --ops fwd+bwd --causal 0,1
   done
 done
 for flags in "" "--xla_gpu_enable_command_buffer="; do

@@ -43,16 +43,8 @@ for f in "$out"/time-*.log; do
 done
 grep -hE "16384,16384,16,16,64|4096,4096,16,16,64" "$out"/check-n192-*.log | cut -c1-120
 wait; cat "$out/build.rc"
-kt() {  # name, env assignment, kernel_timing args...
-  local name=$1 envset=$2; shift 2
-  [ $((budget - SECONDS)) -lt 40 ] && { echo "$name: skipped (time)"; return; }
-  ( cd /tmp && env $envset timeout "$(left 100)" python3 "$repo/benchmarks/kernel_timing.py" --attention \
-      --seqs "${SEQS:-1024,2048,4096,8192,16384}" --out "$out/kt-$name.json" "$@" ) 2>&1 \
-    | grep -E "^attn" > "$out/kt-$name.txt"
-  echo "-- $name"; cut -c1-110 "$out/kt-$name.txt"
-}
 for round in 1 2; do
   impls=jaxdnn; [ "$round" = 1 ] && impls=jaxdnn,cudnn
-  kt d64-n128-r$round A=default --dim 64 --impls $impls --ops fwd --causal 0
-  kt d64-n192-r$round JAXDNN_ATTENTION_SM90_D64_BLOCKN=192 --dim 64 --impls jaxdnn --ops fwd --causal 0
+  kt d64-n128-r$round A=default --seqs "${SEQS:-1024,2048,4096,8192,16384}" --dim 64 --impls $impls --ops fwd --causal 0
+  kt d64-n192-r$round JAXDNN_ATTENTION_SM90_D64_BLOCKN=192 --seqs "${SEQS:-1024,2048,4096,8192,16384}" --dim 64 --impls jaxdnn --ops fwd --causal 0
 done
