@@ -306,7 +306,9 @@ int main(int argc, char** argv) {
   // Usage: sm90_attention_selftest [bf16|f16] [variant (-1: default; 9: dynamic scheduler,
   //          25: with the chunked order; 35 = 3 + 32: 80-key blocks at head dim 256,
   //          67 = 3 + 64: three consumer warpgroups at head dim 64; both dense
-  //          non-causal, the bits ignored elsewhere)] [head dim (0: all)]
+  //          non-causal, the bits ignored elsewhere; 89 = 25 + 64: three
+  //          consumer warpgroups on the dynamic scheduler, dense, causal or not)]
+  //          [head dim (0: all)]
   //        e.g. sm90_attention_selftest bf16 35 256
   //        sm90_attention_selftest [bf16|f16] ab    the dynamic scheduler: checks, then A/B timings
   const bool f16 = argc > 1 && std::string(argv[1]) == "f16";
@@ -361,6 +363,14 @@ int main(int argc, char** argv) {
       {1, 7, 7, 4, 1, 64, 0, true},           {2, 1000, 200, 4, 2, 64, 0, true},
       {32, 512, 512, 16, 16, 64, 0, true},    {16, 1024, 1024, 16, 16, 64, 0, true},
       {4, 4096, 4096, 16, 16, 64, 0, true},   {1, 16384, 16384, 16, 16, 64, 0, false},
+      // Causal around 192-row tiles (variant bit 64 with the dynamic
+      // scheduler, 89 = 25 + 64: each tile's diagonal crosses two 128-key
+      // blocks at 1.5 blocks per tile; last tiles of 191, 1, 1, 1 rows).
+      {2, 191, 191, 4, 2, 64, 1, true},       {1, 385, 385, 4, 4, 64, 1, true},
+      {1, 7, 7, 4, 1, 64, 1, true},           {1, 577, 577, 4, 2, 64, 1, true},
+      {2, 193, 193, 3, 1, 64, 1, true},       {32, 512, 512, 16, 16, 64, 1, true},
+      {16, 1024, 1024, 16, 16, 64, 1, true},  {4, 4096, 4096, 16, 16, 64, 1, true},
+      {1, 16384, 16384, 16, 16, 64, 1, false},
       // Head dim 256 benchmark grid: batch x seq = 16384 tokens, 16 heads.
       {32, 512, 512, 16, 16, 256, 0, true},   {32, 512, 512, 16, 16, 256, 1, true},
       {16, 1024, 1024, 16, 16, 256, 0, true}, {16, 1024, 1024, 16, 16, 256, 1, true},

@@ -104,6 +104,14 @@ bool D64ThreeConsumers() {
   return on;
 }
 
+// The same for head dim 64 dense causal calls on the dynamic scheduler (their
+// default): JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 (read once); compile-only,
+// off by default until checked and measured (NOTES.md attention v30).
+bool D64ThreeConsumersCausal() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL") == "1";
+  return on;
+}
+
 // Lazy O rescaling in the forward's online softmax (see FwdParams):
 // JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
 // units (8: P up to 256 before normalization), or "always" (every block
@@ -134,8 +142,8 @@ template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool k
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers>;
   const AttnShape& s = a.shape;
-  // The 80-key and 192-row kernels have no causal masking compiled in.
-  if (Cfg::kNonCausalOnly && a.mask_params.causal) return cudaErrorInvalidValue;
+  // The 80-key and static 192-row kernels have no causal masking compiled in.
+  if (Cfg::kNonCausalOnly && !(kConsumers == 3 && kDynamic) && a.mask_params.causal) return cudaErrorInvalidValue;
   CUtensorMap tq, tk, tv;
   cudaError_t err;
   if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
@@ -236,8 +244,12 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
     if (!dynamic && D256BlockN80()) variant |= 32;  // ignored below unless dense non-causal d256
     if (!dynamic && d == 64 && D64ThreeConsumers()) variant |= 64;  // likewise, d64
+    if (dynamic && d == 64 && !needs_ext && D64ThreeConsumersCausal()) variant |= 64;
   }
   const bool ext = needs_ext || (variant & 4) != 0;
+  // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense; on
+  // the static schedule non-causal only, on the dynamic scheduler also causal.
+  const bool wg3_bit = (variant & 64) != 0 && d == 64 && !ext;
   if ((variant & 8) != 0) {
     // The dynamic scheduler: persistent CTAs with pingpong (bits 0-1 ignored);
     // + 16: the L2-chunked longest-first tile order.
@@ -245,6 +257,10 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     int chunk = 0;
     if ((variant & 16) != 0) {
       if (cudaError_t err = LptChunkPairs(p.shape, &chunk); err != cudaSuccess) return err;
+    }
+    if (wg3_bit) {
+      return f16 ? Launch<64, true, true, true, false, true, 0, 3>(p, stream, chunk)
+                 : Launch<64, false, true, true, false, true, 0, 3>(p, stream, chunk);
     }
 #define JAXDNN_SM90_DYNAMIC_CASE(D)                                                                   \
   if (d == D) {                                                                                       \
@@ -264,9 +280,8 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   // Bit 32, 80-key blocks: head dim 256, dense (no ext), non-causal, static
   // schedule; ignored (64-key blocks) for every other launch.
   const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && !m.causal;
-  // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense,
-  // non-causal, static schedule; ignored for every other launch.
-  const bool wg3 = (variant & 64) != 0 && d == 64 && !ext && !m.causal;
+  // Bit 64 on the static schedule: non-causal only; ignored otherwise.
+  const bool wg3 = wg3_bit && !m.causal;
   variant &= 3;
   if (wg3) {
 #define JAXDNN_SM90_WG3_CASE(PP, PERS)                                                               \

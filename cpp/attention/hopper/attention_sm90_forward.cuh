@@ -118,8 +118,12 @@ struct FwdConfig {
   // shared memory (and S, 32 registers, fits beside the 128 of O).
   static constexpr int kBlockN = kBlockNOpt != 0 ? kBlockNOpt : kD == 256 ? 64 : 128;
   // 80-key blocks run only non-causal (the diagonal would cut 80-key blocks),
-  // and so do 192-row tiles (128-key blocks do not divide them).
+  // and so do 192-row tiles on the static schedule; on the dynamic scheduler
+  // they run causal too (opt-in, see the kernel's kCausal).
   static constexpr bool kNonCausalOnly = kBlockNOpt != 0 || kConsumers != 2;
+  // Kv blocks a query tile's causal diagonal crosses (the masked ones): 2 for
+  // 128 / 64 (head dim 256) and for 192 / 128 (three consumer warpgroups).
+  static constexpr int kDiagBlocks = (kBlockM + kBlockN - 1) / kBlockN;
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
@@ -188,7 +192,12 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
   using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers>;
-  static_assert(!Cfg::kNonCausalOnly || (!kExt && !kDynamic), "80-key blocks: the dense static path only");
+  static_assert(!Cfg::kNonCausalOnly || (!kExt && (!kDynamic || kConsumers == 3)),
+                "80-key blocks: the dense static path only; 192-row tiles: the dense paths");
+  // Causal masking compiled in: every config but the non-causal-only ones, and
+  // 192-row tiles on the dynamic scheduler (whose tiles' diagonals cross two
+  // 128-key blocks, 1.5 blocks per tile).
+  constexpr bool kCausal = !Cfg::kNonCausalOnly || (kConsumers == 3 && kDynamic);
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
 
@@ -235,12 +244,14 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     r.m_block = p.num_m_blocks - 1 - m_rev;
     r.h = bh % p.heads;
     r.b = bh / p.heads;
-    if constexpr (Cfg::kNonCausalOnly) {
+    if constexpr (!kCausal) {
       r.n_blocks = kv_blocks;  // never causal (the launcher's rule)
     } else if constexpr (kBlockN == kBlockM) {
       r.n_blocks = p.causal ? min(kv_blocks, r.m_block + 1) : kv_blocks;
-    } else {
+    } else if constexpr (kBlockM % kBlockN == 0) {
       r.n_blocks = p.causal ? min(kv_blocks, (r.m_block + 1) * (kBlockM / kBlockN)) : kv_blocks;
+    } else {
+      r.n_blocks = p.causal ? min(kv_blocks, ((r.m_block + 1) * kBlockM + kBlockN - 1) / kBlockN) : kv_blocks;
     }
     return r;
   };
@@ -645,7 +656,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       } else {
         const int n_blocks = tl.n_blocks;
         // 80-key blocks: causal is compiled out (the launcher never asks for it).
-        const bool causal = !Cfg::kNonCausalOnly && p.causal;
+        const bool causal = kCausal && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
         if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile
         {
@@ -696,8 +707,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           FenceRegs(s);
           release(&k_empty[st]);
           if constexpr (kBlockN < kBlockM) {
-            // Causal: the tile's diagonal crosses its top kBlockM / kBlockN blocks.
-            if (causal && it < kBlockM / kBlockN) mask_keys(n_blocks - 1 - it);
+            // Causal: the tile's diagonal crosses its top kDiagBlocks blocks.
+            if (causal && it < Cfg::kDiagBlocks) mask_keys(n_blocks - 1 - it);
           }
           softmax();
           WgmmaWait<0>();

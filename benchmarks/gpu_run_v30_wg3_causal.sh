@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call for the head dim 64 causal forward on three consumer
+# warpgroups (192-row tiles on the dynamic scheduler; variant bit 64 with 25,
+# JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1; NOTES.md attention v30; compile-only
+# when written):
+#   1. jaxdnn builds in the background while the self-test (carried in
+#      build/wg3, built by `bash benchmarks/build_sm90_selftests.sh build/wg3`)
+#      checks 89 and 73 (bf16, f16) at head dim 64, then times 25 (two
+#      warpgroups, the causal default) against 89, ROUNDS rounds;
+#   2. the GPU tests with head dim 64 with the switch on;
+#   3. through jax (GPU-busy): the d64 causal forward with and without it, and
+#      then the d64 grid beside cuDNN with the switch (runbook item 1).
+#   bash benchmarks/gpu_run_v30_wg3_causal.sh OUTDIR   (carry .whl and build/wg3)
+source "$(dirname "$0")/device_call.sh" 580 "$@"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+source "$repo/benchmarks/tokamax_site.sh" > /dev/null 2>&1
+( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
+  echo "build exit $?" > "$out/build.rc" ) &
+b=${BIN:-$repo/build/wg3}/sm90_attention_selftest
+st() {  # log name, timeout, args...
+  local name=$1 t=$2; shift 2
+  timeout "$(left "$t")" "$b" "$@" > "$out/$name.log" 2>&1
+  echo "$name: exit $?; $(grep -c FAIL "$out/$name.log") FAIL lines; $(grep -c 'ALL PASSED' "$out/$name.log") ALL PASSED"
+}
+st check-89-f16 40 f16 89 64
+st check-73-bf16 40 bf16 73 64
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for v in 25 89; do st v$v-r$round 40 bf16 $v 64; done
+done
+grep -h FAIL "$out"/*.log | head -10
+echo "== self-test TFLOP/s, d64 causal (25 = two warpgroups, 89 = three)"
+for f in "$out"/v*-r*.log; do
+  echo "$(basename "$f" .log): $(grep -E '^\((8,2048|4,4096|2,8192|1,16384|16,1024|32,512),[0-9]+,16,16,64,1\)' "$f" | awk '{print $1 "=" $7}' | tr '\n' ' ')"
+done
+wait; cat "$out/build.rc"
+xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
+( cd /tmp && JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 timeout "$(left 120)" python3 -m pytest "$repo/tests" -q \
+    -p no:cacheprovider $xdist -k "gpu and 64" -rfE --timeout 100 ) > "$out/tests-gpu.log" 2>&1
+echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
+for round in 1 2; do
+  kt d64c-default-r$round A=default --dim 64 --seqs 1024,2048,4096,8192,16384 --impls jaxdnn --ops fwd --causal 1
+  kt d64c-wg3-r$round JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 --dim 64 --seqs 1024,2048,4096,8192,16384 \
+     --impls jaxdnn --ops fwd --causal 1
+done
+[ $((budget - SECONDS)) -gt 120 ] && ( cd /tmp && JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 timeout "$(left 200)" \
+  python3 -m jaxdnn.bench attention --dims 64 --no-torch --only dense --gpu-busy --out "$out/grid-d64.json" \
+  > "$out/grid-d64.txt" 2>&1; echo "grid exit $?" )
