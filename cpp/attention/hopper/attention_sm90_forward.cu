@@ -280,8 +280,9 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   // Bit 32, 80-key blocks: head dim 256, dense (no ext), non-causal, static
   // schedule; ignored (64-key blocks) for every other launch.
   const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && !m.causal;
-  // Bit 64 on the static schedule: non-causal only; ignored otherwise.
-  const bool wg3 = wg3_bit && !m.causal;
+  // Bit 64 on the static schedule: non-causal persistent launches only (the
+  // instantiated ones); ignored otherwise.
+  const bool wg3 = wg3_bit && !m.causal && (variant & 2) != 0;
   variant &= 3;
   if (wg3) {
 #define JAXDNN_SM90_WG3_CASE(PP, PERS)                                                               \
