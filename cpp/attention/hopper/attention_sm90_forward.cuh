@@ -31,9 +31,9 @@
 // barrier and pipeline overheads are paid over 80 keys instead of 64. 80 does
 // not divide the 128-row query tile, so the causal diagonal would cross
 // partial blocks: causal (and the extended and dynamic paths) keep 64.
-// Head dim 64, three consumer warpgroups (opt-in, kConsumers = 3; dense
-// non-causal launches only): 192-row query tiles, 512 threads, consumers at 160
-// registers. At head dim 64 the gemms are half as long per key as at 128
+// Head dim 64, three consumer warpgroups (kConsumers = 3; the default for
+// dense non-causal launches, and opt-in for dense causal ones on the dynamic
+// scheduler): 192-row query tiles, 512 threads, consumers at 160 registers. At head dim 64 the gemms are half as long per key as at 128
 // while the softmax is not; a third warpgroup gives the tensor cores another
 // warpgroup's gemms to run while two are in their softmax (FA3's d64 tile).
 // Extended path (template flag kExt; checked on an H200): padding
@@ -105,7 +105,7 @@ struct FwdParams {
 // kBlockNOpt: 0 = the head dim's default kv block; 80 = 80-key blocks at head
 // dim 256 (dense non-causal launches only, see the header comment).
 // kConsumers: consumer warpgroups of 64 query rows each; 3 (192-row tiles) at
-// head dim 64, dense non-causal launches only (see the header comment).
+// head dim 64, dense launches only (see the header comment).
 template <int kD, int kBlockNOpt = 0, int kConsumers = 2>
 struct FwdConfig {
   static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
@@ -528,6 +528,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       if constexpr (kPingpong) NamedBarrierSync(kSchedBar + cw, 256);
     };
     auto sched_arrive = [&]() {
+      // (1 - cw for two: the instructions measured before three existed.)
       if constexpr (kPingpong) NamedBarrierArrive(kSchedBar + (kConsumers == 2 ? 1 - cw : (cw + 1) % kConsumers), 256);
     };
     if constexpr (kPingpong) {
@@ -655,7 +656,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         kv_it = prev + 1;
       } else {
         const int n_blocks = tl.n_blocks;
-        // 80-key blocks: causal is compiled out (the launcher never asks for it).
+        // 80-key blocks and static 192-row tiles: causal is compiled out (the
+        // launcher never asks for it).
         const bool causal = kCausal && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
         if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile
