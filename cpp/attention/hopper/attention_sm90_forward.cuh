@@ -122,8 +122,12 @@ struct FwdConfig {
   // they run causal too (opt-in, see the kernel's kCausal).
   static constexpr bool kNonCausalOnly = kBlockNOpt != 0 || kConsumers != 2;
   // Kv blocks a query tile's causal diagonal crosses (the masked ones): 2 for
-  // 128 / 64 (head dim 256) and for 192 / 128 (three consumer warpgroups).
+  // 128 / 64 (head dim 256) and for 192 / 128 (three consumer warpgroups),
+  // checked over every tile index; ceil(kBlockM / kBlockN) undercounts tiles
+  // whose start falls inside a block (80-key blocks: 3), hence the assert.
   static constexpr int kDiagBlocks = (kBlockM + kBlockN - 1) / kBlockN;
+  static_assert(kNonCausalOnly || kBlockM % kBlockN == 0 || (kBlockM == 192 && kBlockN == 128),
+                "kDiagBlocks is exact for these tiles");
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
