@@ -21,3 +21,17 @@ kt() {
       --out "$out/kt-$name.json" "$@" ) 2>&1 | grep -E "^attn" > "$out/kt-$name.txt"
   echo "-- $name"; cut -c1-110 "$out/kt-$name.txt"
 }
+# st NAME TIMEOUT [VAR=VALUE...] BINARY [ARGS...]: one self-test run (the
+# assignments go to its environment, as `env` takes them); its log in
+# $out/NAME.log and a line with its exit status, FAIL and ALL PASSED counts.
+st() {
+  local name=$1 t=$2; shift 2
+  timeout "$(left "$t")" env "$@" > "$out/$name.log" 2>&1
+  echo "$name: exit $?; $(grep -c FAIL "$out/$name.log") FAIL lines; $(grep -c 'ALL PASSED' "$out/$name.log") ALL PASSED"
+}
+# grid_tflops REGEX LOG...: per self-test log, the TFLOP/s of its cases matching
+# REGEX (case=value).
+grid_tflops() {
+  local re=$1; shift
+  for f in "$@"; do echo "$(basename "$f" .log): $(grep -E "$re" "$f" | awk '{print $1 "=" $7}' | tr '\n' ' ')"; done
+}

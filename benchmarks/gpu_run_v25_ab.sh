@@ -15,17 +15,12 @@ source "$repo/benchmarks/tokamax_site.sh"
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
   echo "build exit $?" > "$out/build.rc" ) &
 b=${BIN:-$repo/build/sm90}
-st() {  # log name, timeout, env assignment, binary, args...
-  local name=$1 t=$2 envset=$3 bin=$4; shift 4
-  env $envset timeout "$(left "$t")" "$b/$bin" "$@" > "$out/$name.log" 2>&1
-  echo "$name: exit $?; $(grep -c FAIL "$out/$name.log") FAIL lines; $(grep -c 'ALL PASSED' "$out/$name.log") ALL PASSED"
-}
 if [ "${SELF:-1}" != 0 ]; then
-  st self-fwd-lazy8-bf16 100 JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 sm90_attention_selftest bf16 -1
-  st self-fwd-lazy8-f16-d128 60 JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 sm90_attention_selftest f16 -1 128
-  st self-fwd-lazy0-bf16-d64 60 JAXDNN_ATTENTION_SM90_FWD_RESCALE=0 sm90_attention_selftest bf16 -1 64
-  st self-fwd-lazy8-ext-bf16 100 JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 sm90_attention_ext_selftest bf16
-  st self-bwd-atomiccheck-q80c 120 JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 sm90_attention_bwd_selftest atomiccheck
+  st self-fwd-lazy8-bf16 100 JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 "$b/sm90_attention_selftest" bf16 -1
+  st self-fwd-lazy8-f16-d128 60 JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 "$b/sm90_attention_selftest" f16 -1 128
+  st self-fwd-lazy0-bf16-d64 60 JAXDNN_ATTENTION_SM90_FWD_RESCALE=0 "$b/sm90_attention_selftest" bf16 -1 64
+  st self-fwd-lazy8-ext-bf16 100 JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 "$b/sm90_attention_ext_selftest" bf16
+  st self-bwd-atomiccheck-q80c 120 JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=1 "$b/sm90_attention_bwd_selftest" atomiccheck
   grep -E "FAIL" "$out"/self-*.log | head -20
 fi
 wait; cat "$out/build.rc"

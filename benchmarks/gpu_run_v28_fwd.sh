@@ -20,27 +20,20 @@ source "$repo/benchmarks/tokamax_site.sh" > /dev/null 2>&1
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
   echo "build exit $?" > "$out/build.rc" ) &
 b=$repo/build/fwdab
-st() {  # log name, timeout, binary, args...
-  local name=$1 t=$2 bin=$3; shift 3
-  timeout "$(left "$t")" "$b/$bin" "$@" > "$out/$name.log" 2>&1
-  echo "$name: exit $?; $(grep -c FAIL "$out/$name.log") FAIL lines; $(grep -c 'ALL PASSED' "$out/$name.log") ALL PASSED"
-}
-st check-split1-bf16 100 fwd_splitmax1 bf16 -1
-st check-split1-ext-bf16 80 ext_splitmax1 bf16
-st check-n192-bf16 40 fwd_splitmax1 bf16 35 64
-st check-n192-f16 40 fwd_splitmax1 f16 35 64
+st check-split1-bf16 100 "$b/fwd_splitmax1" bf16 -1
+st check-split1-ext-bf16 80 "$b/ext_splitmax1" bf16
+st check-n192-bf16 40 "$b/fwd_splitmax1" bf16 35 64
+st check-n192-f16 40 "$b/fwd_splitmax1" f16 35 64
 grep -h FAIL "$out"/check-*.log | head -10
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for v in 0 1; do
     [ $((budget - SECONDS)) -lt 200 ] && continue
-    st time-split$v-d128-r$round 60 fwd_splitmax$v bf16 -1 128
-    st time-split$v-d64-r$round 60 fwd_splitmax$v bf16 -1 64
+    st time-split$v-d128-r$round 60 "$b/fwd_splitmax$v" bf16 -1 128
+    st time-split$v-d64-r$round 60 "$b/fwd_splitmax$v" bf16 -1 64
   done
 done
 echo "== self-test TFLOP/s (d128 / d64 grid cases), split max 0 vs 1"
-for f in "$out"/time-*.log; do
-  echo "$(basename "$f" .log): $(grep -E '^\((8,2048|4,4096|2,8192|1,16384|16,1024|32,512),' "$f" | awk '{print $1 "=" $7}' | tr '\n' ' ')"
-done
+grid_tflops '^\((8,2048|4,4096|2,8192|1,16384|16,1024|32,512),' "$out"/time-*.log
 grep -hE "16384,16384,16,16,64|4096,4096,16,16,64" "$out"/check-n192-*.log | cut -c1-120
 wait; cat "$out/build.rc"
 for round in 1 2; do

@@ -13,20 +13,13 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/dev
 ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
   echo "build exit $?" > "$out/build.rc" ) &
 b=$repo/build/wg3/sm90_attention_selftest
-st() {  # log name, timeout, args...
-  local name=$1 t=$2; shift 2
-  timeout "$(left "$t")" "$b" "$@" > "$out/$name.log" 2>&1
-  echo "$name: exit $?; $(grep -c FAIL "$out/$name.log") FAIL lines; $(grep -c 'ALL PASSED' "$out/$name.log") ALL PASSED"
-}
-st check-67-f16 40 f16 67 64
+st check-67-f16 40 "$b" f16 67 64
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  for v in 3 67 66; do st v$v-r$round 40 bf16 $v 64; done
+  for v in 3 67 66; do st v$v-r$round 40 "$b" bf16 $v 64; done
 done
 grep -h FAIL "$out"/*.log | head -10
 echo "== self-test TFLOP/s, d64 non-causal (variant 3 = two warpgroups, 67 / 66 = three)"
-for f in "$out"/v*-r*.log; do
-  echo "$(basename "$f" .log): $(grep -E '^\((8,2048|4,4096|2,8192|1,16384|16,1024|32,512),[0-9]+,16,16,64,0\)' "$f" | awk '{print $1 "=" $7}' | tr '\n' ' ')"
-done
+grid_tflops '^\((8,2048|4,4096|2,8192|1,16384|16,1024|32,512),[0-9]+,16,16,64,0\)' "$out"/v*-r*.log
 wait; cat "$out/build.rc"
 for round in 1 2; do
   for sw in A=default JAXDNN_ATTENTION_SM90_D64_WG3=1; do
