@@ -35,3 +35,10 @@ grid_tflops() {
   local re=$1; shift
   for f in "$@"; do echo "$(basename "$f" .log): $(grep -E "$re" "$f" | awk '{print $1 "=" $7}' | tr '\n' ' ')"; done
 }
+# build_jaxdnn: install jaxdnn from the checkout as the GPU machine builds it
+# (no build isolation, no network); log in $out/build.log and "build exit N"
+# in $out/build.rc (run it with & to build beside the self-tests).
+build_jaxdnn() {
+  ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
+    echo "build exit $?" > "$out/build.rc" )
+}

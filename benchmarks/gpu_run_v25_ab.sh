@@ -12,8 +12,7 @@
 source "$(dirname "$0")/device_call.sh" 580 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 source "$repo/benchmarks/tokamax_site.sh"
-( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
-  echo "build exit $?" > "$out/build.rc" ) &
+build_jaxdnn &
 b=${BIN:-$repo/build/sm90}
 if [ "${SELF:-1}" != 0 ]; then
   st self-fwd-lazy8-bf16 100 JAXDNN_ATTENTION_SM90_FWD_RESCALE=8 "$b/sm90_attention_selftest" bf16 -1

@@ -13,8 +13,7 @@
 source "$(dirname "$0")/device_call.sh" 570 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 source "$repo/benchmarks/tokamax_site.sh" > /dev/null 2>&1
-( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
-  echo "build exit $?" > "$out/build.rc" ) &
+build_jaxdnn &
 b=${BIN:-$repo/build/sm90}
 for mode in seg atomiccheck; do
   timeout "$(left 150)" "$b/sm90_attention_bwd_selftest" "$mode" > "$out/self-$mode.log" 2>&1

@@ -11,8 +11,7 @@
 source "$(dirname "$0")/device_call.sh" 580 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 source "$repo/benchmarks/tokamax_site.sh" > /dev/null 2>&1
-( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
-  echo "build exit $?" > "$out/build.rc" )
+build_jaxdnn
 cat "$out/build.rc"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for d in 128 64; do

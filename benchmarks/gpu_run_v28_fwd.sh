@@ -17,8 +17,7 @@
 source "$(dirname "$0")/device_call.sh" 580 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 source "$repo/benchmarks/tokamax_site.sh" > /dev/null 2>&1
-( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
-  echo "build exit $?" > "$out/build.rc" ) &
+build_jaxdnn &
 b=$repo/build/fwdab
 st check-split1-bf16 100 "$b/fwd_splitmax1" bf16 -1
 st check-split1-ext-bf16 80 "$b/ext_splitmax1" bf16

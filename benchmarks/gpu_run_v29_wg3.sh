@@ -10,8 +10,7 @@
 #   bash benchmarks/gpu_run_v29_wg3.sh OUTDIR   (carry .whl and build/wg3)
 source "$(dirname "$0")/device_call.sh" "${BUDGET:-280}" "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
-( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
-  echo "build exit $?" > "$out/build.rc" ) &
+build_jaxdnn &
 b=$repo/build/wg3/sm90_attention_selftest
 st check-67-f16 40 "$b" f16 67 64
 for round in $(seq 1 "${ROUNDS:-2}"); do

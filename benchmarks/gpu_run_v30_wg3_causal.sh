@@ -14,8 +14,7 @@
 source "$(dirname "$0")/device_call.sh" 580 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 source "$repo/benchmarks/tokamax_site.sh" > /dev/null 2>&1
-( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
-  echo "build exit $?" > "$out/build.rc" ) &
+build_jaxdnn &
 b=${BIN:-$repo/build/wg3}/sm90_attention_selftest
 st check-89-f16 40 "$b" f16 89 64
 st check-73-bf16 40 "$b" bf16 73 64

@@ -12,8 +12,7 @@
 #   4. the attention benchmark at head dim 128 (dense, decode) with the
 #      switches on, for the A/B against the last committed run.
 source "$(dirname "$0")/device_call.sh" 570 "$@"
-( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
-  echo "build exit $?" > "$out/build.rc" ) &
+build_jaxdnn &
 # Every step is capped so the whole script ends by BUDGET seconds (one device
 # call is at most 600 s).
 NEW_ONLY=1 DEADLINE=$((budget - 200)) bash "$repo/benchmarks/gpu_selftests_sm90.sh" "$out/self" "${BIN:-build/sm90}"
