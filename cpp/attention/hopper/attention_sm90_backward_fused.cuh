@@ -373,6 +373,20 @@ __device__ __forceinline__ BwdKeyBlock Q80DiagSteps(const BwdParams& p, BwdKeyBl
 // undoes it.
 __host__ __device__ constexpr int DqSwizzleKey(int row7) { return ((row7 << 1) | (row7 >> 2)) & 7; }
 
+// Both segment loaders' first per-CTA values: vals[0..1] = the key block's
+// valid keys' id range (the pre-pass's table), vals[2..3] = row_off, the
+// (batch, head)'s lse/delta row offset (int64 as two halves).
+template <int kBlockN>
+__device__ __forceinline__ void StoreSegLoaderBlockVals(const BwdParams& p, const FusedBwdParams& fp,
+                                                        const BwdKeyBlock& cta, int64_t row_off,
+                                                        volatile int32_t* vals) {
+  const int2 kr = fp.kv_seg_range[cta.b * ((p.kv_len + kBlockN - 1) / kBlockN) + cta.n_block];
+  vals[0] = kr.x;
+  vals[1] = kr.y;
+  vals[2] = static_cast<int32_t>(row_off);
+  vals[3] = static_cast<int32_t>(row_off >> 32);
+}
+
 // kFusedOptSeg's loader walk (one warp; see "Segments" in the header): the
 // key block's query steps from the diagonal (causal) up, voted on 32 at a
 // time, one step per lane, by the step's query id range (precomputed:
@@ -388,7 +402,6 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
                                                uint8_t* smem, const BwdKeyBlock& cta, const CUtensorMap* tm_q,
                                                const CUtensorMap* tm_do, int lane) {
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
-  constexpr int kDBlocks = Cfg::kDBlocks;
   static_assert(kBlockM == 64, "64-query steps (fp.q_seg_range)");
   int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
   int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
@@ -399,12 +412,7 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
   {
     const int64_t row_off = (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
     if (lane == 0) {
-      // The block's valid keys' id range (the pre-pass's table).
-      const int2 kr = fp.kv_seg_range[cta.b * ((p.kv_len + kBlockN - 1) / kBlockN) + cta.n_block];
-      vals[0] = kr.x;
-      vals[1] = kr.y;
-      vals[2] = static_cast<int32_t>(row_off);
-      vals[3] = static_cast<int32_t>(row_off >> 32);
+      StoreSegLoaderBlockVals<kBlockN>(p, fp, cta, row_off, vals);
       const int64_t qid_off = static_cast<int64_t>(cta.b) * p.q_len;
       vals[4] = static_cast<int32_t>(qid_off);
       vals[5] = static_cast<int32_t>(qid_off >> 32);
@@ -558,7 +566,7 @@ __device__ __forceinline__ void FusedSegLoaderQ80(const BwdParams& p, const Fuse
                                                   int row_begin, const CUtensorMap* tm_q, const CUtensorMap* tm_do,
                                                   int lane) {
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
-  constexpr int kDBlocks = Cfg::kDBlocks, kG = kSegQ80GroupRows, kRounds = (kBlockM + 31) / 32;
+  constexpr int kG = kSegQ80GroupRows, kRounds = (kBlockM + 31) / 32;
   static_assert(kBlockM == 80 && kBlockM % kG == 0, "80-query steps of 16-row groups");
   int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
   int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
@@ -568,11 +576,7 @@ __device__ __forceinline__ void FusedSegLoaderQ80(const BwdParams& p, const Fuse
   {
     const int64_t row_off = (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
     if (lane == 0) {
-      const int2 kr = fp.kv_seg_range[cta.b * ((p.kv_len + kBlockN - 1) / kBlockN) + cta.n_block];
-      vals[0] = kr.x;
-      vals[1] = kr.y;
-      vals[2] = static_cast<int32_t>(row_off);
-      vals[3] = static_cast<int32_t>(row_off >> 32);
+      StoreSegLoaderBlockVals<kBlockN>(p, fp, cta, row_off, vals);
       vals[4] = cta.b;  // the query ids' row: b * q_len
       vals[5] = row_begin;
       // The batch's first range in fp.q_seg_range (batch * ceil(q_len / 16)
