@@ -104,14 +104,6 @@ bool D64ThreeConsumers() {
   return on;
 }
 
-// The same for head dim 64 dense causal calls on the dynamic scheduler (their
-// default): JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 (read once); compile-only,
-// off by default until checked and measured (NOTES.md attention v30).
-bool D64ThreeConsumersCausal() {
-  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL") == "1";
-  return on;
-}
-
 // Lazy O rescaling in the forward's online softmax (see FwdParams):
 // JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
 // units (8: P up to 256 before normalization), or "always" (every block
@@ -137,10 +129,29 @@ bool NeedsExt(const AttnFwdArgs& a) {
          (m.causal && a.shape.q_len != a.shape.kv_len);
 }
 
+// Head dim 64 dense causal calls from 2048 keys: the 192-row tiles (three
+// consumer warpgroups), which run causal on the dynamic scheduler only, so
+// these calls take that scheduler (chunked longest-first order) even where two
+// warpgroups keep one CTA per tile (above 2048 keys). On H200s (2026-11-23):
+// the forward self-test, two rounds, 89 (three) against 25 (two, both
+// dynamic): +7% at seq 2048 and 4096, +15% at 8192 and 16384, but -9% at 1024
+// and -11% at 512 (results/2026-11-23-h200-attention-v30-wg3-causal.txt);
+// through jax (GPU-busy, two rounds, against two warpgroups as they ran by
+// default): 212 -> 203 us at 2048, 390 -> 354 at 4096, 709 -> 627 at 8192,
+// 1280-1294 -> 1137-1157 at 16384, level at 1024 where it stays off
+// (results/2026-11-23-h200-attention-v31-qbufs.txt).
+// JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=0 (read once) keeps two warpgroups.
+constexpr int64_t kD64CausalThreeConsumersMinKeys = 2048;
+bool D64ThreeConsumersCausal(const AttnFwdArgs& p) {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL") != "0";
+  return on && p.shape.head_dim == 64 && p.mask_params.causal && !NeedsExt(p) &&
+         p.shape.kv_len >= kD64CausalThreeConsumersMinKeys;
+}
+
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
           int kBlockNOpt = 0, int kConsumers = 2>
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
-  using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers>;
+  using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>()>;
   const AttnShape& s = a.shape;
   // The 80-key and static 192-row kernels have no causal masking compiled in.
   if (Cfg::kNonCausalOnly && !(kConsumers == 3 && kDynamic) && a.mask_params.causal) return cudaErrorInvalidValue;
@@ -239,12 +250,13 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     // `uneven`. Even tiles: persistent CTAs with a static stride.
     const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
     const int switch_bits = DynamicVariantBits();
-    const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) ? 8 + 16 : 0);
+    const bool wg3_causal = D64ThreeConsumersCausal(p);
+    const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) || wg3_causal ? 8 + 16 : 0);
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
     if (!dynamic && D256BlockN80()) variant |= 32;  // ignored below unless dense non-causal d256
     if (!dynamic && d == 64 && D64ThreeConsumers()) variant |= 64;  // likewise, d64
-    if (dynamic && d == 64 && !needs_ext && D64ThreeConsumersCausal()) variant |= 64;
+    if (dynamic && wg3_causal) variant |= 64;
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense; on

@@ -32,7 +32,7 @@
 // not divide the 128-row query tile, so the causal diagonal would cross
 // partial blocks: causal (and the extended and dynamic paths) keep 64.
 // Head dim 64, three consumer warpgroups (kConsumers = 3; the default for
-// dense non-causal launches, and opt-in for dense causal ones on the dynamic
+// dense non-causal launches, and for dense causal ones from 2048 keys on the dynamic
 // scheduler): 192-row query tiles, 512 threads, consumers at 160 registers. At head dim 64 the gemms are half as long per key as at 128
 // while the softmax is not; a third warpgroup gives the tensor cores another
 // warpgroup's gemms to run while two are in their softmax (FA3's d64 tile).
@@ -59,10 +59,12 @@
 // tile's last K/V load (p.claim_late, the default: greedier, 10% on packed
 // documents) or right after its Q load (the atomic's latency hidden behind
 // the K/V loads; a CTA holds one claimed tile ahead). The producer posts each
-// tile index in a shared-memory slot before Q's arrive.expect_tx, and -1 with
-// a plain arrive when no tile is left; the consumers wait on Q's barrier, then
-// read the slot (arrive is release, try_wait acquire). The slot is rewritten
-// only after q_empty, which every consumer warp arrives on after reading it.
+// tile index in its Q buffer's shared-memory slot before that buffer's
+// arrive.expect_tx, and -1 with a plain arrive when no tile is left; the
+// consumers wait on the Q barrier, then read the slot (arrive is release,
+// try_wait acquire). A slot is rewritten only after its q_empty, which every
+// consumer warp arrives on after reading it. Dense dynamic tiles below head
+// dim 256 alternate between two Q buffers (see FwdQBufs).
 // Tiles keep the decode() order (heaviest causal tile of a (batch, head)
 // first), so the greedy claim is close to longest-first; an A/B order
 // (p.lpt_chunk_bh) takes heads in L2-sized chunks, longest tile first across
@@ -106,7 +108,8 @@ struct FwdParams {
 // dim 256 (dense non-causal launches only, see the header comment).
 // kConsumers: consumer warpgroups of 64 query rows each; 3 (192-row tiles) at
 // head dim 64, dense launches only (see the header comment).
-template <int kD, int kBlockNOpt = 0, int kConsumers = 2>
+// kQBufs: query tile buffers, 1 or 2 (the dynamic scheduler, see FwdQBufs).
+template <int kD, int kBlockNOpt = 0, int kConsumers = 2, int kQBufs = 1>
 struct FwdConfig {
   static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
   static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80), "80-key blocks at head dim 256 only");
@@ -136,20 +139,21 @@ struct FwdConfig {
   // for one) in Q's, which then must stay unloaded until the staging is read.
   static constexpr bool kOInQ = kD == 256;
   static constexpr int kOffQ = 0;
-  static constexpr int kOffK = kOffQ + kQBytes;
+  static_assert(kQBufs == 1 || (kQBufs == 2 && kD != 256), "two Q buffers below head dim 256");
+  static constexpr int kOffK = kOffQ + kQBufs * kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKVBytes;
   static constexpr int kOffO = kOInQ ? kOffQ : kOffV + kStages * kKVBytes;  // epilogue staging
   static constexpr int kOffBar = kOInQ ? kOffV + kStages * kKVBytes : kOffO + kQBytes;
-  static constexpr int kNumBars = 2 + 4 * kStages;
+  static constexpr int kNumBars = 2 * kQBufs + 4 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;  // + alignment slack
-  // Extended path: per ring stage, the block's info word and its kBlockN key segment ids.
-  static constexpr int kOffInfo = kOffBar + 96;
-  static constexpr int kOffSeg = kOffBar + 128;
-  static_assert(kNumBars * 8 <= 96 && kStages * 4 <= 32, "ext smem slots");
-  static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
-  // Dynamic scheduler: the slot where the producer posts the next tile index.
+  // Dynamic scheduler: the slot (one per Q buffer) where the producer posts a tile index.
   static constexpr int kOffTileSlot = kOffBar + kNumBars * 8;
-  static_assert(kOffTileSlot + 4 <= kOffInfo, "tile slot below the ext slots");
+  // Extended path: per ring stage, the block's info word and its kBlockN key segment ids.
+  static constexpr int kOffInfo = kQBufs == 1 ? kOffBar + 96 : kOffTileSlot + 16;
+  static constexpr int kOffSeg = kOffInfo + 32;
+  static_assert(kStages * 4 <= 32, "ext smem slots");
+  static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
+  static_assert(kOffTileSlot + 4 * kQBufs <= kOffInfo, "tile slots below the ext slots");
   static constexpr int kSmemBytesDynamic = kOffTileSlot + 16 + 1024;
   static constexpr int kProducerRegs = 24;
   // Three consumer warpgroups: 512 threads launch at 128 registers; 24 + 3 x
@@ -176,6 +180,27 @@ struct FwdConfig {
   static_assert(kNonCausalOnly || kBlockM % kBlockN == 0, "a query tile's diagonal spans whole kv blocks");
 };
 
+// Query tile buffers. The dynamic scheduler's tiles are often short (causal
+// seq <= 2048), so a tile's Q load is paid every few key blocks: with two
+// buffers the producer loads the next tile's Q as soon as it has claimed it
+// (right after this tile's last K/V load), not once the consumers are done
+// with this tile's Q, so the load hides behind the tile's last blocks and
+// epilogue. On an H200 (forward self-test, two alternating rounds,
+// results/2026-11-23-h200-attention-v31-qbufs): head dim 64 causal +13% at seq
+// 512, +7% at 1024 and 2048, +4-5% at 4096-16384 (two consumer warpgroups),
+// +10% / +6% / +4.5% / +1% at 512 / 1024 / 2048 / 4096+ (three); head dim 128
+// causal +0.5-1%. The extended path lost 1.6-2.4% on packed documents, so it
+// keeps one; head dim 256 has no room (and stages O in Q's buffer), and the
+// static schedules keep one. -DJAXDNN_SM90_FWD_DYNAMIC_Q_BUFS=1 builds the one-
+// buffer kernels for A/Bs.
+#ifndef JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS
+#define JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS 2
+#endif
+template <int kD, bool kDynamic, bool kExt>
+constexpr int FwdQBufs() {
+  return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
+}
+
 // kPingpong: the consumer warpgroups take turns issuing their gemms (named
 // barriers 3 and 4; with three, 4 to 6 in a ring), so one's softmax overlaps
 // another's gemms.
@@ -195,7 +220,8 @@ template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false
 __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThreads, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
-  using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers>;
+  constexpr int kQBufs = FwdQBufs<kD, kDynamic, kExt>();
+  using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs>;
   static_assert(!Cfg::kNonCausalOnly || (!kExt && (!kDynamic || kConsumers == 3)),
                 "80-key blocks: the dense static path only; 192-row tiles: the dense paths");
   // Causal masking compiled in: every config but the non-causal-only ones, and
@@ -212,13 +238,17 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   uint8_t* smem_v = smem + Cfg::kOffV;
   uint8_t* smem_o = smem + Cfg::kOffO;
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffBar);
-  uint64_t* q_full = bars;
-  uint64_t* q_empty = bars + 1;
-  uint64_t* k_full = bars + 2;
-  uint64_t* v_full = bars + 2 + kStages;
-  uint64_t* k_empty = bars + 2 + 2 * kStages;
-  uint64_t* v_empty = bars + 2 + 3 * kStages;
-  // kDynamic: the current tile's index (-1: no more), posted by the producer.
+  uint64_t* q_full = bars;  // [kQBufs]
+  uint64_t* q_empty = bars + kQBufs;
+  uint64_t* k_full = bars + 2 * kQBufs;
+  uint64_t* v_full = bars + 2 * kQBufs + kStages;
+  uint64_t* k_empty = bars + 2 * kQBufs + 2 * kStages;
+  uint64_t* v_empty = bars + 2 * kQBufs + 3 * kStages;
+  // A CTA's local tile i uses Q buffer i % kQBufs, whose barriers are in phase
+  // (i / kQBufs) & 1.
+  auto q_buf = [](int local_tile) { return local_tile % kQBufs; };
+  auto q_phase = [](int local_tile) { return static_cast<uint32_t>((local_tile / kQBufs) & 1); };
+  // kDynamic: the tile index (-1: no more) per Q buffer, posted by the producer.
   volatile int32_t* tile_slot = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffTileSlot);
   static_assert(!kDynamic || kPersistent, "the dynamic scheduler runs persistent CTAs");
 
@@ -263,8 +293,11 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
   if (threadIdx.x == 0) {
-    MbarInit(q_full, 1);
-    MbarInit(q_empty, 4 * kConsumers);  // one arrival per consumer warp
+#pragma unroll
+    for (int b = 0; b < kQBufs; ++b) {
+      MbarInit(&q_full[b], 1);
+      MbarInit(&q_empty[b], 4 * kConsumers);  // one arrival per consumer warp
+    }
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       MbarInit(&k_full[s], 1);
@@ -309,10 +342,11 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           const int32_t* kv_ids =
               has_seg ? p.mask.kv_segments + static_cast<int64_t>(tl.b) * p.kv_len : nullptr;
           if (lane == 0) {
-            MbarWait(q_empty, (local & 1) ^ 1);
-            if constexpr (kDynamic) *tile_slot = tile;  // read by the consumers after q_full
-            MbarArriveExpectTx(q_full, Cfg::kQBytes);
-            TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, q0, tl.b);
+            const int qb = q_buf(local);
+            MbarWait(&q_empty[qb], q_phase(local) ^ 1);
+            if constexpr (kDynamic) tile_slot[qb] = tile;  // read by the consumers after q_full
+            MbarArriveExpectTx(&q_full[qb], Cfg::kQBytes);
+            TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + qb * Cfg::kQBytes, &tm_q, &q_full[qb], tl.h, q0, tl.b);
             if constexpr (kDynamic) {
               if (!p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
             }
@@ -373,9 +407,10 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           // tile's index, i.e. released its Q), completing q_full's phase
           // with a plain arrive (no transaction bytes).
           if (lane == 0) {
-            MbarWait(q_empty, (local & 1) ^ 1);
-            *tile_slot = -1;
-            MbarArrive(q_full);
+            const int qb = q_buf(local);
+            MbarWait(&q_empty[qb], q_phase(local) ^ 1);
+            tile_slot[qb] = -1;
+            MbarArrive(&q_full[qb]);
           }
         }
       }
@@ -386,10 +421,12 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       for (int tile = blockIdx.x; tile < num_tiles; tile = kDynamic ? claimed : tile + tile_stride, ++local) {
         const Tile tl = decode(tile);
         const int hk = tl.h / p.group;
-        MbarWait(q_empty, (local & 1) ^ 1);
-        if constexpr (kDynamic) *tile_slot = tile;  // read by the consumers after q_full
-        MbarArriveExpectTx(q_full, Cfg::kQBytes);
-        TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q, &tm_q, q_full, tl.h, tl.m_block * kBlockM, tl.b);
+        const int qb = q_buf(local);
+        MbarWait(&q_empty[qb], q_phase(local) ^ 1);
+        if constexpr (kDynamic) tile_slot[qb] = tile;  // read by the consumers after q_full
+        MbarArriveExpectTx(&q_full[qb], Cfg::kQBytes);
+        TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + qb * Cfg::kQBytes, &tm_q, &q_full[qb], tl.h,
+                                           tl.m_block * kBlockM, tl.b);
         if constexpr (kDynamic) {
           if (!p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
         }
@@ -409,10 +446,11 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         }
       }
       if constexpr (kDynamic) {
-        // No tile left: -1 once the last tile's index was read (see the ext path).
-        MbarWait(q_empty, (local & 1) ^ 1);
-        *tile_slot = -1;
-        MbarArrive(q_full);
+        // No tile left: -1 once the buffer's last tile index was read (see the ext path).
+        const int qb = q_buf(local);
+        MbarWait(&q_empty[qb], q_phase(local) ^ 1);
+        tile_slot[qb] = -1;
+        MbarArrive(&q_full[qb]);
       }
     }
   } else {
@@ -425,7 +463,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     const int g = lane / 4;
     const int t = lane % 4;
 
-    const uint32_t q_base = SmemAddr(smem_q) + cw * 64 * 128;
+    uint32_t q_base = SmemAddr(smem_q) + cw * 64 * 128;  // this tile's Q buffer, set per tile
     const uint32_t k_base = SmemAddr(smem_k);
     const uint32_t v_base = SmemAddr(smem_v);
     const float scale_log2 = p.scale_log2;
@@ -459,8 +497,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     };
     // Q's buffer may take the next tile's Q once every S gemm of this tile is
     // complete; when O is staged there (kOInQ) only after the epilogue, below.
+    int qb = 0;  // this tile's Q buffer
     auto release_q_after_gemms = [&]() {
-      if constexpr (!Cfg::kOInQ) release(q_empty);
+      if constexpr (!Cfg::kOInQ) release(&q_empty[qb]);
     };
     // Online softmax of s in place (s becomes P, unnormalized); corr = factor
     // for the previous O and row sums. With lazy rescaling (see FwdParams) the
@@ -543,14 +582,18 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     // kDynamic: the tile comes from the producer's slot once Q's barrier
     // completes (the same phase the tile's body waits on); -1 ends the loop.
     auto posted_tile = [&](int local_tile) -> int {
-      MbarWait(q_full, local_tile & 1);
-      return *tile_slot;
+      MbarWait(&q_full[q_buf(local_tile)], q_phase(local_tile));
+      return tile_slot[q_buf(local_tile)];
     };
     int kv_it = 0;
     int local = 0;
     for (int tile = kDynamic ? posted_tile(0) : static_cast<int>(blockIdx.x); kDynamic ? tile >= 0 : tile < num_tiles;
          tile = kDynamic ? posted_tile(local + 1) : tile + tile_stride, ++local) {
       const Tile tl = decode(tile);
+      if constexpr (kQBufs > 1) {
+        qb = q_buf(local);
+        q_base = SmemAddr(smem_q) + qb * Cfg::kQBytes + cw * 64 * 128;
+      }
       const int row0 = tl.m_block * kBlockM + cw * 64 + warp * 16 + g;  // +8 for r = 1
 #pragma unroll
       for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
@@ -597,7 +640,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           release(&k_empty[st]);
         };
 
-        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile
+        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
         int prev = kv_it;
         int st = prev % kStages;
         MbarWait(&k_full[st], (prev / kStages) & 1);
@@ -664,7 +707,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         // launcher never asks for it).
         const bool causal = kCausal && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
-        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile
+        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
         {
           const int st = kv_it % kStages;
           MbarWait(&k_full[st], (kv_it / kStages) & 1);
@@ -791,7 +834,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         // orders these generic-proxy reads before that TMA (async-proxy) write.
         FenceProxyAsyncShared();
         __syncwarp();
-        release(q_empty);
+        release(&q_empty[qb]);
       }
     }
     if constexpr (kPingpong) {
