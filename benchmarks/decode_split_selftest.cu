@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (mode == "time" || mode == "all") {
+  if (mode == "time" || mode == "sweep" || mode == "all") {
     // bf16, 16 heads, d128, one query token, not causal: TB/s over the K/V bytes.
     for (int B : {1, 16}) {
       for (int Skv : {16384, 131072}) {
@@ -302,12 +302,24 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaMemset(buf.k, 0x3C, nkv * 2));
         CHECK_CUDA(cudaMemset(buf.v, 0x3C, nkv * 2));
         const AttnFwdArgs a = ArgsFor(c, buf);
-        const ja::DecodeSplitPlan plan = ja::MakeDecodeSplitPlan(s);
+        // The forward's plan: MakeDecodeSplitPlan fitted to this GPU's waves.
+        ja::DecodeSplitPlan plan;
+        CHECK_CUDA(ja::FitDecodeSplitPlanToWaves(a, ja::MakeDecodeSplitPlan(s), &plan));
         const double bytes = 2.0 * nkv * 2;
         const float ms = MedianMs([&] { return ja::LaunchAttentionFwdDecodeSplit(a, plan, stream); }, stream);
         std::printf("timing B=%-2d H=16 kv=%-6d d128 bf16: split-KV %8.1f us  %5.2f TB/s  (splits %lld, supports %d)",
                     B, Skv, ms * 1e3, bytes / (ms * 1e-3) / 1e12, (long long)plan.splits,
                     int(ja::DecodeSplitSupports(a)));
+        if (mode == "sweep") {
+          // Every split count the workspace holds, in steps: which fills the GPU best.
+          const int64_t most = ja::MakeDecodeSplitPlan(s).splits;
+          std::printf("\n  sweep:");
+          for (int64_t want = most; want >= 1; want = want > 8 ? want - (want > 32 ? 8 : 2) : want - 1) {
+            const ja::DecodeSplitPlan cand = ja::DecodeSplitPlanWithSplits(s, want);
+            const float cms = MedianMs([&] { return ja::LaunchAttentionFwdDecodeSplit(a, cand, stream); }, stream);
+            std::printf(" %lld=%.1f", (long long)cand.splits, cms * 1e3);
+          }
+        }
         if (ja::Sm90ForwardSupports(a)) {
           const float hms = MedianMs([&] { return ja::LaunchAttentionFwdSm90(a, stream); }, stream);
           std::printf("   sm90 forward %8.1f us  %5.2f TB/s", hms * 1e3, bytes / (hms * 1e-3) / 1e12);

@@ -203,7 +203,11 @@ static bool DecodeSplitEnabled() {
 cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.q_len == 0 || p.shape.heads == 0) return cudaSuccess;
   if (DecodeSplitEnabled() && DecodeSplitSupports(p)) {
-    return LaunchAttentionFwdDecodeSplit(p, MakeDecodeSplitPlan(p.shape), stream);
+    DecodeSplitPlan plan;
+    if (cudaError_t err = FitDecodeSplitPlanToWaves(p, MakeDecodeSplitPlan(p.shape), &plan); err != cudaSuccess) {
+      return err;
+    }
+    return LaunchAttentionFwdDecodeSplit(p, plan, stream);
   }
   if (Sm90ForwardEnabled() && Sm90ForwardSupports(p)) return LaunchAttentionFwdSm90(p, stream);
   switch (p.dtype) {

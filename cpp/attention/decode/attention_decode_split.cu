@@ -12,6 +12,38 @@ namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
+// Phase-1 CTAs resident per SM for this instantiation (its shared memory
+// opt-in set first, as the launch needs it anyway).
+template <typename T, int kD, int kRowTiles>
+cudaError_t ResidentCtasPerSm(int* ctas) {
+  constexpr int kSmem = DecodeSmemBytes<kD, kRowTiles>();
+  cudaError_t err = cudaFuncSetAttribute(DecodeSplitPartialKernel<T, kD, kRowTiles>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, DecodeSplitPartialKernel<T, kD, kRowTiles>,
+                                                       kDecodeThreads, kSmem);
+}
+
+template <typename T, int kD>
+cudaError_t ResidentByRowTiles(int row_tiles, int* ctas) {
+  switch (row_tiles) {
+    case 1: return ResidentCtasPerSm<T, kD, 1>(ctas);
+    case 2: return ResidentCtasPerSm<T, kD, 2>(ctas);
+    case 4: return ResidentCtasPerSm<T, kD, 4>(ctas);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
+cudaError_t ResidentByHeadDim(int head_dim, int row_tiles, int* ctas) {
+  switch (head_dim) {
+    case 64: return ResidentByRowTiles<T, 64>(row_tiles, ctas);
+    case 128: return ResidentByRowTiles<T, 128>(row_tiles, ctas);
+    case 256: return ResidentByRowTiles<T, 256>(row_tiles, ctas);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 template <typename T, int kD, int kRowTiles>
 cudaError_t LaunchPhases(const DecodeSplitParams& dp, const DecodeSplitPlan& plan, cudaStream_t stream) {
   const AttnShape& s = dp.args.shape;
@@ -87,6 +119,36 @@ DecodeSplitPlan DecodeSplitPlanWithSplits(const AttnShape& s, int64_t splits) {
   plan.chunk = DecodeCeilDiv(DecodeCeilDiv(kv, splits), kDecodeChunkAlign) * kDecodeChunkAlign;
   plan.splits = DecodeCeilDiv(kv, plan.chunk);
   return plan;
+}
+
+cudaError_t FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
+                                      DecodeSplitPlan* fitted) {
+  *fitted = plan;
+  int per_sm = 0, dev = 0, sms = 0;
+  cudaError_t err = p.dtype == ffi::DataType::F16
+                        ? ResidentByHeadDim<__half>(static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm)
+                        : ResidentByHeadDim<__nv_bfloat16>(static_cast<int>(p.shape.head_dim), plan.row_tiles,
+                                                           &per_sm);
+  if (err != cudaSuccess) return err;
+  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
+  const int64_t slots = static_cast<int64_t>(per_sm) * sms;
+  if (slots < 1) return cudaSuccess;
+  // The CTAs other than the splits: (kv head x row group, batch).
+  const int64_t base = p.shape.kv_heads * plan.row_groups * p.shape.batch;
+  double best = -1.0;
+  for (int64_t want = plan.splits; want >= 1; --want) {
+    const DecodeSplitPlan cand = DecodeSplitPlanWithSplits(p.shape, want);
+    if (cand.splits > plan.splits) continue;
+    const int64_t ctas = base * cand.splits;
+    const int64_t waves = (ctas + slots - 1) / slots;
+    const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+    if (fill > best + 1e-9) {  // strictly better: ties keep the larger split count
+      best = fill;
+      *fitted = cand;
+    }
+  }
+  return cudaSuccess;
 }
 
 cudaError_t LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
