@@ -818,12 +818,14 @@ def test_gpu_dropout_matches_oracle(dtype):
 # query rows (deterministic=False; head-major grid; head dim 64 in 128-query
 # steps), the ordered one from 8192; 1000 and 2500 leave partial query and key
 # blocks (and 80-query steps cut at q_len), 600 and 2100 at head dim 64 an odd
-# count of 64-row dQ blocks (the last 128-query step writes one).
+# count of 64-row dQ blocks (the last 128-query step writes one). Head dim 256
+# at 1537: the dense forward's 80-key blocks with a partial last block (and,
+# causal, tiles whose diagonal crosses three of them).
 LONG_DIMS = [Dims(1, 1000, 1000, 4, 2, 128), Dims(2, 600, 600, 4, 4, 64),
              Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
              Dims(1, 4096, 4096, 4, 2, 128), Dims(1, 8192, 8192, 2, 2, 128),
              Dims(2, 2048, 2048, 4, 2, 64), Dims(1, 2100, 2100, 4, 4, 64),
-             Dims(1, 8192, 8192, 2, 1, 64)]
+             Dims(1, 8192, 8192, 2, 1, 64), Dims(1, 1537, 1537, 4, 2, 256)]
 
 
 @requires_gpu

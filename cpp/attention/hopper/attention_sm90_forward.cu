@@ -93,6 +93,19 @@ bool D256BlockN80() {
   return on;
 }
 
+// The same for head dim 256 dense causal calls (one CTA per tile; a tile's
+// top three 80-key blocks masked): on an H200 (2026-11-23, two rounds,
+// results/2026-11-23-h200-attention-v34-d256-causal80.txt) the self-test ran
+// +6% at seq 2048, +8-9% at 4096, +10% at 8192, +10-13% at 16384 (+1% at
+// 1024), and through jax (GPU-busy) +6% / +6-8% / +12-14% / +9-12% (1766 ->
+// 1543-1569 us at 8192); the d256 causal forwards went from 0.98-1.05x to
+// 1.03-1.14x cuDNN. JAXDNN_ATTENTION_SM90_D256_CAUSAL_BLOCKN=64 (read once)
+// keeps 64-key blocks.
+bool D256CausalBlockN80() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_D256_CAUSAL_BLOCKN") != "64";
+  return on;
+}
+
 // Three consumer warpgroups (192-row tiles) for head dim 64 dense non-causal
 // calls: on an H200 through jax (GPU-busy, two alternating rounds) the d64
 // forward ran 6% faster at seq 1024 and 15-18% at 2048-16384 than with two
@@ -153,8 +166,10 @@ template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool k
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>()>;
   const AttnShape& s = a.shape;
-  // The 80-key and static 192-row kernels have no causal masking compiled in.
-  if (Cfg::kNonCausalOnly && !(kConsumers == 3 && kDynamic) && a.mask_params.causal) return cudaErrorInvalidValue;
+  // Not every 80-key or 192-row kernel has causal masking compiled in.
+  if (!sm90::FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>() && a.mask_params.causal) {
+    return cudaErrorInvalidValue;
+  }
   CUtensorMap tq, tk, tv;
   cudaError_t err;
   if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
@@ -254,7 +269,8 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) || wg3_causal ? 8 + 16 : 0);
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
-    if (!dynamic && D256BlockN80()) variant |= 32;  // ignored below unless dense non-causal d256
+    // Ignored below unless dense d256 (and, causal, not persistent).
+    if (!dynamic && (m.causal ? D256CausalBlockN80() : D256BlockN80())) variant |= 32;
     if (!dynamic && d == 64 && D64ThreeConsumers()) variant |= 64;  // likewise, d64
     if (dynamic && wg3_causal) variant |= 64;
   }
@@ -289,9 +305,10 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
 #undef JAXDNN_SM90_DYNAMIC_CASE
     return cudaErrorInvalidValue;
   }
-  // Bit 32, 80-key blocks: head dim 256, dense (no ext), non-causal, static
-  // schedule; ignored (64-key blocks) for every other launch.
-  const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && !m.causal;
+  // Bit 32, 80-key blocks: head dim 256, dense (no ext), static schedule,
+  // causal only without persistence (the kernels with causal masking);
+  // ignored (64-key blocks) for every other launch.
+  const bool blockn80 = (variant & 32) != 0 && d == 256 && !ext && (!m.causal || (variant & 2) == 0);
   // Bit 64 on the static schedule: non-causal persistent launches only (the
   // instantiated ones); ignored otherwise.
   const bool wg3 = wg3_bit && !m.causal && (variant & 2) != 0;

@@ -24,13 +24,13 @@
 // (each consumer warpgroup over its own 64 Q rows), so there Q is released
 // after the epilogue (see kOInQ). Causal: the top kBlockM / kBlockN = 2 kv
 // blocks of a tile cross the diagonal and are masked.
-// Head dim 256, 80-key blocks (opt-in, template argument kBlockNOpt = 80 of
-// FwdConfig and the kernel; dense non-causal launches only): S = 64 x 80 per
+// Head dim 256, 80-key blocks (template argument kBlockNOpt = 80 of FwdConfig
+// and the kernel; dense static launches, causal ones one CTA per tile): S = 64 x 80 per
 // warpgroup by m64n80k16, O += P V over 5 k-steps of 16, Q 64 KB + 2 x (K 40
 // KB + V 40 KB) = 224 KB. Fewer, larger blocks: the per-block softmax,
 // barrier and pipeline overheads are paid over 80 keys instead of 64. 80 does
-// not divide the 128-row query tile, so the causal diagonal would cross
-// partial blocks: causal (and the extended and dynamic paths) keep 64.
+// not divide the 128-row query tile, so a causal tile's diagonal crosses up to
+// three blocks (kDiagBlocks), all masked; the extended and dynamic paths keep 64.
 // Head dim 64, three consumer warpgroups (kConsumers = 3; the default for
 // dense non-causal launches, and for dense causal ones from 2048 keys on the dynamic
 // scheduler): 192-row query tiles, 512 threads, consumers at 160 registers. At head dim 64 the gemms are half as long per key as at 128
@@ -120,17 +120,20 @@ struct FwdConfig {
   // Head dim 256: 64-row kv blocks, so that Q and a 2-stage K/V ring fit in
   // shared memory (and S, 32 registers, fits beside the 128 of O).
   static constexpr int kBlockN = kBlockNOpt != 0 ? kBlockNOpt : kD == 256 ? 64 : 128;
-  // 80-key blocks run only non-causal (the diagonal would cut 80-key blocks),
-  // and so do 192-row tiles on the static schedule; on the dynamic scheduler
-  // they run causal too (opt-in, see the kernel's kCausal).
+  // 80-key blocks and 192-row tiles have causal masking compiled in only
+  // where FwdCausalCompiled says (the persistent 80-key and static 192-row
+  // kernels are non-causal only).
   static constexpr bool kNonCausalOnly = kBlockNOpt != 0 || kConsumers != 2;
-  // Kv blocks a query tile's causal diagonal crosses (the masked ones): 2 for
-  // 128 / 64 (head dim 256) and for 192 / 128 (three consumer warpgroups),
-  // checked over every tile index; ceil(kBlockM / kBlockN) undercounts tiles
-  // whose start falls inside a block (80-key blocks: 3), hence the assert.
-  static constexpr int kDiagBlocks = (kBlockM + kBlockN - 1) / kBlockN;
-  static_assert(kNonCausalOnly || kBlockM % kBlockN == 0 || (kBlockM == 192 && kBlockN == 128),
-                "kDiagBlocks is exact for these tiles");
+  // Kv blocks a query tile's causal diagonal crosses (the masked ones), the
+  // most over every tile index: kBlockM / kBlockN where that divides (2 for
+  // 128 / 64 at head dim 256); 2 for 192 / 128 (a tile starts on a block or
+  // half way through one); 3 for 128 / 80 (tile 1's rows 128-255 cross the
+  // blocks of keys 80-159, 160-239 and 240-319).
+  static constexpr int kDiagBlocks = kBlockM % kBlockN == 0             ? kBlockM / kBlockN
+                                     : kBlockM == 192 && kBlockN == 128 ? 2
+                                     : kBlockM == 128 && kBlockN == 80  ? 3
+                                                                        : -1;
+  static_assert(kDiagBlocks > 0, "kDiagBlocks known for this tile");
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
@@ -201,6 +204,16 @@ constexpr int FwdQBufs() {
   return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
 }
 
+// Whether a kernel has causal masking compiled in: every two-warpgroup config
+// with the head dim's own key blocks; 192-row tiles on the dynamic scheduler;
+// 80-key blocks (head dim 256) when not persistent (the causal launches: one
+// CTA per tile), so the persistent non-causal 80-key kernels stay as measured.
+template <int kBlockNOpt, int kConsumers, bool kPersistent, bool kDynamic>
+constexpr bool FwdCausalCompiled() {
+  return (kBlockNOpt == 0 && kConsumers == 2) || (kConsumers == 3 && kDynamic) ||
+         (kBlockNOpt == 80 && !kPersistent);
+}
+
 // kPingpong: the consumer warpgroups take turns issuing their gemms (named
 // barriers 3 and 4; with three, 4 to 6 in a ring), so one's softmax overlaps
 // another's gemms.
@@ -224,10 +237,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs>;
   static_assert(!Cfg::kNonCausalOnly || (!kExt && (!kDynamic || kConsumers == 3)),
                 "80-key blocks: the dense static path only; 192-row tiles: the dense paths");
-  // Causal masking compiled in: every config but the non-causal-only ones, and
-  // 192-row tiles on the dynamic scheduler (whose tiles' diagonals cross two
-  // 128-key blocks, 1.5 blocks per tile).
-  constexpr bool kCausal = !Cfg::kNonCausalOnly || (kConsumers == 3 && kDynamic);
+  constexpr bool kCausal = FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>();
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
 
