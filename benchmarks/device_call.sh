@@ -42,3 +42,31 @@ build_jaxdnn() {
   ( cd "$repo" && python3 -m pip install --no-build-isolation --no-deps -v . > "$out/build.log" 2>&1
     echo "build exit $?" > "$out/build.rc" )
 }
+# st_rounds TIMEOUT BINARY DTYPE DIM VARIANT...: ROUNDS (default 2) alternating
+# self-test rounds of the variants (logs v<variant>-r<round>.log).
+st_rounds() {
+  local t=$1 bin=$2 dt=$3 dim=$4 round v
+  shift 4
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for v in "$@"; do st "v$v-r$round" "$t" "$bin" "$dt" "$v" "$dim"; done
+  done
+}
+# gpu_tests TIMEOUT K_EXPR [VAR=VALUE...]: the GPU tests pytest's -k selects
+# (xdist where installed, 120 s per test), with the assignments in their
+# environment; log in $out/tests-gpu.log, then the exit status, failures and
+# summary line.
+gpu_tests() {
+  local t=$1 k=$2 xdist=""
+  shift 2
+  python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
+  ( cd /tmp && env "$@" timeout "$(left "$t")" python3 -m pytest "$repo/tests" -q -p no:cacheprovider $xdist \
+      -k "$k" -rfE --timeout 120 -p no:benchmark ) > "$out/tests-gpu.log" 2>&1
+  echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
+}
+# kt_rounds NAME_A ENV_A NAME_B ENV_B [kernel_timing.py args...]: two
+# alternating rounds of kt A and kt B (logs kt-NAME-r<round>).
+kt_rounds() {
+  local na=$1 ea=$2 nb=$3 eb=$4 round
+  shift 4
+  for round in 1 2; do kt "$na-r$round" "$ea" "$@"; kt "$nb-r$round" "$eb" "$@"; done
+}

@@ -18,22 +18,14 @@ build_jaxdnn &
 b=${BIN:-$repo/build/wg3}/sm90_attention_selftest
 st check-89-f16 40 "$b" f16 89 64
 st check-73-bf16 40 "$b" bf16 73 64
-for round in $(seq 1 "${ROUNDS:-2}"); do
-  for v in 25 89; do st v$v-r$round 40 "$b" bf16 $v 64; done
-done
+st_rounds 40 "$b" bf16 64 25 89
 grep -h FAIL "$out"/*.log | head -10
 echo "== self-test TFLOP/s, d64 causal (25 = two warpgroups, 89 = three)"
 grid_tflops '^\((8,2048|4,4096|2,8192|1,16384|16,1024|32,512),[0-9]+,16,16,64,1\)' "$out"/v*-r*.log
 wait; cat "$out/build.rc"
-xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
-( cd /tmp && JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 timeout "$(left 120)" python3 -m pytest "$repo/tests" -q \
-    -p no:cacheprovider $xdist -k "gpu and 64" -rfE --timeout 100 ) > "$out/tests-gpu.log" 2>&1
-echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
-for round in 1 2; do
-  kt d64c-default-r$round A=default --dim 64 --seqs 1024,2048,4096,8192,16384 --impls jaxdnn --ops fwd --causal 1
-  kt d64c-wg3-r$round JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 --dim 64 --seqs 1024,2048,4096,8192,16384 \
-     --impls jaxdnn --ops fwd --causal 1
-done
+gpu_tests 120 "gpu and 64" JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1
+kt_rounds d64c-default A=default d64c-wg3 JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 \
+  --dim 64 --seqs 1024,2048,4096,8192,16384 --impls jaxdnn --ops fwd --causal 1
 [ $((budget - SECONDS)) -gt 120 ] && ( cd /tmp && JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=1 timeout "$(left 200)" \
   python3 -m jaxdnn.bench attention --dims 64 --no-torch --only dense --gpu-busy --out "$out/grid-d64.json" \
   > "$out/grid-d64.txt" 2>&1; echo "grid exit $?" )

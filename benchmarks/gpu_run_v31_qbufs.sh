@@ -39,15 +39,9 @@ for b in q1 q2; do
   echo "$b: $(grep -E 'timing T (packed docs causal|packed docs |window|D256 packed).*variant -1' "$out/ext-$b.log" | awk '{print $3,$4,$5,$(NF-5)}' | tr '\n' ';')"
 done
 wait; cat "$out/build.rc"
-xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
-( cd /tmp && timeout "$(left 120)" python3 -m pytest "$repo/tests" -q -p no:cacheprovider $xdist \
-    -k "gpu and 64" -rfE --timeout 100 ) > "$out/tests-gpu.log" 2>&1
-echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
-for round in 1 2; do
-  kt d64c-default-r$round A=default --dim 64 --seqs 1024,2048,4096,8192,16384 --impls jaxdnn --ops fwd --causal 1
-  kt d64c-wg3off-r$round JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=0 --dim 64 --seqs 1024,2048,4096,8192,16384 \
-     --impls jaxdnn --ops fwd --causal 1
-done
+gpu_tests 120 "gpu and 64"
+kt_rounds d64c-default A=default d64c-wg3off JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=0 \
+  --dim 64 --seqs 1024,2048,4096,8192,16384 --impls jaxdnn --ops fwd --causal 1
 [ $((budget - SECONDS)) -gt 120 ] && ( cd /tmp && timeout "$(left 200)" python3 -m jaxdnn.bench attention \
   --dims 64 --no-torch --only dense --gpu-busy --out "$out/grid-d64.json" > "$out/grid-d64.txt" 2>&1
   echo "grid exit $?" )

@@ -25,10 +25,7 @@ for f in "$out"/ab-*.log; do
   echo "$(basename "$f" .log): $(grep -E 'timing T .*variant -1' "$f" | sed -E 's/ +timing T //; s/ +variant -1: +[0-9.]+ ms +/=/; s/ TFLOP.*//' | tr '\n' ';')"
 done
 wait; cat "$out/build.rc"
-xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
-( cd /tmp && timeout "$(left 360)" python3 -m pytest "$repo/tests" -q -p no:cacheprovider $xdist \
-    -k gpu -rfE --timeout 150 -p no:benchmark ) > "$out/tests-gpu.log" 2>&1
-echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
+gpu_tests 360 gpu
 [ $((budget - SECONDS)) -gt 60 ] && ( cd /tmp && timeout "$(left 150)" python3 -m jaxdnn.bench attention \
   --dims 128 --seqs 8192 --only dense,packed --no-torch --gpu-busy --out "$out/packed.json" \
   > "$out/packed.txt" 2>&1; echo "packed exit $?"; grep -E "packed|b2s8192" "$out/packed.txt" | grep -v WARN )

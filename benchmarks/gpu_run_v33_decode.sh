@@ -16,10 +16,7 @@ st dec-check 120 "$repo/build/dec/decode_split_selftest" check
 st dec-sweep 150 "$repo/build/dec/decode_split_selftest" sweep
 grep -h -E "FAIL|timing|sweep" "$out"/dec-*.log | head -30
 wait; cat "$out/build.rc"
-xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
-( cd /tmp && timeout "$(left 120)" python3 -m pytest "$repo/tests" -q -p no:cacheprovider $xdist \
-    -k "gpu and decode" -rfE --timeout 100 -p no:benchmark ) > "$out/tests-gpu.log" 2>&1
-echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
+gpu_tests 120 "gpu and decode"
 for round in 1 2; do
   ( cd /tmp && timeout "$(left 90)" python3 -m jaxdnn.bench attention --dims 128 --only decode --no-torch \
     --gpu-busy --out "$out/decode-r$round.json" > "$out/decode-r$round.txt" 2>&1; echo "decode exit $?" )

@@ -16,22 +16,15 @@ build_jaxdnn &
 b=$repo/build/n80/sm90_attention_selftest
 st check-33-bf16 60 "$b" bf16 33 256
 st check-33-f16 60 "$b" f16 33 256
-for round in $(seq 1 "${ROUNDS:-2}"); do
-  for v in 1 33; do st v$v-r$round 60 "$b" bf16 $v 256; done
-done
+st_rounds 60 "$b" bf16 256 1 33
 grep -h FAIL "$out"/*.log | head -10
 echo "== self-test TFLOP/s, d256 (1 = 64-key blocks, 33 = 80-key; causal = last field 1)"
 grid_tflops '^\((16,1024|8,2048|4,4096|2,8192|1,16384),[0-9]+,16,16,256,[01]\)' "$out"/v*-r*.log
 wait; cat "$out/build.rc"
 sw=JAXDNN_ATTENTION_SM90_D256_CAUSAL_BLOCKN=80
-xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
-( cd /tmp && env $sw timeout "$(left 150)" python3 -m pytest "$repo/tests" -q -p no:cacheprovider $xdist \
-    -k "gpu and 256" -rfE --timeout 120 -p no:benchmark ) > "$out/tests-gpu.log" 2>&1
-echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
-for round in 1 2; do
-  kt d256c-default-r$round A=default --dim 256 --seqs 1024,2048,4096,8192,16384 --impls jaxdnn --ops fwd --causal 1
-  kt d256c-n80-r$round $sw --dim 256 --seqs 1024,2048,4096,8192,16384 --impls jaxdnn --ops fwd --causal 1
-done
+gpu_tests 150 "gpu and 256" $sw
+kt_rounds d256c-default A=default d256c-n80 $sw --dim 256 --seqs 1024,2048,4096,8192,16384 --impls jaxdnn \
+  --ops fwd --causal 1
 [ $((budget - SECONDS)) -gt 120 ] && ( cd /tmp && env $sw timeout "$(left 200)" python3 -m jaxdnn.bench attention \
   --dims 256 --no-torch --only dense --gpu-busy --out "$out/grid-d256.json" > "$out/grid-d256.txt" 2>&1
   echo "grid exit $?" )
