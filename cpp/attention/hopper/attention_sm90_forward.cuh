@@ -105,7 +105,7 @@ struct FwdParams {
 };
 
 // kBlockNOpt: 0 = the head dim's default kv block; 80 = 80-key blocks at head
-// dim 256 (dense non-causal launches only, see the header comment).
+// dim 256 (dense static launches, see the header comment).
 // kConsumers: consumer warpgroups of 64 query rows each; 3 (192-row tiles) at
 // head dim 64, dense launches only (see the header comment).
 // kQBufs: query tile buffers, 1 or 2 (the dynamic scheduler, see FwdQBufs).
