@@ -13,15 +13,27 @@ namespace {
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
 // Phase-1 CTAs resident per SM for this instantiation (its shared memory
-// opt-in set first, as the launch needs it anyway).
+// opt-in set first, as the launch needs it anyway). Queried once per process
+// and instantiation, off the per-call path (it only steers the split count).
 template <typename T, int kD, int kRowTiles>
 cudaError_t ResidentCtasPerSm(int* ctas) {
-  constexpr int kSmem = DecodeSmemBytes<kD, kRowTiles>();
-  cudaError_t err = cudaFuncSetAttribute(DecodeSplitPartialKernel<T, kD, kRowTiles>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (err != cudaSuccess) return err;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas, DecodeSplitPartialKernel<T, kD, kRowTiles>,
-                                                       kDecodeThreads, kSmem);
+  struct Query {
+    cudaError_t err;
+    int ctas = 0;
+  };
+  static const Query query = [] {
+    Query q;
+    constexpr int kSmem = DecodeSmemBytes<kD, kRowTiles>();
+    q.err = cudaFuncSetAttribute(DecodeSplitPartialKernel<T, kD, kRowTiles>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (q.err == cudaSuccess) {
+      q.err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&q.ctas, DecodeSplitPartialKernel<T, kD, kRowTiles>,
+                                                            kDecodeThreads, kSmem);
+    }
+    return q;
+  }();
+  *ctas = query.ctas;
+  return query.err;
 }
 
 template <typename T, int kD>
@@ -136,18 +148,23 @@ cudaError_t FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPla
   if (slots < 1) return cudaSuccess;
   // The CTAs other than the splits: (kv head x row group, batch).
   const int64_t base = p.shape.kv_heads * plan.row_groups * p.shape.batch;
+  const int64_t kv = p.shape.kv_len > 0 ? p.shape.kv_len : 1;
   double best = -1.0;
+  int64_t best_want = plan.splits;
   for (int64_t want = plan.splits; want >= 1; --want) {
-    const DecodeSplitPlan cand = DecodeSplitPlanWithSplits(p.shape, want);
-    if (cand.splits > plan.splits) continue;
-    const int64_t ctas = base * cand.splits;
+    // The split count DecodeSplitPlanWithSplits(p.shape, want) comes out with.
+    const int64_t chunk = DecodeCeilDiv(DecodeCeilDiv(kv, want), kDecodeChunkAlign) * kDecodeChunkAlign;
+    const int64_t splits = DecodeCeilDiv(kv, chunk);
+    if (splits > plan.splits) continue;
+    const int64_t ctas = base * splits;
     const int64_t waves = (ctas + slots - 1) / slots;
     const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
     if (fill > best + 1e-9) {  // strictly better: ties keep the larger split count
       best = fill;
-      *fitted = cand;
+      best_want = want;
     }
   }
+  if (best >= 0.0) *fitted = DecodeSplitPlanWithSplits(p.shape, best_want);
   return cudaSuccess;
 }
 
