@@ -1304,6 +1304,17 @@ __global__ void __launch_bounds__(256) AttnBwdFusedDqConvertKernel(const FusedBw
   *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.dq) + e) = o;
 }
 
+// (min, max) of the segment ids ids[i0, i1) (INT_MAX, INT_MIN when empty).
+__device__ __forceinline__ int2 SegIdRange(const int32_t* ids, int i0, int i1) {
+  int mn = INT_MAX, mx = INT_MIN;
+  for (int i = i0; i < i1; ++i) {
+    const int v = __ldg(ids + i);
+    mn = min(mn, v);
+    mx = max(mx, v);
+  }
+  return make_int2(mn, mx);
+}
+
 // kFusedOptSeg: fp.q_seg_range[b, m] = (min, max) of query segment ids
 // [64m, 64m + 64) and fp.kv_seg_range[b, n] of key ids [128n, 128n + 128)
 // (within the lengths), one thread per step or key block, before the fused
@@ -1319,14 +1330,7 @@ __global__ void __launch_bounds__(256) AttnBwdFusedSegRangeKernel(const FusedBwd
   const int64_t k = q ? idx : idx - nq;
   const int b = static_cast<int>(k / per), blk = static_cast<int>(k % per);
   const int32_t* ids = (q ? fp.q_segments : fp.kv_segments) + static_cast<int64_t>(b) * len;
-  const int i1 = min(blk * rows + rows, len);
-  int mn = INT_MAX, mx = INT_MIN;
-  for (int i = blk * rows; i < i1; ++i) {
-    const int v = __ldg(ids + i);
-    mn = min(mn, v);
-    mx = max(mx, v);
-  }
-  (q ? fp.q_seg_range : fp.kv_seg_range)[k] = make_int2(mn, mx);
+  (q ? fp.q_seg_range : fp.kv_seg_range)[k] = SegIdRange(ids, blk * rows, min(blk * rows + rows, len));
 }
 
 // kFusedOptSeg with kFusedOptQ80: as AttnBwdFusedSegRangeKernel with query
@@ -1346,14 +1350,7 @@ __global__ void __launch_bounds__(256) AttnBwdFusedSegRangeQ80Kernel(const Fused
   const int64_t k = q ? idx : idx - nq;
   const int b = static_cast<int>(k / per), blk = static_cast<int>(k % per);
   const int32_t* ids = (q ? fp.q_segments : fp.kv_segments) + static_cast<int64_t>(b) * len;
-  const int i1 = min(blk * stride + rows, len);
-  int mn = INT_MAX, mx = INT_MIN;
-  for (int i = blk * stride; i < i1; ++i) {
-    const int v = __ldg(ids + i);
-    mn = min(mn, v);
-    mx = max(mx, v);
-  }
-  (q ? fp.q_seg_range : fp.kv_seg_range)[k] = make_int2(mn, mx);
+  (q ? fp.q_seg_range : fp.kv_seg_range)[k] = SegIdRange(ids, blk * stride, min(blk * stride + rows, len));
 }
 
 }  // namespace jaxdnn::attention::sm90
