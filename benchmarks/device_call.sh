@@ -52,7 +52,7 @@ st_rounds() {
   done
 }
 # gpu_tests TIMEOUT K_EXPR [VAR=VALUE...]: the GPU tests pytest's -k selects
-# (xdist where installed, 120 s per test), with the assignments in their
+# (xdist where installed, 150 s per test), with the assignments in their
 # environment; log in $out/tests-gpu.log, then the exit status, failures and
 # summary line.
 gpu_tests() {
@@ -60,7 +60,7 @@ gpu_tests() {
   shift 2
   python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
   ( cd /tmp && env "$@" timeout "$(left "$t")" python3 -m pytest "$repo/tests" -q -p no:cacheprovider $xdist \
-      -k "$k" -rfE --timeout 120 -p no:benchmark ) > "$out/tests-gpu.log" 2>&1
+      -k "$k" -rfE --timeout 150 -p no:benchmark ) > "$out/tests-gpu.log" 2>&1
   echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
 }
 # kt_rounds NAME_A ENV_A NAME_B ENV_B [kernel_timing.py args...]: two
@@ -69,4 +69,17 @@ kt_rounds() {
   local na=$1 ea=$2 nb=$3 eb=$4 round
   shift 4
   for round in 1 2; do kt "$na-r$round" "$ea" "$@"; kt "$nb-r$round" "$eb" "$@"; done
+}
+# packed_ab ENV_A ENV_B: the packed-documents harness (head dim 128,
+# GPU-busy) with A, B, A, B in its environment (A=default for none); logs
+# packed-<i>-<value>.txt/.json, printing jaxdnn's unmasked-block TFLOP/s.
+packed_ab() {
+  local i=0 sw name
+  for sw in "$1" "$2" "$1" "$2"; do
+    [ $((budget - SECONDS)) -lt 40 ] && { echo "packed $sw: skipped (time)"; continue; }
+    name=${sw#*=}; i=$((i + 1))
+    ( cd /tmp && env "$sw" timeout "$(left 60)" python3 -m jaxdnn.bench attention --dims 128 --no-torch \
+        --only packed --gpu-busy --out "$out/packed-$i-$name.json" ) > "$out/packed-$i-$name.txt" 2>&1
+    echo "-- packed, $sw"; grep -E "jaxdnn +counting" "$out/packed-$i-$name.txt"
+  done
 }

@@ -22,16 +22,6 @@ for mode in seg atomiccheck fusedcheck; do
 done
 grep -iE "tflop|fused|two-kernel" "$out/self-seg.log" | tail -12 | cut -c1-200
 wait; cat "$out/build.rc"
-xdist=""; python3 -c "import xdist" 2> /dev/null && xdist="-n 14"
 echo "== GPU tests (-k ${TEST_K:=gpu and (packed or segments or long or deterministic or norm)})"
-( cd /tmp && timeout "$(left "${TEST_TIMEOUT:-240}")" python3 -m pytest "$repo/tests" -q -p no:cacheprovider \
-    $xdist -k "$TEST_K" -rfE --timeout 150 ) > "$out/tests-gpu.log" 2>&1
-echo "pytest exit $?"; grep -E "^FAILED|^ERROR" "$out/tests-gpu.log" | head -20; tail -1 "$out/tests-gpu.log"
-i=0
-for sw in A=default JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG=0 A=default JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG=0; do
-  [ $((budget - SECONDS)) -lt 40 ] && { echo "packed $sw: skipped (time)"; continue; }
-  name=${sw#*=}; i=$((i + 1))
-  ( cd /tmp && env "$sw" timeout "$(left 60)" python3 -m jaxdnn.bench attention --dims 128 --no-torch \
-      --only packed --gpu-busy --out "$out/packed-$i-$name.json" ) > "$out/packed-$i-$name.txt" 2>&1
-  echo "-- packed, $sw"; grep -E "jaxdnn +counting" "$out/packed-$i-$name.txt"
-done
+gpu_tests "${TEST_TIMEOUT:-240}" "$TEST_K"
+packed_ab A=default JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG=0
