@@ -307,7 +307,10 @@ int main(int argc, char** argv) {
   //          25: with the chunked order; 35 = 3 + 32: 80-key blocks at head dim 256,
   //          67 = 3 + 64: three consumer warpgroups at head dim 64; both dense
   //          non-causal, the bits ignored elsewhere; 89 = 25 + 64: three
-  //          consumer warpgroups on the dynamic scheduler, dense, causal or not)]
+  //          consumer warpgroups on the dynamic scheduler, dense, causal or not;
+  //          131 = 3 + 128, 163 = 35 + 128: clusters of two CTAs with K/V
+  //          multicast at head dims 128 and 256, dense non-causal problems with
+  //          an even number of query tiles per (batch, head), the bit ignored elsewhere)]
   //          [head dim (0: all)]
   //        e.g. sm90_attention_selftest bf16 35 256
   //        sm90_attention_selftest [bf16|f16] ab    the dynamic scheduler: checks, then A/B timings

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -48,12 +49,18 @@ int DynamicVariantBits() {
 // packed documents 1.13-1.15x, a causal 1024 window 1.07x, causal seq 1024
 // 1.06x and 2048 1.04x (head dims 64 and 128). It lost on long causal tiles
 // (seq 4096 0.99x, 8192 0.88-0.99x, 16384 0.84-0.92x) and at head dim 256
-// (0.95-0.96x), which keep one CTA per tile.
+// (0.95-0.96x), which keep one CTA per tile. With two Q buffers (v31) the
+// long causal tiles changed sides up to 8192 keys: on an H200 (2026-11-23,
+// results/2026-11-23-h200-attention-v35-*), head dim 128, self-test 25 against
+// 1, two rounds: +4.5% at seq 4096, +5.5% at 8192, -3.6% at 16384; through jax
+// (GPU-busy, two rounds) 473 -> 452 us at 4096, 870 -> 822-852 at 8192, 1730
+// -> 1775-1783 at 16384 (which keeps one CTA per tile).
+constexpr int64_t kDynamicCausalMaxKeys = 8192;
 bool DynamicByDefault(const AttnFwdArgs& p) {
   const AttnMaskParams& m = p.mask_params;
   if (p.shape.head_dim == 256) return false;
   if (m.q_segments != nullptr || m.window_left >= 0 || m.window_right >= 0) return true;
-  return m.causal && p.shape.kv_len <= 2048;
+  return m.causal && p.shape.kv_len <= kDynamicCausalMaxKeys;
 }
 
 // The dynamic scheduler claims a CTA's next tile after the current tile's
@@ -161,8 +168,57 @@ bool D64ThreeConsumersCausal(const AttnFwdArgs& p) {
          p.shape.kv_len >= kD64CausalThreeConsumersMinKeys;
 }
 
+// Whether a launch may run in clusters of two with K/V multicast (variant bit
+// 128, see the kernel's kCluster): dense, not causal, and the two CTAs of a
+// cluster always on neighbouring query tiles of one (batch, head) with the
+// same number of tiles each: an even number of query tiles per (batch, head).
+bool ClusterPairsFit(const AttnFwdArgs& a, int block_m) {
+  return !NeedsExt(a) && !a.mask_params.causal && (a.shape.q_len + block_m - 1) / block_m % 2 == 0;
+}
+
+// The persistent grid of a cluster launch: two CTAs per cluster that can be
+// resident at once (GPCs may not hold an even number of SMs). Asked once per
+// kernel and device ordinal 0..7 (not timed per call).
+template <typename Kernel>
+cudaError_t PersistentClusterGrid(Kernel kernel, int threads, int smem_bytes, int* grid) {
+  struct Cached {
+    cudaError_t err = cudaErrorNotReady;
+    int clusters = 0;
+  };
+  static Cached cache[8];
+  int dev = 0;
+  cudaError_t err;
+  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  Cached& c = cache[dev & 7];
+  if (c.err == cudaErrorNotReady) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(2, 1, 1);
+    cfg.blockDim = dim3(threads, 1, 1);
+    cfg.dynamicSmemBytes = smem_bytes;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    c.err = cudaOccupancyMaxActiveClusters(&c.clusters, kernel, &cfg);
+    if (c.err == cudaSuccess && c.clusters < 1) c.err = cudaErrorInvalidConfiguration;
+  }
+  *grid = 2 * c.clusters;
+  return c.err;
+}
+
+// Clusters of two with K/V multicast for the dense non-causal forward at head
+// dims 128 and 256 (variant bit 128): JAXDNN_ATTENTION_SM90_CLUSTER (read
+// once) = 1 on, 0 off; unset: off (not yet measured).
+bool ClusterMulticast() {
+  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_CLUSTER") == "1";
+  return on;
+}
+
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
-          int kBlockNOpt = 0, int kConsumers = 2>
+          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>()>;
   const AttnShape& s = a.shape;
@@ -173,8 +229,10 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   CUtensorMap tq, tk, tv;
   cudaError_t err;
   if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
-  if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
-  if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
+  // Clusters: each CTA loads half of every K/V block (for both).
+  constexpr int kKvBoxRows = Cfg::kBlockN / (kCluster == 2 && JAXDNN_SM90_FWD_CLUSTER_MODE == 0 ? 2 : 1);
+  if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) != cudaSuccess) return err;
+  if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) != cudaSuccess) return err;
 
   sm90::FwdParams p;
   p.batch = static_cast<int>(s.batch);
@@ -201,7 +259,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   }
   const int smem_bytes = kExt ? Cfg::kSmemBytesExt : (kDynamic ? Cfg::kSmemBytesDynamic : Cfg::kSmemBytes);
 
-  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt, kConsumers>;
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt, kConsumers, kCluster>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   smem_bytes)) != cudaSuccess) {
     return err;
@@ -218,6 +276,39 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     // Claims start at 0 on every launch (stream-ordered, no host sync: safe
     // under CUDA graph capture).
     if ((err = cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream)) != cudaSuccess) return err;
+  }
+  if constexpr (kCluster == 2) {
+    static_assert(kPersistent && !kExt && !kDynamic, "clusters: dense static persistent launches");
+    if (!ClusterPairsFit(a, Cfg::kBlockM)) return cudaErrorInvalidValue;
+    int cluster_grid = 0;
+    if ((err = PersistentClusterGrid(kernel, Cfg::kThreads, smem_bytes, &cluster_grid)) != cudaSuccess) return err;
+    grid = static_cast<int>(std::min<int64_t>(tiles, cluster_grid));  // tiles is even here
+    {
+      // A/B probe (read once): an even grid to use instead; any value prints the computed one.
+      static const std::string forced = EnvSwitch("JAXDNN_ATTENTION_SM90_CLUSTER_GRID");
+      static bool printed = false;
+      if (!forced.empty() && !printed) {
+        std::fprintf(stderr, "jaxdnn sm90 forward: cluster grid %d (occupancy: %d clusters)\n", grid,
+                     cluster_grid / 2);
+        printed = true;
+      }
+      const int g = forced.empty() ? 0 : std::atoi(forced.c_str());
+      if (g > 0 && g % 2 == 0) grid = static_cast<int>(std::min<int64_t>(tiles, g));
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3(Cfg::kThreads, 1, 1);
+    cfg.dynamicSmemBytes = smem_bytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if ((err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, p)) != cudaSuccess) return err;
+    return cudaGetLastError();
   }
   kernel<<<grid, Cfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, p);
   return cudaGetLastError();
@@ -273,6 +364,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     if (!dynamic && (m.causal ? D256CausalBlockN80() : D256BlockN80())) variant |= 32;
     if (!dynamic && d == 64 && D64ThreeConsumers()) variant |= 64;  // likewise, d64
     if (dynamic && wg3_causal) variant |= 64;
+    if (!uneven && ClusterMulticast()) variant |= 128;  // taken where ClusterPairsFit, below
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense; on
@@ -304,6 +396,21 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     JAXDNN_SM90_DYNAMIC_CASE(256)
 #undef JAXDNN_SM90_DYNAMIC_CASE
     return cudaErrorInvalidValue;
+  }
+  // Bit 128, clusters of two with K/V multicast: dense non-causal persistent
+  // pingpong launches (3 or 35) at head dims 128 and 256 with an even number
+  // of query tiles per (batch, head); ignored otherwise.
+  if ((variant & 128) != 0 && (variant & 3) == 3 && !ext && (d == 128 || d == 256) && ClusterPairsFit(p, 128)) {
+    if (d == 128) {
+      return f16 ? Launch<128, true, true, true, false, false, 0, 2, 2>(p, stream)
+                 : Launch<128, false, true, true, false, false, 0, 2, 2>(p, stream);
+    }
+    if ((variant & 32) != 0) {
+      return f16 ? Launch<256, true, true, true, false, false, 80, 2, 2>(p, stream)
+                 : Launch<256, false, true, true, false, false, 80, 2, 2>(p, stream);
+    }
+    return f16 ? Launch<256, true, true, true, false, false, 0, 2, 2>(p, stream)
+               : Launch<256, false, true, true, false, false, 0, 2, 2>(p, stream);
   }
   // Bit 32, 80-key blocks: head dim 256, dense (no ext), static schedule,
   // causal only without persistence (the kernels with causal masking);

@@ -99,8 +99,13 @@ namespace jaxdnn::attention::sm90 {
 // header comment); off, every instantiation compiles as before.
 // kBlockNOpt = 80 (head dim 256, dense static launches; the launcher ignores
 // the request elsewhere): 80-key blocks; 0 compiles as before.
+// kCluster = 2 (dense non-causal static persistent launches): CTAs in
+// clusters of two, whose tiles are neighbouring query tiles of one (batch,
+// head) in lockstep; each producer loads half of every K/V block and
+// multicasts it to both CTAs, so K/V cross from L2 once per pair (see
+// FwdClusterRules in the launcher). 1 compiles as before.
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false,
-          int kBlockNOpt = 0, int kConsumers = 2>
+          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
 __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThreads, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
@@ -132,6 +137,16 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   // kDynamic: the tile index (-1: no more) per Q buffer, posted by the producer.
   volatile int32_t* tile_slot = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffTileSlot);
   static_assert(!kDynamic || kPersistent, "the dynamic scheduler runs persistent CTAs");
+  constexpr bool kMulticast = kCluster == 2;
+  static_assert(kCluster == 1 || (kMulticast && !kExt && !kDynamic && kPersistent && Cfg::kBlockN % 16 == 0),
+                "K/V multicast: dense static persistent launches, kv blocks of whole 8-row swizzle atoms per half");
+  // The half of each K/V block this CTA loads (and its peer the other).
+  const uint32_t cta_rank = kMulticast ? ClusterCtaRank() : 0;
+  // Probe builds (JAXDNN_SM90_FWD_CLUSTER_MODE): 0 = shared loads (default),
+  // 1 = each CTA loads whole blocks but the stages stay coupled, 2 = the
+  // cluster launch alone.
+  constexpr bool kShareLoads = kMulticast && JAXDNN_SM90_FWD_CLUSTER_MODE == 0;
+  constexpr bool kCoupled = kMulticast && JAXDNN_SM90_FWD_CLUSTER_MODE <= 1;
 
   const int num_tiles = p.num_m_blocks * p.heads * p.batch;
   const int tile_stride = kPersistent ? static_cast<int>(gridDim.x) : num_tiles;
@@ -183,15 +198,22 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     for (int s = 0; s < kStages; ++s) {
       MbarInit(&k_full[s], 1);
       MbarInit(&v_full[s], 1);
-      MbarInit(&k_empty[s], 4 * kConsumers);
-      MbarInit(&v_empty[s], 4 * kConsumers);
+      // Multicast: a stage is rewritten by both CTAs' loads, so both CTAs'
+      // consumer warps release it.
+      MbarInit(&k_empty[s], 4 * kConsumers * (kCoupled ? 2 : 1));
+      MbarInit(&v_empty[s], 4 * kConsumers * (kCoupled ? 2 : 1));
     }
     FenceMbarInit();
     PrefetchTmaDescriptor(&tm_q);
     PrefetchTmaDescriptor(&tm_k);
     PrefetchTmaDescriptor(&tm_v);
   }
-  __syncthreads();
+  // Multicast: the peer's barriers are initialized before any load or arrival reaches them.
+  if constexpr (kMulticast) {
+    ClusterSync();
+  } else {
+    __syncthreads();
+  }
 
   if (warpgroup == 0) {
     // ------------------------------ producer ------------------------------
@@ -316,11 +338,22 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           const int st = kv_it % kStages;
           const uint32_t ph = (kv_it / kStages) & 1;
           MbarWait(&k_empty[st], ph ^ 1);
-          MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
-          MbarWait(&v_empty[st], ph ^ 1);
-          MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-          TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
+          MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);  // both halves land here
+          if constexpr (kShareLoads) {
+            constexpr int kHalf = kBlockN / 2;
+            const int off = static_cast<int>(cta_rank) * kHalf;
+            TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_k + st * Cfg::kKVBytes + off * 128, &tm_k,
+                                                               &k_full[st], hk, n * kBlockN + off, tl.b, 0x3);
+            MbarWait(&v_empty[st], ph ^ 1);
+            MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+            TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_v + st * Cfg::kKVBytes + off * 128, &tm_v,
+                                                               &v_full[st], hk, n * kBlockN + off, tl.b, 0x3);
+          } else {
+            TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
+            MbarWait(&v_empty[st], ph ^ 1);
+            MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+            TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
+          }
         }
         if constexpr (kDynamic) {
           if (p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
@@ -375,6 +408,17 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     };
     auto release = [&](uint64_t* bar) {
       if (lane == 0) MbarArrive(bar);
+    };
+    // A K/V stage: with multicast, released in both CTAs (both load into it).
+    auto release_kv = [&](uint64_t* bar) {
+      if constexpr (kCoupled) {
+        if (lane == 0) {
+          MbarArriveCluster(bar, 0);
+          MbarArriveCluster(bar, 1);
+        }
+      } else {
+        release(bar);
+      }
     };
     // Q's buffer may take the next tile's Q once every S gemm of this tile is
     // complete; when O is staged there (kOInQ) only after the epilogue, below.
@@ -597,7 +641,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           sched_arrive();
           WgmmaWait<0>();
           FenceRegs(s);
-          release(&k_empty[st]);
+          release_kv(&k_empty[st]);
         }
         // Keys past kv_len, and (causal) keys past the row, to -inf in block n.
         auto mask_keys = [&](int n) {
@@ -635,7 +679,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           sched_arrive();
           WgmmaWait<1>();
           FenceRegs(s);
-          release(&k_empty[st]);
+          release_kv(&k_empty[st]);
           if constexpr (kBlockN < kBlockM) {
             // Causal: the tile's diagonal crosses its top kDiagBlocks blocks.
             if (causal && it < Cfg::kDiagBlocks) mask_keys(n_blocks - 1 - it);
@@ -643,7 +687,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           softmax();
           WgmmaWait<0>();
           FenceRegs(o);
-          release(&v_empty[pst]);
+          release_kv(&v_empty[pst]);
           rescale_o();
           convert_p();
         }
@@ -657,7 +701,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           sched_arrive();
           WgmmaWait<0>();
           FenceRegs(o);
-          release(&v_empty[lst]);
+          release_kv(&v_empty[lst]);
         }
         kv_it += n_blocks;
       }
@@ -722,6 +766,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       if (cw == 0) NamedBarrierSync(kSchedBar + 0, 256);  // consume the last consumer's last arrival
     }
   }
+  // Multicast: no CTA leaves while its peer may still arrive on its barriers.
+  if constexpr (kMulticast) ClusterSync();
 }
 
 }  // namespace jaxdnn::attention::sm90

@@ -39,6 +39,10 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 //   + 32 (with 0-3): 80-key kv blocks at head dim 256 (m64n80k16 scores,
 //     224 KB of tiles) for dense non-causal problems; ignored (64-key
 //     blocks) when causal, extended, dynamic (bit 8) or another head dim.
+//   + 128 (with 3 or 35): clusters of two CTAs on neighbouring query tiles of
+//     one (batch, head), each loading half of every K/V block for both (TMA
+//     multicast): dense non-causal problems at head dims 128 and 256 with an
+//     even number of 128-row query tiles per (batch, head); ignored otherwise.
 //  -1 (the default): 3 when not causal, 1 when causal (the static persistent
 //   schedule balances causal tiles badly). Measured on H200, bf16, D=128.
 //   Extended cases: 1 with causal, a window or segments, else 3 (not tuned).

@@ -132,6 +132,12 @@ constexpr int FwdQBufs() {
   return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
 }
 
+// Clusters of two (the kernel's kCluster): what the pair shares, for probe
+// builds (see the kernel). 0: each CTA loads half of every K/V block for both.
+#ifndef JAXDNN_SM90_FWD_CLUSTER_MODE
+#define JAXDNN_SM90_FWD_CLUSTER_MODE 0
+#endif
+
 // Whether a kernel has causal masking compiled in: every two-warpgroup config
 // with the head dim's own key blocks; 192-row tiles on the dynamic scheduler;
 // 80-key blocks (head dim 256) when not persistent (the causal launches: one

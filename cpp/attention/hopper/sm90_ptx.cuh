@@ -296,6 +296,52 @@ __device__ __forceinline__ void TmaLoadHeadRows(uint8_t* tile, const void* tmap,
   }
 }
 
+// ---- clusters of two CTAs sharing K/V loads (TMA multicast) ----
+__device__ __forceinline__ uint32_t ClusterCtaRank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster: release what this thread wrote
+// (barrier inits, remote arrivals), acquire what the others wrote.
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// Arrives on the mbarrier at the same shared-memory offset as `bar` in the
+// cluster's CTA `cta` (this CTA included). The default .release.cta
+// semantics: a consumer releasing a stage it read through wgmma has nothing
+// of its own to publish, and .release.cluster made every release wait (the
+// d128 forward ran 33% slower with it, v35).
+__device__ __forceinline__ void MbarArriveCluster(uint64_t* bar, uint32_t cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(SmemAddr(bar)),
+      "r"(cta)
+      : "memory");
+}
+// TmaLoad4d into the same offset of every CTA in cta_mask, each completing
+// the bytes on its own mbarrier at bar's offset.
+__device__ __forceinline__ void TmaLoad4dMulticast(void* smem_dst, const void* tmap, uint64_t* bar, int c0,
+                                                   int c1, int c2, int c3, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(SmemAddr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(SmemAddr(bar)),
+      "h"(cta_mask)
+      : "memory");
+}
+// kRows sequence rows (a slice of a kPanelRows-row tile) multicast to the
+// CTAs in cta_mask: panel p at slice + p * kPanelRows * 128 bytes.
+template <int kPanels, int kRows, int kPanelRows>
+__device__ __forceinline__ void TmaLoadHeadRowsMulticast(uint8_t* slice, const void* tmap, uint64_t* bar,
+                                                         int head, int row, int batch, uint16_t cta_mask) {
+#pragma unroll
+  for (int panel = 0; panel < kPanels; ++panel) {
+    TmaLoad4dMulticast(slice + panel * kPanelRows * 128, tmap, bar, panel * 64, head, row, batch, cta_mask);
+  }
+}
+
 __device__ __forceinline__ void PrefetchTmaDescriptor(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
 }
