@@ -209,12 +209,16 @@ cudaError_t PersistentClusterGrid(Kernel kernel, int threads, int smem_bytes, in
   return c.err;
 }
 
-// Clusters of two with K/V multicast for the dense non-causal forward at head
-// dims 128 and 256 (variant bit 128): JAXDNN_ATTENTION_SM90_CLUSTER (read
-// once) = 1 on, 0 off; unset: off (not yet measured).
-bool ClusterMulticast() {
-  static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_CLUSTER") == "1";
-  return on;
+// Clusters of two with K/V multicast for the dense non-causal forward
+// (variant bit 128; K/V cross from L2 once per pair of query tiles). On an
+// H200 (2026-11-23, results/2026-11-23-h200-attention-v36-cluster.txt),
+// through jax, GPU-busy, two rounds: head dim 128 +1% at seq 1024, +2% at
+// 2048, +5% at 4096, +3% at 8192 and 16384 (self-test 131 against 3: +1.5-3%);
+// head dim 256 level, so it stays off there. JAXDNN_ATTENTION_SM90_CLUSTER
+// (read once) = 1 on at both head dims, 0 off; unset: head dim 128.
+bool ClusterMulticast(int head_dim) {
+  static const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_CLUSTER");
+  return v.empty() ? head_dim == 128 : v == "1";
 }
 
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
@@ -364,7 +368,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     if (!dynamic && (m.causal ? D256CausalBlockN80() : D256BlockN80())) variant |= 32;
     if (!dynamic && d == 64 && D64ThreeConsumers()) variant |= 64;  // likewise, d64
     if (dynamic && wg3_causal) variant |= 64;
-    if (!uneven && ClusterMulticast()) variant |= 128;  // taken where ClusterPairsFit, below
+    if (!uneven && ClusterMulticast(d)) variant |= 128;  // taken where ClusterPairsFit, below
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense; on

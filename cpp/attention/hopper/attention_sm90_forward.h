@@ -49,6 +49,9 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 //   With JAXDNN_ATTENTION_SM90_DYNAMIC=1 (read once) and a workspace, the
 //   uneven cases (causal, window, segment ids) take 8 + 1 instead of 1
 //   (=lpt: 16 + 8 + 1).
+//   Head dim 128 dense non-causal problems with an even number of query
+//   tiles per (batch, head) take 3 + 128 (clusters; JAXDNN_ATTENTION_SM90_CLUSTER=0
+//   keeps 3, =1 also clusters head dim 256).
 //   Head dim 256 dense non-causal problems take 3 + 32 (80-key blocks);
 //   JAXDNN_ATTENTION_SM90_D256_BLOCKN=64 (read once) keeps them on 3.
 constexpr int kSm90DefaultVariant = -1;
