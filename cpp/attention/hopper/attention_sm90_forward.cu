@@ -31,7 +31,7 @@ bool ExtEnabled() {
 // It needs the FFI workspace (its first element is the claim counter);
 // jaxdnn/attention/primitives.py sizes one for every uneven case.
 // JAXDNN_ATTENTION_SM90_DYNAMIC (read once): unset = by problem
-// (DynamicByDefault), 0 = never, 1 = every uneven case in tile order, lpt =
+// (DefaultDynamicBits), 0 = never, 1 = every uneven case in tile order, lpt =
 // every uneven case in the L2-chunked longest-first order.
 // Returns -1 (by problem), 0 (off), 8 (on) or 8 + 16 (on, chunked order):
 // variant bits.
@@ -54,13 +54,22 @@ int DynamicVariantBits() {
 // results/2026-11-23-h200-attention-v35-*), head dim 128, self-test 25 against
 // 1, two rounds: +4.5% at seq 4096, +5.5% at 8192, -3.6% at 16384; through jax
 // (GPU-busy, two rounds) 473 -> 452 us at 4096, 870 -> 822-852 at 8192, 1730
-// -> 1775-1783 at 16384 (which keeps one CTA per tile).
+// -> 1775-1783 at 16384. There the plain tile order (each (batch, head)'s
+// heaviest tile first, heads in turn) won instead: through jax, GPU-busy, two
+// rounds, 1678-1725 us one CTA per tile, 1655-1685 in tile order, 1730-1758
+// chunked (results/2026-11-23-h200-attention-v37-knobs.txt), so dense head
+// dim 128 causal calls over more keys take that.
+// Returns the variant bits: 0 (one CTA per tile), 8 (dynamic, tile order) or
+// 8 + 16 (dynamic, chunked longest-first order).
 constexpr int64_t kDynamicCausalMaxKeys = 8192;
-bool DynamicByDefault(const AttnFwdArgs& p) {
+bool NeedsExt(const AttnFwdArgs& a);
+int DefaultDynamicBits(const AttnFwdArgs& p) {
   const AttnMaskParams& m = p.mask_params;
-  if (p.shape.head_dim == 256) return false;
-  if (m.q_segments != nullptr || m.window_left >= 0 || m.window_right >= 0) return true;
-  return m.causal && p.shape.kv_len <= kDynamicCausalMaxKeys;
+  if (p.shape.head_dim == 256) return 0;
+  if (m.q_segments != nullptr || m.window_left >= 0 || m.window_right >= 0) return 8 + 16;
+  if (!m.causal) return 0;
+  if (p.shape.kv_len <= kDynamicCausalMaxKeys) return 8 + 16;
+  return p.shape.head_dim == 128 && !NeedsExt(p) ? 8 : 0;
 }
 
 // The dynamic scheduler claims a CTA's next tile after the current tile's
@@ -286,7 +295,15 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     if (!ClusterPairsFit(a, Cfg::kBlockM)) return cudaErrorInvalidValue;
     int cluster_grid = 0;
     if ((err = PersistentClusterGrid(kernel, Cfg::kThreads, smem_bytes, &cluster_grid)) != cudaSuccess) return err;
-    grid = static_cast<int>(std::min<int64_t>(tiles, cluster_grid));  // tiles is even here
+    // The fewest clusters with the same number of waves of tile pairs (2048
+    // tiles on 66 clusters: 16 waves, so 64 clusters): the spare SMs idle
+    // instead of running a half-empty last wave, and under the power limit
+    // the busy ones clock higher. Through jax (GPU-busy, two rounds, H200,
+    // v37): seq 2048 404 -> 398 us, 4096 781-786 -> 767-784, level at 8192
+    // and 16384.
+    const int64_t pairs = tiles / 2;  // tiles is even here
+    const int64_t waves = (pairs + cluster_grid / 2 - 1) / (cluster_grid / 2);
+    grid = static_cast<int>(2 * ((pairs + waves - 1) / waves));
     {
       // A/B probe (read once): an even grid to use instead; any value prints the computed one.
       static const std::string forced = EnvSwitch("JAXDNN_ATTENTION_SM90_CLUSTER_GRID");
@@ -355,13 +372,13 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   const bool needs_ext = NeedsExt(p);
   if (variant < 0) {
     // Uneven tiles (a band: causal, window; packed documents): one CTA per
-    // tile, or the dynamic scheduler where it wins (see DynamicByDefault),
+    // tile, or the dynamic scheduler where it wins (see DefaultDynamicBits),
     // given a workspace. Python's workspace rule (primitives.py) mirrors
     // `uneven`. Even tiles: persistent CTAs with a static stride.
     const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
     const int switch_bits = DynamicVariantBits();
     const bool wg3_causal = D64ThreeConsumersCausal(p);
-    const int bits = switch_bits >= 0 ? switch_bits : (DynamicByDefault(p) || wg3_causal ? 8 + 16 : 0);
+    const int bits = switch_bits >= 0 ? switch_bits : wg3_causal ? 8 + 16 : DefaultDynamicBits(p);
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits + 1 : (uneven ? 1 : 3);
     // Ignored below unless dense d256 (and, causal, not persistent).

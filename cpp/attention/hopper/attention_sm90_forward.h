@@ -48,7 +48,9 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 //   Extended cases: 1 with causal, a window or segments, else 3 (not tuned).
 //   With JAXDNN_ATTENTION_SM90_DYNAMIC=1 (read once) and a workspace, the
 //   uneven cases (causal, window, segment ids) take 8 + 1 instead of 1
-//   (=lpt: 16 + 8 + 1).
+//   (=lpt: 16 + 8 + 1). Unset, given a workspace: below head dim 256,
+//   segments, windows and causal up to 8192 keys take 16 + 8 + 1, dense
+//   head dim 128 causal over more keys 8 + 1 (DefaultDynamicBits).
 //   Head dim 128 dense non-causal problems with an even number of query
 //   tiles per (batch, head) take 3 + 128 (clusters; JAXDNN_ATTENTION_SM90_CLUSTER=0
 //   keeps 3, =1 also clusters head dim 256).
