@@ -154,6 +154,13 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   // cluster launch alone.
   constexpr bool kShareLoads = kMulticast && JAXDNN_SM90_FWD_CLUSTER_MODE == 0;
   constexpr bool kCoupled = kMulticast && JAXDNN_SM90_FWD_CLUSTER_MODE <= 1;
+  // Causal pairs (probe builds, JAXDNN_SM90_FWD_CLUSTER_CAUSAL=1): the pair's
+  // tiles differ in length. The longer tile's top blocks (its diagonal, which
+  // the other tile does not reach) are loaded by its CTA alone, while the
+  // other CTA passes the same ring stages as dummies (completed with plain
+  // arrivals, released as usual), so that every shared block sits at the
+  // same stage and phase in both CTAs.
+  constexpr bool kCausalPairs = kShareLoads && kCausal && JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0;
 
   const int num_tiles = p.num_m_blocks * p.heads * p.batch;
   const int tile_stride = kPersistent ? static_cast<int>(gridDim.x) : num_tiles;
@@ -340,13 +347,43 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         if constexpr (kDynamic) {
           if (!p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
         }
+        int lead = 0;  // kCausalPairs: this CTA's own top blocks
+        if constexpr (kCausalPairs) {
+          const int peer_blocks = decode(tile ^ 1).n_blocks;
+          lead = max(0, tl.n_blocks - peer_blocks);
+          for (int d = tl.n_blocks; d < peer_blocks; ++d, ++kv_it) {  // the peer's own top blocks
+            const int st = kv_it % kStages;
+            const uint32_t ph = (kv_it / kStages) & 1;
+            MbarWait(&k_empty[st], ph ^ 1);
+            MbarArrive(&k_full[st]);
+            MbarWait(&v_empty[st], ph ^ 1);
+            MbarArrive(&v_full[st]);
+          }
+        }
         for (int it = 0; it < tl.n_blocks; ++it, ++kv_it) {
           const int n = tl.n_blocks - 1 - it;
           const int st = kv_it % kStages;
           const uint32_t ph = (kv_it / kStages) & 1;
           MbarWait(&k_empty[st], ph ^ 1);
           MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);  // both halves land here
-          if constexpr (kShareLoads) {
+          if (kCausalPairs && it < lead) {
+            // Both halves, into this CTA only.
+            constexpr int kHalf = kBlockN / 2;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_k + st * Cfg::kKVBytes + half * kHalf * 128,
+                                                                 &tm_k, &k_full[st], hk, n * kBlockN + half * kHalf,
+                                                                 tl.b, static_cast<uint16_t>(1u << cta_rank));
+            }
+            MbarWait(&v_empty[st], ph ^ 1);
+            MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_v + st * Cfg::kKVBytes + half * kHalf * 128,
+                                                                 &tm_v, &v_full[st], hk, n * kBlockN + half * kHalf,
+                                                                 tl.b, static_cast<uint16_t>(1u << cta_rank));
+            }
+          } else if constexpr (kShareLoads) {
             constexpr int kHalf = kBlockN / 2;
             const int off = static_cast<int>(cta_rank) * kHalf;
             TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_k + st * Cfg::kKVBytes + off * 128, &tm_k,
@@ -640,6 +677,17 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         const bool causal = kCausal && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
         if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
+        if constexpr (kCausalPairs) {
+          // The peer's own top blocks: dummy stages, released in both CTAs.
+          for (int d = n_blocks, peer_blocks = decode(tile ^ 1).n_blocks; d < peer_blocks; ++d, ++kv_it) {
+            const int st = kv_it % kStages;
+            const uint32_t ph = (kv_it / kStages) & 1;
+            MbarWait(&k_full[st], ph);
+            release_kv(&k_empty[st]);
+            MbarWait(&v_full[st], ph);
+            release_kv(&v_empty[st]);
+          }
+        }
         {
           const int st = kv_it % kStages;
           MbarWait(&k_full[st], (kv_it / kStages) & 1);

@@ -137,6 +137,10 @@ constexpr int FwdQBufs() {
 #ifndef JAXDNN_SM90_FWD_CLUSTER_MODE
 #define JAXDNN_SM90_FWD_CLUSTER_MODE 0
 #endif
+// 1: causal pairs too (head dim 128, variant 131 with causal; probe builds).
+#ifndef JAXDNN_SM90_FWD_CLUSTER_CAUSAL
+#define JAXDNN_SM90_FWD_CLUSTER_CAUSAL 0
+#endif
 
 // Whether a kernel has causal masking compiled in: every two-warpgroup config
 // with the head dim's own key blocks; 192-row tiles on the dynamic scheduler;
