@@ -686,6 +686,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             release_kv(&k_empty[st]);
             MbarWait(&v_full[st], ph);
             release_kv(&v_empty[st]);
+            // Probe 2: start the shared blocks once the peer has its S of
+            // this stage (its K release completes the empty barrier's phase).
+            if constexpr (JAXDNN_SM90_FWD_CLUSTER_CAUSAL == 2) MbarWait(&k_empty[st], ph);
           }
         }
         {
