@@ -4,6 +4,11 @@
 # build/v39h, -DJAXDNN_SM90_FWD_CLUSTER_CAUSAL=2) against the plain pairs
 # (build/v39) and no clusters (3): check, then one timing round each.
 #   bash benchmarks/gpu_run_v39b_hold.sh OUTDIR   (carry build/v39, build/v39h)
+# Build both here first (~1 min each), VALUE 1 into build/v39, 2 into build/v39h:
+#   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --use_fast_math \
+#     --expt-relaxed-constexpr -I cpp -I "$(python3 -c 'import jax; print(jax.ffi.include_dir())')" \
+#     -diag-suppress 940,2473 -DJAXDNN_SM90_FWD_CLUSTER_CAUSAL=VALUE benchmarks/sm90_attention_selftest.cu \
+#     cpp/attention/hopper/attention_sm90_forward.cu -o build/v39h/sm90_attention_selftest
 source "$(dirname "$0")/device_call.sh" 200 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 st check-131h-bf16 40 "$repo/build/v39h/sm90_attention_selftest" bf16 131 128
