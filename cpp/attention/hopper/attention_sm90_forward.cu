@@ -314,9 +314,14 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     // the busy ones clock higher. Through jax (GPU-busy, two rounds, H200,
     // v37): seq 2048 404 -> 398 us, 4096 781-786 -> 767-784, level at 8192
     // and 16384.
+    // Not for causal pairs (probe builds): there the tiles of a (batch, head)
+    // differ in length, and a stride that is a multiple of its tile count (128
+    // CTAs over 16 tiles a head at seq 2048) hands every CTA the same tile
+    // length over and over (v39's first measurement ran into that).
     const int64_t pairs = tiles / 2;  // tiles is even here
     const int64_t waves = (pairs + cluster_grid / 2 - 1) / (cluster_grid / 2);
-    grid = static_cast<int>(2 * ((pairs + waves - 1) / waves));
+    grid = a.mask_params.causal ? static_cast<int>(std::min<int64_t>(tiles, cluster_grid))
+                                : static_cast<int>(2 * ((pairs + waves - 1) / waves));
     {
       // A/B probe (read once): an even grid to use instead; any value prints the computed one.
       static const std::string forced = EnvSwitch("JAXDNN_ATTENTION_SM90_CLUSTER_GRID");

@@ -110,7 +110,7 @@ namespace jaxdnn::attention::sm90 {
 // clusters of two, whose tiles are neighbouring query tiles of one (batch,
 // head) in lockstep; each producer loads half of every K/V block and
 // multicasts it to both CTAs, so K/V cross from L2 once per pair (see
-// FwdClusterRules in the launcher). 1 compiles as before.
+// ClusterPairsFit in the launcher). 1 compiles as before.
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false,
           int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
 __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThreads, 1)
@@ -686,9 +686,6 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             release_kv(&k_empty[st]);
             MbarWait(&v_full[st], ph);
             release_kv(&v_empty[st]);
-            // Probe 2: start the shared blocks once the peer has its S of
-            // this stage (its K release completes the empty barrier's phase).
-            if constexpr (JAXDNN_SM90_FWD_CLUSTER_CAUSAL == 2) MbarWait(&k_empty[st], ph);
           }
         }
         {
