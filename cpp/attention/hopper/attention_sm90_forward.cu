@@ -283,7 +283,9 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
     if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
   }
-  const int smem_bytes = kExt ? Cfg::kSmemBytesExt : (kDynamic ? Cfg::kSmemBytesDynamic : Cfg::kSmemBytes);
+  const int smem_bytes = kExt ? Cfg::kSmemBytesExt
+                       : kDynamic ? (kCluster == 2 ? Cfg::kSmemBytesDynamicPairs : Cfg::kSmemBytesDynamic)
+                                  : Cfg::kSmemBytes;
 
   auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt, kConsumers, kCluster>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -304,7 +306,8 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     if ((err = cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream)) != cudaSuccess) return err;
   }
   if constexpr (kCluster == 2) {
-    static_assert(kPersistent && !kExt && !kDynamic, "clusters: dense static persistent launches");
+    static_assert(kPersistent && !kExt && (!kDynamic || JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0),
+                  "clusters: dense persistent launches (dynamic: causal pairs in probe builds)");
     if (!ClusterPairsFit(a, Cfg::kBlockM)) return cudaErrorInvalidValue;
     int cluster_grid = 0;
     if ((err = PersistentClusterGrid(kernel, Cfg::kThreads, smem_bytes, &cluster_grid)) != cudaSuccess) return err;
@@ -410,6 +413,14 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
       return f16 ? Launch<64, true, true, true, false, true, 0, 3>(p, stream, chunk)
                  : Launch<64, false, true, true, false, true, 0, 3>(p, stream, chunk);
     }
+#if JAXDNN_SM90_FWD_CLUSTER_CAUSAL
+    // Bit 128 (probe builds): causal pairs in clusters of two on the dynamic
+    // scheduler, head dim 128 (137 in tile order, 153 in the chunked order).
+    if ((variant & 128) != 0 && d == 128 && !ext && m.causal && ClusterPairsFit(p, 128)) {
+      return f16 ? Launch<128, true, true, true, false, true, 0, 2, 2>(p, stream, chunk)
+                 : Launch<128, false, true, true, false, true, 0, 2, 2>(p, stream, chunk);
+    }
+#endif
 #define JAXDNN_SM90_DYNAMIC_CASE(D)                                                                   \
   if (d == D) {                                                                                       \
     if (ext) {                                                                                        \

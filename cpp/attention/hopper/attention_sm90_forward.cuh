@@ -145,8 +145,10 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   volatile int32_t* tile_slot = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffTileSlot);
   static_assert(!kDynamic || kPersistent, "the dynamic scheduler runs persistent CTAs");
   constexpr bool kMulticast = kCluster == 2;
-  static_assert(kCluster == 1 || (kMulticast && !kExt && !kDynamic && kPersistent && Cfg::kBlockN % 16 == 0),
-                "K/V multicast: dense static persistent launches, kv blocks of whole 8-row swizzle atoms per half");
+  static_assert(kCluster == 1 || (kMulticast && !kExt && (!kDynamic || JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0) &&
+                                  kPersistent && Cfg::kBlockN % 16 == 0),
+                "K/V multicast: dense persistent launches (dynamic: probe builds), kv blocks of whole 8-row "
+                "swizzle atoms per half");
   // The half of each K/V block this CTA loads (and its peer the other).
   const uint32_t cta_rank = kMulticast ? ClusterCtaRank() : 0;
   // Probe builds (JAXDNN_SM90_FWD_CLUSTER_MODE): 0 = shared loads (default),
@@ -161,6 +163,15 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   // arrivals, released as usual), so that every shared block sits at the
   // same stage and phase in both CTAs.
   constexpr bool kCausalPairs = kShareLoads && kCausal && JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0;
+  // Pairs on the dynamic scheduler (probe builds; written, not yet run):
+  // rank 0's producer claims pairs of neighbouring query tiles and posts each
+  // pair index to rank 1's producer through a two-slot ring in rank 1's
+  // shared memory (a remote store, then a remote arrival on pair_full; rank 1
+  // frees the slot with a remote arrival on rank 0's pair_empty). The tile
+  // order applies to pairs; each producer posts its own tile to its consumers
+  // as a plain (batch, head, query tile) index, which they decode without it.
+  constexpr bool kDynamicPairs = kCausalPairs && kDynamic;
+  static_assert(!kMulticast || !kDynamic || kDynamicPairs, "dynamic clusters: causal pairs only");
 
   const int num_tiles = p.num_m_blocks * p.heads * p.batch;
   const int tile_stride = kPersistent ? static_cast<int>(gridDim.x) : num_tiles;
@@ -168,22 +179,33 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   struct Tile {
     int m_block, h, b, n_blocks;
   };
-  auto decode = [&](int tile) {
-    Tile r;
-    int m_rev = tile % p.num_m_blocks;
-    int bh = tile / p.num_m_blocks;
+  // Tile index -> (m_rev, batch * heads + head) in the scheduler's order,
+  // over num_m query tiles (or tile pairs) per (batch, head).
+  auto order = [&](int tile, int num_m, int& m_rev, int& bh) {
+    m_rev = tile % num_m;
+    bh = tile / num_m;
     if constexpr (kDynamic) {
       if (p.lpt_chunk_bh > 0) {
         // A/B order: (batch, head) pairs in chunks of lpt_chunk_bh whose K/V
         // fit in about half the L2; within a chunk the heaviest query tile of
         // every pair first, then the next heaviest (longest-first across the
         // chunk rather than per pair).
-        const int base = tile / (p.lpt_chunk_bh * p.num_m_blocks) * p.lpt_chunk_bh;
+        const int base = tile / (p.lpt_chunk_bh * num_m) * p.lpt_chunk_bh;
         const int size = min(p.lpt_chunk_bh, p.heads * p.batch - base);
-        const int t = tile - base * p.num_m_blocks;
+        const int t = tile - base * num_m;
         m_rev = t / size;
         bh = base + t % size;
       }
+    }
+  };
+  auto decode = [&](int tile) {
+    Tile r;
+    int m_rev, bh;
+    if constexpr (kDynamicPairs) {
+      m_rev = tile % p.num_m_blocks;  // posted in plain order (see kDynamicPairs)
+      bh = tile / p.num_m_blocks;
+    } else {
+      order(tile, p.num_m_blocks, m_rev, bh);
     }
     r.m_block = p.num_m_blocks - 1 - m_rev;
     r.h = bh % p.heads;
@@ -216,6 +238,11 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       // consumer warps release it.
       MbarInit(&k_empty[s], 4 * kConsumers * (kCoupled ? 2 : 1));
       MbarInit(&v_empty[s], 4 * kConsumers * (kCoupled ? 2 : 1));
+    }
+    if constexpr (kDynamicPairs) {
+      uint64_t* pair_bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffPairBars);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) MbarInit(&pair_bars[i], 1);  // pair_full[2], pair_empty[2]
     }
     FenceMbarInit();
     PrefetchTmaDescriptor(&tm_q);
@@ -334,8 +361,35 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     } else if (threadIdx.x == 0) {
       int kv_it = 0;  // kv blocks loaded so far (ring position)
       int local = 0;  // tiles done by this CTA
-      int claimed = 0;  // kDynamic: the next tile, claimed while this one loads
-      for (int tile = blockIdx.x; tile < num_tiles; tile = kDynamic ? claimed : tile + tile_stride, ++local) {
+      // kDynamic: the next tile, claimed while this one loads; pairs: rank 0
+      // claims the next pair (after every cluster's first, blockIdx.x / 2).
+      int claimed = 0;
+      // kDynamicPairs: this CTA's tile of the pair rank 0 claimed (-1: none
+      // left), exchanged through rank 1's slot ring before the tile's loads.
+      auto pair_tile = [&](int local_tile, int pair) -> int {
+        int32_t* pair_slot = reinterpret_cast<int32_t*>(smem + Cfg::kOffPairSlot);
+        uint64_t* pair_full = reinterpret_cast<uint64_t*>(smem + Cfg::kOffPairBars);
+        uint64_t* pair_empty = pair_full + 2;
+        const int ps = local_tile & 1;
+        const uint32_t pph = static_cast<uint32_t>((local_tile >> 1) & 1);
+        if (cta_rank == 0) {
+          pair = pair < num_tiles / 2 ? pair : -1;
+          MbarWait(&pair_empty[ps], pph ^ 1);
+          StoreSharedRemote(&pair_slot[ps], 1, pair);
+          MbarArriveClusterRelease(&pair_full[ps], 1);
+        } else {
+          MbarWaitAcquireCluster(&pair_full[ps], pph);
+          pair = *reinterpret_cast<volatile int32_t*>(&pair_slot[ps]);
+          MbarArriveClusterRelease(&pair_empty[ps], 0);
+        }
+        if (pair < 0) return -1;
+        int m_rev_pair, bh;
+        order(pair, p.num_m_blocks / 2, m_rev_pair, bh);
+        return bh * p.num_m_blocks + 2 * m_rev_pair + static_cast<int>(cta_rank);
+      };
+      for (int tile = kDynamicPairs ? pair_tile(0, static_cast<int>(blockIdx.x) / 2) : static_cast<int>(blockIdx.x);
+           kDynamicPairs ? tile >= 0 : tile < num_tiles;
+           tile = kDynamicPairs ? pair_tile(local + 1, claimed) : kDynamic ? claimed : tile + tile_stride, ++local) {
         const Tile tl = decode(tile);
         const int hk = tl.h / p.group;
         const int qb = q_buf(local);
@@ -345,7 +399,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + qb * Cfg::kQBytes, &tm_q, &q_full[qb], tl.h,
                                            tl.m_block * kBlockM, tl.b);
         if constexpr (kDynamic) {
-          if (!p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
+          if (!p.claim_late && (!kDynamicPairs || cta_rank == 0)) {
+            claimed = static_cast<int>(gridDim.x) / (kDynamicPairs ? 2 : 1) + atomicAdd(p.tile_counter, 1);
+          }
         }
         int lead = 0;  // kCausalPairs: this CTA's own top blocks
         if constexpr (kCausalPairs) {
@@ -400,7 +456,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           }
         }
         if constexpr (kDynamic) {
-          if (p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
+          if (p.claim_late && (!kDynamicPairs || cta_rank == 0)) {
+            claimed = static_cast<int>(gridDim.x) / (kDynamicPairs ? 2 : 1) + atomicAdd(p.tile_counter, 1);
+          }
         }
       }
       if constexpr (kDynamic) {

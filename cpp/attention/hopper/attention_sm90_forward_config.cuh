@@ -86,6 +86,11 @@ struct FwdConfig {
   static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
   static_assert(kOffTileSlot + 4 * kQBufs <= kOffInfo, "tile slots below the ext slots");
   static constexpr int kSmemBytesDynamic = kOffTileSlot + 16 + 1024;
+  // Dynamic causal pairs (probe builds): rank 1's two pair-index slots, then
+  // pair_full[2] and pair_empty[2] (see the kernel's kDynamicPairs).
+  static constexpr int kOffPairSlot = kOffTileSlot + 16;
+  static constexpr int kOffPairBars = kOffPairSlot + 8;
+  static constexpr int kSmemBytesDynamicPairs = kOffPairBars + 4 * 8 + 1024;
   static constexpr int kProducerRegs = 24;
   // Three consumer warpgroups: 512 threads launch at 128 registers; 24 + 3 x
   // 160 fits (O 32, S 64 and P 32 registers per thread at head dim 64).

@@ -320,6 +320,41 @@ __device__ __forceinline__ void MbarArriveCluster(uint64_t* bar, uint32_t cta) {
       "r"(cta)
       : "memory");
 }
+// Arrival with cluster-scope release: publishes this thread's earlier
+// writes (e.g. StoreSharedRemote) to the CTA that waits on the barrier.
+__device__ __forceinline__ void MbarArriveClusterRelease(uint64_t* bar, uint32_t cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(SmemAddr(bar)),
+      "r"(cta)
+      : "memory");
+}
+// Waits for the phase of the given parity with cluster-scope acquire (sees
+// what the arriving CTA released).
+__device__ __forceinline__ void MbarWaitAcquireCluster(uint64_t* bar, uint32_t parity) {
+  const uint32_t a = SmemAddr(bar);
+  uint32_t ok = 0;
+  while (!ok) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(a), "r"(parity)
+        : "memory");
+  }
+}
+// Stores a 32-bit value at the same shared-memory offset as `dst` in the
+// cluster's CTA `cta`.
+__device__ __forceinline__ void StoreSharedRemote(int32_t* dst, uint32_t cta, int32_t value) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "st.shared::cluster.u32 [remote], %2;\n}\n" ::"r"(SmemAddr(dst)),
+      "r"(cta), "r"(value)
+      : "memory");
+}
 // TmaLoad4d into the same offset of every CTA in cta_mask, each completing
 // the bytes on its own mbarrier at bar's offset.
 __device__ __forceinline__ void TmaLoad4dMulticast(void* smem_dst, const void* tmap, uint64_t* bar, int c0,
