@@ -187,27 +187,6 @@ bool ClusterPairsFit(const AttnFwdArgs& a, int block_m) {
   return !NeedsExt(a) && (!a.mask_params.causal || causal_ok) && (a.shape.q_len + block_m - 1) / block_m % 2 == 0;
 }
 
-// A launch configuration in clusters of two CTAs along x. Not copyable:
-// cfg.attrs points at this object's own attribute.
-struct PairClusterConfig {
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t cfg = {};
-  PairClusterConfig(int grid, int threads, int smem_bytes, cudaStream_t stream) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(grid, 1, 1);
-    cfg.blockDim = dim3(threads, 1, 1);
-    cfg.dynamicSmemBytes = smem_bytes;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  PairClusterConfig(const PairClusterConfig&) = delete;
-  PairClusterConfig& operator=(const PairClusterConfig&) = delete;
-};
-
 // The persistent grid of a cluster launch: two CTAs per cluster that can be
 // resident at once (GPCs may not hold an even number of SMs). Asked once per
 // kernel and device ordinal 0..7 (not timed per call).
@@ -223,8 +202,18 @@ cudaError_t PersistentClusterGrid(Kernel kernel, int threads, int smem_bytes, in
   if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
   Cached& c = cache[dev & 7];
   if (c.err == cudaErrorNotReady) {
-    const PairClusterConfig one_cluster(2, threads, smem_bytes, nullptr);
-    c.err = cudaOccupancyMaxActiveClusters(&c.clusters, kernel, &one_cluster.cfg);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(2, 1, 1);
+    cfg.blockDim = dim3(threads, 1, 1);
+    cfg.dynamicSmemBytes = smem_bytes;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    c.err = cudaOccupancyMaxActiveClusters(&c.clusters, kernel, &cfg);
     if (c.err == cudaSuccess && c.clusters < 1) c.err = cudaErrorInvalidConfiguration;
   }
   *grid = 2 * c.clusters;
@@ -337,8 +326,19 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
       const int g = forced.empty() ? 0 : std::atoi(forced.c_str());
       if (g > 0 && g % 2 == 0) grid = static_cast<int>(std::min<int64_t>(tiles, g));
     }
-    const PairClusterConfig launch(grid, Cfg::kThreads, smem_bytes, stream);
-    if ((err = cudaLaunchKernelEx(&launch.cfg, kernel, tq, tk, tv, p)) != cudaSuccess) return err;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3(Cfg::kThreads, 1, 1);
+    cfg.dynamicSmemBytes = smem_bytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if ((err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, p)) != cudaSuccess) return err;
     return cudaGetLastError();
   }
   kernel<<<grid, Cfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, p);
