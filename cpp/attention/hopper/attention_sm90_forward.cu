@@ -184,7 +184,8 @@ bool D64ThreeConsumersCausal(const AttnFwdArgs& p) {
 bool ClusterPairsFit(const AttnFwdArgs& a, int block_m) {
   // Causal pairs: head dim 128 in probe builds (JAXDNN_SM90_FWD_CLUSTER_CAUSAL).
   const bool causal_ok = JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0 && a.shape.head_dim == 128;
-  return !NeedsExt(a) && (!a.mask_params.causal || causal_ok) && (a.shape.q_len + block_m - 1) / block_m % 2 == 0;
+  return !NeedsExt(a) && (!a.mask_params.causal || causal_ok) &&
+         (a.shape.q_len + block_m - 1) / block_m % 2 == 0;
 }
 
 // The persistent grid of a cluster launch: two CTAs per cluster that can be
