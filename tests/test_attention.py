@@ -820,8 +820,11 @@ def test_gpu_dropout_matches_oracle(dtype):
 # blocks (and 80-query steps cut at q_len), 600 and 2100 at head dim 64 an odd
 # count of 64-row dQ blocks (the last 128-query step writes one). Head dim 256
 # at 1537: the dense forward's 80-key blocks with a partial last block (and,
-# causal, tiles whose diagonal crosses three of them).
+# causal, tiles whose diagonal crosses three of them). Causal head dim 128 over
+# 8192 keys with an even number of query tiles: the forward's causal pairs
+# (clusters of two on the dynamic scheduler).
 LONG_DIMS = [Dims(1, 1000, 1000, 4, 2, 128), Dims(2, 600, 600, 4, 4, 64),
+             Dims(1, 9216, 9216, 4, 2, 128),
              Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
              Dims(1, 4096, 4096, 4, 2, 128), Dims(1, 8192, 8192, 2, 2, 128),
              Dims(2, 2048, 2048, 4, 2, 64), Dims(1, 2100, 2100, 4, 4, 64),

@@ -178,14 +178,29 @@ bool D64ThreeConsumersCausal(const AttnFwdArgs& p) {
 }
 
 // Whether a launch may run in clusters of two with K/V multicast (variant bit
-// 128, see the kernel's kCluster): dense, not causal, and the two CTAs of a
-// cluster always on neighbouring query tiles of one (batch, head) with the
-// same number of tiles each: an even number of query tiles per (batch, head).
-bool ClusterPairsFit(const AttnFwdArgs& a, int block_m) {
-  // Causal pairs: head dim 128 in probe builds (JAXDNN_SM90_FWD_CLUSTER_CAUSAL).
-  const bool causal_ok = JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0 && a.shape.head_dim == 128;
+// 128, see the kernel's kCluster): dense (causal only on the dynamic
+// scheduler, at head dim 128: causal pairs), and the two CTAs of a cluster
+// always on neighbouring query tiles of one (batch, head) with the same
+// number of tiles each: an even number of query tiles per (batch, head).
+bool ClusterPairsFit(const AttnFwdArgs& a, int block_m, bool dynamic) {
+  const bool causal_ok = dynamic && a.shape.head_dim == 128;
   return !NeedsExt(a) && (!a.mask_params.causal || causal_ok) &&
          (a.shape.q_len + block_m - 1) / block_m % 2 == 0;
+}
+
+// Causal pairs on the dynamic scheduler (variant bit 128 with bit 8: the
+// kernel's kCausalPairs): two CTAs on neighbouring causal query tiles share
+// their common K/V blocks through multicast. On an H200 (2026-11-23,
+// results/2026-11-23-h200-attention-v40-*), head dim 128, self-test, three
+// rounds: in tile order +3% at seq 16384 (137 against 9); in the chunked
+// order -4.5% at 2048, level at 4096, +1% at 8192 (153 against 25): short
+// tiles gain little from the shared loads and pay the lockstep. So by
+// default only over kDynamicCausalMaxKeys keys (tile order there).
+// JAXDNN_ATTENTION_SM90_CAUSAL_PAIRS (read once) = 1 wherever they fit, 0 never.
+bool CausalPairs(const AttnFwdArgs& p) {
+  static const std::string v = EnvSwitch("JAXDNN_ATTENTION_SM90_CAUSAL_PAIRS");
+  if (v == "0" || !p.mask_params.causal || !ClusterPairsFit(p, 128, true)) return false;
+  return v == "1" || p.shape.kv_len > kDynamicCausalMaxKeys;
 }
 
 // The persistent grid of a cluster launch: two CTAs per cluster that can be
@@ -296,9 +311,8 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     if ((err = cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream)) != cudaSuccess) return err;
   }
   if constexpr (kCluster == 2) {
-    static_assert(kPersistent && !kExt && (!kDynamic || JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0),
-                  "clusters: dense persistent launches (dynamic: causal pairs in probe builds)");
-    if (!ClusterPairsFit(a, Cfg::kBlockM)) return cudaErrorInvalidValue;
+    static_assert(kPersistent && !kExt, "clusters: dense persistent launches");
+    if (!ClusterPairsFit(a, Cfg::kBlockM, kDynamic)) return cudaErrorInvalidValue;
     int cluster_grid = 0;
     if ((err = PersistentClusterGrid(kernel, Cfg::kThreads, smem_bytes, &cluster_grid)) != cudaSuccess) return err;
     // The fewest clusters with the same number of waves of tile pairs (2048
@@ -307,7 +321,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     // the busy ones clock higher. Through jax (GPU-busy, two rounds, H200,
     // v37): seq 2048 404 -> 398 us, 4096 781-786 -> 767-784, level at 8192
     // and 16384.
-    // Not for causal pairs (probe builds): there the tiles of a (batch, head)
+    // Not for causal pairs: there the tiles of a (batch, head)
     // differ in length, and a stride that is a multiple of its tile count (128
     // CTAs over 16 tiles a head at seq 2048) hands every CTA the same tile
     // length over and over (v39's first measurement ran into that).
@@ -397,6 +411,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     if (!dynamic && d == 64 && D64ThreeConsumers()) variant |= 64;  // likewise, d64
     if (dynamic && wg3_causal) variant |= 64;
     if (!uneven && ClusterMulticast(d)) variant |= 128;  // taken where ClusterPairsFit, below
+    if (dynamic && CausalPairs(p)) variant |= 128;
   }
   const bool ext = needs_ext || (variant & 4) != 0;
   // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense; on
@@ -414,14 +429,12 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
       return f16 ? Launch<64, true, true, true, false, true, 0, 3>(p, stream, chunk)
                  : Launch<64, false, true, true, false, true, 0, 3>(p, stream, chunk);
     }
-#if JAXDNN_SM90_FWD_CLUSTER_CAUSAL
-    // Bit 128 (probe builds): causal pairs in clusters of two on the dynamic
-    // scheduler, head dim 128 (137 in tile order, 153 in the chunked order).
-    if ((variant & 128) != 0 && d == 128 && !ext && m.causal && ClusterPairsFit(p, 128)) {
+    // Bit 128: causal pairs in clusters of two (see CausalPairs), head dim
+    // 128 (137 in tile order, 153 in the chunked order); ignored elsewhere.
+    if ((variant & 128) != 0 && d == 128 && !ext && m.causal && ClusterPairsFit(p, 128, true)) {
       return f16 ? Launch<128, true, true, true, false, true, 0, 2, 2>(p, stream, chunk)
                  : Launch<128, false, true, true, false, true, 0, 2, 2>(p, stream, chunk);
     }
-#endif
 #define JAXDNN_SM90_DYNAMIC_CASE(D)                                                                   \
   if (d == D) {                                                                                       \
     if (ext) {                                                                                        \
@@ -440,7 +453,8 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   // Bit 128, clusters of two with K/V multicast: dense non-causal persistent
   // pingpong launches (3 or 35) at head dims 128 and 256 with an even number
   // of query tiles per (batch, head); ignored otherwise.
-  if ((variant & 128) != 0 && (variant & 3) == 3 && !ext && (d == 128 || d == 256) && ClusterPairsFit(p, 128)) {
+  if ((variant & 128) != 0 && (variant & 3) == 3 && !ext && (d == 128 || d == 256) && !m.causal &&
+      ClusterPairsFit(p, 128, false)) {
     if (d == 128) {
       return f16 ? Launch<128, true, true, true, false, false, 0, 2, 2>(p, stream)
                  : Launch<128, false, true, true, false, false, 0, 2, 2>(p, stream);

@@ -106,9 +106,9 @@ namespace jaxdnn::attention::sm90 {
 // header comment); off, every instantiation compiles as before.
 // kBlockNOpt = 80 (head dim 256, dense static launches; the launcher ignores
 // the request elsewhere): 80-key blocks; 0 compiles as before.
-// kCluster = 2 (dense non-causal static persistent launches): CTAs in
-// clusters of two, whose tiles are neighbouring query tiles of one (batch,
-// head) in lockstep; each producer loads half of every K/V block and
+// kCluster = 2 (dense persistent launches: non-causal static, causal
+// dynamic): CTAs in clusters of two, whose tiles are neighbouring query tiles
+// of one (batch, head) in lockstep; each producer loads half of every K/V block and
 // multicasts it to both CTAs, so K/V cross from L2 once per pair (see
 // ClusterPairsFit in the launcher). 1 compiles as before.
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false,
@@ -145,10 +145,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   volatile int32_t* tile_slot = reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffTileSlot);
   static_assert(!kDynamic || kPersistent, "the dynamic scheduler runs persistent CTAs");
   constexpr bool kMulticast = kCluster == 2;
-  static_assert(kCluster == 1 || (kMulticast && !kExt && (!kDynamic || JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0) &&
-                                  kPersistent && Cfg::kBlockN % 16 == 0),
-                "K/V multicast: dense persistent launches (dynamic: probe builds), kv blocks of whole 8-row "
-                "swizzle atoms per half");
+  static_assert(kCluster == 1 || (kMulticast && !kExt && kPersistent && Cfg::kBlockN % 16 == 0),
+                "K/V multicast: dense persistent launches, kv blocks of whole 8-row swizzle atoms per half");
   // The half of each K/V block this CTA loads (and its peer the other).
   const uint32_t cta_rank = kMulticast ? ClusterCtaRank() : 0;
   // Probe builds (JAXDNN_SM90_FWD_CLUSTER_MODE): 0 = shared loads (default),
@@ -156,22 +154,21 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   // cluster launch alone.
   constexpr bool kShareLoads = kMulticast && JAXDNN_SM90_FWD_CLUSTER_MODE == 0;
   constexpr bool kCoupled = kMulticast && JAXDNN_SM90_FWD_CLUSTER_MODE <= 1;
-  // Causal pairs (probe builds, JAXDNN_SM90_FWD_CLUSTER_CAUSAL=1): the pair's
-  // tiles differ in length. The longer tile's top blocks (its diagonal, which
-  // the other tile does not reach) are loaded by its CTA alone, while the
-  // other CTA passes the same ring stages as dummies (completed with plain
-  // arrivals, released as usual), so that every shared block sits at the
-  // same stage and phase in both CTAs.
-  constexpr bool kCausalPairs = kShareLoads && kCausal && JAXDNN_SM90_FWD_CLUSTER_CAUSAL != 0;
-  // Pairs on the dynamic scheduler (probe builds; written, not yet run):
-  // rank 0's producer claims pairs of neighbouring query tiles and posts each
-  // pair index to rank 1's producer through a two-slot ring in rank 1's
-  // shared memory (a remote store, then a remote arrival on pair_full; rank 1
-  // frees the slot with a remote arrival on rank 0's pair_empty). The tile
-  // order applies to pairs; each producer posts its own tile to its consumers
-  // as a plain (batch, head, query tile) index, which they decode without it.
-  constexpr bool kDynamicPairs = kCausalPairs && kDynamic;
-  static_assert(!kMulticast || !kDynamic || kDynamicPairs, "dynamic clusters: causal pairs only");
+  // Causal pairs, the dynamic scheduler's clusters (the static ones run
+  // non-causal only, the launcher's rule). Rank 0's producer claims pairs of
+  // neighbouring query tiles and posts each pair index to rank 1's producer
+  // through a two-slot ring in rank 1's shared memory (a remote store, then a
+  // remote arrival on pair_full; rank 1 frees the slot with a remote arrival
+  // on rank 0's pair_empty). The tile order applies to pairs; each producer
+  // posts its own tile to its consumers as a plain (batch, head, query tile)
+  // index, which they decode without the order. The pair's tiles differ in
+  // length: the longer tile's top blocks (its diagonal, which the other tile
+  // does not reach) are loaded by its CTA alone, while the other CTA passes
+  // the same ring stages as dummies (completed with plain arrivals, released
+  // as usual), so that every shared block sits at the same stage and phase
+  // in both CTAs.
+  constexpr bool kCausalPairs = kShareLoads && kCausal && kDynamic;
+  static_assert(!kMulticast || !kDynamic || kCausalPairs, "dynamic clusters: causal pairs only");
 
   const int num_tiles = p.num_m_blocks * p.heads * p.batch;
   const int tile_stride = kPersistent ? static_cast<int>(gridDim.x) : num_tiles;
@@ -201,8 +198,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   auto decode = [&](int tile) {
     Tile r;
     int m_rev, bh;
-    if constexpr (kDynamicPairs) {
-      m_rev = tile % p.num_m_blocks;  // posted in plain order (see kDynamicPairs)
+    if constexpr (kCausalPairs) {
+      m_rev = tile % p.num_m_blocks;  // posted in plain order (see kCausalPairs)
       bh = tile / p.num_m_blocks;
     } else {
       order(tile, p.num_m_blocks, m_rev, bh);
@@ -239,7 +236,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       MbarInit(&k_empty[s], 4 * kConsumers * (kCoupled ? 2 : 1));
       MbarInit(&v_empty[s], 4 * kConsumers * (kCoupled ? 2 : 1));
     }
-    if constexpr (kDynamicPairs) {
+    if constexpr (kCausalPairs) {
       uint64_t* pair_bars = reinterpret_cast<uint64_t*>(smem + Cfg::kOffPairBars);
 #pragma unroll
       for (int i = 0; i < 4; ++i) MbarInit(&pair_bars[i], 1);  // pair_full[2], pair_empty[2]
@@ -364,7 +361,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       // kDynamic: the next tile, claimed while this one loads; pairs: rank 0
       // claims the next pair (after every cluster's first, blockIdx.x / 2).
       int claimed = 0;
-      // kDynamicPairs: this CTA's tile of the pair rank 0 claimed (-1: none
+      // kCausalPairs: this CTA's tile of the pair rank 0 claimed (-1: none
       // left), exchanged through rank 1's slot ring before the tile's loads.
       auto pair_tile = [&](int local_tile, int pair) -> int {
         int32_t* pair_slot = reinterpret_cast<int32_t*>(smem + Cfg::kOffPairSlot);
@@ -387,9 +384,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         order(pair, p.num_m_blocks / 2, m_rev_pair, bh);
         return bh * p.num_m_blocks + 2 * m_rev_pair + static_cast<int>(cta_rank);
       };
-      for (int tile = kDynamicPairs ? pair_tile(0, static_cast<int>(blockIdx.x) / 2) : static_cast<int>(blockIdx.x);
-           kDynamicPairs ? tile >= 0 : tile < num_tiles;
-           tile = kDynamicPairs ? pair_tile(local + 1, claimed) : kDynamic ? claimed : tile + tile_stride, ++local) {
+      for (int tile = kCausalPairs ? pair_tile(0, static_cast<int>(blockIdx.x) / 2) : static_cast<int>(blockIdx.x);
+           kCausalPairs ? tile >= 0 : tile < num_tiles;
+           tile = kCausalPairs ? pair_tile(local + 1, claimed) : kDynamic ? claimed : tile + tile_stride, ++local) {
         const Tile tl = decode(tile);
         const int hk = tl.h / p.group;
         const int qb = q_buf(local);
@@ -399,8 +396,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + qb * Cfg::kQBytes, &tm_q, &q_full[qb], tl.h,
                                            tl.m_block * kBlockM, tl.b);
         if constexpr (kDynamic) {
-          if (!p.claim_late && (!kDynamicPairs || cta_rank == 0)) {
-            claimed = static_cast<int>(gridDim.x) / (kDynamicPairs ? 2 : 1) + atomicAdd(p.tile_counter, 1);
+          if (!p.claim_late && (!kCausalPairs || cta_rank == 0)) {
+            claimed = static_cast<int>(gridDim.x) / (kCausalPairs ? 2 : 1) + atomicAdd(p.tile_counter, 1);
           }
         }
         int lead = 0;  // kCausalPairs: this CTA's own top blocks
@@ -456,8 +453,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           }
         }
         if constexpr (kDynamic) {
-          if (p.claim_late && (!kDynamicPairs || cta_rank == 0)) {
-            claimed = static_cast<int>(gridDim.x) / (kDynamicPairs ? 2 : 1) + atomicAdd(p.tile_counter, 1);
+          if (p.claim_late && (!kCausalPairs || cta_rank == 0)) {
+            claimed = static_cast<int>(gridDim.x) / (kCausalPairs ? 2 : 1) + atomicAdd(p.tile_counter, 1);
           }
         }
       }

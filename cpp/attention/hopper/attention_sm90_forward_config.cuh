@@ -86,7 +86,7 @@ struct FwdConfig {
   static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
   static_assert(kOffTileSlot + 4 * kQBufs <= kOffInfo, "tile slots below the ext slots");
   static constexpr int kSmemBytesDynamic = kOffTileSlot + 16 + 1024;
-  // Dynamic causal pairs (probe builds): rank 1's two pair-index slots, then
+  // Dynamic causal pairs: rank 1's two pair-index slots, then
   // pair_full[2] and pair_empty[2] (see the kernel's kDynamicPairs).
   static constexpr int kOffPairSlot = kOffTileSlot + 16;
   static constexpr int kOffPairBars = kOffPairSlot + 8;
@@ -141,10 +141,6 @@ constexpr int FwdQBufs() {
 // builds (see the kernel). 0: each CTA loads half of every K/V block for both.
 #ifndef JAXDNN_SM90_FWD_CLUSTER_MODE
 #define JAXDNN_SM90_FWD_CLUSTER_MODE 0
-#endif
-// 1: causal pairs too (head dim 128, variant 131 with causal; probe builds).
-#ifndef JAXDNN_SM90_FWD_CLUSTER_CAUSAL
-#define JAXDNN_SM90_FWD_CLUSTER_CAUSAL 0
 #endif
 
 // Whether a kernel has causal masking compiled in: every two-warpgroup config
