@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (The probe code is in commit dcefc5e, reverted: it lost 1.5-5%.)
 # One short device call (NOTES.md attention v40): a third K/V stage for the
 # static cluster kernel at head dim 128 (probe build build/v40s3,
 # -DJAXDNN_SM90_FWD_CLUSTER_STAGES=3, O stored from registers) against the

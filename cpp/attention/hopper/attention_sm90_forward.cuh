@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
   constexpr int kQBufs = FwdQBufs<kD, kDynamic, kExt>();
-  using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs, FwdStagesOpt<kD, kDynamic, kCluster>()>;
+  using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs>;
   static_assert(!Cfg::kNonCausalOnly || (!kExt && (!kDynamic || kConsumers == 3)),
                 "80-key blocks: the dense static path only; 192-row tiles: the dense paths");
   constexpr bool kCausal = FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>();
@@ -830,24 +830,6 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           p.lse[(static_cast<int64_t>(tl.b) * p.heads + tl.h) * p.q_len + row] =
               empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
         }
-      }
-      if constexpr (Cfg::kODirect) {
-        // No staging buffer: each quad stores its rows' 16 contiguous bytes of
-        // every 8-column chunk.
-        uint16_t* out = static_cast<uint16_t*>(p.out);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int grow = row0 + 8 * r;
-          if (grow < p.q_len) {
-            uint16_t* dst = out + ((static_cast<int64_t>(tl.b) * p.q_len + grow) * p.heads + tl.h) * kD + 2 * t;
-#pragma unroll
-            for (int j = 0; j < kD / 8; ++j) {
-              *reinterpret_cast<uint32_t*>(dst + 8 * j) =
-                  PackPair<kF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
-            }
-          }
-        }
-        continue;
       }
       // Stage O (16-bit) in this warpgroup's 64 rows of the O buffer, with the
       // 128-byte swizzle (conflict-free), then 16-byte coalesced stores.

@@ -37,10 +37,7 @@ struct FwdParams {
 // kConsumers: consumer warpgroups of 64 query rows each; 3 (192-row tiles) at
 // head dim 64, dense launches only (see the header comment).
 // kQBufs: query tile buffers, 1 or 2 (the dynamic scheduler, see FwdQBufs).
-// kStagesOpt: 0 = the default K/V ring of 2 stages; 3 (probe builds, see
-// FwdClusterStages) = 3 stages with O written to global memory straight from
-// registers (no room left for its staging buffer).
-template <int kD, int kBlockNOpt = 0, int kConsumers = 2, int kQBufs = 1, int kStagesOpt = 0>
+template <int kD, int kBlockNOpt = 0, int kConsumers = 2, int kQBufs = 1>
 struct FwdConfig {
   static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
   static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80), "80-key blocks at head dim 256 only");
@@ -65,27 +62,25 @@ struct FwdConfig {
                                      : kBlockM == 128 && kBlockN == 80  ? 3
                                                                         : -1;
   static_assert(kDiagBlocks > 0, "kDiagBlocks known for this tile");
-  static constexpr int kStages = kStagesOpt != 0 ? kStagesOpt : 2;
-  static_assert(kStagesOpt == 0 || (kStagesOpt == 3 && kD == 128 && kQBufs == 1), "3 stages: head dim 128, one Q");
-  static constexpr bool kODirect = kStages == 3;
+  static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kKVBytes = kBlockN * kD * 2;
   // O is staged for the epilogue in its own buffer, or (head dim 256: no room
   // for one) in Q's, which then must stay unloaded until the staging is read.
-  static constexpr bool kOInQ = kD == 256 && !kODirect;
+  static constexpr bool kOInQ = kD == 256;
   static constexpr int kOffQ = 0;
   static_assert(kQBufs == 1 || (kQBufs == 2 && kD != 256), "two Q buffers below head dim 256");
   static constexpr int kOffK = kOffQ + kQBufs * kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKVBytes;
   static constexpr int kOffO = kOInQ ? kOffQ : kOffV + kStages * kKVBytes;  // epilogue staging
-  static constexpr int kOffBar = kOInQ || kODirect ? kOffV + kStages * kKVBytes : kOffO + kQBytes;
+  static constexpr int kOffBar = kOInQ ? kOffV + kStages * kKVBytes : kOffO + kQBytes;
   static constexpr int kNumBars = 2 * kQBufs + 4 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;  // + alignment slack
   // Dynamic scheduler: the slot (one per Q buffer) where the producer posts a tile index.
   static constexpr int kOffTileSlot = kOffBar + kNumBars * 8;
   // Extended path: per ring stage, the block's info word and its kBlockN key segment ids.
-  static constexpr int kOffInfo = kQBufs == 1 && kStages == 2 ? kOffBar + 96 : kOffTileSlot + 16;
+  static constexpr int kOffInfo = kQBufs == 1 ? kOffBar + 96 : kOffTileSlot + 16;
   static constexpr int kOffSeg = kOffInfo + 32;
   static_assert(kStages * 4 <= 32, "ext smem slots");
   static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
@@ -140,18 +135,6 @@ struct FwdConfig {
 template <int kD, bool kDynamic, bool kExt>
 constexpr int FwdQBufs() {
   return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
-}
-
-// K/V ring stages of the static cluster kernels at head dim 128 (the
-// kernel's kStagesOpt): 0 = 2 stages; 3 in probe builds
-// (-DJAXDNN_SM90_FWD_CLUSTER_STAGES=3): a third stage to absorb the pair's
-// lockstep jitter, O then stored from registers.
-#ifndef JAXDNN_SM90_FWD_CLUSTER_STAGES
-#define JAXDNN_SM90_FWD_CLUSTER_STAGES 0
-#endif
-template <int kD, bool kDynamic, int kCluster>
-constexpr int FwdStagesOpt() {
-  return kD == 128 && !kDynamic && kCluster == 2 ? JAXDNN_SM90_FWD_CLUSTER_STAGES : 0;
 }
 
 // Clusters of two (the kernel's kCluster): what the pair shares, for probe
