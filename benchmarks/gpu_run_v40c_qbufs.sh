@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (The probe code is in commit c14d98a, reverted: level.)
 # One short device call (NOTES.md attention v40): two Q buffers for the
 # static cluster kernel at head dim 128 (probe build build/v40q2,
 # -DJAXDNN_SM90_FWD_CLUSTER_Q_BUFS=2) against the default build (build/v40a):

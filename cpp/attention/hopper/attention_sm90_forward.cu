@@ -251,7 +251,7 @@ bool ClusterMulticast(int head_dim) {
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
           int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
 cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
-  using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt, kCluster>()>;
+  using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>()>;
   const AttnShape& s = a.shape;
   // Not every 80-key or 192-row kernel has causal masking compiled in.
   if (!sm90::FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>() && a.mask_params.causal) {

@@ -116,7 +116,7 @@ template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false
 __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThreads, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
-  constexpr int kQBufs = FwdQBufs<kD, kDynamic, kExt, kCluster>();
+  constexpr int kQBufs = FwdQBufs<kD, kDynamic, kExt>();
   using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs>;
   static_assert(!Cfg::kNonCausalOnly || (!kExt && (!kDynamic || kConsumers == 3)),
                 "80-key blocks: the dense static path only; 192-row tiles: the dense paths");
@@ -664,7 +664,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           release(&k_empty[st]);
         };
 
-        if constexpr (!kDynamic) MbarWait(&q_full[q_buf(local)], q_phase(local));  // kDynamic: in posted_tile
+        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
         int prev = kv_it;
         int st = prev % kStages;
         MbarWait(&k_full[st], (prev / kStages) & 1);
@@ -731,7 +731,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         // launcher never asks for it).
         const bool causal = kCausal && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
-        if constexpr (!kDynamic) MbarWait(&q_full[q_buf(local)], q_phase(local));  // kDynamic: in posted_tile
+        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
         if constexpr (kCausalPairs) {
           // The peer's own top blocks: dummy stages, released in both CTAs.
           for (int d = n_blocks, peer_blocks = decode(tile ^ 1).n_blocks; d < peer_blocks; ++d, ++kv_it) {

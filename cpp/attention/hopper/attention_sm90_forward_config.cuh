@@ -132,15 +132,8 @@ struct FwdConfig {
 #ifndef JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS
 #define JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS 2
 #endif
-// The static cluster kernels at head dim 128 (non-causal, persistent): one
-// Q buffer, or two in probe builds (-DJAXDNN_SM90_FWD_CLUSTER_Q_BUFS=2), so
-// that the next tile's Q loads while this tile's last blocks run.
-#ifndef JAXDNN_SM90_FWD_CLUSTER_Q_BUFS
-#define JAXDNN_SM90_FWD_CLUSTER_Q_BUFS 1
-#endif
-template <int kD, bool kDynamic, bool kExt, int kCluster = 1>
+template <int kD, bool kDynamic, bool kExt>
 constexpr int FwdQBufs() {
-  if (kCluster == 2 && !kDynamic && kD == 128) return JAXDNN_SM90_FWD_CLUSTER_Q_BUFS;
   return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
 }
 
