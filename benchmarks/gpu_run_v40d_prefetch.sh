@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (The probe code is in commit 7f94702, reverted: it lost 1-12%.)
 # One short device call (NOTES.md attention v40): L2 prefetches by the dense
 # forward's producer (probe builds, -DJAXDNN_SM90_FWD_L2_PREFETCH=1: the next
 # tile's Q and first K/V blocks at each tile's start, static schedules; =3:

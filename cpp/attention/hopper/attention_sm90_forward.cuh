@@ -400,21 +400,6 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             claimed = static_cast<int>(gridDim.x) / (kCausalPairs ? 2 : 1) + atomicAdd(p.tile_counter, 1);
           }
         }
-        // L2 prefetch (probe builds) of block n's K and V: with clusters, this
-        // CTA's half (the box of its tensor maps).
-        auto prefetch_kv = [&](int head_kv, int n, int batch) {
-          const int row = n * kBlockN + (kShareLoads ? static_cast<int>(cta_rank) * (kBlockN / 2) : 0);
-          TmaPrefetchHeadRows<kDBlocks>(&tm_k, head_kv, row, batch);
-          TmaPrefetchHeadRows<kDBlocks>(&tm_v, head_kv, row, batch);
-        };
-        if constexpr ((JAXDNN_SM90_FWD_L2_PREFETCH & 1) != 0 && !kDynamic) {
-          const int next = tile + tile_stride;
-          if (next < num_tiles) {
-            const Tile nt = decode(next);
-            TmaPrefetchHeadRows<kDBlocks>(&tm_q, nt.h, nt.m_block * kBlockM, nt.b);
-            for (int i = 0; i < 2 && i < nt.n_blocks; ++i) prefetch_kv(nt.h / p.group, nt.n_blocks - 1 - i, nt.b);
-          }
-        }
         int lead = 0;  // kCausalPairs: this CTA's own top blocks
         if constexpr (kCausalPairs) {
           const int peer_blocks = decode(tile ^ 1).n_blocks;
@@ -432,12 +417,6 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           const int n = tl.n_blocks - 1 - it;
           const int st = kv_it % kStages;
           const uint32_t ph = (kv_it / kStages) & 1;
-          if constexpr ((JAXDNN_SM90_FWD_L2_PREFETCH & 2) != 0) {
-            if (it == 0) {
-              for (int a = 1; a < kFwdL2Ahead && a < tl.n_blocks; ++a) prefetch_kv(hk, n - a, tl.b);
-            }
-            if (n - kFwdL2Ahead >= 0) prefetch_kv(hk, n - kFwdL2Ahead, tl.b);
-          }
           MbarWait(&k_empty[st], ph ^ 1);
           MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);  // both halves land here
           if (kCausalPairs && it < lead) {

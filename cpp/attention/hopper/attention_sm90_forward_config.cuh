@@ -137,15 +137,6 @@ constexpr int FwdQBufs() {
   return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
 }
 
-// L2 prefetches by the dense producer (probe builds): bit 1, at each tile's
-// Q load, the next tile's Q and first two K/V blocks (static schedules,
-// whose next tile is known); bit 2, within a tile, the K/V block
-// kFwdL2Ahead loads ahead of the one loaded now.
-#ifndef JAXDNN_SM90_FWD_L2_PREFETCH
-#define JAXDNN_SM90_FWD_L2_PREFETCH 0
-#endif
-constexpr int kFwdL2Ahead = 4;
-
 // Clusters of two (the kernel's kCluster): what the pair shares, for probe
 // builds (see the kernel). 0: each CTA loads half of every K/V block for both.
 #ifndef JAXDNN_SM90_FWD_CLUSTER_MODE

@@ -377,21 +377,6 @@ __device__ __forceinline__ void TmaLoadHeadRowsMulticast(uint8_t* slice, const v
   }
 }
 
-// An L2 prefetch of one TMA box (no shared-memory destination, no barrier):
-// a later load of the box finds it in L2 instead of waiting on DRAM.
-__device__ __forceinline__ void TmaPrefetch4d(const void* tmap, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(tmap)),
-               "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
-}
-// The boxes TmaLoadHeadRows would load (kPanels of 64 head-dim columns).
-template <int kPanels>
-__device__ __forceinline__ void TmaPrefetchHeadRows(const void* tmap, int head, int row, int batch) {
-#pragma unroll
-  for (int panel = 0; panel < kPanels; ++panel) TmaPrefetch4d(tmap, panel * 64, head, row, batch);
-}
-
 __device__ __forceinline__ void PrefetchTmaDescriptor(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
 }
