@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (The probe code is in commit f924af9, reverted.)
 # One device call (NOTES.md attention v40): where the short tiles lose.
 #   1. a timing probe without the forward's O staging and stores (build/v40e,
 #      -DJAXDNN_SM90_FWD_PROBE_NO_O; its outputs are wrong, so its checks
