@@ -84,7 +84,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "attention/hopper/attention_sm90_forward_config.cuh"
 #include "attention/hopper/sm90_forward_mask.cuh"
@@ -506,28 +505,6 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       TileGemmRegsA<kD, kBlockN, kF16>(o, pa, vb);
       WgmmaCommit();
     };
-    // Causal with square 128-row tiles and 128-key blocks: a tile's diagonal
-    // block is its top block, and warpgroup 0's 64 rows see only its first
-    // 64 keys, so there both of its gemms run over half the keys (the other
-    // half of S is masked to -inf, so P is 0 there).
-    // S's half has registers of its own (a wgmma accumulator written by other
-    // instructions inside a pipeline stage serializes every wgmma of the
-    // kernel, ptxas C7515); copied into s once complete.
-    constexpr bool kHalfDiag = kCausal && kBlockN == 128 && kBlockM == 128;
-    constexpr int kHalfN = kHalfDiag ? kBlockN / 2 : kBlockN;
-    float s_half[kHalfN / 2];
-    auto gemm_s_half = [&](int st) {
-      const uint32_t kb = k_base + st * Cfg::kKVBytes;
-      WgmmaFence();
-      TileGemmKMajor<kHalfN, kD, kF16, kBlockM, kBlockN>(s_half, q_base, kb);
-      WgmmaCommit();
-    };
-    auto gemm_o_half = [&](int st) {
-      const uint32_t vb = v_base + st * Cfg::kKVBytes;
-      WgmmaFence();
-      TileGemmRegsA<kD, kBlockN, kF16, kHalfN>(o, pa, vb);
-      WgmmaCommit();
-    };
     auto release = [&](uint64_t* bar) {
       if (lane == 0) MbarArrive(bar);
     };
@@ -766,32 +743,17 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             release_kv(&v_empty[st]);
           }
         }
-        // Warpgroup 0 on its tile's diagonal block (see kHalfDiag): dense
-        // causal has q_len == kv_len, so that block is the top one when the
-        // tile has keys up to its own rows.
-        const bool half_diag = kHalfDiag && causal && cw == 0 && n_blocks == tl.m_block + 1;
         {
           const int st = kv_it % kStages;
           MbarWait(&k_full[st], (kv_it / kStages) & 1);
           sched_sync();
-          // Each branch a whole wgmma stage (issue to wait), see kHalfDiag.
-          if (half_diag) {
-            gemm_s_half(st);
-            sched_arrive();
-            WgmmaWait<0>();
-            FenceRegs(s_half);
-#pragma unroll
-            for (int i = 0; i < kHalfN / 2; ++i) s[i] = s_half[i];
-          } else {
-            gemm_s(st);
-            sched_arrive();
-            WgmmaWait<0>();
-            FenceRegs(s);
-          }
+          gemm_s(st);
+          sched_arrive();
+          WgmmaWait<0>();
+          FenceRegs(s);
           release_kv(&k_empty[st]);
         }
-        // Keys past kv_len, and (causal) keys past the row, to -inf in block n
-        // (half_diag: the half of S its gemm did not write included).
+        // Keys past kv_len, and (causal) keys past the row, to -inf in block n.
         auto mask_keys = [&](int n) {
 #pragma unroll
           for (int j = 0; j < kBlockN / 8; ++j) {
@@ -813,11 +775,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         softmax();
         convert_p();
 
-        // One kv block: S of block it, O += P V of block it - 1 (kHalfPv:
-        // the diagonal block's, half-width). Its wgmma stage (issue to wait)
-        // ends within it, so the half-width copy is a block of its own.
-        auto step = [&](auto half_pv, int it) {
-          constexpr bool kHalfPv = decltype(half_pv)::value;
+        for (int it = 1; it < n_blocks; ++it) {
           const int cur = kv_it + it, prev = kv_it + it - 1;
           const int st = cur % kStages;
           const uint32_t ph = (cur / kStages) & 1;
@@ -827,11 +785,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           sched_sync();
           gemm_s(st);
           MbarWait(&v_full[pst], pph);
-          if constexpr (kHalfPv) {
-            gemm_o_half(pst);
-          } else {
-            gemm_o(pst);
-          }
+          gemm_o(pst);
           sched_arrive();
           WgmmaWait<1>();
           FenceRegs(s);
@@ -846,27 +800,16 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           release_kv(&v_empty[pst]);
           rescale_o();
           convert_p();
-        };
-        int it = 1;
-        if constexpr (kHalfDiag) {
-          if (half_diag && n_blocks > 1) step(std::true_type{}, it++);
         }
-        for (; it < n_blocks; ++it) step(std::false_type{}, it);
         release_q_after_gemms();  // every S gemm of this tile is complete
         {
           const int last = kv_it + n_blocks - 1;
           const int lst = last % kStages;
           MbarWait(&v_full[lst], (last / kStages) & 1);
           sched_sync();
-          if (half_diag && n_blocks == 1) {
-            gemm_o_half(lst);
-            sched_arrive();
-            WgmmaWait<0>();
-          } else {
-            gemm_o(lst);
-            sched_arrive();
-            WgmmaWait<0>();
-          }
+          gemm_o(lst);
+          sched_arrive();
+          WgmmaWait<0>();
           FenceRegs(o);
           release_kv(&v_empty[lst]);
         }

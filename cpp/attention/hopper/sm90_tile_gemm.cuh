@@ -54,13 +54,11 @@ __device__ __forceinline__ void TileGemmKMajor(float (&acc)[kN / 2], uint32_t a_
 // acc (64 x kD) += A (64 x kK, 16-bit fragments in registers) . B, with B a
 // kK-row tile whose head dim (N) is contiguous (MN-major): P V, P^T dO,
 // dS^T Q, dS K.
-// kKUsed < kK: only the first kKUsed rows of B (and columns of A) enter the
-// product.
-template <int kD, int kK, bool kF16, int kKUsed = kK>
+template <int kD, int kK, bool kF16>
 __device__ __forceinline__ void TileGemmRegsA(float (&acc)[kD / 2], const uint32_t (&a)[kK / 16][4],
                                               uint32_t b_base) {
 #pragma unroll
-  for (int kk = 0; kk < kKUsed / 16; ++kk) {
+  for (int kk = 0; kk < kK / 16; ++kk) {
     const uint64_t db = MakeDescSw128(b_base + kk * 16 * 128, kK * 128, 1024);
     Wgmma<kD, kF16>::RS(acc, a[kk], db, 1);
   }
