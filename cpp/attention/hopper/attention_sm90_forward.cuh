@@ -115,7 +115,8 @@ template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false
           int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
 __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThreads, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                      const __grid_constant__ CUtensorMap tm_v, const FwdParams p) {
+                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
+                      const FwdParams p) {
   constexpr int kQBufs = FwdQBufs<kD, kDynamic, kExt>();
   using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs>;
   static_assert(!Cfg::kNonCausalOnly || (!kExt && (!kDynamic || kConsumers == 3)),
@@ -834,6 +835,10 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       // Stage O (16-bit) in this warpgroup's 64 rows of the O buffer, with the
       // 128-byte swizzle (conflict-free), then 16-byte coalesced stores.
       uint8_t* o_smem = smem_o + cw * 64 * 128;
+      constexpr bool kTmaStoreO = !Cfg::kOInQ && kConsumers == 2 && JAXDNN_SM90_FWD_TMA_STORE != 0;
+      if constexpr (kTmaStoreO) {
+        if (tid == 0) BulkWaitGroupRead<0>();  // the previous tile's TMA store has read the staging
+      }
       NamedBarrierSync(1 + cw, 128);  // the previous tile's reads are done
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j) {
@@ -844,6 +849,19 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           *reinterpret_cast<uint32_t*>(o_smem + off) =
               PackPair<kF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
         }
+      }
+      if constexpr (kTmaStoreO) {
+        FenceProxyAsyncShared();  // this thread's staging writes, seen by the TMA (async proxy)
+        NamedBarrierSync(1 + cw, 128);
+        if (tid == 0) {
+#pragma unroll
+          for (int panel = 0; panel < kD / 64; ++panel) {
+            TmaStore4d(&tm_o, o_smem + panel * kBlockM * 128, panel * 64, tl.h, tl.m_block * kBlockM + cw * 64,
+                       tl.b);
+          }
+          BulkCommitGroup();
+        }
+        continue;
       }
       NamedBarrierSync(1 + cw, 128);
       constexpr int kChunksPerRow = kD / 8;
@@ -875,6 +893,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     if constexpr (kPingpong) {
       if (cw == 0) NamedBarrierSync(kSchedBar + 0, 256);  // consume the last consumer's last arrival
     }
+    if (tid == 0) BulkWaitGroupAll();  // the last TMA stores of O (none: returns at once)
   }
   // Multicast: no CTA leaves while its peer may still arrive on its barriers.
   if constexpr (kMulticast) ClusterSync();

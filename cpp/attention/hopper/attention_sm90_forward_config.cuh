@@ -137,6 +137,19 @@ constexpr int FwdQBufs() {
   return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
 }
 
+// The epilogue's O stores: 1 = one TMA store per 64-column panel of each
+// warpgroup's staged rows (issued by one thread, so the warpgroup goes on to
+// its next tile), 0 = 16-byte stores by every thread (A/B builds). On an H200
+// (forward self-test, two alternating rounds, results/2026-11-23-h200-
+// attention-v40-tma-store.txt): head dim 128 causal +2.5% at seq 2048 and
+// +1% at 4096-16384 (dynamic scheduler), non-causal level; head dim 64 causal
+// +4-6% at 512-1024 (two consumer warpgroups), but -1 to -3% on the
+// three-warpgroup (192-row) kernels, which keep the thread stores, as does
+// head dim 256 (O staged in Q's buffer).
+#ifndef JAXDNN_SM90_FWD_TMA_STORE
+#define JAXDNN_SM90_FWD_TMA_STORE 1
+#endif
+
 // Clusters of two (the kernel's kCluster): what the pair shares, for probe
 // builds (see the kernel). 0: each CTA loads half of every K/V block for both.
 #ifndef JAXDNN_SM90_FWD_CLUSTER_MODE

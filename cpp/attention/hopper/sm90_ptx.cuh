@@ -377,6 +377,26 @@ __device__ __forceinline__ void TmaLoadHeadRowsMulticast(uint8_t* slice, const v
   }
 }
 
+// A TMA store of one box from shared memory (128-byte-swizzled panel) into
+// global memory, in this thread's bulk async group; rows outside the tensor
+// are not written.
+__device__ __forceinline__ void TmaStore4d(const void* tmap, const void* smem_src, int c0, int c1, int c2,
+                                           int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(tmap)),
+               "r"(SmemAddr(smem_src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void BulkCommitGroup() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending of this thread's bulk groups still read their
+// shared-memory source.
+template <int kPending>
+__device__ __forceinline__ void BulkWaitGroupRead() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+// Waits until this thread's bulk groups are complete (their writes done).
+__device__ __forceinline__ void BulkWaitGroupAll() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 __device__ __forceinline__ void PrefetchTmaDescriptor(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
 }
