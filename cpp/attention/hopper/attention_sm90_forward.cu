@@ -257,11 +257,13 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   if (!sm90::FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>() && a.mask_params.causal) {
     return cudaErrorInvalidValue;
   }
-  CUtensorMap tq, tk, tv, to;
+  CUtensorMap tq, tk, tv, to = {};
   cudaError_t err;
   if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
-  // O: stored per warpgroup, 64 rows at a time (see the kernel's epilogue).
-  if ((err = sm90::MakeBhsdTensorMap(&to, a.out, kF16, s.batch, s.q_len, s.heads, kD, 64)) != cudaSuccess) return err;
+  if constexpr (Cfg::kTmaStoreO) {
+    // O: stored per warpgroup, 64 rows at a time (see the kernel's epilogue).
+    if ((err = sm90::MakeBhsdTensorMap(&to, a.out, kF16, s.batch, s.q_len, s.heads, kD, 64)) != cudaSuccess) return err;
+  }
   // Clusters: each CTA loads half of every K/V block (for both).
   constexpr int kKvBoxRows = Cfg::kBlockN / (kCluster == 2 && JAXDNN_SM90_FWD_CLUSTER_MODE == 0 ? 2 : 1);
   if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) != cudaSuccess) return err;

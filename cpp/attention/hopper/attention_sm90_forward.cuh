@@ -833,9 +833,10 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         }
       }
       // Stage O (16-bit) in this warpgroup's 64 rows of the O buffer, with the
-      // 128-byte swizzle (conflict-free), then 16-byte coalesced stores.
+      // 128-byte swizzle (conflict-free), then TMA stores (kTmaStoreO) or
+      // 16-byte coalesced stores by every thread.
       uint8_t* o_smem = smem_o + cw * 64 * 128;
-      constexpr bool kTmaStoreO = !Cfg::kOInQ && kConsumers == 2 && JAXDNN_SM90_FWD_TMA_STORE != 0;
+      constexpr bool kTmaStoreO = Cfg::kTmaStoreO;
       if constexpr (kTmaStoreO) {
         if (tid == 0) BulkWaitGroupRead<0>();  // the previous tile's TMA store has read the staging
       }
@@ -893,7 +894,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     if constexpr (kPingpong) {
       if (cw == 0) NamedBarrierSync(kSchedBar + 0, 256);  // consume the last consumer's last arrival
     }
-    if (tid == 0) BulkWaitGroupAll();  // the last TMA stores of O (none: returns at once)
+    if constexpr (Cfg::kTmaStoreO) {
+      if (tid == 0) BulkWaitGroupAll();  // the last TMA stores of O
+    }
   }
   // Multicast: no CTA leaves while its peer may still arrive on its barriers.
   if constexpr (kMulticast) ClusterSync();

@@ -32,6 +32,19 @@ struct FwdParams {
                        // (more greedy), 0 right after its Q load (the atomic's latency hidden)
 };
 
+// The epilogue's O stores: 1 = one TMA store per 64-column panel of each
+// warpgroup's staged rows (issued by one thread, so the warpgroup goes on to
+// its next tile), 0 = 16-byte stores by every thread (A/B builds). On an H200
+// (forward self-test, two alternating rounds, results/2026-11-23-h200-
+// attention-v40-tma-store.txt): head dim 128 causal +2.5% at seq 2048 and
+// +1% at 4096-16384 (dynamic scheduler), non-causal level; head dim 64 causal
+// +4-6% at 512-1024 (two consumer warpgroups), but -1 to -3% on the
+// three-warpgroup (192-row) kernels, which keep the thread stores, as does
+// head dim 256 (O staged in Q's buffer): FwdConfig::kTmaStoreO.
+#ifndef JAXDNN_SM90_FWD_TMA_STORE
+#define JAXDNN_SM90_FWD_TMA_STORE 1
+#endif
+
 // kBlockNOpt: 0 = the head dim's default kv block; 80 = 80-key blocks at head
 // dim 256 (dense static launches, see the header comment).
 // kConsumers: consumer warpgroups of 64 query rows each; 3 (192-row tiles) at
@@ -69,6 +82,8 @@ struct FwdConfig {
   // O is staged for the epilogue in its own buffer, or (head dim 256: no room
   // for one) in Q's, which then must stay unloaded until the staging is read.
   static constexpr bool kOInQ = kD == 256;
+  // O leaves the staging by TMA stores (see JAXDNN_SM90_FWD_TMA_STORE).
+  static constexpr bool kTmaStoreO = !kOInQ && kConsumers == 2 && JAXDNN_SM90_FWD_TMA_STORE != 0;
   static constexpr int kOffQ = 0;
   static_assert(kQBufs == 1 || (kQBufs == 2 && kD != 256), "two Q buffers below head dim 256");
   static constexpr int kOffK = kOffQ + kQBufs * kQBytes;
@@ -87,7 +102,7 @@ struct FwdConfig {
   static_assert(kOffTileSlot + 4 * kQBufs <= kOffInfo, "tile slots below the ext slots");
   static constexpr int kSmemBytesDynamic = kOffTileSlot + 16 + 1024;
   // Dynamic causal pairs: rank 1's two pair-index slots, then
-  // pair_full[2] and pair_empty[2] (see the kernel's kDynamicPairs).
+  // pair_full[2] and pair_empty[2] (see the kernel's kCausalPairs).
   static constexpr int kOffPairSlot = kOffTileSlot + 16;
   static constexpr int kOffPairBars = kOffPairSlot + 8;
   static constexpr int kSmemBytesDynamicPairs = kOffPairBars + 4 * 8 + 1024;
@@ -136,19 +151,6 @@ template <int kD, bool kDynamic, bool kExt>
 constexpr int FwdQBufs() {
   return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
 }
-
-// The epilogue's O stores: 1 = one TMA store per 64-column panel of each
-// warpgroup's staged rows (issued by one thread, so the warpgroup goes on to
-// its next tile), 0 = 16-byte stores by every thread (A/B builds). On an H200
-// (forward self-test, two alternating rounds, results/2026-11-23-h200-
-// attention-v40-tma-store.txt): head dim 128 causal +2.5% at seq 2048 and
-// +1% at 4096-16384 (dynamic scheduler), non-causal level; head dim 64 causal
-// +4-6% at 512-1024 (two consumer warpgroups), but -1 to -3% on the
-// three-warpgroup (192-row) kernels, which keep the thread stores, as does
-// head dim 256 (O staged in Q's buffer).
-#ifndef JAXDNN_SM90_FWD_TMA_STORE
-#define JAXDNN_SM90_FWD_TMA_STORE 1
-#endif
 
 // Clusters of two (the kernel's kCluster): what the pair shares, for probe
 // builds (see the kernel). 0: each CTA loads half of every K/V block for both.
