@@ -15,6 +15,8 @@
 // the default variant.
 //
 // Usage: sm90_attention_ext_selftest [bf16|f16]       checks + timings
+//        sm90_attention_ext_selftest bf16 time        the timed cases only,
+//          checked and timed in their default variant (A/B rounds)
 //        sm90_attention_ext_selftest gate             checks that, with
 //          JAXDNN_ATTENTION_SM90_EXT=0, Sm90ForwardSupports refuses the
 //          extended cases and still takes the dense ones.
@@ -50,7 +52,10 @@ namespace {
 
 
 // Segment layouts of a case.
-enum SegKind { kNoSeg, kPacked, kRandomIds, kPackedShifted };
+// kBenchDocs: the harness's packed documents (jaxdnn.bench.attention,
+// packed_documents: b2 s8192, exponential lengths of mean 1024 from numpy's
+// default_rng(0)), the case the issue's packed target is measured on.
+enum SegKind { kNoSeg, kPacked, kRandomIds, kPackedShifted, kBenchDocs };
 
 struct Case {
   const char* name;
@@ -84,11 +89,35 @@ std::vector<int32_t> PackedIds(int B, int S, int mean_doc, int first_id) {
   return ids;
 }
 
+// The harness's document lengths per batch row (the printout of its
+// generator for seq 8192; any other seq repeats the pattern cut to length).
+std::vector<int32_t> BenchDocIds(int B, int S) {
+  static const std::vector<std::vector<int>> kLengths = {{696, 1044, 20, 16, 563, 1669, 689, 773, 2722},
+                                                         {6203, 1989}};
+  std::vector<int32_t> ids(static_cast<size_t>(B) * S);
+  for (int b = 0; b < B; ++b) {
+    const std::vector<int>& len = kLengths[b % kLengths.size()];
+    int doc = 0, left = len[0];
+    for (int i = 0; i < S; ++i) {
+      if (left == 0) {
+        ++doc;
+        left = len[doc % len.size()];
+      }
+      ids[static_cast<size_t>(b) * S + i] = doc;
+      --left;
+    }
+  }
+  return ids;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "bf16";
   const bool gate = mode == "gate";
+  // "time" as the second argument: only the timed cases, checked in their
+  // default variant's kernel and timed in it alone (for A/B rounds of builds).
+  const bool time_only = argc > 2 && std::string(argv[2]) == "time";
   const bool f16 = mode == "f16";
   // Before the first Supports() call: the gate mode checks the switch that
   // turns the extended cases off.
@@ -139,6 +168,7 @@ int main(int argc, char** argv) {
       {"D256 segments random ids", 2, 1000, 1000, 2, 1, 256, false, -1, -1, kNo, 1.f, {}, {}, kRandomIds, 0, false, false},
       {"D256 segs+len+window+cap", 2, 1200, 1200, 2, 2, 256, true, 300, 0, 20.f, 2.f, {1200, 801}, {1100, 801}, kPacked, 400, false, false},
       // timings (also checked)
+      {"T bench docs causal",      2, 8192, 8192, 16, 16, 128, true, -1, -1, kNo, 1.f, {}, {}, kBenchDocs, 0, true, false},
       {"T packed docs causal",     2, 8192, 8192, 16, 16, 128, true, -1, -1, kNo, 1.f, {}, {}, kPacked, 1024, true, false},
       {"T packed docs",            2, 8192, 8192, 16, 16, 128, false, -1, -1, kNo, 1.f, {}, {}, kPacked, 1024, true, false},
       {"T dense causal via ext",   2, 8192, 8192, 16, 16, 128, true, -1, -1, kNo, 1.f, {}, {}, kNoSeg, 0, true, true},
@@ -189,8 +219,11 @@ int main(int argc, char** argv) {
   void *dq, *dk, *dv, *dout;
   float *dlse, *rout, *rlse;
   int32_t *dqlen, *dkvlen, *dqseg, *dkvseg;
-  float* dworkspace;  // the dynamic scheduler's claim counter (first element, as int32)
-  constexpr int64_t kWorkspaceElems = 64;  // SM90_TILE_COUNTER_ELEMS in primitives.py
+  // The workspace: the dynamic scheduler's claim counter (first element, as
+  // int32) in 64 floats (SM90_TILE_COUNTER_ELEMS in primitives.py), then room
+  // for the segment ranges of the largest case (sm90_segment_ranges.cuh).
+  const int64_t kWorkspaceElems = 64 + 4 * static_cast<int64_t>(max_ids) / 64 + 1024;
+  float* dworkspace;
   CHECK_CUDA(cudaMalloc(&dq, max_q * 2));
   CHECK_CUDA(cudaMalloc(&dk, max_kv * 2));
   CHECK_CUDA(cudaMalloc(&dv, max_kv * 2));
@@ -217,6 +250,7 @@ int main(int argc, char** argv) {
   std::printf("%-30s %3s %10s %10s %10s %9s %9s %7s %s\n", "case", "var", "out_maxabs", "out_relL2",
               "lse_maxabs", "lse_relL2", "empty_rows", "badinf", "result");
   for (const Case& c : cases) {
+    if (time_only && !c.timed) continue;
     AttnFwdArgs a{};
     a.shape.batch = c.B;
     a.shape.q_len = c.Sq;
@@ -256,7 +290,7 @@ int main(int argc, char** argv) {
       } else {
         // Packed: q and kv share the layout when the lengths agree; with
         // q_len < kv_len the queries are the last q_len positions (chunked prefill).
-        ks = PackedIds(c.B, c.Skv, c.mean_doc, 0);
+        ks = c.seg == kBenchDocs ? BenchDocIds(c.B, c.Skv) : PackedIds(c.B, c.Skv, c.mean_doc, 0);
         qs.resize(static_cast<size_t>(c.B) * c.Sq);
         for (int b = 0; b < c.B; ++b) {
           for (int i = 0; i < c.Sq; ++i) {
@@ -329,7 +363,9 @@ int main(int argc, char** argv) {
     long long empty_rows = 0;
     for (size_t i = 0; i < nl; ++i) empty_rows += std::isinf(hrl[i]) && hrl[i] < 0;
 
-    for (int var : {0, 1, 2, 3, 8, 24}) {
+    const std::vector<int> check_vars =
+        time_only ? std::vector<int>{c.force_ext ? 1 : 24} : std::vector<int>{0, 1, 2, 3, 8, 24};
+    for (int var : check_vars) {
       const int launch_var = var + (c.force_ext ? 4 : 0);
       CHECK_CUDA(cudaMemsetAsync(dout, 0xFF, nq * 2, stream));
       CHECK_CUDA(cudaMemsetAsync(dlse, 0xFF, nl * 4, stream));
@@ -385,7 +421,10 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 5; ++i) CHECK_CUDA(ja::LaunchAttentionFwdSm90Variant(a, stream, var));
       const int dyn = c.force_ext ? 12 : 8;
       double default_tflops = 0;
-      for (int tv : {var, c.force_ext ? 4 : 0, c.force_ext ? 5 : 1, c.force_ext ? 7 : 3, dyn, dyn + 16}) {
+      const std::vector<int> time_vars =
+          time_only ? std::vector<int>{var}
+                    : std::vector<int>{var, c.force_ext ? 4 : 0, c.force_ext ? 5 : 1, c.force_ext ? 7 : 3, dyn, dyn + 16};
+      for (int tv : time_vars) {
         std::vector<float> ms(20);
         for (int i = 0; i < 20; ++i) {
           CHECK_CUDA(cudaEventRecord(e0, stream));

@@ -944,8 +944,9 @@ def test_decode_workspace_mirrors_cpp():
 
 def test_forward_workspace_tile_counter_rule(monkeypatch):
   # The CUDA forward's workspace carries the sm90 dynamic scheduler's counter
-  # for uneven tiles (mirrors `uneven` in attention_sm90_forward.cu), and stays
-  # absent for dense non-causal prefill; decode shapes keep their larger size.
+  # for uneven tiles (mirrors `uneven` in attention_sm90_forward.cu), with the
+  # segment ranges after it when there are segment ids, and stays absent for
+  # dense non-causal prefill; decode shapes keep their larger size.
   from jaxdnn import _extension
   from jaxdnn.attention import primitives as prim
   monkeypatch.setattr(_extension, "has_cuda_target", lambda name: True)
@@ -967,7 +968,10 @@ def test_forward_workspace_tile_counter_rule(monkeypatch):
   assert elems((2, 2048, 16, 128), causal=1) == counter
   assert elems((2, 2048, 16, 64), window_left=256, window_right=0) == counter
   assert elems((2, 2048, 16, 256), window_left=-1, window_right=5) == counter
-  assert elems((2, 2048, 16, 128), operands=seg) == counter
+  # Segment ids: the ranges (min, max per 64 keys / rows, two groups per 128) follow.
+  assert elems((2, 2048, 16, 128), operands=seg) == counter + 2 * 2 * (32 + 32)
+  assert elems((3, 1000, 16, 64), kv_len=300, operands=seg) == counter + 2 * 3 * (16 + 6)
+  assert prim.sm90_segment_range_elems(2, 8192, 8192) == 2 * 2 * (128 + 128)
   assert elems((2, 2048, 16, 128), dtype=jnp.float16, causal=1) == counter
   assert elems((2, 2048, 16, 128), dtype=jnp.float32, causal=1) == 0
   assert elems((2, 2048, 16, 96), causal=1) == 0

@@ -97,15 +97,15 @@ class AttentionForward(FfiOp):
     """CUDA: the split-KV decode path's float32 partials, only where that path
     may run (a decode-shaped problem, JAXDNN_ATTENTION_DECODE not 0), and the
     sm90 forward's dynamic tile counter (its first element) where the tiles are
-    uneven (sm90_tile_counter_elems); the two paths never run in one call, so
+    uneven, and its segment ranges after it (sm90_forward_workspace_elems); the two paths never run in one call, so
     one buffer of the larger size serves both. Dense non-causal prefill and
     training calls allocate nothing extra."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
     q, k = avals_in[0], avals_in[1]
     batch, q_len, heads, dim = q.shape
-    elems = sm90_tile_counter_elems(q.dtype, dim, operands, dropout_rate, causal, window_left,
-                                    window_right)
+    elems = sm90_forward_workspace_elems(q.dtype, dim, operands, dropout_rate, causal, window_left,
+                                         window_right, batch, q_len, k.shape[1])
     if (_decode_split_enabled() and dropout_rate == 0.0
         and not operands & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"]
                             | OPERAND_BITS["segments"] | OPERAND_BITS["dropout"])
@@ -277,13 +277,24 @@ def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
 SM90_TILE_COUNTER_ELEMS = 64
 
 
-def sm90_tile_counter_elems(dtype, dim, operands, dropout_rate, causal, window_left, window_right):
-  """Workspace elements for the sm90 forward's dynamic tile counter, 0 where it
-  cannot be used: bf16/f16, head dim 64/128/256, no bias/mask/dropout, and
-  uneven tiles (causal, a window, segment ids), as `uneven` in
-  LaunchAttentionFwdSm90Variant (cpp/attention/hopper/attention_sm90_forward.cu).
-  Sized whatever JAXDNN_ATTENTION_SM90_DYNAMIC says (the C++ side reads it):
-  256 bytes, and the kernel takes the scheduler only where one is present."""
+def sm90_segment_range_elems(batch, q_len, kv_len):
+  """int32 elements of the sm90 forward's segment ranges: an (min, max) pair
+  per 64 keys and per 64 query rows, two groups per 128 (mirrors
+  SegmentRangeInts in cpp/attention/hopper/sm90_segment_ranges.cuh)."""
+  groups = lambda n: 2 * (-(-n // 128))
+  return 2 * batch * (groups(q_len) + groups(kv_len))
+
+
+def sm90_forward_workspace_elems(dtype, dim, operands, dropout_rate, causal, window_left,
+                                 window_right, batch, q_len, kv_len):
+  """Workspace elements for the sm90 forward, 0 where it cannot be used:
+  bf16/f16, head dim 64/128/256, no bias/mask/dropout, and uneven tiles
+  (causal, a window, segment ids), as `uneven` in LaunchAttentionFwdSm90Variant
+  (cpp/attention/hopper/attention_sm90_forward.cu). The dynamic tile counter
+  takes the first 256 bytes whatever JAXDNN_ATTENTION_SM90_DYNAMIC says (the
+  C++ side reads it; the kernel takes the scheduler only where one is
+  present); with segment ids their ranges follow, which the forward's
+  producer votes from (without them it reads the ids)."""
   if np.dtype(dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
     return 0
   if dim not in (64, 128, 256) or dropout_rate != 0.0:
@@ -292,7 +303,11 @@ def sm90_tile_counter_elems(dtype, dim, operands, dropout_rate, causal, window_l
     return 0
   uneven = (bool(causal) or window_left >= 0 or window_right >= 0
             or bool(operands & OPERAND_BITS["segments"]))
-  return SM90_TILE_COUNTER_ELEMS if uneven else 0
+  if not uneven:
+    return 0
+  if operands & OPERAND_BITS["segments"]:
+    return SM90_TILE_COUNTER_ELEMS + sm90_segment_range_elems(batch, q_len, kv_len)
+  return SM90_TILE_COUNTER_ELEMS
 
 
 # ---- the split-KV decode forward (cpp/attention/decode) ----

@@ -9,6 +9,7 @@
 
 #include "attention/hopper/attention_sm90_forward.cuh"
 #include "attention/hopper/sm90_mask_params.h"
+#include "attention/hopper/sm90_segment_ranges.cuh"
 #include "attention/hopper/sm90_tma.h"
 #include "common/env_switch.h"
 
@@ -17,6 +18,18 @@ namespace jaxdnn::attention {
 namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+// The workspace's leading float32 elements that hold the dynamic scheduler's
+// claim counter (SM90_TILE_COUNTER_ELEMS in jaxdnn/attention/primitives.py);
+// the segment ranges follow them.
+constexpr int64_t kSm90TileCounterElems = 64;
+
+// Whether the workspace holds the segment ranges after the claim counter.
+bool SegmentRangesFit(const AttnFwdArgs& a) {
+  return a.workspace != nullptr &&
+         a.workspace_elems >= kSm90TileCounterElems + sm90::SegmentRangeInts(a.shape.batch, a.shape.q_len,
+                                                                              a.shape.kv_len);
+}
 
 // The extended cases (lengths, bottom-right causal, window, softcap, segment
 // ids) are on by default since their self-test and the jax check passed on an
@@ -291,6 +304,16 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
     // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
     if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
+    // Segment ids: their ranges per 64 keys / rows go after the claim
+    // counter (primitives.py sizes the workspace so; Sm90ForwardSupports
+    // refuses a call without the room).
+    if (p.mask.q_segments != nullptr) {
+      if (!SegmentRangesFit(a)) return cudaErrorInvalidValue;
+      int2* ranges = reinterpret_cast<int2*>(a.workspace + kSm90TileCounterElems);
+      if ((err = sm90::LaunchSegmentRanges(p.mask, p.batch, p.q_len, p.kv_len, ranges, stream)) != cudaSuccess) {
+        return err;
+      }
+    }
   }
   const int smem_bytes = kExt ? Cfg::kSmemBytesExt
                        : kDynamic ? (kCluster == 2 ? Cfg::kSmemBytesDynamicPairs : Cfg::kSmemBytesDynamic)
@@ -385,6 +408,8 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
     // unless JAXDNN_ATTENTION_SM90_EXT=0.
     if (!ExtEnabled()) return false;
     if ((m.q_segments == nullptr) != (m.kv_segments == nullptr)) return false;
+    // Segment ids: the producer votes from their ranges, kept in the workspace.
+    if (m.q_segments != nullptr && !SegmentRangesFit(p)) return false;
     if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
   }
   if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||

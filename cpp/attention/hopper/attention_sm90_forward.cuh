@@ -42,13 +42,16 @@
 // attention_mask.h (see sm90_forward_mask.cuh). There the producer warp (all 32
 // lanes) walks each tile's band of kv blocks [n_lo, n_hi) (from the lengths,
 // causality and the window) from the top down, votes on the blocks' segment
-// ids 32 blocks at a time (skip / one segment / mixed), and hands each loaded block's index and
+// ids 32 blocks at a time (skip / one segment / mixed) from their precomputed
+// (min, max) ranges (sm90_segment_ranges.cuh, a small kernel the launcher
+// runs first), and hands each loaded block's index and
 // kind (and its key segment ids) to the consumers through a small shared-
-// memory slot per ring stage, written before the K barrier's arrive. A tile
-// ends with a terminator slot (no data), so the consumers need no block count
-// up front and a tile with no allowed key (rows past q_length, a window that
-// misses everything) just writes zeros and lse = -inf. The dense path
-// (kExt = false) is the code it was before.
+// memory slot per ring stage, written before the K barrier's arrive. The
+// tile's last block is flagged in its slot (the producer votes one chunk
+// ahead where needed), so the consumers need no block count up front; a tile
+// with no allowed key (rows past q_length, a window that misses everything)
+// gets one terminator slot (no data) and just writes zeros and lse = -inf.
+// The dense path (kExt = false) is the code it was before.
 // Dynamic tile scheduler (template flag kDynamic, opt-in): for uneven tiles
 // (causal, windows, packed documents) one CTA per tile pays a dead prologue
 // and epilogue per short tile (1 CTA per SM: nothing overlaps them), and a
@@ -264,6 +267,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         const int lane = threadIdx.x;
         int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
         int32_t* seg_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffSeg);
+        // Segment ids come with their ranges (the launcher's rule).
         const bool has_seg = p.mask.q_segments != nullptr;
         int kv_it = 0;
         int local = 0;
@@ -278,11 +282,37 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           FwdTileBlocks<kBlockM, kBlockN>(p.mask, geo, p.causal, q0, n_lo, n_hi);
           int seg_min = 0, seg_max = 0;
           if (has_seg && n_hi > n_lo) {
-            FwdQuerySegmentRange(p.mask.q_segments + static_cast<int64_t>(tl.b) * p.q_len, q0,
-                                 min(q0 + kBlockM, geo.q_valid) - 1, lane, seg_min, seg_max);
+            FwdQuerySegmentRangeOfTile(p.mask.q_seg_ranges + static_cast<int64_t>(tl.b) * p.mask.q_groups,
+                                       tl.m_block, seg_min, seg_max);
           }
           const int32_t* kv_ids =
               has_seg ? p.mask.kv_segments + static_cast<int64_t>(tl.b) * p.kv_len : nullptr;
+          const int2* kv_ranges =
+              has_seg ? p.mask.kv_seg_ranges + static_cast<int64_t>(tl.b) * p.mask.kv_groups : nullptr;
+          // The tile's first chunk of blocks is voted on before the Q load,
+          // whose buffer (one Q buffer) frees only once the consumers' last S
+          // gemm of the previous tile completes: the vote's loads overlap the
+          // consumers' last blocks instead of delaying the first K load.
+          unsigned may = 0u, same = 0u;  // the chunk's blocks to load / of one segment (bit k: n_top - k)
+          int n_top = n_hi - 1;
+          auto vote = [&](int top) {
+            if (has_seg) {
+              FwdVoteSegmentRanges<kBlockN>(kv_ranges, top, n_lo, seg_min, seg_max, lane, may, same);
+            } else {
+              const int count = min(32, top - n_lo + 1);  // no segments: every block, kind 1
+              may = same = count == 32 ? 0xffffffffu : (1u << count) - 1u;
+            }
+          };
+          // From chunk `top` down, the first chunk with a block to load (may = 0: none left).
+          auto next_chunk = [&](int top) {
+            may = 0u;
+            for (n_top = top; n_top >= n_lo; n_top -= 32) {
+              vote(n_top);
+              if (may != 0u) break;
+            }
+          };
+          next_chunk(n_hi - 1);
+          const bool empty_tile = may == 0u;
           if (lane == 0) {
             const int qb = q_buf(local);
             MbarWait(&q_empty[qb], q_phase(local) ^ 1);
@@ -293,41 +323,40 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
               if (!p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
             }
           }
-          // Blocks from the top down, voted on 32 at a time.
-          for (int n_top = n_hi - 1; n_top >= n_lo; n_top -= 32) {
-            unsigned may_bits = 0xffffffffu, same_bits = 0xffffffffu;  // no segments: all kind 1
-            if (has_seg) {
-              FwdVoteSegmentChunk<kBlockN>(kv_ids, n_top, n_lo, p.kv_len, seg_min, seg_max, lane,
-                                           may_bits, same_bits);
+          // Blocks from the top down. The tile's last block carries kFwdInfoLast
+          // in its info word, so the consumers end the tile on it and the next
+          // tile's first block takes the following ring stage at once (a
+          // terminator slot would hold a stage through every tile boundary).
+          while (may != 0u) {
+            const int k = __ffs(may) - 1;
+            may &= may - 1u;
+            const int n = n_top - k;
+            const int kind = ((same >> k) & 1u) ? 1 : 2;
+            if (may == 0u) next_chunk(n_top - 32);  // whether a later block follows
+            const int last = may == 0u ? kFwdInfoLast : 0;
+            int ids[kBlockN / 32] = {};  // this lane's keys of the block
+            if (kind == 2) FwdLoadSegments(kv_ids, n * kBlockN, p.kv_len, lane, ids);
+            const int st = kv_it % kStages;
+            const uint32_t ph = (kv_it / kStages) & 1;
+            // The stage's slot is free once every consumer warp released its K
+            // (they read the slot before that release).
+            if (lane == 0) MbarWait(&k_empty[st], ph ^ 1);
+            __syncwarp();
+            if (kind == 2) FwdStoreSegments(ids, lane, seg_smem + st * kBlockN);
+            if (lane == 0) info_smem[st] = n * kFwdInfoBlock + last + kind;
+            __syncwarp();
+            if (lane == 0) {
+              MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
+              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
+              MbarWait(&v_empty[st], ph ^ 1);
+              MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
             }
-            const int count = min(32, n_top - n_lo + 1);
-            for (int k = 0; k < count; ++k) {
-              if (((may_bits >> k) & 1u) == 0) continue;  // warp-uniform skip
-              const int n = n_top - k;
-              const int kind = ((same_bits >> k) & 1u) ? 1 : 2;
-              int ids[kBlockN / 32] = {};  // this lane's keys of the block
-              if (kind == 2) FwdLoadSegments(kv_ids, n * kBlockN, p.kv_len, lane, ids);
-              const int st = kv_it % kStages;
-              const uint32_t ph = (kv_it / kStages) & 1;
-              // The stage's slot is free once every consumer warp released its K
-              // (they read the slot before that release).
-              if (lane == 0) MbarWait(&k_empty[st], ph ^ 1);
-              __syncwarp();
-              if (kind == 2) FwdStoreSegments(ids, lane, seg_smem + st * kBlockN);
-              if (lane == 0) info_smem[st] = n * 4 + kind;
-              __syncwarp();
-              if (lane == 0) {
-                MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
-                TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
-                MbarWait(&v_empty[st], ph ^ 1);
-                MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-                TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
-              }
-              ++kv_it;
-            }
+            ++kv_it;
           }
-          // The tile's terminator slot: no data, info -1.
-          {
+          // A tile with no block to load (no allowed key): one terminator slot
+          // (info -1, no data), on which the consumers write zeros.
+          if (empty_tile) {
             const int st = kv_it % kStages;
             const uint32_t ph = (kv_it / kStages) & 1;
             if (lane == 0) {
@@ -648,10 +677,10 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             FwdRowKeys(p.mask, geo, p.causal, w0, unused1, full_hi);
           }
         }
-        // Softcap, then the mask where the block needs one (info = n * 4 + kind,
-        // kind 1: no segment test, 2: mixed segments).
+        // Softcap, then the mask where the block needs one (the info word:
+        // see kFwdInfoLast; kind 1: no segment test, 2: mixed segments).
         auto mask_block = [&](int info, int st) {
-          const int n0 = (info >> 2) * kBlockN;
+          const int n0 = (info / kFwdInfoBlock) * kBlockN;
           if (p.mask.softcap > 0.f) FwdSoftcap(s, p.mask.softcap, p.mask.softcap_scale);
           if ((info & 3) == 2) {
             FwdMaskBlock<true>(s, n0, lo, hi, t, seg_smem + st * kBlockN, qid);
@@ -680,13 +709,12 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           release_k(st);
           softmax();
           convert_p();
-          for (;;) {
+          while ((info & kFwdInfoLast) == 0) {
             const int cur = prev + 1;
             st = cur % kStages;
             const uint32_t ph = (cur / kStages) & 1;
             MbarWait(&k_full[st], ph);
             info = info_smem[st];
-            if (info < 0) break;  // the terminator
             const int pst = prev % kStages;
             const uint32_t pph = (prev / kStages) & 1;
             sched_sync();
@@ -717,14 +745,13 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             FenceRegs(o);
             release(&v_empty[lst]);
           }
-          prev += 1;  // the terminator's slot (its K barrier already waited)
         } else {
-          release_q_after_gemms();  // an empty tile: no gemm, zeros and lse = -inf
+          // A tile with no block: its terminator slot (no gemm; zeros and lse = -inf).
+          release_q_after_gemms();
+          release_k(st);
+          MbarWait(&v_full[st], (prev / kStages) & 1);
+          release(&v_empty[st]);
         }
-        st = prev % kStages;
-        release_k(st);
-        MbarWait(&v_full[st], (prev / kStages) & 1);
-        release(&v_empty[st]);
         kv_it = prev + 1;
       } else {
         const int n_blocks = tl.n_blocks;

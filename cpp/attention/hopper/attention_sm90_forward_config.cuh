@@ -147,9 +147,18 @@ struct FwdConfig {
 #ifndef JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS
 #define JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS 2
 #endif
+// The extended path's count on the dynamic scheduler (A/B builds:
+// -DJAXDNN_SM90_FWD_EXT_Q_BUFS=2). With the last-block flag and the segment
+// ranges (v41, H200, ext self-test, three alternating rounds,
+// results/2026-11-23-h200-attention-v41b-seg-ranges.txt) two buffers ran the
+// harness's packed documents level (0.438-0.448 against 0.443-0.445 ms), the
+// self-test's packed documents +1.5-2.5% and a causal 1024 window +3%.
+#ifndef JAXDNN_SM90_FWD_EXT_Q_BUFS
+#define JAXDNN_SM90_FWD_EXT_Q_BUFS 1
+#endif
 template <int kD, bool kDynamic, bool kExt>
 constexpr int FwdQBufs() {
-  return kDynamic && !kExt && kD != 256 ? JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS : 1;
+  return !kDynamic || kD == 256 ? 1 : kExt ? JAXDNN_SM90_FWD_EXT_Q_BUFS : JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS;
 }
 
 // Clusters of two (the kernel's kCluster): what the pair shares, for probe

@@ -23,6 +23,12 @@ struct FwdMaskParams {
   const int32_t* kv_lengths = nullptr;   // [batch]
   const int32_t* q_segments = nullptr;   // [batch, q_len]
   const int32_t* kv_segments = nullptr;  // [batch, kv_len]
+  // The forward's segment ranges (sm90_segment_ranges.cuh), when its launcher
+  // had the workspace for them: (min, max) id of every 64 keys / query rows,
+  // [batch, kv_groups] and [batch, q_groups]; null: the kernel reads the ids.
+  const int2* kv_seg_ranges = nullptr;
+  const int2* q_seg_ranges = nullptr;
+  int kv_groups = 0, q_groups = 0;
   int window_left = -1;                  // -1: unbounded (the host clamps huge windows to -1)
   int window_right = -1;
   float softcap = 0.f;                   // 0: none; else s = softcap * tanh(s * softcap_scale)
@@ -86,6 +92,13 @@ __device__ __forceinline__ void FwdTileBlocks(const FwdMaskParams& m, const FwdR
   n_hi = (hi1 + kBlockN - 1) / kBlockN;
 }
 
+// A ring stage's info word (producer to consumers): n * kFwdInfoBlock + last
+// + kind, for kv block n; kind 1: every key in the tile's one segment (the
+// band mask only), 2: mixed segments (masked key by key); last =
+// kFwdInfoLast on the tile's last block. -1: a tile with no block to load.
+constexpr int kFwdInfoLast = 4;
+constexpr int kFwdInfoBlock = 8;
+
 // Softcap on the raw q.k products: s = c * tanh(s * scale / c) (the softmax
 // then runs with scale 1, i.e. scale_log2 = log2(e)).
 template <int N>
@@ -130,6 +143,16 @@ __device__ __forceinline__ void FwdMaskBlock(float (&s)[N], int n0, const int (&
 // tile's rows, [seg_min, seg_max]) is conservative, which is safe since a
 // kind-2 block is masked element by element; `same` (every key is in the
 // tile's one segment) is exact. Bit k of may_bits / same_bits: block n_top - k.
+// The ballots of a chunk vote from each lane's block id range [mn, mx]
+// (empty: mn > mx) against the tile's [seg_min, seg_max] (see below).
+__device__ __forceinline__ void FwdBallotSegmentVotes(bool in_band, int mn, int mx, int seg_min, int seg_max,
+                                                      unsigned& may_bits, unsigned& same_bits) {
+  const bool may = in_band && mx >= seg_min && mn <= seg_max;
+  const bool same = may && seg_min == seg_max && mn == seg_min && mx == seg_min;
+  may_bits = __ballot_sync(0xffffffffu, may);
+  same_bits = __ballot_sync(0xffffffffu, same);
+}
+
 template <int kBlockN>
 __device__ __forceinline__ void FwdVoteSegmentChunk(const int32_t* kv_ids, int n_top, int n_lo, int kv_len,
                                                     int seg_min, int seg_max, int lane,
@@ -155,10 +178,30 @@ __device__ __forceinline__ void FwdVoteSegmentChunk(const int32_t* kv_ids, int n
       }
     }
   }
-  const bool may = n >= n_lo && mx >= seg_min && mn <= seg_max;
-  const bool same = may && seg_min == seg_max && mn == seg_min && mx == seg_min;
-  may_bits = __ballot_sync(0xffffffffu, may);
-  same_bits = __ballot_sync(0xffffffffu, same);
+  FwdBallotSegmentVotes(n >= n_lo, mn, mx, seg_min, seg_max, may_bits, same_bits);
+}
+
+// The same vote from the precomputed ranges (one batch row of
+// kv_seg_ranges): one load per lane instead of kBlockN / 4.
+template <int kBlockN>
+__device__ __forceinline__ void FwdVoteSegmentRanges(const int2* ranges, int n_top, int n_lo, int seg_min,
+                                                     int seg_max, int lane, unsigned& may_bits,
+                                                     unsigned& same_bits) {
+  static_assert(kBlockN == 64 || kBlockN == 128, "kv blocks of one or two 64-key groups");
+  const int n = n_top - lane;
+  int mn = INT_MAX, mx = INT_MIN;
+  if (n >= n_lo) {
+    if constexpr (kBlockN == 128) {
+      const int4 v = __ldg(reinterpret_cast<const int4*>(ranges + 2 * n));
+      mn = min(v.x, v.z);
+      mx = max(v.y, v.w);
+    } else {
+      const int2 v = __ldg(ranges + n);
+      mn = v.x;
+      mx = v.y;
+    }
+  }
+  FwdBallotSegmentVotes(n >= n_lo, mn, mx, seg_min, seg_max, may_bits, same_bits);
 }
 
 // The key segment ids of block [n0, n0 + 32 * kPerLane) (128 or 64 keys),
@@ -177,6 +220,17 @@ template <int kPerLane>
 __device__ __forceinline__ void FwdStoreSegments(const int (&v)[kPerLane], int lane, int32_t* ids_smem) {
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) ids_smem[lane + 32 * k] = v[k];
+}
+
+// The segment-id range of the 128-row query tile m_block from the
+// precomputed ranges (one batch row of q_seg_ranges): a superset of its
+// valid rows' range where q_length cuts the tile, which keeps the vote safe
+// (`may` is conservative and `same` needs one id over the whole range).
+__device__ __forceinline__ void FwdQuerySegmentRangeOfTile(const int2* ranges, int m_block, int& seg_min,
+                                                           int& seg_max) {
+  const int4 v = __ldg(reinterpret_cast<const int4*>(ranges + 2 * m_block));
+  seg_min = min(v.x, v.z);
+  seg_max = max(v.y, v.w);
 }
 
 // The segment-id range of query rows [q0, last] (last < q0 + 128), by one warp.
