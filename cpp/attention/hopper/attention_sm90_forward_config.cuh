@@ -140,21 +140,21 @@ struct FwdConfig {
 // results/2026-11-23-h200-attention-v31-qbufs): head dim 64 causal +13% at seq
 // 512, +7% at 1024 and 2048, +4-5% at 4096-16384 (two consumer warpgroups),
 // +10% / +6% / +4.5% / +1% at 512 / 1024 / 2048 / 4096+ (three); head dim 128
-// causal +0.5-1%. The extended path lost 1.6-2.4% on packed documents, so it
-// keeps one; head dim 256 has no room (and stages O in Q's buffer), and the
-// static schedules keep one. -DJAXDNN_SM90_FWD_DYNAMIC_Q_BUFS=1 builds the one-
-// buffer kernels for A/Bs.
+// causal +0.5-1%. The extended path takes its own count (below); head dim
+// 256 has no room (and stages O in Q's buffer), and the static schedules keep
+// one. -DJAXDNN_SM90_FWD_DYNAMIC_Q_BUFS=1 builds the one-buffer kernels for A/Bs.
 #ifndef JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS
 #define JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS 2
 #endif
 // The extended path's count on the dynamic scheduler (A/B builds:
-// -DJAXDNN_SM90_FWD_EXT_Q_BUFS=2). With the last-block flag and the segment
-// ranges (v41, H200, ext self-test, three alternating rounds,
+// -DJAXDNN_SM90_FWD_EXT_Q_BUFS=1). Before v41 (a terminator slot per tile,
+// votes read from the ids) two lost 1.6-2.4% there; with the last-block flag
+// and the segment ranges (v41, H200, ext self-test, three alternating rounds,
 // results/2026-11-23-h200-attention-v41b-seg-ranges.txt) two buffers ran the
 // harness's packed documents level (0.438-0.448 against 0.443-0.445 ms), the
 // self-test's packed documents +1.5-2.5% and a causal 1024 window +3%.
 #ifndef JAXDNN_SM90_FWD_EXT_Q_BUFS
-#define JAXDNN_SM90_FWD_EXT_Q_BUFS 1
+#define JAXDNN_SM90_FWD_EXT_Q_BUFS 2
 #endif
 template <int kD, bool kDynamic, bool kExt>
 constexpr int FwdQBufs() {
