@@ -7,7 +7,8 @@
 # alternating rounds: 25 at head dim 128 (the dynamic causal kernel) and the
 # default at head dim 64.
 #   bash benchmarks/gpu_run_v41e_overlap.sh OUTDIR   (carry build/ovb, build/ov1)
-# Builds: nvcc as gpu_run_v41a_ext_last.sh says, with benchmarks/sm90_attention_selftest.cu.
+# Builds: nvcc as gpu_run_v41a_ext_last.sh says, with benchmarks/sm90_attention_selftest.cu;
+# the probe's code is commit 97a28f8 (reverted in the commit after it).
 source "$(dirname "$0")/device_call.sh" 560 "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 bin() { echo "$repo/build/ov$1/sm90_attention_selftest"; }

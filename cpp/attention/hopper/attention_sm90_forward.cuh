@@ -639,106 +639,20 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       MbarWait(&q_full[q_buf(local_tile)], q_phase(local_tile));
       return tile_slot[q_buf(local_tile)];
     };
-    // The epilogue of tile tl (this thread's rows from row0): lse, O normalized
-    // and staged, then stored.
-    auto epilogue = [&](const Tile& tl, int row0) {
-      float inv[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float sum = row_sum[r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const bool empty = !(sum > 0.f);
-        inv[r] = empty ? 0.f : 1.f / sum;
-        const int row = row0 + 8 * r;
-        if (t == 0 && row < p.q_len) {
-          p.lse[(static_cast<int64_t>(tl.b) * p.heads + tl.h) * p.q_len + row] =
-              empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
-        }
-      }
-      // Stage O (16-bit) in this warpgroup's 64 rows of the O buffer, with the
-      // 128-byte swizzle (conflict-free), then TMA stores (kTmaStoreO) or
-      // 16-byte coalesced stores by every thread.
-      uint8_t* o_smem = smem_o + cw * 64 * 128;
-      constexpr bool kTmaStoreO = Cfg::kTmaStoreO;
-      if constexpr (kTmaStoreO) {
-        if (tid == 0) BulkWaitGroupRead<0>();  // the previous tile's TMA store has read the staging
-      }
-      NamedBarrierSync(1 + cw, 128);  // the previous tile's reads are done
-#pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = warp * 16 + g + 8 * r;
-          const int off = (j / 8) * kBlockM * 128 + row * 128 + (((j % 8) ^ (row % 8)) * 16) + 4 * t;
-          *reinterpret_cast<uint32_t*>(o_smem + off) =
-              PackPair<kF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
-        }
-      }
-      if constexpr (kTmaStoreO) {
-        FenceProxyAsyncShared();  // this thread's staging writes, seen by the TMA (async proxy)
-        NamedBarrierSync(1 + cw, 128);
-        if (tid == 0) {
-#pragma unroll
-          for (int panel = 0; panel < kD / 64; ++panel) {
-            TmaStore4d(&tm_o, o_smem + panel * kBlockM * 128, panel * 64, tl.h, tl.m_block * kBlockM + cw * 64,
-                       tl.b);
-          }
-          BulkCommitGroup();
-        }
-        return;
-      }
-      NamedBarrierSync(1 + cw, 128);
-      constexpr int kChunksPerRow = kD / 8;
-      uint16_t* out = static_cast<uint16_t*>(p.out);
-#pragma unroll
-      for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
-        const int idx = i * 128 + tid;
-        const int row = idx / kChunksPerRow;
-        const int cc = idx % kChunksPerRow;
-        const int off = (cc / 8) * kBlockM * 128 + row * 128 + (((cc % 8) ^ (row % 8)) * 16);
-        const uint4 v = *reinterpret_cast<const uint4*>(o_smem + off);
-        const int grow = tl.m_block * kBlockM + cw * 64 + row;
-        if (grow < p.q_len) {
-          *reinterpret_cast<uint4*>(
-              out + ((static_cast<int64_t>(tl.b) * p.q_len + grow) * p.heads + tl.h) * kD + cc * 8) = v;
-        }
-      }
-      if constexpr (Cfg::kOInQ) {
-        // The staging sat in this warpgroup's Q rows: only now may the next
-        // tile's Q land there (persistent CTAs). The simplest correct order:
-        // the producer's next Q load waits for the epilogue (at head dim 256
-        // a tile's kv loop is long, so the lost overlap is small). The fence
-        // orders these generic-proxy reads before that TMA (async-proxy) write.
-        FenceProxyAsyncShared();
-        __syncwarp();
-        release(&q_empty[qb]);
-      }
-    };
-    // kOverlapEpilogue (see FwdOverlapEpilogue): a tile's last P V and the next
-    // tile's first S gemm go in one turn, and this tile's epilogue runs while
-    // that S gemm does; the next tile's first block (mask, softmax) is then
-    // finished here, and its iteration starts at its second block.
-    constexpr bool kOverlapEpilogue = FwdOverlapEpilogue<kD, kConsumers, kDynamic, kExt, kCausalPairs>();
-    int next_tile = -1;       // kOverlapEpilogue: the next tile, taken before this one's last P V
-    bool first_done = false;  // kOverlapEpilogue: this tile's first block was done with the last one's
     int kv_it = 0;
     int local = 0;
     for (int tile = kDynamic ? posted_tile(0) : static_cast<int>(blockIdx.x); kDynamic ? tile >= 0 : tile < num_tiles;
-         tile = kOverlapEpilogue ? next_tile : kDynamic ? posted_tile(local + 1) : tile + tile_stride, ++local) {
+         tile = kDynamic ? posted_tile(local + 1) : tile + tile_stride, ++local) {
       const Tile tl = decode(tile);
       if constexpr (kQBufs > 1) {
         qb = q_buf(local);
         q_base = SmemAddr(smem_q) + qb * Cfg::kQBytes + cw * 64 * 128;
       }
       const int row0 = tl.m_block * kBlockM + cw * 64 + warp * 16 + g;  // +8 for r = 1
-      auto reset_tile_state = [&]() {
 #pragma unroll
-        for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
-        row_max[0] = row_max[1] = -INFINITY;
-        row_sum[0] = row_sum[1] = 0.f;
-      };
-      if (!(kOverlapEpilogue && first_done)) reset_tile_state();
+      for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+      row_max[0] = row_max[1] = -INFINITY;
+      row_sum[0] = row_sum[1] = 0.f;
 
       if constexpr (kExt) {
         const int32_t* info_smem = reinterpret_cast<const int32_t*>(smem + Cfg::kOffInfo);
@@ -857,7 +771,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             release_kv(&v_empty[st]);
           }
         }
-        if (!(kOverlapEpilogue && first_done)) {
+        {
           const int st = kv_it % kStages;
           MbarWait(&k_full[st], (kv_it / kStages) & 1);
           sched_sync();
@@ -867,9 +781,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           FenceRegs(s);
           release_kv(&k_empty[st]);
         }
-        // Keys past kv_len, and (causal) keys past the row, to -inf in block n
-        // (of the tile whose rows start at row0 for this thread).
-        auto mask_keys_of = [&](int n, int row0) {
+        // Keys past kv_len, and (causal) keys past the row, to -inf in block n.
+        auto mask_keys = [&](int n) {
 #pragma unroll
           for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
@@ -883,16 +796,12 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             }
           }
         };
-        auto mask_keys = [&](int n) { mask_keys_of(n, row0); };
-        // The first block (the tile's highest) of the tile with rows from
-        // row0 and nb blocks: masked where causal or past kv_len, then softmax.
-        auto first_block_softmax = [&](int nb, int row0) {
-          const int n = nb - 1;
-          if (causal || (n + 1) * kBlockN > p.kv_len) mask_keys_of(n, row0);
-          softmax();
-          convert_p();
-        };
-        if (!(kOverlapEpilogue && first_done)) first_block_softmax(n_blocks, row0);
+        {
+          const int n = n_blocks - 1;
+          if (causal || (n + 1) * kBlockN > p.kv_len) mask_keys(n);
+        }
+        softmax();
+        convert_p();
 
         for (int it = 1; it < n_blocks; ++it) {
           const int cur = kv_it + it, prev = kv_it + it - 1;
@@ -921,46 +830,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           convert_p();
         }
         release_q_after_gemms();  // every S gemm of this tile is complete
-        if constexpr (kOverlapEpilogue) {
-          // The next tile (posted in the other Q buffer) and its first K block
-          // (the ring stage after this tile's last) before the last turn; each
-          // branch holds whole wgmma stages (ptxas C7515, NOTES v40).
-          next_tile = posted_tile(local + 1);
-          const int last = kv_it + n_blocks - 1;
-          const int lst = last % kStages;
-          MbarWait(&v_full[lst], (last / kStages) & 1);
-          if (next_tile >= 0) {
-            const Tile tn = decode(next_tile);
-            const int nxt = last + 1;
-            const int nst = nxt % kStages;
-            MbarWait(&k_full[nst], (nxt / kStages) & 1);
-            q_base = SmemAddr(smem_q) + q_buf(local + 1) * Cfg::kQBytes + cw * 64 * 128;
-            sched_sync();
-            gemm_o(lst);
-            gemm_s(nst);
-            sched_arrive();
-            WgmmaWait<1>();  // this tile's P V (committed first)
-            FenceRegs(o);
-            release_kv(&v_empty[lst]);
-            epilogue(tl, row0);
-            reset_tile_state();
-            WgmmaWait<0>();  // the next tile's first S
-            FenceRegs(s);
-            release_kv(&k_empty[nst]);
-            first_block_softmax(tn.n_blocks, tn.m_block * kBlockM + cw * 64 + warp * 16 + g);
-            first_done = true;
-          } else {
-            sched_sync();
-            gemm_o(lst);
-            sched_arrive();
-            WgmmaWait<0>();
-            FenceRegs(o);
-            release_kv(&v_empty[lst]);
-            epilogue(tl, row0);
-          }
-          kv_it += n_blocks;
-          continue;  // the epilogue is done
-        } else {
+        {
           const int last = kv_it + n_blocks - 1;
           const int lst = last % kStages;
           MbarWait(&v_full[lst], (last / kStages) & 1);
@@ -974,7 +844,79 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         kv_it += n_blocks;
       }
 
-      epilogue(tl, row0);
+      // ---------------------------- epilogue ----------------------------
+      float inv[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float sum = row_sum[r];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const bool empty = !(sum > 0.f);
+        inv[r] = empty ? 0.f : 1.f / sum;
+        const int row = row0 + 8 * r;
+        if (t == 0 && row < p.q_len) {
+          p.lse[(static_cast<int64_t>(tl.b) * p.heads + tl.h) * p.q_len + row] =
+              empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
+        }
+      }
+      // Stage O (16-bit) in this warpgroup's 64 rows of the O buffer, with the
+      // 128-byte swizzle (conflict-free), then TMA stores (kTmaStoreO) or
+      // 16-byte coalesced stores by every thread.
+      uint8_t* o_smem = smem_o + cw * 64 * 128;
+      constexpr bool kTmaStoreO = Cfg::kTmaStoreO;
+      if constexpr (kTmaStoreO) {
+        if (tid == 0) BulkWaitGroupRead<0>();  // the previous tile's TMA store has read the staging
+      }
+      NamedBarrierSync(1 + cw, 128);  // the previous tile's reads are done
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = warp * 16 + g + 8 * r;
+          const int off = (j / 8) * kBlockM * 128 + row * 128 + (((j % 8) ^ (row % 8)) * 16) + 4 * t;
+          *reinterpret_cast<uint32_t*>(o_smem + off) =
+              PackPair<kF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+        }
+      }
+      if constexpr (kTmaStoreO) {
+        FenceProxyAsyncShared();  // this thread's staging writes, seen by the TMA (async proxy)
+        NamedBarrierSync(1 + cw, 128);
+        if (tid == 0) {
+#pragma unroll
+          for (int panel = 0; panel < kD / 64; ++panel) {
+            TmaStore4d(&tm_o, o_smem + panel * kBlockM * 128, panel * 64, tl.h, tl.m_block * kBlockM + cw * 64,
+                       tl.b);
+          }
+          BulkCommitGroup();
+        }
+        continue;
+      }
+      NamedBarrierSync(1 + cw, 128);
+      constexpr int kChunksPerRow = kD / 8;
+      uint16_t* out = static_cast<uint16_t*>(p.out);
+#pragma unroll
+      for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
+        const int idx = i * 128 + tid;
+        const int row = idx / kChunksPerRow;
+        const int cc = idx % kChunksPerRow;
+        const int off = (cc / 8) * kBlockM * 128 + row * 128 + (((cc % 8) ^ (row % 8)) * 16);
+        const uint4 v = *reinterpret_cast<const uint4*>(o_smem + off);
+        const int grow = tl.m_block * kBlockM + cw * 64 + row;
+        if (grow < p.q_len) {
+          *reinterpret_cast<uint4*>(
+              out + ((static_cast<int64_t>(tl.b) * p.q_len + grow) * p.heads + tl.h) * kD + cc * 8) = v;
+        }
+      }
+      if constexpr (Cfg::kOInQ) {
+        // The staging sat in this warpgroup's Q rows: only now may the next
+        // tile's Q land there (persistent CTAs). The simplest correct order:
+        // the producer's next Q load waits for the epilogue (at head dim 256
+        // a tile's kv loop is long, so the lost overlap is small). The fence
+        // orders these generic-proxy reads before that TMA (async-proxy) write.
+        FenceProxyAsyncShared();
+        __syncwarp();
+        release(&q_empty[qb]);
+      }
     }
     if constexpr (kPingpong) {
       if (cw == 0) NamedBarrierSync(kSchedBar + 0, 256);  // consume the last consumer's last arrival

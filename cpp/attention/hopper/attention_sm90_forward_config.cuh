@@ -161,19 +161,6 @@ constexpr int FwdQBufs() {
   return !kDynamic || kD == 256 ? 1 : kExt ? JAXDNN_SM90_FWD_EXT_Q_BUFS : JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS;
 }
 
-// The epilogue under the next tile's first S gemm (NOTES runbook 2): the
-// dense dynamic two-consumer kernels with two Q buffers (the next tile's Q is
-// in the other buffer before this tile ends), not the causal pairs (their
-// dummy stages come first). A/B builds: -DJAXDNN_SM90_FWD_OVERLAP_EPILOGUE=1.
-#ifndef JAXDNN_SM90_FWD_OVERLAP_EPILOGUE
-#define JAXDNN_SM90_FWD_OVERLAP_EPILOGUE 0
-#endif
-template <int kD, int kConsumers, bool kDynamic, bool kExt, bool kCausalPairs>
-constexpr bool FwdOverlapEpilogue() {
-  return JAXDNN_SM90_FWD_OVERLAP_EPILOGUE != 0 && kDynamic && !kExt && !kCausalPairs && kConsumers == 2 &&
-         FwdQBufs<kD, kDynamic, kExt>() == 2;
-}
-
 // Clusters of two (the kernel's kCluster): what the pair shares, for probe
 // builds (see the kernel). 0: each CTA loads half of every K/V block for both.
 #ifndef JAXDNN_SM90_FWD_CLUSTER_MODE
