@@ -35,6 +35,14 @@ grid_tflops() {
   local re=$1; shift
   for f in "$@"; do echo "$(basename "$f" .log): $(grep -E "$re" "$f" | awk '{print $1 "=" $7}' | tr '\n' ' ')"; done
 }
+# ext_timings LOG...: per ext self-test log, its timed cases' milliseconds in
+# the default variant (case=ms;...).
+ext_timings() {
+  local f
+  for f in "$@"; do
+    echo "$(basename "$f" .log): $(grep -E '^  timing' "$f" | sed -E 's/ +timing T //; s/ +variant +-?[0-9]+: +/=/; s/ ms .*//' | tr '\n' ';')"
+  done
+}
 # build_jaxdnn: install jaxdnn from the checkout as the GPU machine builds it
 # (no build isolation, no network); log in $out/build.log and "build exit N"
 # in $out/build.rc (run it with & to build beside the self-tests).

@@ -24,6 +24,4 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
   for b in 0 1 2; do st "t-ext$b-r$round" 60 "$(bin $b)" bf16 time; done
 done
 echo "== timed cases, default variant (ms; ext0: before, ext1: last-block flag, ext2: + two Q buffers)"
-for f in "$out"/t-*.log; do
-  echo "$(basename "$f" .log): $(grep -E '^  timing' "$f" | sed -E 's/ +timing T //; s/ +variant +-?[0-9]+: +/=/; s/ ms .*//' | tr '\n' ';')"
-done
+ext_timings "$out"/t-*.log

@@ -21,9 +21,7 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
   for b in 1 3 4; do st "t-ext$b-r$round" 60 "$(bin $b)" bf16 time; done
 done
 echo "== timed cases, default variant (ms; ext1: last-block flag, ext3: + segment ranges, ext4: + two Q buffers)"
-for f in "$out"/t-*.log; do
-  echo "$(basename "$f" .log): $(grep -E '^  timing' "$f" | sed -E 's/ +timing T //; s/ +variant +-?[0-9]+: +/=/; s/ ms .*//' | tr '\n' ';')"
-done
+ext_timings "$out"/t-*.log
 wait; cat "$out/build.rc"
 gpu_tests "${TEST_TIMEOUT:-200}" "gpu and (segment or packed or window or length or causal or everything or softcap)"
 [ $((budget - SECONDS)) -gt 60 ] && ( cd /tmp && timeout "$(left 150)" python3 -m jaxdnn.bench attention \

@@ -97,8 +97,8 @@ class AttentionForward(FfiOp):
     """CUDA: the split-KV decode path's float32 partials, only where that path
     may run (a decode-shaped problem, JAXDNN_ATTENTION_DECODE not 0), and the
     sm90 forward's dynamic tile counter (its first element) where the tiles are
-    uneven, and its segment ranges after it (sm90_forward_workspace_elems); the two paths never run in one call, so
-    one buffer of the larger size serves both. Dense non-causal prefill and
+    uneven, and its segment ranges after it (sm90_forward_workspace_elems); the
+    two paths never run in one call, so one buffer of the larger size serves both. Dense non-causal prefill and
     training calls allocate nothing extra."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
@@ -294,7 +294,7 @@ def sm90_forward_workspace_elems(dtype, dim, operands, dropout_rate, causal, win
   takes the first 256 bytes whatever JAXDNN_ATTENTION_SM90_DYNAMIC says (the
   C++ side reads it; the kernel takes the scheduler only where one is
   present); with segment ids their ranges follow, which the forward's
-  producer votes from (without them it reads the ids)."""
+  producer votes from (the C++ side refuses segment ids without that room)."""
   if np.dtype(dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
     return 0
   if dim not in (64, 128, 256) or dropout_rate != 0.0:

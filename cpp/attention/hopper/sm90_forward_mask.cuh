@@ -23,9 +23,9 @@ struct FwdMaskParams {
   const int32_t* kv_lengths = nullptr;   // [batch]
   const int32_t* q_segments = nullptr;   // [batch, q_len]
   const int32_t* kv_segments = nullptr;  // [batch, kv_len]
-  // The forward's segment ranges (sm90_segment_ranges.cuh), when its launcher
-  // had the workspace for them: (min, max) id of every 64 keys / query rows,
-  // [batch, kv_groups] and [batch, q_groups]; null: the kernel reads the ids.
+  // The forward's segment ranges (sm90_segment_ranges.cuh; set by its
+  // launcher whenever there are segment ids): (min, max) id of every 64 keys
+  // / query rows, [batch, kv_groups] and [batch, q_groups].
   const int2* kv_seg_ranges = nullptr;
   const int2* q_seg_ranges = nullptr;
   int kv_groups = 0, q_groups = 0;
@@ -134,6 +134,23 @@ __device__ __forceinline__ void FwdMaskBlock(float (&s)[N], int n0, const int (&
   }
 }
 
+// The ballots of a chunk vote from each lane's block id range [mn, mx]
+// (empty: mn > mx) against the tile's [seg_min, seg_max] (see FwdVoteSegmentChunk).
+__device__ __forceinline__ void FwdBallotSegmentVotes(bool in_band, int mn, int mx, int seg_min, int seg_max,
+                                                      unsigned& may_bits, unsigned& same_bits) {
+  const bool may = in_band && mx >= seg_min && mn <= seg_max;
+  const bool same = may && seg_min == seg_max && mn == seg_min && mx == seg_min;
+  may_bits = __ballot_sync(0xffffffffu, may);
+  same_bits = __ballot_sync(0xffffffffu, same);
+}
+
+// The id range of the two 64-groups 2i and 2i + 1 of a precomputed range row
+// (sm90_segment_ranges.cuh): one 16-byte load.
+__device__ __forceinline__ int2 FwdRangeOfGroupPair(const int2* ranges, int i) {
+  const int4 v = __ldg(reinterpret_cast<const int4*>(ranges + 2 * i));
+  return make_int2(min(v.x, v.z), max(v.y, v.w));
+}
+
 // Segment votes of up to 32 kv blocks at once, one block per lane: lane k
 // takes block n_top - k (blocks below n_lo are not voted on). A vote block by
 // block waits one memory latency per block; on packed documents most blocks of
@@ -143,16 +160,6 @@ __device__ __forceinline__ void FwdMaskBlock(float (&s)[N], int n0, const int (&
 // tile's rows, [seg_min, seg_max]) is conservative, which is safe since a
 // kind-2 block is masked element by element; `same` (every key is in the
 // tile's one segment) is exact. Bit k of may_bits / same_bits: block n_top - k.
-// The ballots of a chunk vote from each lane's block id range [mn, mx]
-// (empty: mn > mx) against the tile's [seg_min, seg_max] (see below).
-__device__ __forceinline__ void FwdBallotSegmentVotes(bool in_band, int mn, int mx, int seg_min, int seg_max,
-                                                      unsigned& may_bits, unsigned& same_bits) {
-  const bool may = in_band && mx >= seg_min && mn <= seg_max;
-  const bool same = may && seg_min == seg_max && mn == seg_min && mx == seg_min;
-  may_bits = __ballot_sync(0xffffffffu, may);
-  same_bits = __ballot_sync(0xffffffffu, same);
-}
-
 template <int kBlockN>
 __device__ __forceinline__ void FwdVoteSegmentChunk(const int32_t* kv_ids, int n_top, int n_lo, int kv_len,
                                                     int seg_min, int seg_max, int lane,
@@ -191,15 +198,9 @@ __device__ __forceinline__ void FwdVoteSegmentRanges(const int2* ranges, int n_t
   const int n = n_top - lane;
   int mn = INT_MAX, mx = INT_MIN;
   if (n >= n_lo) {
-    if constexpr (kBlockN == 128) {
-      const int4 v = __ldg(reinterpret_cast<const int4*>(ranges + 2 * n));
-      mn = min(v.x, v.z);
-      mx = max(v.y, v.w);
-    } else {
-      const int2 v = __ldg(ranges + n);
-      mn = v.x;
-      mx = v.y;
-    }
+    const int2 v = kBlockN == 128 ? FwdRangeOfGroupPair(ranges, n) : __ldg(ranges + n);
+    mn = v.x;
+    mx = v.y;
   }
   FwdBallotSegmentVotes(n >= n_lo, mn, mx, seg_min, seg_max, may_bits, same_bits);
 }
@@ -228,9 +229,9 @@ __device__ __forceinline__ void FwdStoreSegments(const int (&v)[kPerLane], int l
 // (`may` is conservative and `same` needs one id over the whole range).
 __device__ __forceinline__ void FwdQuerySegmentRangeOfTile(const int2* ranges, int m_block, int& seg_min,
                                                            int& seg_max) {
-  const int4 v = __ldg(reinterpret_cast<const int4*>(ranges + 2 * m_block));
-  seg_min = min(v.x, v.z);
-  seg_max = max(v.y, v.w);
+  const int2 v = FwdRangeOfGroupPair(ranges, m_block);
+  seg_min = v.x;
+  seg_max = v.y;
 }
 
 // The segment-id range of query rows [q0, last] (last < q0 + 128), by one warp.

@@ -15,6 +15,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "attention/hopper/sm90_forward_mask.cuh"
+
 namespace jaxdnn::attention::sm90 {
 
 constexpr int kSegGroup = 64;  // keys or query rows per range
@@ -60,8 +62,7 @@ __global__ void __launch_bounds__(256) SegmentRangesKernel(const int32_t* __rest
 
 // Launches the kernel into `ranges` (SegmentRangeInts ints, 8-byte aligned)
 // and points the mask parameters' range fields at it.
-template <typename MaskParams>
-cudaError_t LaunchSegmentRanges(MaskParams& m, int batch, int q_len, int kv_len, int2* ranges, cudaStream_t stream) {
+inline cudaError_t LaunchSegmentRanges(FwdMaskParams& m, int batch, int q_len, int kv_len, int2* ranges, cudaStream_t stream) {
   const int kv_groups = static_cast<int>(SegmentRangeGroups(kv_len));
   const int q_groups = static_cast<int>(SegmentRangeGroups(q_len));
   const int64_t warps = static_cast<int64_t>(batch) * (kv_groups + q_groups);
