@@ -127,6 +127,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   constexpr bool kCausal = FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>();
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
+  // S = Q K^T with Q's fragments in registers (see JAXDNN_SM90_FWD_Q_REGS).
+  constexpr bool kQRegs = FwdQRegs<kD, kBlockNOpt, kConsumers>();
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
@@ -514,6 +516,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     float o[kD / 2];
     float s[kBlockN / 2];
     uint32_t pa[kBlockN / 16][4];
+    uint32_t qa[kQRegs ? kD / 16 : 1][4];  // kQRegs: this tile's Q fragments
     float row_max[2], row_sum[2], corr[2];
     // Head dim 64: the row maximum over four partial maxima. There the gemms
     // are half as long per key as at 128 while the softmax is not, so its
@@ -526,7 +529,11 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     auto gemm_s = [&](int st) {
       const uint32_t kb = k_base + st * Cfg::kKVBytes;
       WgmmaFence();
-      TileGemmKMajor<kBlockN, kD, kF16, kBlockM, kBlockN>(s, q_base, kb);
+      if constexpr (kQRegs) {
+        TileGemmRegsAKMajor<kD, kF16, kBlockN>(s, qa, kb);
+      } else {
+        TileGemmKMajor<kBlockN, kD, kF16, kBlockM, kBlockN>(s, q_base, kb);
+      }
       WgmmaCommit();
     };
     auto gemm_o = [&](int st) {
@@ -553,7 +560,15 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     // complete; when O is staged there (kOInQ) only after the epilogue, below.
     int qb = 0;  // this tile's Q buffer
     auto release_q_after_gemms = [&]() {
-      if constexpr (!Cfg::kOInQ) release(&q_empty[qb]);
+      if constexpr (!Cfg::kOInQ && !kQRegs) release(&q_empty[qb]);
+    };
+    // kQRegs: the tile's Q, once its barrier completed, into registers; the
+    // buffer is released after the tile's first S gemm (which read them).
+    auto load_q = [&]() {
+      if constexpr (kQRegs) LoadFragmentsKMajor<kD, kBlockM>(qa, q_base, warp, lane);
+    };
+    auto release_q_after_first_gemm = [&]() {
+      if constexpr (kQRegs) release(&q_empty[qb]);
     };
     // Online softmax of s in place (s becomes P, unnormalized); corr = factor
     // for the previous O and row sums. With lazy rescaling (see FwdParams) the
@@ -695,6 +710,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         };
 
         if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
+        load_q();
         int prev = kv_it;
         int st = prev % kStages;
         MbarWait(&k_full[st], (prev / kStages) & 1);
@@ -705,6 +721,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           sched_arrive();
           WgmmaWait<0>();
           FenceRegs(s);
+          release_q_after_first_gemm();
           mask_block(info, st);
           release_k(st);
           softmax();
@@ -747,7 +764,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           }
         } else {
           // A tile with no block: its terminator slot (no gemm; zeros and lse = -inf).
-          release_q_after_gemms();
+          if constexpr (!Cfg::kOInQ) release(&q_empty[qb]);
           release_k(st);
           MbarWait(&v_full[st], (prev / kStages) & 1);
           release(&v_empty[st]);
@@ -760,6 +777,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         const bool causal = kCausal && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
         if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
+        load_q();
         if constexpr (kCausalPairs) {
           // The peer's own top blocks: dummy stages, released in both CTAs.
           for (int d = n_blocks, peer_blocks = decode(tile ^ 1).n_blocks; d < peer_blocks; ++d, ++kv_it) {
@@ -779,6 +797,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           sched_arrive();
           WgmmaWait<0>();
           FenceRegs(s);
+          release_q_after_first_gemm();
           release_kv(&k_empty[st]);
         }
         // Keys past kv_len, and (causal) keys past the row, to -inf in block n.

@@ -161,6 +161,24 @@ constexpr int FwdQBufs() {
   return !kDynamic || kD == 256 ? 1 : kExt ? JAXDNN_SM90_FWD_EXT_Q_BUFS : JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS;
 }
 
+// S = Q K^T with the warpgroup's Q rows in registers (ldmatrix once per
+// tile, then RS wgmmas), not read from shared memory by every S gemm: a third
+// less shared-memory operand traffic in the S gemm (the kernels run
+// power-limited), and Q's buffer is free after the tile's first block.
+// 0: off; 1: head dim 128; 2: also head dim 64 (two consumer warpgroups,
+// 128-key blocks only: 32 / 16 more registers, no new spills). On an H200
+// (self-test, three alternating rounds, results/2026-11-23-h200-attention-
+// v42-qregs.txt): head dim 128 +1-2% non-causal, +1.3-3% causal (2048-16384),
+// the extended path +1-2%; head dim 64 level, so the default is 1.
+#ifndef JAXDNN_SM90_FWD_Q_REGS
+#define JAXDNN_SM90_FWD_Q_REGS 1
+#endif
+template <int kD, int kBlockNOpt, int kConsumers>
+constexpr bool FwdQRegs() {
+  return kBlockNOpt == 0 && kConsumers == 2 &&
+         ((kD == 128 && JAXDNN_SM90_FWD_Q_REGS >= 1) || (kD == 64 && JAXDNN_SM90_FWD_Q_REGS >= 2));
+}
+
 // Clusters of two (the kernel's kCluster): what the pair shares, for probe
 // builds (see the kernel). 0: each CTA loads half of every K/V block for both.
 #ifndef JAXDNN_SM90_FWD_CLUSTER_MODE

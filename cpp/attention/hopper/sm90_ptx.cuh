@@ -145,6 +145,38 @@ JAXDNN_WGMMA_N128("f16", f16)
 JAXDNN_WGMMA_N256("bf16", bf16)
 JAXDNN_WGMMA_N256("f16", f16)
 
+// RS with B K-major (tnsp-b 0): S = Q K^T with Q's fragments in registers
+// (the forward's kQRegs).
+#define JAXDNN_WGMMA_RS_KMAJOR(N, NACC, TY, SUFFIX, REGS, A0, DB, SC)                   \
+  __device__ __forceinline__ void WgmmaRSKm_m64n##N##k16_##SUFFIX(                      \
+      float (&d)[NACC], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {         \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\n"                       \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS   \
+                 "}, " A0 ", " DB ", p, 1, 1, 0;\n}\n"                                  \
+                 : JAXDNN_WG_ACC##NACC                                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)); \
+  }
+JAXDNN_WGMMA_RS_KMAJOR(128, 64, "bf16", bf16, JAXDNN_WG_REGS64, "{%64, %65, %66, %67}", "%68", "%69")
+JAXDNN_WGMMA_RS_KMAJOR(128, 64, "f16", f16, JAXDNN_WG_REGS64, "{%64, %65, %66, %67}", "%68", "%69")
+template <bool kF16>
+__device__ __forceinline__ void WgmmaRSKm128(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int s) {
+  if constexpr (kF16) {
+    WgmmaRSKm_m64n128k16_f16(d, a, b, s);
+  } else {
+    WgmmaRSKm_m64n128k16_bf16(d, a, b, s);
+  }
+}
+
+// Four 8x8 16-bit matrices from shared memory (lanes 8i..8i+7 address matrix
+// i's rows): with rows 0-7 / 8-15 and columns 0-7 / 8-15 as matrices 0-3 in
+// the order (r0, c0), (r8, c0), (r0, c8), (r8, c8), one warp's 16 x 16 A
+// fragment of an m64nNk16 wgmma (the m16n8k16 layout).
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+
 // Dispatch on N and the element type (bf16 or f16).
 template <int N, bool kF16>
 struct Wgmma;

@@ -51,6 +51,32 @@ __device__ __forceinline__ void TileGemmKMajor(float (&acc)[kN / 2], uint32_t a_
   }
 }
 
+// One warpgroup's 64-row K-major tile (128-byte-swizzled 64-column panels
+// kRowsA rows apart, as TileGemmKMajor reads it) loaded as the 16-bit A
+// fragments of kD / 16 k-steps: warp w holds rows 16w..16w+15.
+template <int kD, int kRowsA>
+__device__ __forceinline__ void LoadFragmentsKMajor(uint32_t (&a)[kD / 16][4], uint32_t a_base, int warp,
+                                                    int lane) {
+  const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const int chunk = (kk % 4) * 2 + lane / 16;
+    LdMatrixX4(a[kk], a_base + (kk / 4) * kRowsA * 128 + row * 128 + ((chunk ^ (row % 8)) * 16));
+  }
+}
+
+// acc (64 x 128) = A (fragments from LoadFragmentsKMajor) . B^T, B a
+// 128-row K-major tile (kRowsB rows per panel): S = Q K^T with Q in registers.
+template <int kD, bool kF16, int kRowsB>
+__device__ __forceinline__ void TileGemmRegsAKMajor(float (&acc)[64], const uint32_t (&a)[kD / 16][4],
+                                                    uint32_t b_base) {
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const uint64_t db = MakeDescSw128(b_base + (kk / 4) * kRowsB * 128 + (kk % 4) * 32, 16, 1024);
+    WgmmaRSKm128<kF16>(acc, a[kk], db, kk > 0 ? 1 : 0);
+  }
+}
+
 // acc (64 x kD) += A (64 x kK, 16-bit fragments in registers) . B, with B a
 // kK-row tile whose head dim (N) is contiguous (MN-major): P V, P^T dO,
 // dS^T Q, dS K.
