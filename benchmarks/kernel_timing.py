@@ -10,7 +10,7 @@ once per process; see gpu_run_tests_ab.sh). Per implementation and case:
   wall: the harness's host-timed figure (time_jax / time_torch).
 
   python3 benchmarks/kernel_timing.py --attention [--seqs 2048,4096] [--dim 128]
-      [--impls jaxdnn,cudnn] [--causal 0,1] [--ops fwd,fwd+bwd] [--out FILE.json]
+      [--impls jaxdnn,cudnn] [--causal 0,1] [--ops fwd,fwd+bwd] [--packed] [--out FILE.json]
 """
 from __future__ import annotations
 
@@ -90,6 +90,25 @@ def attention(table, seqs=(2048, 4096, 8192, 16384), dim=128, heads=16, impls=("
         _row(table, case + " fwd+bwd", name, time_gpu_jax(jax.jit(fb), q, kk, v), 3.5 * flops)
 
 
+def packed(table, dim=128, heads=16):
+  """jaxdnn on the harness's packed documents (b2 s8192, causal, segment ids)."""
+  from jaxdnn.bench.attention import packed_document_ids
+  ids, flops = packed_document_ids(dim)
+  seg = jnp.asarray(ids)
+  batch, seq = ids.shape
+  k = jax.random.split(jax.random.key(7), 4)
+  q, kk, v, w = (jax.random.normal(x, (batch, seq, heads, dim), jnp.bfloat16) for x in k)
+  att = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True, query_segment_ids=seg,
+                                                     key_value_segment_ids=seg)
+  case = f"attn packed d{dim} b{batch}s{seq}"
+  _row(table, case + " fwd", "jaxdnn", time_gpu_jax(jax.jit(att), q, kk, v), flops)
+
+  def fb(q, k, v):
+    o, vjp = jax.vjp(att, q, k, v)
+    return vjp(w)
+  _row(table, case + " fwd+bwd", "jaxdnn", time_gpu_jax(jax.jit(fb), q, kk, v), 3.5 * flops)
+
+
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--attention", action="store_true")
@@ -98,6 +117,7 @@ def main():
   ap.add_argument("--impls", default="jaxdnn,cudnn")
   ap.add_argument("--causal", default="0,1", help="0, 1 or 0,1")
   ap.add_argument("--ops", default="fwd,fwd+bwd", help="fwd, fwd+bwd or both")
+  ap.add_argument("--packed", action="store_true", help="also jaxdnn on the packed documents")
   ap.add_argument("--out")
   a = ap.parse_args()
   table = []
@@ -105,6 +125,8 @@ def main():
   if a.attention:
     attention(table, seqs=[int(x) for x in a.seqs.split(",")], dim=a.dim, impls=a.impls.split(","),
               causals=[bool(int(c)) for c in a.causal.split(",")], ops=a.ops.split(","))
+  if a.packed:
+    packed(table, dim=a.dim)
   if a.out:
     with open(a.out, "w") as f:
       json.dump(dict(device=jax.devices()[0].device_kind, rows=table), f, indent=1)

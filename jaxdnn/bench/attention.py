@@ -141,8 +141,9 @@ def dense_grid(seqs, dims, causals, with_torch, records, tokens=TOKENS):
         _print_case(records, case)
 
 
-def packed_documents(dim, with_torch, records, seq=8192, batch=2, mean_doc=1024):
-  """Causal attention over packed documents; FLOPs only inside documents."""
+def packed_document_ids(dim, seq=8192, batch=2, mean_doc=1024):
+  """The benchmark's packed documents (seeded): segment ids [batch, seq] and
+  the causal forward FLOPs inside documents."""
   rng = np.random.default_rng(0)
   ids = np.zeros((batch, seq), np.int32)
   flops = 0.0
@@ -153,6 +154,12 @@ def packed_documents(dim, with_torch, records, seq=8192, batch=2, mean_doc=1024)
       ids[b, pos:pos + n] = doc
       flops += 4 * HEADS * n * n * dim / 2
       pos, doc = pos + n, doc + 1
+  return ids, flops
+
+
+def packed_documents(dim, with_torch, records, seq=8192, batch=2, mean_doc=1024):
+  """Causal attention over packed documents; FLOPs only inside documents."""
+  ids, flops = packed_document_ids(dim, seq, batch, mean_doc)
   keys = jax.random.split(jax.random.PRNGKey(7), 3)
   q, k, v = (jax.random.normal(kk, (batch, seq, HEADS, dim), jnp.bfloat16) for kk in keys)
   seg = jnp.asarray(ids)

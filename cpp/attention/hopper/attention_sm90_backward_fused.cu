@@ -3,6 +3,7 @@
 // (self-tests, and the ordered one through jax too, 2026-11-22).
 #include "attention/hopper/attention_sm90_backward_fused.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -29,6 +30,28 @@ int64_t Round64(int64_t x) { return (x + 63) / 64 * 64; }
 bool FusedHeadMajor() {
   static const bool on = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_ORDER") != "key";
   return on;
+}
+
+// FusedBwdParams::head_group. Causal and packed-document key blocks differ
+// in length, and with every (batch, head)'s key blocks in a row the last
+// head's heaviest blocks started last; a makespan model put that tail at
+// 5-6% of dense causal and 10% of the harness's packed documents. Groups of
+// about 256 / key blocks heads (so a group is about two waves of CTAs, at
+// most 8 heads: L2 keeps a few heads' Q, dO and dQ) cut it. On an H200
+// (jaxdnn fwd+bwd GPU-busy, two alternating rounds, results/2026-11-23-
+// h200-attention-v43-bwd-head-group.txt), against groups of 1: packed
+// documents -5% (4) to -7% (8); causal 2048 -2% (8), 4096 -2.5% (4 or 8),
+// 8192 -2% (2 or 4), 16384 -0.8% (2), +1.5% at 8; non-causal (equal key
+// blocks: only L2 changes) level at 1-4, +2% at 8, so it keeps 1.
+// JAXDNN_ATTENTION_SM90_BWD_HEAD_GROUP=G (read once, >= 1) sets it for A/Bs.
+int FusedHeadGroup(bool uneven_key_blocks, int64_t key_blocks) {
+  static const int env = [] {
+    const std::string s = EnvSwitch("JAXDNN_ATTENTION_SM90_BWD_HEAD_GROUP");
+    return s.empty() ? 0 : std::max(1, std::atoi(s.c_str()));
+  }();
+  if (env > 0) return env;
+  if (!uneven_key_blocks) return 1;
+  return static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(1, 256 / std::max<int64_t>(1, key_blocks))));
 }
 
 // JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT (read once): the variant bits of
@@ -196,6 +219,7 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     // Unordered, head-major: one dimension, a (batch, head)'s key blocks adjacent.
     const int64_t nb = (s.kv_len + Cfg::kBlockN - 1) / Cfg::kBlockN;
     fp.head_major = !kOrdered && FusedHeadMajor() && nb * s.batch * s.heads <= int64_t{0x7fffffff} ? 1 : 0;
+    fp.head_group = FusedHeadGroup(p.causal != 0 || kSeg, nb);
     const dim3 grid = fp.head_major ? dim3(static_cast<unsigned>(nb * s.batch * s.heads))
                                     : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, fp);

@@ -231,6 +231,12 @@ struct FusedBwdParams {
   // blocks at a different one (fewer reduce-adds to the same dQ block at
   // once); 0 = the ordered mode's grid (blockIdx.y = n) and order.
   int head_major;
+  // With head_major: the (batch, head)s go in groups of head_group (>= 1),
+  // key-block-major within a group (blockIdx.x = group's first CTA + n *
+  // group size + head in group), so the heaviest (causal: lowest) key blocks
+  // of the last group start first, not last: a shorter tail. 1 = every
+  // (batch, head)'s key blocks in a row, as before.
+  int head_group;
   // kFusedOptSeg only: segment ids [batch, q_len] and [batch, kv_len], and
   // the (min, max) id of each 64-query step [batch, num_m] and 128-key block
   // [batch, ceil(kv_len / 128)] (workspace, AttnBwdFusedSegRangeKernel);
@@ -716,10 +722,18 @@ __global__ void __launch_bounds__(384, 1)
   // the header). Unordered with fp.head_major: see FusedBwdParams.
   const bool head_major = !kOrdered && fp.head_major != 0;
   const int num_n = (p.kv_len + kBlockN - 1) / kBlockN;
+  int grid_n = static_cast<int>(blockIdx.y), grid_bh = static_cast<int>(blockIdx.x);
+  if (head_major) {
+    const int x = static_cast<int>(blockIdx.x);
+    const int group0 = x / (fp.head_group * num_n) * fp.head_group;  // the group's first (batch, head)
+    const int group_size = min(fp.head_group, p.batch * p.heads - group0);
+    const int r = x - group0 * num_n;
+    grid_n = r / group_size;
+    grid_bh = group0 + r % group_size;
+  }
   const BwdKeyBlock cta = Q80DiagSteps<kQ80Diag, kBlockN, kBlockM>(
       p, BwdKeyBlockAt<kBlockN, kBlockM>(
-             p, head_major ? static_cast<int>(blockIdx.x % num_n) : static_cast<int>(blockIdx.y),
-             head_major ? static_cast<int>(blockIdx.x / num_n) : static_cast<int>(blockIdx.x), [&] {
+             p, grid_n, grid_bh, [&] {
                // fp.num_m counts 64-row blocks; wide steps are 128 rows; 80-query
                // steps cover q_len (fp.num_m may count more rows).
                if constexpr (kQ80) return (p.q_len + kBlockM - 1) / kBlockM;
