@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdnn.bench.attention import _fwd_and_fwdbwd
+from jaxdnn.bench.attention import HEADS, _fwd_and_fwdbwd, packed_document_ids
 
 
 def _attend(q, k, v, **kw):
@@ -30,3 +30,18 @@ def test_array_keywords_are_jit_arguments_and_results_match():
   # constant folded into it (which would leave three).
   calls = [e for e in jax.make_jaxpr(fwd)(q, k, v).jaxpr.eqns if e.primitive.name in ("jit", "pjit")]
   assert [len(e.invars) for e in calls] == [4]
+
+
+def test_packed_document_ids_are_seeded_and_count_flops_inside_documents():
+  # The harness and benchmarks/kernel_timing.py --packed time the same documents.
+  ids, flops = packed_document_ids(128, seq=2048, batch=2, mean_doc=256)
+  again, flops_again = packed_document_ids(128, seq=2048, batch=2, mean_doc=256)
+  np.testing.assert_array_equal(ids, again)
+  assert flops == flops_again and ids.shape == (2, 2048)
+  want = 0.0
+  for row in ids:
+    assert np.all(np.diff(row) >= 0) and row[0] == 0  # documents numbered in order
+    lengths = np.bincount(row)
+    assert np.all(lengths > 0)
+    want += sum(4 * HEADS * n * n * 128 / 2 for n in lengths)
+  assert flops == want
