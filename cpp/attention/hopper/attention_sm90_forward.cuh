@@ -9,7 +9,8 @@
 //     consumer warp). KV blocks go from the last one down, so the only block
 //     that needs masking (causal diagonal / partial last block) comes first.
 //   warpgroups 1, 2: consumers, 64 query rows each. S = Q K^T by wgmma (A = Q,
-//     B = K, both K-major from shared memory), online softmax in registers
+//     B = K, both K-major from shared memory; at head dim 128 A comes from
+//     registers, loaded once per tile: see FwdQRegs), online softmax in registers
 //     (exp2 with a log2e-prescaled scale), P packed to 16-bit in registers as
 //     the A operand of O += P V (B = V MN-major from shared memory). The S gemm
 //     of the next block is in flight while the P.V gemm of this one runs, and
