@@ -1,10 +1,18 @@
 """jaxdnn: fused deep-learning primitives for JAX, C++/CUDA kernels behind XLA FFI."""
 
+import importlib
+
 from jaxdnn import _extension
-from jaxdnn.attention import dot_product_attention, dot_product_attention_context_parallel
-from jaxdnn.norms import layer_norm, rms_norm
+from jaxdnn._families import FAMILIES
 
 __version__ = "0.1.0"
-__all__ = ["dot_product_attention", "dot_product_attention_context_parallel", "layer_norm", "rms_norm", "has_cuda_kernels"]
+__all__ = ["has_cuda_kernels"]
+
+for _family in FAMILIES:
+  _module = importlib.import_module(f"jaxdnn.{_family}")
+  for _name in _module.__all__:
+    globals()[_name] = getattr(_module, _name)
+  __all__ += list(_module.__all__)
+del _family, _module, _name
 
 has_cuda_kernels = _extension.has_cuda_kernels

@@ -10,6 +10,7 @@ import importlib
 
 import jax
 import jaxlib.version
+import numpy as np
 
 try:
   from jaxdnn import _build_info
@@ -51,7 +52,28 @@ if _build_info.BUILT_CUDA:
 
 
 def has_cuda_kernels() -> bool:
+  """Whether jaxdnn was built with its CUDA extension (not whether a GPU is here)."""
   return cuda_module is not None
+
+
+# The dtype codes of plan queries (cpp/common/ffi_registry.h: DataTypeFromCode).
+DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
+
+
+def dtype_code(dtype) -> int:
+  return DTYPE_CODES.get(np.dtype(dtype).name, 3)
+
+
+def plan_query(name: str, **args: int) -> int:
+  """Asks the CUDA extension's C++ plan (e.g. a workspace size) for a problem:
+  the same function the launcher runs, so Python never mirrors its rules."""
+  return int(cuda_module.plan_query(name, {k: int(v) for k, v in args.items()}))
+
+
+def switches() -> list[tuple[str, str, str, str, str]]:
+  """The environment switch table, (name, type, default, allowed, meaning) rows,
+  from the C++ table every kernel reads (cpp/common/switches.def)."""
+  return [tuple(row) for row in cpu_module.switches()]
 
 
 def has_cuda_target(name: str) -> bool:

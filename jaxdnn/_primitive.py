@@ -153,6 +153,11 @@ def _single_device(ctx) -> bool:
   return num_devices is not None and num_devices <= 1
 
 
+def shaped(shape, dtype) -> jax.core.ShapedArray:
+  """An abstract value, as `abstract_eval` returns them."""
+  return jax.core.ShapedArray(tuple(shape), np.dtype(dtype))
+
+
 # ---- helpers for batching rules ----
 not_mapped = None  # how batching rules mark an unbatched operand
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -110,27 +109,6 @@ def _pad_head_dim(x, to):
   return x if x.shape[-1] == to else jnp.pad(x, [(0, 0)] * 3 + [(0, to - x.shape[-1])])
 
 
-def _resolve(implementation, query, bias, mask):
-  """None -> the kernel for the platform when it covers the call, else "xla" (with a warning)."""
-  _platform.check_implementation(implementation, _OP)
-  backend = jax.default_backend()
-  if implementation == "cuda" or (implementation is None and backend == "gpu"):
-    reason = cuda_supports(query, bias, mask)
-    if reason is None:
-      return "cuda" if implementation == "cuda" else None
-    if implementation == "cuda":
-      raise ValueError(f"{_OP}: implementation='cuda' cannot serve this call: {reason}")
-    warnings.warn(f"{_OP}: {reason}; using the XLA composition", stacklevel=3)
-    return "xla"
-  if implementation is not None:
-    return implementation
-  if backend == "cpu":
-    return None
-  warnings.warn(f"{_OP}: no jaxdnn kernel for backend {backend!r}; using the XLA composition",
-                stacklevel=3)
-  return "xla"
-
-
 def _to_4d(x):
   return None if x is None else jnp.reshape(x, (1,) * (4 - x.ndim) + x.shape)
 
@@ -203,7 +181,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
   scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
   rate = float(dropout_rate)
   seeds = dropout.seeds_from_rng(dropout_rng, batch) if rate > 0.0 else None
-  impl = _resolve(implementation, query, bias, mask)
+  impl = _platform.resolve(implementation, _OP, lambda: cuda_supports(query, bias, mask))
 
   if impl == "xla":
     out, lse = reference.attention(

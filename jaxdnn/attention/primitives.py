@@ -12,14 +12,12 @@ folds vmapped axes into.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _extension
-from jaxdnn._primitive import FfiOp, batch_size, not_mapped, to_front
+from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
 from jaxdnn.attention import reference
 from jaxdnn.attention.sharding import BatchHeadsSharding
 
@@ -42,10 +40,6 @@ def operand_kinds(fixed, operands: int) -> tuple:
   if operands & OPERAND_BITS["dropout"]:
     kinds.append("seeds")
   return tuple(kinds)
-
-
-def _shaped(shape, dtype):
-  return jax.core.ShapedArray(tuple(shape), np.dtype(dtype))
 
 
 def _attrs(operands, scale, softcap, causal, window_left, window_right, dropout_rate):
@@ -87,31 +81,19 @@ class AttentionForward(FfiOp):
 
   def abstract_eval(self, q, *rest, **params):
     batch, q_len, heads, _ = q.shape
-    return [_shaped(q.shape, q.dtype), _shaped((batch, heads, q_len), jnp.float32)]
+    return [shaped(q.shape, q.dtype), shaped((batch, heads, q_len), jnp.float32)]
 
   def ffi_attributes(self, *, implementation, **params):
     return _attrs(**params)
 
-  def workspace(self, platform, avals_in, *, operands, dropout_rate, causal=False,
-                window_left=-1, window_right=-1, **params):
-    """CUDA: the split-KV decode path's float32 partials, only where that path
-    may run (a decode-shaped problem, JAXDNN_ATTENTION_DECODE not 0), and the
-    sm90 forward's dynamic tile counter (its first element) where the tiles are
-    uneven, and its segment ranges after it (sm90_forward_workspace_elems); the
-    two paths never run in one call, so one buffer of the larger size serves both. Dense non-causal prefill and
-    training calls allocate nothing extra."""
+  def workspace(self, platform, avals_in, **params):
+    """CUDA: the float32 scratch the C++ plan asks for (cpp/attention/plan.h:
+    the split-KV decode path's partials, or the sm90 forward's tile counter and
+    segment ranges); none for dense non-causal prefill and training calls."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
-    q, k = avals_in[0], avals_in[1]
-    batch, q_len, heads, dim = q.shape
-    elems = sm90_forward_workspace_elems(q.dtype, dim, operands, dropout_rate, causal, window_left,
-                                         window_right, batch, q_len, k.shape[1])
-    if (_decode_split_enabled() and dropout_rate == 0.0
-        and not operands & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"]
-                            | OPERAND_BITS["segments"] | OPERAND_BITS["dropout"])
-        and np.dtype(q.dtype) in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))):
-      elems = max(elems, decode_split_workspace_elems(batch, q_len, k.shape[1], heads, k.shape[2],
-                                                      dim))
+    elems = _extension.plan_query("attention_fwd_workspace",
+                                     **plan_args(avals_in, FORWARD_FIXED, **params))
     return [jax.ShapeDtypeStruct((elems,), jnp.float32)] if elems > 0 else []
 
   def sharding(self, avals_in, avals_out, *, operands, dropout_rate, **_):
@@ -131,37 +113,26 @@ class AttentionBackward(FfiOp):
   target = "jaxdnn_attention_bwd"
 
   def abstract_eval(self, q, k, v, *rest, operands, **params):
-    outs = [_shaped(q.shape, q.dtype), _shaped(k.shape, k.dtype), _shaped(v.shape, v.dtype)]
+    outs = [shaped(q.shape, q.dtype), shaped(k.shape, k.dtype), shaped(v.shape, v.dtype)]
     if operands & OPERAND_BITS["dbias"]:
       kinds = operand_kinds(BACKWARD_FIXED, operands)
       bias = (q, k, v) + rest
       bias = bias[kinds.index("bias")]
-      outs.append(_shaped(bias.shape, jnp.float32))
+      outs.append(shaped(bias.shape, jnp.float32))
     return outs
 
   def ffi_attributes(self, *, implementation, deterministic, **params):
     return dict(_attrs(**params), deterministic=np.int32(deterministic))
 
-  def workspace(self, platform, avals_in, *, operands, **params):
-    """CUDA: float32 delta [B, N, Sq], per-query-head dK and dV partials
-    [B, Sk, N, D] each, and a full-size dbias staging area when the bias
-    broadcasts (cpp/attention/attention_cuda_kernels.h: BackwardWorkspaceElems)."""
+  def workspace(self, platform, avals_in, **params):
+    """CUDA: the float32 scratch the C++ plan asks for (cpp/attention/plan.h:
+    delta, dK/dV partials, a broadcast dbias's staging area, the fused
+    backward's dQ accumulator)."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
-    q, k = avals_in[0], avals_in[1]
-    batch, q_len, heads, dim = q.shape
-    kv_len = k.shape[1]
-    elems = batch * heads * q_len + 2 * batch * kv_len * heads * dim
-    if operands & OPERAND_BITS["dbias"]:
-      bias = avals_in[operand_kinds(BACKWARD_FIXED, operands).index("bias")]
-      if tuple(bias.shape) != (batch, heads, q_len, kv_len):
-        elems += batch * heads * q_len * kv_len
-    if (_fused_backward_applies(dim, q_len, kv_len, operands, **params)
-        and _may_take_fused_backward(q_len, params.get("deterministic", True))):
-      # The fused Hopper backward also keeps a float32 dQ accumulator and
-      # semaphores (attention_sm90_backward_fused.h: Sm90FusedBwdWorkspaceElems).
-      elems = max(elems, _fused_backward_workspace(batch, q_len, kv_len, heads, k.shape[2], dim))
-    return [jax.ShapeDtypeStruct((max(elems, 1),), jnp.float32)]
+    elems = _extension.plan_query("attention_bwd_workspace",
+                                     **plan_args(avals_in, BACKWARD_FIXED, **params))
+    return [jax.ShapeDtypeStruct((elems,), jnp.float32)]
 
   def fallback(self, platform, **params):
     if platform == "cuda" and not _extension.has_cuda_target(self.target):
@@ -214,145 +185,18 @@ attention_forward = AttentionForward()
 attention_backward = AttentionBackward()
 
 
-# From this many query rows up the CUDA backward takes the fused Hopper kernel:
-# deterministic=True (dQ added in key-block order) and deterministic=False
-# (unordered dQ). Mirrors kFusedBackwardMinQueryLen and
-# kFusedBackwardUnorderedMinQueryLen in cpp/attention/attention_cuda_kernels.cu.
-FUSED_BACKWARD_MIN_QUERY_LEN = 8192
-FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN = 512
-
-
-# Optional operands the fused Hopper backward never takes (of the masks it
-# takes segment ids alone).
-_FUSED_BACKWARD_REFUSES = sum(OPERAND_BITS[n] for n in (
-    "bias", "mask", "q_lengths", "kv_lengths", "dropout", "dlse", "dbias"))
-
-
-def _fused_backward_applies(dim, q_len, kv_len, operands, *, softcap=0.0, causal=False,
-                            window_left=-1, window_right=-1, **_):
-  """The problems the fused kernel can take at all (attention_sm90_backward_fused.cu:
-  Sm90FusedBackwardSupports): dense or segment ids only, head dim 64/128,
-  causal only when q_len == kv_len; elsewhere its workspace would be asked for
-  in vain."""
-  return (dim in (64, 128) and not operands & _FUSED_BACKWARD_REFUSES and not softcap
-          and window_left < 0 and window_right < 0 and (not causal or q_len == kv_len))
-
-
-def _may_take_fused_backward(q_len, deterministic=True):
-  """Whether the CUDA backward may pick the fused Hopper kernel, by the same
-  rule as the C++ side (JAXDNN_ATTENTION_SM90_BWD: 0/1 never, 2 always; by
-  default from FUSED_BACKWARD_MIN_QUERY_LEN rows, or from
-  FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN rows for deterministic=False unless
-  JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0 turns its unordered dQ mode off), the
-  same at head dims 64 and 128."""
-  mode = os.environ.get("JAXDNN_ATTENTION_SM90_BWD")
-  if mode in ("0", "1"):
-    return False
-  unordered = not deterministic and os.environ.get("JAXDNN_ATTENTION_SM90_BWD_ATOMIC") != "0"
-  threshold = FUSED_BACKWARD_UNORDERED_MIN_QUERY_LEN if unordered else FUSED_BACKWARD_MIN_QUERY_LEN
-  return mode == "2" or q_len >= threshold
-
-
-def _fused_backward_workspace(batch, q_len, kv_len, heads, kv_heads, dim):
-  """float32 elements of the fused sm90 backward's workspace (mirrors the C++)."""
-  round64 = lambda x: -(-x // 64) * 64
-  # 64-row dQ blocks; head dim 128 also covers the 80-query-step variant
-  # (bit 128): ceil(q_len / 80) * 80 rows (Sm90FusedBwdDqBlocks).
-  rows = -(-q_len // 80) * 80 if dim == 128 else q_len
-  num_m = -(-rows // 64)
-  # delta, dQ accumulator, semaphores, segment id ranges per query step, per
-  # 128-key block and of the 80 queries from every multiple of 16 (the
-  # 80-query segment path, JAXDNN_ATTENTION_SM90_BWD_Q80_SEG).
-  n = (round64(batch * heads * q_len) + batch * heads * num_m * 64 * dim
-       + round64(batch * heads * num_m) + round64(2 * batch * num_m)
-       + round64(2 * batch * -(-kv_len // 128)) + round64(2 * batch * -(-q_len // 16)))
-  if heads != kv_heads:
-    n += 2 * batch * kv_len * heads * dim
-  return n
-
-
-# ---- the sm90 forward's dynamic tile scheduler (cpp/attention/hopper) ----
-# float32 elements the forward's workspace holds for the claim counter (one
-# int32 is used; 256 bytes keep the buffer's start aligned for anything else).
-SM90_TILE_COUNTER_ELEMS = 64
-
-
-def sm90_segment_range_elems(batch, q_len, kv_len):
-  """int32 elements of the sm90 forward's segment ranges: an (min, max) pair
-  per 64 keys and per 64 query rows, two groups per 128 (mirrors
-  SegmentRangeInts in cpp/attention/hopper/sm90_segment_ranges.cuh)."""
-  groups = lambda n: 2 * (-(-n // 128))
-  return 2 * batch * (groups(q_len) + groups(kv_len))
-
-
-def sm90_forward_workspace_elems(dtype, dim, operands, dropout_rate, causal, window_left,
-                                 window_right, batch, q_len, kv_len):
-  """Workspace elements for the sm90 forward, 0 where it cannot be used:
-  bf16/f16, head dim 64/128/256, no bias/mask/dropout, and uneven tiles
-  (causal, a window, segment ids), as `uneven` in LaunchAttentionFwdSm90Variant
-  (cpp/attention/hopper/attention_sm90_forward.cu). The dynamic tile counter
-  takes the first 256 bytes whatever JAXDNN_ATTENTION_SM90_DYNAMIC says (the
-  C++ side reads it; the kernel takes the scheduler only where one is
-  present); with segment ids their ranges follow, which the forward's
-  producer votes from (the C++ side refuses segment ids without that room)."""
-  if np.dtype(dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)):
-    return 0
-  if dim not in (64, 128, 256) or dropout_rate != 0.0:
-    return 0
-  if operands & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"] | OPERAND_BITS["dropout"]):
-    return 0
-  uneven = (bool(causal) or window_left >= 0 or window_right >= 0
-            or bool(operands & OPERAND_BITS["segments"]))
-  if not uneven:
-    return 0
-  if operands & OPERAND_BITS["segments"]:
-    return SM90_TILE_COUNTER_ELEMS + sm90_segment_range_elems(batch, q_len, kv_len)
-  return SM90_TILE_COUNTER_ELEMS
-
-
-# ---- the split-KV decode forward (cpp/attention/decode) ----
-# Mirrors of cpp/attention/decode/attention_decode_split_plan.h: change both together.
-DECODE_WARPS = 4
-DECODE_MAX_QUERY_LEN = 16
-DECODE_CHUNK_ALIGN = 64
-DECODE_MIN_CHUNK = 512
-DECODE_TARGET_CTAS = 1024
-
-
-def _decode_split_enabled():
-  """The decode path is on unless JAXDNN_ATTENTION_DECODE=0; the C++ side
-  reads the same variable at first use."""
-  return os.environ.get("JAXDNN_ATTENTION_DECODE") != "0"
-
-
-def _ceil_div(a, b):
-  return -(-a // b)
-
-
-def _decode_split_plan(batch, q_len, kv_len, heads, kv_heads):
-  """(slots per output row, splits): mirrors MakeDecodeSplitPlan."""
-  rows = q_len * (heads // max(kv_heads, 1))
-  row_tiles = 1 if rows <= 16 else (2 if rows <= 32 else 4)
-  key_groups = DECODE_WARPS // row_tiles
-  row_groups = _ceil_div(rows, 16 * row_tiles)
-  base_ctas = batch * kv_heads * row_groups
-  kv = max(kv_len, 1)
-  splits = _ceil_div(DECODE_TARGET_CTAS, base_ctas) if base_ctas > 0 else 1
-  splits = max(1, min(splits, _ceil_div(kv, DECODE_MIN_CHUNK)))
-  chunk = _ceil_div(_ceil_div(kv, splits), DECODE_CHUNK_ALIGN) * DECODE_CHUNK_ALIGN
-  splits = _ceil_div(kv, chunk)
-  return splits * key_groups, splits
-
-
-def decode_split_workspace_elems(batch, q_len, kv_len, heads, kv_heads, dim):
-  """float32 workspace elements of the decode path, 0 where the shape does not
-  take it: mirrors DecodeWorkspaceElems (DecodeSplitShapeFits, then
-  batch * heads * q_len * slots * (dim + 2))."""
-  if batch < 1 or not 1 <= q_len <= DECODE_MAX_QUERY_LEN or kv_len < 1:
-    return 0
-  if heads < 1 or kv_heads < 1 or heads % kv_heads != 0 or dim not in (64, 128, 256):
-    return 0
-  slots, splits = _decode_split_plan(batch, q_len, kv_len, heads, kv_heads)
-  if splits < 2:
-    return 0
-  return batch * heads * q_len * slots * (dim + 2)
+def plan_args(avals_in, fixed, *, operands, scale=1.0, softcap=0.0, causal=False, window_left=-1,
+              window_right=-1, dropout_rate=0.0, deterministic=True, **_):
+  """The problem as the C++ plan queries take it (cpp/attention/ffi_cuda.cc: QueryProblem)."""
+  q, k = avals_in[0], avals_in[1]
+  batch, q_len, heads, head_dim = q.shape
+  bias_dims = (1, 1, 1, 1)
+  if operands & OPERAND_BITS["bias"]:
+    kinds = operand_kinds(fixed, operands)
+    bias_dims = tuple(avals_in[kinds.index("bias")].shape)
+  return dict(batch=batch, q_len=q_len, kv_len=k.shape[1], heads=heads, kv_heads=k.shape[2],
+              head_dim=head_dim, dtype=_extension.dtype_code(q.dtype), operands=operands,
+              causal=int(bool(causal)), window_left=window_left, window_right=window_right,
+              softcap=int(bool(softcap)), dropout=int(dropout_rate != 0.0),
+              deterministic=int(bool(deterministic)), bias_dim0=bias_dims[0],
+              bias_dim1=bias_dims[1], bias_dim2=bias_dims[2], bias_dim3=bias_dims[3])

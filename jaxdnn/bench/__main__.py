@@ -1,90 +1,32 @@
-"""python -m jaxdnn.bench norms [--out FILE] [--quick]: print a table, write JSON."""
+"""python -m jaxdnn.bench FAMILY [args]: one family's benchmark table and JSON.
+
+Every family in jaxdnn._families.FAMILIES that has a `bench` module
+(jaxdnn/<family>/bench.py, exposing main(argv)) is listed here.
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
+import importlib
+import importlib.util
 import os
 import sys
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # room for PyTorch too
 
-import jax  # noqa: E402
-
-from jaxdnn.bench import ceilings, norms, timing  # noqa: E402
-from jaxdnn.bench.ratios import add_ratios  # noqa: E402
-
-SUITES = {"norms": norms}
+from jaxdnn._families import FAMILIES  # noqa: E402
 
 
-def print_table(records, copy_tbps, busy_tbps=None):
-  print(f"\nmemory ceiling (read+write, best of the measurements above): {copy_tbps:.2f} TB/s")
-  if busy_tbps:
-    print(f"GPU-busy ceiling (the same copies, CUPTI kernel time): {busy_tbps:.2f} TB/s")
-  hdr = f"{'op':<11}{'case':<12}{'dir':<11}{'impl':<8}{'us':>9}{'TB/s':>7}{'%copy':>7}  speedup"
-  print(hdr)
-  print("-" * len(hdr))
-  for r in records:
-    if "error" in r:
-      print(f"{r['op']:<11}{r['case']:<12}{'':<11}{r['impl']:<8} failed: {r['error'][:60]}")
-      continue
-    sp = " ".join(f"{k}:{v:.2f}x" for k, v in r.get("speedup_vs", {}).items())
-    busy = ""
-    if r.get("gpu_us") and busy_tbps:
-      gsp = " ".join(f"{k}:{v:.2f}x" for k, v in r.get("gpu_speedup_vs", {}).items())
-      busy = (f"  | GPU-busy {r['gpu_us']:.1f} us {r['gpu_tbps']:.2f} TB/s "
-              f"{100 * r['gpu_tbps'] / busy_tbps:.0f}% {gsp}")
-    print(f"{r['op']:<11}{r['case']:<12}{r['direction']:<11}{r['impl']:<8}"
-          f"{r['time_us']:>9.1f}{r['tbps']:>7.2f}{100 * r['tbps'] / copy_tbps:>6.0f}%  {sp}{busy}")
+def benchmarked_families():
+  return [f for f in FAMILIES if importlib.util.find_spec(f"jaxdnn.{f}.bench") is not None]
 
 
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else argv
-  if argv and argv[0] == "attention":  # compute-bound: its own table (TFLOP/s)
-    from jaxdnn.bench import attention
-    return attention.main(argv[1:])
-  ap = argparse.ArgumentParser(prog="python -m jaxdnn.bench")
-  ap.add_argument("suites", nargs="*", default=["norms"], choices=sorted(SUITES))
-  ap.add_argument("--out", help="write the records as JSON here")
-  ap.add_argument("--quick", action="store_true", help="small cases (CPU smoke run)")
-  ap.add_argument("--cases", help="comma-separated ROWSxDIM, e.g. 32768x4096,8192x8192")
-  ap.add_argument("--impls", help="comma-separated anchors to run besides jaxdnn (xla,pallas,torch)")
-  ap.add_argument("--chain", type=int, default=1,
-                  help="applications per jit call (1: one call per application)")
-  ap.add_argument("--gpu-busy", action="store_true",
-                  help="also record GPU-busy time per call from CUPTI (needs PyTorch)")
-  args = ap.parse_args(argv)
-  timing.MODE["chain_length"] = args.chain
-  timing.MODE["gpu_busy"] = args.gpu_busy
-  ceil = ceilings.measure(quick=args.quick)
-  busy_bps = ceil.pop("gpu_busy_ceiling", None)
-  copy_bps = ceil["ceiling"]
-  records = []
-  for name in args.suites:
-    kw = dict(cases=[(256, 1024)], with_torch=False) if args.quick else {}
-    if args.cases:
-      kw["cases"] = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")]
-    if args.impls is not None:
-      kw["impls"] = set(filter(None, args.impls.split(",")))
-    records += SUITES[name].run(**kw)
-  add_ratios(records)
-  for r in records:
-    if "tbps" in r:
-      r["fraction_of_copy"] = r["tbps"] * 1e12 / copy_bps
-    if r.get("gpu_tbps") and busy_bps:
-      r["gpu_fraction_of_copy"] = r["gpu_tbps"] * 1e12 / busy_bps
-  device = jax.devices()[0]
-  print(f"device: {device.device_kind} ({jax.default_backend()}), jax {jax.__version__}")
-  print("bandwidth measured: " + ", ".join(f"{k} {v / 1e12:.2f} TB/s" for k, v in ceil.items()))
-  print_table(records, copy_bps / 1e12, busy_bps / 1e12 if busy_bps else None)
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(dict(device=device.device_kind, backend=jax.default_backend(),
-                     chain_length=args.chain, xla_flags=os.environ.get("XLA_FLAGS", ""),
-                     jax=jax.__version__, copy_tbps=copy_bps / 1e12,
-                     gpu_busy_copy_tbps=busy_bps / 1e12 if busy_bps else None,
-                     bandwidth_tbps={k: v / 1e12 for k, v in ceil.items()}, records=records), f, indent=1)
-  return 0
+  families = benchmarked_families()
+  if not argv or argv[0] not in families:
+    print(f"usage: python -m jaxdnn.bench {{{','.join(families)}}} [--help]", file=sys.stderr)
+    return 2
+  return importlib.import_module(f"jaxdnn.{argv[0]}.bench").main(argv[1:])
 
 
 if __name__ == "__main__":

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import functools
-import warnings
 
 import jax
 import jax.numpy as jnp
 
-from jaxdnn import _extension, _platform
+from jaxdnn import _platform
 from jaxdnn.norms import reference, validation
 from jaxdnn.norms.primitives import norm_backward, norm_forward
-
-
-def _resolve(implementation, op):
-  """None -> the kernel for the platform; "xla" -> the plain-JAX composition."""
-  _platform.check_implementation(implementation, op)
-  if implementation is not None:
-    return implementation
-  backend = jax.default_backend()
-  if backend == "cpu" or (backend == "gpu" and _extension.has_cuda_kernels()):
-    return None
-  warnings.warn(f"{op}: no jaxdnn kernel for backend {backend!r}; using the XLA composition",
-                stacklevel=3)
-  return "xla"
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
@@ -92,7 +78,7 @@ def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None,
     y in x's dtype (promoted with residual), or `(y, x + residual)`.
   """
   dtype = validation.check("layer_norm", x, scale, bias, residual, epsilon)
-  impl = _resolve(implementation, "layer_norm")
+  impl = _platform.resolve(implementation, "layer_norm")
   if impl == "xla":
     return reference.layer_norm(x, scale, bias, epsilon=epsilon, residual=residual,
                                 zero_centered_scale=zero_centered_scale)
@@ -108,7 +94,7 @@ def rms_norm(x, scale=None, *, epsilon=1e-6, residual=None,
   Same arguments and result as `layer_norm`, without centring or bias.
   """
   dtype = validation.check("rms_norm", x, scale, None, residual, epsilon)
-  impl = _resolve(implementation, "rms_norm")
+  impl = _platform.resolve(implementation, "rms_norm")
   if impl == "xla":
     return reference.rms_norm(x, scale, epsilon=epsilon, residual=residual,
                               zero_centered_scale=zero_centered_scale)

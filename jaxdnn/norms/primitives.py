@@ -10,21 +10,15 @@ dims, non-empty only once vmap has batched the parameters.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdnn import _primitive
-from jaxdnn._primitive import FfiOp, batch_size, not_mapped, to_front
+from jaxdnn import _extension
+from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
 from jaxdnn._sharding import PARAM, ROW, STAT, LeadingDimsSharding
 
 KINDS = {"layer": 0, "rms": 1}
-
-
-def _shaped(shape, dtype):
-  return jax.core.ShapedArray(tuple(shape), np.dtype(dtype))
 
 
 class NormForward(FfiOp):
@@ -39,12 +33,12 @@ class NormForward(FfiOp):
 
   def abstract_eval(self, x, *rest, kind, epsilon, residual, implementation):
     lead = x.shape[:-1]
-    outs = [_shaped(x.shape, x.dtype)]
+    outs = [shaped(x.shape, x.dtype)]
     if residual:
-      outs.append(_shaped(x.shape, x.dtype))
+      outs.append(shaped(x.shape, x.dtype))
     if kind == "layer":
-      outs.append(_shaped(lead, jnp.float32))
-    outs.append(_shaped(lead, jnp.float32))
+      outs.append(shaped(lead, jnp.float32))
+    outs.append(shaped(lead, jnp.float32))
     return outs
 
   def ffi_attributes(self, *, kind, epsilon, residual, implementation):
@@ -86,24 +80,25 @@ class NormBackward(FfiOp):
     return tuple(ins), tuple(outs)
 
   def abstract_eval(self, dy, z, scale, *rest, kind, residual, implementation):
-    outs = [_shaped(z.shape, z.dtype), _shaped(scale.shape, jnp.float32)]
+    outs = [shaped(z.shape, z.dtype), shaped(scale.shape, jnp.float32)]
     if kind == "layer":
-      outs.append(_shaped(scale.shape, jnp.float32))
+      outs.append(shaped(scale.shape, jnp.float32))
     return outs
 
   def ffi_attributes(self, *, kind, residual, implementation):
     return dict(kind=np.int32(KINDS[kind]), residual=np.int32(residual))
 
   def workspace(self, platform, avals_in, *, kind, residual, implementation):
+    """CUDA: float32 [groups, partials, 2, dim] partial sums of the parameter
+    gradients; `partials` comes from the C++ plan (cpp/norms/plan.h)."""
     if platform != "cuda":
       return []
     z, scale = avals_in[1], avals_in[2]
-    dim = z.shape[-1]
     groups = int(np.prod(scale.shape[:-1], dtype=np.int64))
     rows = int(np.prod(z.shape[:-1], dtype=np.int64))
-    row_bytes = dim * jnp.dtype(z.dtype).itemsize
-    partials = backward_partials(rows // max(groups, 1), groups, row_bytes)
-    return [jax.ShapeDtypeStruct((groups, partials, 2, dim), jnp.float32)]
+    partials = _extension.plan_query("norm_bwd_partials", rows=rows, dim=z.shape[-1],
+                                     groups=max(groups, 1), itemsize=np.dtype(z.dtype).itemsize)
+    return [jax.ShapeDtypeStruct((groups, partials, 2, z.shape[-1]), jnp.float32)]
 
   def sharding(self, avals_in, avals_out, *, kind, residual, **_):
     z, scale = avals_in[1], avals_in[2]
@@ -119,21 +114,6 @@ class NormBackward(FfiOp):
     new = [to_front(a, d, size) for a, d in zip(args, dims)]
     outs = self.bind(*new, kind=kind, residual=residual, implementation=implementation)
     return outs, [0] * len(outs)
-
-
-def backward_partials(rows_per_group: int, groups: int, row_bytes: int) -> int:
-  """How many blocks split each group's rows in the CUDA backward.
-
-  One wave on a Hopper GPU (132 SMs): two blocks per SM while a row is at
-  most 512 16-byte vectors (the kernel's blocks then fit twice), else one.
-  Each block writes a float32 partial row (2 * D), so fewer, longer blocks
-  keep that traffic small; at least 16 rows per block.
-  """
-  per_sm = 2 if row_bytes <= 512 * 16 else 1
-  # JAXDNN_NORM_BWD_BLOCKS_PER_SM (read at trace time) overrides it, for A/Bs.
-  per_sm = int(os.environ.get("JAXDNN_NORM_BWD_BLOCKS_PER_SM", per_sm))
-  target = max(1, 132 * per_sm // max(groups, 1))
-  return int(max(1, min(target, -(-rows_per_group // 16))))
 
 
 norm_forward = NormForward()

@@ -1,0 +1,40 @@
+// XLA FFI handlers for CPU attention: decode the call frame, run the kernel.
+#include "attention/ffi.h"
+#include "common/ffi_registry.h"
+
+#include "attention/cpu/attention_kernels.h"
+
+namespace jaxdnn::attention {
+namespace {
+
+ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
+                  float softcap, int32_t causal, int32_t window_left, int32_t window_right,
+                  float dropout_rate) {
+  auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
+                     dropout_rate);
+  if (!p.has_value()) return p.error();
+  return AttentionFwdCpu(*p, &pool);
+}
+
+ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
+                  float softcap, int32_t causal, int32_t window_left, int32_t window_right,
+                  float dropout_rate, int32_t deterministic) {
+  auto p = ReadBwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
+                     dropout_rate, /*has_workspace=*/false);
+  if (!p.has_value()) return p.error();
+  return AttentionBwdCpu(*p, &pool);  // always deterministic: fixed order per item
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionFwdCpu, FwdCpu,
+                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>() JAXDNN_ATTENTION_ATTRS);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionBwdCpu, BwdCpu,
+                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>() JAXDNN_ATTENTION_ATTRS
+                                  .Attr<int32_t>("deterministic"));
+
+FamilyExports CpuExports() {
+  return {{{"jaxdnn_attention_fwd", kAttentionFwdCpu}, {"jaxdnn_attention_bwd", kAttentionBwdCpu}}, {}};
+}
+
+}  // namespace jaxdnn::attention

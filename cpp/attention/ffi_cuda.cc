@@ -1,0 +1,108 @@
+// XLA FFI handler for CUDA attention: the stream comes from XLA, nothing
+// allocates or synchronizes, so it runs inside XLA's command buffers.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "attention/launch_cuda.h"
+#include "attention/ffi.h"
+#include "attention/plan.h"
+#include "common/ffi_registry.h"
+
+namespace jaxdnn::attention {
+namespace {
+
+// What the CUDA kernels cover; the Python side routes everything else elsewhere.
+ffi::Error CheckCudaProblem(const AttnShape& s, ffi::DataType dtype) {
+  if (!CudaHeadDimSupported(s.head_dim)) {
+    return InvalidArg("jaxdnn attention",
+                      "the CUDA kernel takes head_dim 64, 128 or 256, got " + std::to_string(s.head_dim));
+  }
+  if (dtype != ffi::DataType::BF16 && dtype != ffi::DataType::F16) {
+    return InvalidArg("jaxdnn attention", "the CUDA kernel takes bfloat16 or float16");
+  }
+  if (s.batch > 65535 || s.heads > 65535) {
+    return InvalidArg("jaxdnn attention", "batch and heads must be at most 65535 on CUDA");
+  }
+  return ffi::Error::Success();
+}
+
+ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                   int32_t operands, float scale, float softcap, int32_t causal, int32_t window_left,
+                   int32_t window_right, float dropout_rate) {
+  auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
+                     dropout_rate);
+  if (!p.has_value()) return p.error();
+  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
+  if (p->workspace_elems < ForwardWorkspaceElems(ProblemOf(*p, operands))) {
+    return InvalidArg("jaxdnn attention", "the forward workspace is smaller than the plan's");
+  }
+  const cudaError_t err = AttentionFwdCuda(*p, stream);
+  if (err != cudaSuccess) {
+    return ffi::Error::Internal(std::string("jaxdnn attention forward launch failed: ") +
+                                cudaGetErrorString(err));
+  }
+  return ffi::Error::Success();
+}
+
+ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                   int32_t operands, float scale, float softcap, int32_t causal, int32_t window_left,
+                   int32_t window_right, float dropout_rate, int32_t deterministic) {
+  auto p = ReadBwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
+                     dropout_rate, /*has_workspace=*/true);
+  if (!p.has_value()) return p.error();
+  // Only the fused sm90 backward's opt-in atomic dQ mode uses this; every
+  // other CUDA backward is deterministic whatever it says.
+  p->deterministic = deterministic != 0;
+  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
+  if (p->workspace_elems < BackwardWorkspaceElems(ProblemOf(*p, operands))) {
+    return InvalidArg("jaxdnn attention", "the backward workspace is smaller than the plan's");
+  }
+  const cudaError_t err = AttentionBwdCuda(*p, stream);
+  if (err != cudaSuccess) {
+    return ffi::Error::Internal(std::string("jaxdnn attention backward launch failed: ") +
+                                cudaGetErrorString(err));
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionBwdCuda, BwdCuda,
+                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  JAXDNN_ATTENTION_ATTRS.Attr<int32_t>("deterministic"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionFwdCuda, FwdCuda,
+                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  JAXDNN_ATTENTION_ATTRS,
+                              {ffi::Traits::kCmdBufferCompatible});
+
+namespace {
+
+// A plan query's problem: the shapes, dtype and flags Python passes.
+AttnProblem QueryProblem(const QueryArgs& q) {
+  AttnProblem p;
+  p.shape = {QueryArg(q, "batch"),   QueryArg(q, "q_len"),    QueryArg(q, "kv_len"),
+             QueryArg(q, "heads"),   QueryArg(q, "kv_heads"), QueryArg(q, "head_dim")};
+  p.dtype = DataTypeFromCode(QueryArg(q, "dtype"));
+  p.operands = static_cast<int32_t>(QueryArg(q, "operands"));
+  p.causal = QueryArg(q, "causal") != 0;
+  p.window_left = static_cast<int32_t>(QueryArg(q, "window_left"));
+  p.window_right = static_cast<int32_t>(QueryArg(q, "window_right"));
+  p.softcap = QueryArg(q, "softcap") != 0 ? 1.f : 0.f;
+  p.dropout_rate = QueryArg(q, "dropout") != 0 ? 0.5f : 0.f;
+  p.deterministic = QueryArg(q, "deterministic") != 0;
+  for (int i = 0; i < 4; ++i) p.bias_dims[i] = QueryArg(q, ("bias_dim" + std::to_string(i)).c_str());
+  return p;
+}
+
+}  // namespace
+
+FamilyExports CudaExports() {
+  return {{{"jaxdnn_attention_fwd", kAttentionFwdCuda}, {"jaxdnn_attention_bwd", kAttentionBwdCuda}},
+          {{"attention_fwd_workspace", [](const QueryArgs& q) { return ForwardWorkspaceElems(QueryProblem(q)); }},
+           {"attention_bwd_workspace", [](const QueryArgs& q) { return BackwardWorkspaceElems(QueryProblem(q)); }}}};
+}
+
+}  // namespace jaxdnn::attention

@@ -1,0 +1,49 @@
+// The attention family's plan, made in C++ from the problem alone (shapes,
+// dtype, flags, switches): which backward path a call takes, and how many
+// float32 elements of workspace XLA must give each direction on CUDA. The
+// CUDA handlers refuse a smaller workspace, and Python asks the same
+// functions through the extension's plan queries, so the two cannot drift.
+#pragma once
+
+#include <cstdint>
+
+#include "attention/problem.h"
+
+namespace jaxdnn::attention {
+
+// What decides the plan: the call's shapes and attributes, no data.
+struct AttnProblem {
+  AttnShape shape;
+  ffi::DataType dtype = ffi::DataType::BF16;
+  int32_t operands = 0;  // OperandBits
+  bool causal = false;
+  int32_t window_left = -1, window_right = -1;
+  float softcap = 0.f, dropout_rate = 0.f;
+  bool deterministic = true;
+  int64_t bias_dims[4] = {1, 1, 1, 1};  // with kHasBias
+};
+
+AttnProblem ProblemOf(const AttnFwdArgs& p, int32_t operands);
+AttnProblem ProblemOf(const AttnBwdArgs& p, int32_t operands);
+
+// From this many query rows up the CUDA backward takes the fused Hopper
+// kernel. Ordered dQ (deterministic=True) wins from 8192 rows (3-9% through
+// jax; the two-kernel one is faster below); unordered dQ from 512 (fwd+bwd
+// 3-14% at seq 512-1024, head dims 64 and 128); below 512 unmeasured.
+// Evidence: docs/perf/attention.md.
+constexpr int64_t kFusedBackwardMinQueryLen = 8192;
+constexpr int64_t kFusedBackwardUnorderedMinQueryLen = 512;
+
+// Whether the fused sm90 backward is tried before the two-kernel one, by the
+// size rule above and JAXDNN_ATTENTION_SM90_BWD (0/1 never, 2 always).
+bool FusedBackwardFirst(int64_t q_len, bool ordered);
+
+// Whether the fused kernel can take the problem at all (dense or segment ids
+// only, head dim 64/128, causal only with q_len == kv_len, no softcap or window).
+bool FusedBackwardShapeFits(const AttnProblem& p);
+
+// float32 workspace elements of each direction on CUDA (0: none).
+int64_t ForwardWorkspaceElems(const AttnProblem& p);
+int64_t BackwardWorkspaceElems(const AttnProblem& p);
+
+}  // namespace jaxdnn::attention

@@ -1,0 +1,241 @@
+// Split-KV decode forward, phase 1: one CTA per (split, kv head x row group,
+// batch) streams its chunk of K/V once through cp.async double buffers and
+// computes, for every (query position, query head) row of the group, the
+// unnormalized softmax partial over its keys on mma.sync m16n8k16 tensor cores
+// (the fragment layout of attention_cuda_forward.cuh). Each warp owns 16 rows
+// and one key group (a slice of each key block); it writes (o, max, sum) for
+// its rows to its own workspace slot: phase 2 (attention_decode_combine.cuh)
+// merges the slots in a fixed order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "attention/mask.h"
+#include "attention/sm80/mma_tiles.cuh"
+#include "attention/sm80/decode_split_plan.h"
+#include "common/sm80/mma.cuh"
+
+namespace jaxdnn::attention {
+
+constexpr int kDecodeThreads = 32 * kDecodeWarps;
+constexpr float kDecodeLog2e = 1.4426950408889634f;
+
+// Keys of one block each warp of a key group covers: 64 per CTA block, but
+// at most 32 per warp from head dim 128 up (64 spilled 24 bytes at d128, the
+// O accumulators alone take 128 registers at d256).
+template <int kD, int kKeyGroups>
+constexpr int DecodeWarpKeys() {
+  return (64 / kKeyGroups) < (kD >= 128 ? 32 : 64) ? 64 / kKeyGroups : (kD >= 128 ? 32 : 64);
+}
+template <int kD, int kKeyGroups>
+constexpr int DecodeBlockKeys() { return DecodeWarpKeys<kD, kKeyGroups>() * kKeyGroups; }
+
+template <int kD, int kRowTiles>
+constexpr int DecodeSmemBytes() {
+  constexpr int kKeyGroups = kDecodeWarps / kRowTiles;
+  return (16 * kRowTiles * kD + 4 * DecodeBlockKeys<kD, kKeyGroups>() * kD) * 2;  // Q + 2x(K, V)
+}
+
+struct DecodeSplitParams {
+  AttnFwdArgs args;
+  int64_t rows;        // q_len * group
+  int64_t row_groups;
+  int64_t chunk;       // keys per split
+  int64_t slots;       // splits * key groups
+  float* partial_o;    // [batch * heads * q_len, slots, head_dim]
+  float* partial_ml;   // [batch * heads * q_len, slots, 2]: max (log2 units), sum
+};
+
+// kBlockN keys from `key0` of K and V (rows at or past kv_len zero-filled).
+template <typename T, int kD, int kBlockN>
+__device__ __forceinline__ void DecodeLoadKv(T* sk, T* sv, const T* k_src, const T* v_src,
+                                             int64_t stride, int64_t key0, int64_t kv_len) {
+  constexpr int kChunks = kD / 8;
+  constexpr int kRowsPerPass = kDecodeThreads / kChunks;
+  static_assert(kBlockN % kRowsPerPass == 0, "a block must be whole passes");
+  const int ch = threadIdx.x % kChunks;
+#pragma unroll
+  for (int r = threadIdx.x / kChunks; r < kBlockN; r += kRowsPerPass) {
+    const int64_t key = key0 + r;
+    const bool ok = key < kv_len;
+    const int64_t off = (ok ? key : 0) * stride + ch * 8;
+    const int at = sm80::SwizzledTile<kD>::Offset(r, ch);
+    sm80::CpAsync16(sk + at, k_src + off, ok ? 16 : 0);
+    sm80::CpAsync16(sv + at, v_src + off, ok ? 16 : 0);
+  }
+}
+
+template <typename T, int kD, int kRowTiles>
+__global__ void __launch_bounds__(kDecodeThreads)
+    DecodeSplitPartialKernel(const DecodeSplitParams dp) {
+  constexpr int kKeyGroups = kDecodeWarps / kRowTiles;
+  constexpr int kWarpKeys = DecodeWarpKeys<kD, kKeyGroups>();
+  constexpr int kBlockN = DecodeBlockKeys<kD, kKeyGroups>();
+  constexpr int kRows = 16 * kRowTiles;
+  constexpr int kNTiles = kWarpKeys / 8;
+  constexpr int kDTiles = kD / 8;
+  static_assert(kWarpKeys % 16 == 0, "P V takes keys in steps of 16");
+  using Swz = sm80::SwizzledTile<kD>;
+
+  const AttnFwdArgs& p = dp.args;
+  const AttnShape& s = p.shape;
+  const AttnMaskParams& m = p.mask_params;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quad = lane % 4;
+  const int row_tile = warp % kRowTiles, key_group = warp / kRowTiles;
+  const int64_t split = blockIdx.x;
+  const int64_t kvh = blockIdx.y / dp.row_groups, row_group = blockIdx.y % dp.row_groups;
+  const int64_t b = blockIdx.z;
+  const int64_t group = s.heads / s.kv_heads;
+  const int64_t cta_row0 = row_group * kRows;  // first row of this CTA
+
+  extern __shared__ __align__(128) unsigned char decode_smem[];
+  T* sQ = reinterpret_cast<T*>(decode_smem);
+  T* sK = sQ + kRows * kD;
+  T* sV = sK + 2 * kBlockN * kD;
+
+  // Q rows of this CTA (zeros past the last row): row = qi * group + head_in_group.
+  {
+    constexpr int kChunks = kD / 8;
+    for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kDecodeThreads) {
+      const int r = idx / kChunks, ch = idx % kChunks;
+      const int64_t row = cta_row0 + r;
+      const bool ok = row < dp.rows;
+      const int64_t qi = ok ? row / group : 0, h = kvh * group + (ok ? row % group : 0);
+      const T* src = static_cast<const T*>(p.q) + ((b * s.q_len + qi) * s.heads + h) * kD + ch * 8;
+      sm80::CpAsync16(sQ + Swz::Offset(r, ch), src, ok ? 16 : 0);
+    }
+  }
+
+  // The keys this split covers, narrowed to the union of its rows' allowed
+  // keys (bottom-right causal, window, padding): blocks outside are never read.
+  const int64_t c0 = split * dp.chunk;
+  const int64_t c1 = c0 + dp.chunk < s.kv_len ? c0 + dp.chunk : s.kv_len;
+  int64_t union_lo = c1, union_hi = c0;
+  {
+    const int64_t last_row = cta_row0 + kRows - 1 < dp.rows - 1 ? cta_row0 + kRows - 1 : dp.rows - 1;
+    for (int64_t qi = cta_row0 / group; qi <= last_row / group; ++qi) {
+      const KeyRange kr = AllowedKeys(m, s, b, qi);
+      if (kr.hi > kr.lo) {
+        union_lo = kr.lo < union_lo ? kr.lo : union_lo;
+        union_hi = kr.hi > union_hi ? kr.hi : union_hi;
+      }
+    }
+    union_lo = union_lo > c0 ? union_lo : c0;
+    union_hi = union_hi < c1 ? union_hi : c1;
+  }
+
+  // This thread's two rows (g and g + 8 of the warp's tile) and their keys.
+  int64_t lo[2], hi[2], out_row[2];
+  bool row_ok[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = cta_row0 + row_tile * 16 + lane / 4 + 8 * r;
+    row_ok[r] = row < dp.rows;
+    const int64_t qi = row_ok[r] ? row / group : 0;
+    const int64_t h = kvh * group + (row_ok[r] ? row % group : 0);
+    out_row[r] = (b * s.heads + h) * s.q_len + qi;
+    const KeyRange kr = row_ok[r] ? AllowedKeys(m, s, b, qi) : KeyRange{};
+    lo[r] = kr.lo > c0 ? kr.lo : c0;
+    hi[r] = kr.hi < c1 ? kr.hi : c1;
+  }
+
+  const int64_t kv_stride = s.kv_heads * kD;
+  const T* k_src = static_cast<const T*>(p.k) + b * s.kv_len * kv_stride + kvh * kD;
+  const T* v_src = static_cast<const T*>(p.v) + b * s.kv_len * kv_stride + kvh * kD;
+
+  float o[kDTiles][4];
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // max in log2 units
+
+  const int64_t n_blocks = union_hi > union_lo ? (union_hi - union_lo + kBlockN - 1) / kBlockN : 0;
+  if (n_blocks > 0) DecodeLoadKv<T, kD, kBlockN>(sK, sV, k_src, v_src, kv_stride, union_lo, s.kv_len);
+  sm80::CpAsyncCommit();  // Q (and the first block)
+  const float scale_log2 = m.scale * kDecodeLog2e;
+  const bool softcap = m.softcap > 0.f;
+
+  for (int64_t t = 0; t < n_blocks; ++t) {
+    const int buf = int(t & 1);
+    const int64_t n0 = union_lo + t * kBlockN;
+    if (t + 1 < n_blocks) {
+      DecodeLoadKv<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src,
+                                   v_src, kv_stride, n0 + kBlockN, s.kv_len);
+    }
+    sm80::CpAsyncCommit();
+    sm80::CpAsyncWait<1>();
+    __syncthreads();
+
+    const T* tK = sK + buf * kBlockN * kD + key_group * kWarpKeys * kD;
+    const T* tV = sV + buf * kBlockN * kD + key_group * kWarpKeys * kD;
+    const int64_t j0 = n0 + key_group * kWarpKeys;  // first key of this warp
+
+    // S = Q K^T for this warp's 16 rows and kWarpKeys keys.
+    float sc[kNTiles][4];
+    WarpScores<T, kD, kWarpKeys>(sc, sQ, row_tile * 16, tK, lane);
+
+    // Logits (log2 units), the rows' key ranges, then the online softmax.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nb = 0; nb < kNTiles; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const int64_t j = j0 + nb * 8 + 2 * quad + (e & 1);
+        const float x = softcap ? Logit(m, sc[nb][e]) * kDecodeLog2e : sc[nb][e] * scale_log2;
+        sc[nb][e] = (j >= lo[r] && j < hi[r]) ? x : -INFINITY;
+        tile_max[r] = fmaxf(tile_max[r], sc[nb][e]);
+      }
+    }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float new_max = fmaxf(row_max[r], tile_max[r]);
+      base[r] = new_max == -INFINITY ? 0.f : new_max;  // all masked so far: p = 0, no NaN
+      const float correction = exp2f(row_max[r] - base[r]);
+      row_max[r] = new_max;
+      row_sum[r] *= correction;
+#pragma unroll
+      for (int i = 0; i < kDTiles; ++i) {
+        o[i][2 * r] *= correction;
+        o[i][2 * r + 1] *= correction;
+      }
+    }
+#pragma unroll
+    for (int nb = 0; nb < kNTiles; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pr = exp2f(sc[nb][e] - base[e / 2]);
+        row_sum[e / 2] += pr;
+        sc[nb][e] = pr;
+      }
+    }
+
+    // O += P V.
+    WarpAccumulatePV<T, kD, kWarpKeys>(o, sc, tV, lane);
+    __syncthreads();  // the next iteration's loads overwrite this buffer
+  }
+  sm80::CpAsyncWait<0>();
+
+  // Every (row, slot) is written, empty ones as (0, -inf, 0), so phase 2
+  // never reads stale workspace.
+  const int64_t slot = split * kKeyGroups + key_group;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+    if (!row_ok[r]) continue;
+    const int64_t at = out_row[r] * dp.slots + slot;
+    float* dst = dp.partial_o + at * kD;
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) {
+      *reinterpret_cast<float2*>(dst + i * 8 + 2 * quad) = make_float2(o[i][2 * r], o[i][2 * r + 1]);
+    }
+    if (quad == 0) {
+      *reinterpret_cast<float2*>(dp.partial_ml + at * 2) = make_float2(row_max[r], row_sum[r]);
+    }
+  }
+}
+
+}  // namespace jaxdnn::attention

@@ -1,0 +1,251 @@
+// Host launcher of the Hopper attention backward (see attention_sm90_backward.cuh).
+#include "attention/sm90/backward.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "attention/sm90/backward.cuh"
+#include "attention/sm90/mask_params.h"
+#include "attention/sm90/blocks.cuh"
+#include "common/switches.h"
+
+namespace jaxdnn::attention {
+
+namespace {
+
+bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+// The extended cases are on unless JAXDNN_ATTENTION_SM90_BWD_EXT=0, which
+// sends them back to the mma.sync backward (A/B timing, or a way out).
+bool ExtEnabled() {
+  return SwitchOn(Switch::kAttentionSm90BwdExt);
+}
+
+// Head dim 256 (attention_sm90_backward_d256.cuh, the dQ kernel at 32-key
+// steps; self-test passed on an H200, 2026-11-22, 245-409 TFLOP/s) is on
+// unless JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps the mma.sync backward.
+bool D256Enabled() {
+  return SwitchOn(Switch::kAttentionSm90BwdD256);
+}
+
+// The dK/dV kernel and its configuration per head dim (a function, so that
+// the kernel is instantiated where it is launched, in the order it was before).
+template <int kD, bool kF16, bool kOverlapKV, bool kExt>
+struct DkDvKernelFor {
+  using Cfg = sm90::DkDvConfig<kD>;
+  static auto Kernel() { return sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV, kExt>; }
+};
+template <bool kF16, bool kOverlapKV, bool kExt>
+struct DkDvKernelFor<256, kF16, kOverlapKV, kExt> {
+  using Cfg = sm90::DkDvD256Config;
+  static auto Kernel() { return sm90::AttnBwdDkDvD256Kernel<kF16, kExt>; }
+};
+
+template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ, bool kExt>
+cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq,
+                   bool head_major) {
+  using DkDvCfg = typename DkDvKernelFor<kD, kF16, kOverlapKV, kExt>::Cfg;
+  using DqCfg = sm90::DqConfig<kD, kDqBlockN>;
+  const AttnShape& s = a.shape;
+  cudaError_t err;
+
+  sm90::BwdKernelParams<kExt> p;
+  p.batch = static_cast<int>(s.batch);
+  p.q_len = static_cast<int>(s.q_len);
+  p.kv_len = static_cast<int>(s.kv_len);
+  p.heads = static_cast<int>(s.heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.causal = a.mask_params.causal ? 1 : 0;
+  p.head_major = head_major ? 1 : 0;
+  p.scale = a.mask_params.scale;
+  p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
+  p.out = a.out;
+  p.dout = a.dout;
+  p.lse = a.lse;
+  const int64_t part_elems = s.batch * s.kv_len * s.heads * s.head_dim;
+  // Workspace (float32): with GQA the per-query-head dK and dV partials come
+  // first (16-byte aligned), then delta; otherwise delta alone.
+  if (p.group > 1) {
+    p.dk_part = a.workspace;
+    p.dv_part = a.workspace + part_elems;
+    p.delta = a.workspace + 2 * part_elems;
+  } else {
+    p.dk_part = nullptr;
+    p.dv_part = nullptr;
+    p.delta = a.workspace;
+  }
+  p.dq = a.dq;
+  p.dk = a.dk;
+  p.dv = a.dv;
+  if constexpr (kExt) {
+    p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
+    if (p.mask.softcap > 0.f) {
+      // s = c * tanh(raw * scale / c), P = exp(s - lse); the epilogues'
+      // final * scale is the scale part of d s / d raw.
+      p.scale_log2 = 1.4426950408889634f;
+      p.inv_cap_log2e = 1.f / (p.mask.softcap * 1.4426950408889634f);
+    }
+  }
+
+  // The delta pre-pass and the GQA sum need no mask.
+  const sm90::BwdParams& dense_p = p;
+
+  // 1. delta.
+  if ((err = sm90::LaunchBwdDelta<kD, kF16>(dense_p, stream)) != cudaSuccess) return err;
+
+  // 2. dK / dV.
+  if (run_dkdv) {
+    CUtensorMap tq, tk, tv, tdo;
+    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
+    auto kernel = DkDvKernelFor<kD, kF16, kOverlapKV, kExt>::Kernel();
+    const int smem_bytes = kExt ? DkDvCfg::kSmemBytesExt : DkDvCfg::kSmemBytes;
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
+        cudaSuccess) {
+      return err;
+    }
+    const int64_t nb = (s.kv_len + DkDvCfg::kBlockN - 1) / DkDvCfg::kBlockN;
+    const dim3 grid = head_major ? dim3(static_cast<unsigned>(s.batch * s.heads * nb), 1)
+                                 : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
+    kernel<<<grid, DkDvCfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, tdo, p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 3. dQ.
+  if (run_dq) {
+    CUtensorMap tq, tk, tv, tdo;
+    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
+    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlapQ, kExt>;
+    const int smem_bytes = kExt ? DqCfg::kSmemBytesExt : DqCfg::kSmemBytes;
+    if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
+        cudaSuccess) {
+      return err;
+    }
+    const int64_t mb = (s.q_len + DqCfg::kBlockM - 1) / DqCfg::kBlockM;
+    const dim3 grid = head_major ? dim3(static_cast<unsigned>(s.batch * s.heads * mb), 1)
+                                 : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(mb));
+    kernel<<<grid, DqCfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, tdo, p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 4. GQA: fixed-order sum of the group's per-query-head partials.
+  if (p.group > 1 && run_dkdv) {
+    const int64_t total4 = s.batch * s.kv_len * s.kv_heads * kD / 4;
+    const int threads = 256;
+    const int64_t blocks = (total4 + threads - 1) / threads;
+    sm90::AttnBwdGroupReduceKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(dense_p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool Sm90BackwardSupports(const AttnBwdArgs& p) {
+  const AttnShape& s = p.shape;
+  const AttnMaskParams& m = p.mask_params;
+  if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
+  if (s.head_dim != 64 && s.head_dim != 128 && !(s.head_dim == 256 && D256Enabled())) return false;
+  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
+  if (s.heads % s.kv_heads != 0) return false;
+  // Grid limits: x = batch * heads < 2^31, y = blocks along a sequence < 65536.
+  if (s.batch * s.heads * ((std::max(s.q_len, s.kv_len) + 63) / 64) > int64_t{0x7fffffff}) return false;
+  if ((s.q_len + 127) / 128 > 65535 || (s.kv_len + 127) / 128 > 65535) return false;
+  if (s.head_dim == 256 && (s.kv_len + 63) / 64 > 65535) return false;  // its 64-key dK/dV blocks
+  if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
+  if (p.bias.data != nullptr || p.mask.data != nullptr || p.dbias != nullptr || p.dlse != nullptr) {
+    return false;
+  }
+  if (m.dropout_rate != 0.f) return false;
+  if (!(m.scale > 0.f)) return false;
+  if (Sm90BackwardNeedsMasking(p)) {
+    // Lengths, segments, window, softcap, causal with q_len != kv_len (the
+    // kernels' extended path), with the forward's guards.
+    if (!ExtEnabled()) return false;
+    if ((m.q_segments == nullptr) != (m.kv_segments == nullptr)) return false;
+    if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
+    if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30)) return false;
+  }
+  if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||
+      !Aligned16(p.dout) || !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) ||
+      !Aligned16(p.workspace) || p.lse == nullptr || p.workspace == nullptr) {
+    return false;
+  }
+  int64_t need = s.batch * s.heads * s.q_len;
+  if (s.heads != s.kv_heads) need += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
+  if (p.workspace_elems < need) return false;
+  return sm90::Sm90DeviceReady();
+}
+
+bool Sm90BackwardNeedsMasking(const AttnBwdArgs& a) {
+  const AttnMaskParams& m = a.mask_params;
+  return m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
+         m.kv_segments != nullptr || m.window_left >= 0 || m.window_right >= 0 || m.softcap != 0.f ||
+         (m.causal && a.shape.q_len != a.shape.kv_len);
+}
+
+cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+  const bool f16 = p.dtype == ffi::DataType::F16;
+  const int d = static_cast<int>(p.shape.head_dim);
+  if (variant < 0) variant = d == 64 ? 57 : 1;  // see kSm90BwdDefaultVariant
+  const bool dq128 = (variant & 1) != 0;
+  const bool run_dkdv = (variant & 2) == 0;
+  const bool run_dq = (variant & 4) == 0;
+  const bool head_major = (variant & 8) != 0;
+  // The extended path runs without the overlap variants (bits 16, 32).
+  const bool ext = Sm90BackwardNeedsMasking(p);
+  const bool ov_kv = !ext && (variant & 16) != 0;
+  const bool ov_q = !ext && (variant & 32) != 0;
+  if (ext) {
+#define JAXDNN_SM90_BWD_EXT_CASE(D, BN)                                                             \
+  if (d == D && dq128 == (BN == 128)) {                                                             \
+    return f16 ? Launch<D, true, BN, false, false, true>(p, stream, run_dkdv, run_dq, head_major)   \
+               : Launch<D, false, BN, false, false, true>(p, stream, run_dkdv, run_dq, head_major); \
+  }
+    JAXDNN_SM90_BWD_EXT_CASE(128, 128)
+    JAXDNN_SM90_BWD_EXT_CASE(128, 64)
+    JAXDNN_SM90_BWD_EXT_CASE(64, 128)
+    JAXDNN_SM90_BWD_EXT_CASE(64, 64)
+#undef JAXDNN_SM90_BWD_EXT_CASE
+    if (d != 256) return cudaErrorInvalidValue;
+  }
+#define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                       \
+  if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                              \
+    return f16 ? Launch<D, true, BN, OK, OQ, false>(p, stream, run_dkdv, run_dq, head_major)      \
+               : Launch<D, false, BN, OK, OQ, false>(p, stream, run_dkdv, run_dq, head_major);    \
+  }
+#define JAXDNN_SM90_BWD_CASES(OK, OQ)     \
+  JAXDNN_SM90_BWD_CASE(128, 128, OK, OQ) \
+  JAXDNN_SM90_BWD_CASE(128, 64, OK, OQ)  \
+  JAXDNN_SM90_BWD_CASE(64, 128, OK, OQ)  \
+  JAXDNN_SM90_BWD_CASE(64, 64, OK, OQ)
+  JAXDNN_SM90_BWD_CASES(false, false)
+  JAXDNN_SM90_BWD_CASES(true, false)
+  JAXDNN_SM90_BWD_CASES(false, true)
+  JAXDNN_SM90_BWD_CASES(true, true)
+#undef JAXDNN_SM90_BWD_CASES
+#undef JAXDNN_SM90_BWD_CASE
+  // Head dim 256: one instantiation per path (32-key dQ steps, no overlap:
+  // variant bits 1, 16 and 32 are ignored; 2, 4 and 8 apply).
+  if (d == 256) {
+    if (ext) {
+      return f16 ? Launch<256, true, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major)
+                 : Launch<256, false, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major);
+    }
+    return f16 ? Launch<256, true, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major)
+               : Launch<256, false, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream) {
+  return LaunchAttentionBwdSm90Variant(p, stream, kSm90BwdDefaultVariant);
+}
+
+}  // namespace jaxdnn::attention

@@ -1,0 +1,529 @@
+// Host launcher of the Hopper attention forward (see attention_sm90_forward.cuh).
+#include "attention/sm90/forward.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "attention/sm90/forward.cuh"
+#include "attention/sm90/mask_params.h"
+#include "attention/sm90/segment_ranges.cuh"
+#include "attention/sm90/blocks.cuh"
+#include "common/switches.h"
+
+namespace jaxdnn::attention {
+
+namespace {
+
+bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+// Whether the workspace holds the segment ranges after the claim counter.
+bool SegmentRangesFit(const AttnFwdArgs& a) {
+  return a.workspace != nullptr &&
+         a.workspace_elems >= kSm90TileCounterElems + sm90::SegmentRangeInts(a.shape.batch, a.shape.q_len,
+                                                                              a.shape.kv_len);
+}
+
+// The extended cases (lengths, bottom-right causal, window, softcap, segment
+// ids) are on by default since their self-test and the jax check passed on an
+// H200 (2026-11-22); JAXDNN_ATTENTION_SM90_EXT=0 sends them back to the
+// mma.sync kernel (for A/B timing).
+bool ExtEnabled() {
+  return SwitchOn(Switch::kAttentionSm90Ext);
+}
+
+// The dynamic tile scheduler for uneven tiles (causal, window, segment ids).
+// It needs the FFI workspace (its first element is the claim counter);
+// jaxdnn/attention/primitives.py sizes one for every uneven case.
+// JAXDNN_ATTENTION_SM90_DYNAMIC (read once): unset = by problem
+// (DefaultDynamicBits), 0 = never, 1 = every uneven case in tile order, lpt =
+// every uneven case in the L2-chunked longest-first order.
+// Returns -1 (by problem), 0 (off), 8 (on) or 8 + 16 (on, chunked order):
+// variant bits.
+int DynamicVariantBits() {
+  const std::string& v = SwitchText(Switch::kAttentionSm90Dynamic);
+  return v == "0" ? 0 : v == "1" ? kFwdDynamic : v == "lpt" ? kFwdDynamic | kFwdLptOrder : -1;
+}
+
+// Where the dynamic scheduler (chunked order) won on an H200 (2026-11-22,
+// sm90 self-tests, results/2026-11-22-h200-selftests-dynamic-v13.txt): short
+// tiles, whose dead prologue/epilogue it overlaps with the neighbouring tile:
+// packed documents 1.13-1.15x, a causal 1024 window 1.07x, causal seq 1024
+// 1.06x and 2048 1.04x (head dims 64 and 128). It lost on long causal tiles
+// (seq 4096 0.99x, 8192 0.88-0.99x, 16384 0.84-0.92x) and at head dim 256
+// (0.95-0.96x), which keep one CTA per tile. With two Q buffers (v31) the
+// long causal tiles changed sides up to 8192 keys: on an H200 (2026-11-23,
+// results/2026-11-23-h200-attention-v35-*), head dim 128, self-test 25 against
+// 1, two rounds: +4.5% at seq 4096, +5.5% at 8192, -3.6% at 16384; through jax
+// (GPU-busy, two rounds) 473 -> 452 us at 4096, 870 -> 822-852 at 8192, 1730
+// -> 1775-1783 at 16384. There the plain tile order (each (batch, head)'s
+// heaviest tile first, heads in turn) won instead: through jax, GPU-busy, two
+// rounds, 1678-1725 us one CTA per tile, 1655-1685 in tile order, 1730-1758
+// chunked (results/2026-11-23-h200-attention-v37-knobs.txt), so dense head
+// dim 128 causal calls over more keys take that.
+// Returns the variant bits: 0 (one CTA per tile), 8 (dynamic, tile order) or
+// 8 + 16 (dynamic, chunked longest-first order).
+constexpr int64_t kDynamicCausalMaxKeys = 8192;
+bool NeedsExt(const AttnFwdArgs& a);
+int DefaultDynamicBits(const AttnFwdArgs& p) {
+  const AttnMaskParams& m = p.mask_params;
+  if (p.shape.head_dim == 256) return 0;
+  if (m.q_segments != nullptr || m.window_left >= 0 || m.window_right >= 0) return kFwdDynamic | kFwdLptOrder;
+  if (!m.causal) return 0;
+  if (p.shape.kv_len <= kDynamicCausalMaxKeys) return kFwdDynamic | kFwdLptOrder;
+  return p.shape.head_dim == 128 && !NeedsExt(p) ? 8 : 0;
+}
+
+// The dynamic scheduler claims a CTA's next tile after the current tile's
+// last K/V load, not right after its Q load: closer to greedy list scheduling
+// (a CTA busy with a long tile holds no reservation), the atomic's latency
+// less hidden. On an H200 through jax (GPU-busy, two alternating runs each,
+// results/2026-11-22-h200-attention-v20-claim-ab.txt) it took the packed
+// documents forward from 566 to 515 us (+10%) and causal seq 1024 / 2048
+// forwards 3-4% faster. JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM=early (read once)
+// restores the claim at Q load, for A/Bs.
+bool DynamicClaimLate() {
+  return SwitchText(Switch::kAttentionSm90DynamicClaim) != "early";
+}
+
+// The L2-chunked order's chunk: (batch, head) pairs whose K/V take about half
+// the L2 (query heads of one kv head share theirs), at least 1.
+cudaError_t LptChunkPairs(const AttnShape& s, int* chunk) {
+  int dev = 0, l2 = 0;
+  cudaError_t err;
+  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) != cudaSuccess) return err;
+  const int64_t group = s.heads / s.kv_heads;
+  const int64_t kv_bytes_per_pair = std::max<int64_t>(1, 2 * s.kv_len * s.head_dim * 2 / group);
+  const int64_t pairs = s.batch * s.heads;
+  *chunk = static_cast<int>(std::min<int64_t>(pairs, std::max<int64_t>(1, l2 / 2 / kv_bytes_per_pair)));
+  return cudaSuccess;
+}
+
+// 80-key blocks for head dim 256 dense non-causal calls (FA3's tile there):
+// on an H200 the d256 non-causal forwards ran 10-15% faster than with 64-key
+// blocks in the self-test and took the d256 forward grid from 0.96x to 1.02x
+// cuDNN (results/2026-11-22-h200-attention-v23-d256-blockn80.*).
+// JAXDNN_ATTENTION_SM90_D256_BLOCKN=64 (read once) keeps 64-key blocks.
+bool D256BlockN80() {
+  return SwitchInt(Switch::kAttentionSm90D256BlockN) != 64;
+}
+
+// The same for head dim 256 dense causal calls (one CTA per tile; a tile's
+// top three 80-key blocks masked): on an H200 (2026-11-23, two rounds,
+// results/2026-11-23-h200-attention-v34-d256-causal80.txt) the self-test ran
+// +6% at seq 2048, +8-9% at 4096, +10% at 8192, +10-13% at 16384 (+1% at
+// 1024), and through jax (GPU-busy) +6% / +6-8% / +12-14% / +9-12% (1766 ->
+// 1543-1569 us at 8192); the d256 causal forwards went from 0.98-1.05x to
+// 1.03-1.14x cuDNN. JAXDNN_ATTENTION_SM90_D256_CAUSAL_BLOCKN=64 (read once)
+// keeps 64-key blocks.
+bool D256CausalBlockN80() {
+  return SwitchInt(Switch::kAttentionSm90D256CausalBlockN) != 64;
+}
+
+// Three consumer warpgroups (192-row tiles) for head dim 64 dense non-causal
+// calls: on an H200 through jax (GPU-busy, two alternating rounds) the d64
+// forward ran 6% faster at seq 1024 and 15-18% at 2048-16384 than with two
+// (416 -> 488-493 TFLOP/s at 2048; self-test: pingpong turns 67 +5-18%, no
+// pingpong 66 level; results/2026-11-22-h200-attention-v29-d64-wg3).
+// JAXDNN_ATTENTION_SM90_D64_WG3=0 (read once) keeps two.
+bool D64ThreeConsumers() {
+  return SwitchOn(Switch::kAttentionSm90D64Wg3);
+}
+
+// Lazy O rescaling in the forward's online softmax (see FwdParams):
+// JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
+// units (8: P up to 256 before normalization), or "always" (every block
+// rescales, the classic online softmax). Default: 8 at head dims 128 and 256,
+// always at 64. On an H200 (2026-11-22), alternating processes: the forward
+// self-test, three rounds at d128: +0.8-1.4% on every seq 2k-16k case, causal
+// or not; two rounds at d256: +3-5% non-causal, +6-9% causal; at d64 -1 to -3%
+// non-causal, +1% causal (results/2026-11-22-h200-attention-v25-ab.txt).
+float RescaleThreshold(int head_dim) {
+  const std::string& v = SwitchText(Switch::kAttentionSm90FwdRescale);
+  if (v == "auto") return head_dim == 64 ? -1.f : 8.f;
+  if (v == "always") return -1.f;
+  return std::strtof(v.c_str(), nullptr);  // the table admits 0..16 only
+}
+
+// Whether the problem uses a feature only the extended kernel path handles.
+bool NeedsExt(const AttnFwdArgs& a) {
+  const AttnMaskParams& m = a.mask_params;
+  return m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
+         m.kv_segments != nullptr || m.window_left >= 0 || m.window_right >= 0 || m.softcap != 0.f ||
+         (m.causal && a.shape.q_len != a.shape.kv_len);
+}
+
+// Head dim 64 dense causal calls from 2048 keys: the 192-row tiles (three
+// consumer warpgroups), which run causal on the dynamic scheduler only, so
+// these calls take that scheduler (chunked longest-first order) even where two
+// warpgroups keep one CTA per tile (above 2048 keys). On H200s (2026-11-23):
+// the forward self-test, two rounds, 89 (three) against 25 (two, both
+// dynamic): +7% at seq 2048 and 4096, +15% at 8192 and 16384, but -9% at 1024
+// and -11% at 512 (results/2026-11-23-h200-attention-v30-wg3-causal.txt);
+// through jax (GPU-busy, two rounds, against two warpgroups as they ran by
+// default): 212 -> 203 us at 2048, 390 -> 354 at 4096, 709 -> 627 at 8192,
+// 1280-1294 -> 1137-1157 at 16384, level at 1024 where it stays off
+// (results/2026-11-23-h200-attention-v31-qbufs.txt).
+// JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=0 (read once) keeps two warpgroups.
+constexpr int64_t kD64CausalThreeConsumersMinKeys = 2048;
+bool D64ThreeConsumersCausal(const AttnFwdArgs& p) {
+  return SwitchOn(Switch::kAttentionSm90D64Wg3Causal) && p.shape.head_dim == 64 && p.mask_params.causal && !NeedsExt(p) &&
+         p.shape.kv_len >= kD64CausalThreeConsumersMinKeys;
+}
+
+// Whether a launch may run in clusters of two with K/V multicast (variant bit
+// 128, see the kernel's kCluster): dense (causal only on the dynamic
+// scheduler, at head dim 128: causal pairs), and the two CTAs of a cluster
+// always on neighbouring query tiles of one (batch, head) with the same
+// number of tiles each: an even number of query tiles per (batch, head).
+bool ClusterPairsFit(const AttnFwdArgs& a, int block_m, bool dynamic) {
+  const bool causal_ok = dynamic && a.shape.head_dim == 128;
+  return !NeedsExt(a) && (!a.mask_params.causal || causal_ok) &&
+         (a.shape.q_len + block_m - 1) / block_m % 2 == 0;
+}
+
+// Causal pairs on the dynamic scheduler (variant bit 128 with bit 8: the
+// kernel's kCausalPairs): two CTAs on neighbouring causal query tiles share
+// their common K/V blocks through multicast. On an H200 (2026-11-23,
+// results/2026-11-23-h200-attention-v40-*), head dim 128, self-test, three
+// rounds: in tile order +3% at seq 16384 (137 against 9); in the chunked
+// order -4.5% at 2048, level at 4096, +1% at 8192 (153 against 25): short
+// tiles gain little from the shared loads and pay the lockstep. So by
+// default only over kDynamicCausalMaxKeys keys (tile order there).
+// JAXDNN_ATTENTION_SM90_CAUSAL_PAIRS (read once) = 1 wherever they fit, 0 never.
+bool CausalPairs(const AttnFwdArgs& p) {
+  const std::string& v = SwitchText(Switch::kAttentionSm90CausalPairs);
+  if (v == "0" || !p.mask_params.causal || !ClusterPairsFit(p, 128, true)) return false;
+  return v == "1" || p.shape.kv_len > kDynamicCausalMaxKeys;
+}
+
+// The persistent grid of a cluster launch: two CTAs per cluster that can be
+// resident at once (GPCs may not hold an even number of SMs). Asked once per
+// kernel and device ordinal 0..7 (not timed per call).
+template <typename Kernel>
+cudaError_t PersistentClusterGrid(Kernel kernel, int threads, int smem_bytes, int* grid) {
+  struct Cached {
+    cudaError_t err = cudaErrorNotReady;
+    int clusters = 0;
+  };
+  static Cached cache[8];
+  int dev = 0;
+  cudaError_t err;
+  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  Cached& c = cache[dev & 7];
+  if (c.err == cudaErrorNotReady) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(2, 1, 1);
+    cfg.blockDim = dim3(threads, 1, 1);
+    cfg.dynamicSmemBytes = smem_bytes;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    c.err = cudaOccupancyMaxActiveClusters(&c.clusters, kernel, &cfg);
+    if (c.err == cudaSuccess && c.clusters < 1) c.err = cudaErrorInvalidConfiguration;
+  }
+  *grid = 2 * c.clusters;
+  return c.err;
+}
+
+// Clusters of two with K/V multicast for the dense non-causal forward
+// (variant bit 128; K/V cross from L2 once per pair of query tiles). On an
+// H200 (2026-11-23, results/2026-11-23-h200-attention-v36-cluster.txt),
+// through jax, GPU-busy, two rounds: head dim 128 +1% at seq 1024, +2% at
+// 2048, +5% at 4096, +3% at 8192 and 16384 (self-test 131 against 3: +1.5-3%);
+// head dim 256 level, so it stays off there. JAXDNN_ATTENTION_SM90_CLUSTER
+// (read once) = 1 on at both head dims, 0 off; unset: head dim 128.
+bool ClusterMulticast(int head_dim) {
+  const std::string& v = SwitchText(Switch::kAttentionSm90Cluster);
+  return v == "auto" ? head_dim == 128 : v == "1";
+}
+
+template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
+          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
+cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
+  using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>()>;
+  const AttnShape& s = a.shape;
+  // Not every 80-key or 192-row kernel has causal masking compiled in.
+  if (!sm90::FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>() && a.mask_params.causal) {
+    return cudaErrorInvalidValue;
+  }
+  CUtensorMap tq, tk, tv, to = {};
+  cudaError_t err;
+  if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
+  if constexpr (Cfg::kTmaStoreO) {
+    // O: stored per warpgroup, 64 rows at a time (see the kernel's epilogue).
+    if ((err = sm90::MakeBhsdTensorMap(&to, a.out, kF16, s.batch, s.q_len, s.heads, kD, 64)) != cudaSuccess) return err;
+  }
+  // Clusters: each CTA loads half of every K/V block (for both).
+  constexpr int kKvBoxRows = Cfg::kBlockN / (kCluster == 2 && JAXDNN_SM90_FWD_CLUSTER_MODE == 0 ? 2 : 1);
+  if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) != cudaSuccess) return err;
+  if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) != cudaSuccess) return err;
+
+  sm90::FwdParams p;
+  p.batch = static_cast<int>(s.batch);
+  p.q_len = static_cast<int>(s.q_len);
+  p.kv_len = static_cast<int>(s.kv_len);
+  p.heads = static_cast<int>(s.heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.group = static_cast<int>(s.heads / s.kv_heads);
+  p.num_m_blocks = static_cast<int>((s.q_len + Cfg::kBlockM - 1) / Cfg::kBlockM);
+  p.causal = a.mask_params.causal ? 1 : 0;
+  p.scale_log2 = a.mask_params.scale * 1.4426950408889634f;
+  p.rescale_threshold = RescaleThreshold(kD);
+  p.out = a.out;
+  p.lse = a.lse;
+  // The float32 workspace's first element, as the int32 claim counter.
+  p.tile_counter = kDynamic ? reinterpret_cast<int*>(a.workspace) : nullptr;
+  p.lpt_chunk_bh = kDynamic ? lpt_chunk_pairs : 0;
+  p.claim_late = kDynamic && DynamicClaimLate() ? 1 : 0;
+  if (kDynamic && (a.workspace == nullptr || a.workspace_elems < 1)) return cudaErrorInvalidValue;
+  if constexpr (kExt) {
+    p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
+    // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
+    if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
+    // Segment ids: their ranges per 64 keys / rows go after the claim
+    // counter (primitives.py sizes the workspace so; Sm90ForwardSupports
+    // refuses a call without the room).
+    if (p.mask.q_segments != nullptr) {
+      if (!SegmentRangesFit(a)) return cudaErrorInvalidValue;
+      int2* ranges = reinterpret_cast<int2*>(a.workspace + kSm90TileCounterElems);
+      if ((err = sm90::LaunchSegmentRanges(p.mask, p.batch, p.q_len, p.kv_len, ranges, stream)) != cudaSuccess) {
+        return err;
+      }
+    }
+  }
+  const int smem_bytes = kExt ? Cfg::kSmemBytesExt
+                       : kDynamic ? (kCluster == 2 ? Cfg::kSmemBytesDynamicPairs : Cfg::kSmemBytesDynamic)
+                                  : Cfg::kSmemBytes;
+
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt, kConsumers, kCluster>;
+  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  smem_bytes)) != cudaSuccess) {
+    return err;
+  }
+  const int64_t tiles = static_cast<int64_t>(p.num_m_blocks) * p.heads * p.batch;
+  int grid = static_cast<int>(tiles);
+  if (kPersistent) {
+    int dev = 0, sms = 0;
+    if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
+    if (grid > sms) grid = sms;
+  }
+  if (kDynamic) {
+    // Claims start at 0 on every launch (stream-ordered, no host sync: safe
+    // under CUDA graph capture).
+    if ((err = cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream)) != cudaSuccess) return err;
+  }
+  if constexpr (kCluster == 2) {
+    static_assert(kPersistent && !kExt, "clusters: dense persistent launches");
+    if (!ClusterPairsFit(a, Cfg::kBlockM, kDynamic)) return cudaErrorInvalidValue;
+    int cluster_grid = 0;
+    if ((err = PersistentClusterGrid(kernel, Cfg::kThreads, smem_bytes, &cluster_grid)) != cudaSuccess) return err;
+    // The fewest clusters with the same number of waves of tile pairs (2048
+    // tiles on 66 clusters: 16 waves, so 64 clusters): the spare SMs idle
+    // instead of running a half-empty last wave, and under the power limit
+    // the busy ones clock higher. Through jax (GPU-busy, two rounds, H200,
+    // v37): seq 2048 404 -> 398 us, 4096 781-786 -> 767-784, level at 8192
+    // and 16384.
+    // Not for causal pairs: there the tiles of a (batch, head)
+    // differ in length, and a stride that is a multiple of its tile count (128
+    // CTAs over 16 tiles a head at seq 2048) hands every CTA the same tile
+    // length over and over (v39's first measurement ran into that).
+    const int64_t pairs = tiles / 2;  // tiles is even here
+    const int64_t waves = (pairs + cluster_grid / 2 - 1) / (cluster_grid / 2);
+    grid = a.mask_params.causal ? static_cast<int>(std::min<int64_t>(tiles, cluster_grid))
+                                : static_cast<int>(2 * ((pairs + waves - 1) / waves));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3(Cfg::kThreads, 1, 1);
+    cfg.dynamicSmemBytes = smem_bytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if ((err = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, to, p)) != cudaSuccess) return err;
+    return cudaGetLastError();
+  }
+  kernel<<<grid, Cfg::kThreads, smem_bytes, stream>>>(tq, tk, tv, to, p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool Sm90ForwardSupports(const AttnFwdArgs& p) {
+  const AttnShape& s = p.shape;
+  const AttnMaskParams& m = p.mask_params;
+  if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
+  if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) return false;
+  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
+  if (s.heads % s.kv_heads != 0) return false;
+  if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30) ||
+      (s.q_len + 127) / 128 * s.heads * s.batch > int64_t{0x7fffffff}) {
+    return false;
+  }
+  if (p.bias.data != nullptr || p.mask.data != nullptr) return false;
+  if (m.dropout_rate != 0.f) return false;
+  if (!(m.scale > 0.f)) return false;
+  if (NeedsExt(p)) {
+    // Lengths, segments, window, softcap, causal with q_len != kv_len:
+    // unless JAXDNN_ATTENTION_SM90_EXT=0.
+    if (!ExtEnabled()) return false;
+    if ((m.q_segments == nullptr) != (m.kv_segments == nullptr)) return false;
+    // Segment ids: the producer votes from their ranges, kept in the workspace.
+    if (m.q_segments != nullptr && !SegmentRangesFit(p)) return false;
+    if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
+  }
+  if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||
+      p.lse == nullptr) {
+    return false;
+  }
+  return sm90::Sm90DeviceReady();
+}
+
+cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant) {
+  const bool f16 = p.dtype == ffi::DataType::F16;
+  const int d = static_cast<int>(p.shape.head_dim);
+  const AttnMaskParams& m = p.mask_params;
+  const bool needs_ext = NeedsExt(p);
+  if (variant < 0) {
+    // Uneven tiles (a band: causal, window; packed documents): one CTA per
+    // tile, or the dynamic scheduler where it wins (see DefaultDynamicBits),
+    // given a workspace. Python's workspace rule (primitives.py) mirrors
+    // `uneven`. Even tiles: persistent CTAs with a static stride.
+    const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
+    const int switch_bits = DynamicVariantBits();
+    const bool wg3_causal = D64ThreeConsumersCausal(p);
+    const int bits = switch_bits >= 0 ? switch_bits : wg3_causal ? kFwdDynamic | kFwdLptOrder : DefaultDynamicBits(p);
+    const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
+    variant = dynamic ? bits | kFwdPingpong : (uneven ? kFwdPingpong : kFwdPingpong | kFwdPersistent);
+    // Ignored below unless dense d256 (and, causal, not persistent).
+    if (!dynamic && (m.causal ? D256CausalBlockN80() : D256BlockN80())) variant |= kFwdBlockN80;
+    if (!dynamic && d == 64 && D64ThreeConsumers()) variant |= kFwdThreeConsumers;  // likewise, d64
+    if (dynamic && wg3_causal) variant |= kFwdThreeConsumers;
+    if (!uneven && ClusterMulticast(d)) variant |= kFwdCluster;  // taken where ClusterPairsFit, below
+    if (dynamic && CausalPairs(p)) variant |= kFwdCluster;
+  }
+  const bool ext = needs_ext || (variant & kFwdForceExt) != 0;
+  // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense; on
+  // the static schedule non-causal only, on the dynamic scheduler also causal.
+  const bool wg3_bit = (variant & kFwdThreeConsumers) != 0 && d == 64 && !ext;
+  if ((variant & kFwdDynamic) != 0) {
+    // The dynamic scheduler: persistent CTAs with pingpong (bits 0-1 ignored);
+    // + 16: the L2-chunked longest-first tile order.
+    if (p.workspace == nullptr || p.workspace_elems < 1) return cudaErrorInvalidValue;
+    int chunk = 0;
+    if ((variant & kFwdLptOrder) != 0) {
+      if (cudaError_t err = LptChunkPairs(p.shape, &chunk); err != cudaSuccess) return err;
+    }
+    if (wg3_bit) {
+      return f16 ? Launch<64, true, true, true, false, true, 0, 3>(p, stream, chunk)
+                 : Launch<64, false, true, true, false, true, 0, 3>(p, stream, chunk);
+    }
+    // Bit 128: causal pairs in clusters of two (see CausalPairs), head dim
+    // 128 (137 in tile order, 153 in the chunked order); ignored elsewhere.
+    if ((variant & kFwdCluster) != 0 && d == 128 && !ext && m.causal && ClusterPairsFit(p, 128, true)) {
+      return f16 ? Launch<128, true, true, true, false, true, 0, 2, 2>(p, stream, chunk)
+                 : Launch<128, false, true, true, false, true, 0, 2, 2>(p, stream, chunk);
+    }
+#define JAXDNN_SM90_DYNAMIC_CASE(D)                                                                   \
+  if (d == D) {                                                                                       \
+    if (ext) {                                                                                        \
+      return f16 ? Launch<D, true, true, true, true, true>(p, stream, chunk)                          \
+                 : Launch<D, false, true, true, true, true>(p, stream, chunk);                        \
+    }                                                                                                 \
+    return f16 ? Launch<D, true, true, true, false, true>(p, stream, chunk)                           \
+               : Launch<D, false, true, true, false, true>(p, stream, chunk);                         \
+  }
+    JAXDNN_SM90_DYNAMIC_CASE(128)
+    JAXDNN_SM90_DYNAMIC_CASE(64)
+    JAXDNN_SM90_DYNAMIC_CASE(256)
+#undef JAXDNN_SM90_DYNAMIC_CASE
+    return cudaErrorInvalidValue;
+  }
+  // Bit 128, clusters of two with K/V multicast: dense non-causal persistent
+  // pingpong launches (3 or 35) at head dims 128 and 256 with an even number
+  // of query tiles per (batch, head); ignored otherwise.
+  if ((variant & kFwdCluster) != 0 && (variant & 3) == 3 && !ext && (d == 128 || d == 256) && !m.causal &&
+      ClusterPairsFit(p, 128, false)) {
+    if (d == 128) {
+      return f16 ? Launch<128, true, true, true, false, false, 0, 2, 2>(p, stream)
+                 : Launch<128, false, true, true, false, false, 0, 2, 2>(p, stream);
+    }
+    if ((variant & kFwdBlockN80) != 0) {
+      return f16 ? Launch<256, true, true, true, false, false, 80, 2, 2>(p, stream)
+                 : Launch<256, false, true, true, false, false, 80, 2, 2>(p, stream);
+    }
+    return f16 ? Launch<256, true, true, true, false, false, 0, 2, 2>(p, stream)
+               : Launch<256, false, true, true, false, false, 0, 2, 2>(p, stream);
+  }
+  // Bit 32, 80-key blocks: head dim 256, dense (no ext), static schedule,
+  // causal only without persistence (the kernels with causal masking);
+  // ignored (64-key blocks) for every other launch.
+  const bool blockn80 = (variant & kFwdBlockN80) != 0 && d == 256 && !ext && (!m.causal || (variant & kFwdPersistent) == 0);
+  // Bit 64 on the static schedule: non-causal persistent launches only (the
+  // instantiated ones); ignored otherwise.
+  const bool wg3 = wg3_bit && !m.causal && (variant & kFwdPersistent) != 0;
+  variant &= 3;
+  if (wg3) {
+#define JAXDNN_SM90_WG3_CASE(PP, PERS)                                                               \
+  if (variant == (PP) + 2 * (PERS)) {                                                                \
+    return f16 ? Launch<64, true, PP, PERS, false, false, 0, 3>(p, stream)                           \
+               : Launch<64, false, PP, PERS, false, false, 0, 3>(p, stream);                         \
+  }
+    JAXDNN_SM90_WG3_CASE(false, true)
+    JAXDNN_SM90_WG3_CASE(true, true)
+#undef JAXDNN_SM90_WG3_CASE
+    return cudaErrorInvalidValue;
+  }
+  if (blockn80) {
+#define JAXDNN_SM90_N80_CASE(PP, PERS)                                                               \
+  if (variant == (PP) + 2 * (PERS)) {                                                                \
+    return f16 ? Launch<256, true, PP, PERS, false, false, 80>(p, stream)                            \
+               : Launch<256, false, PP, PERS, false, false, 80>(p, stream);                          \
+  }
+    JAXDNN_SM90_N80_CASE(false, false)
+    JAXDNN_SM90_N80_CASE(true, false)
+    JAXDNN_SM90_N80_CASE(false, true)
+    JAXDNN_SM90_N80_CASE(true, true)
+#undef JAXDNN_SM90_N80_CASE
+    return cudaErrorInvalidValue;
+  }
+#define JAXDNN_SM90_CASE(D, PP, PERS)                                                       \
+  if (d == D && variant == (PP) + 2 * (PERS)) {                                             \
+    if (ext) {                                                                              \
+      return f16 ? Launch<D, true, PP, PERS, true>(p, stream)                               \
+                 : Launch<D, false, PP, PERS, true>(p, stream);                             \
+    }                                                                                       \
+    return f16 ? Launch<D, true, PP, PERS, false>(p, stream) : Launch<D, false, PP, PERS, false>(p, stream); \
+  }
+  JAXDNN_SM90_CASE(128, false, false)
+  JAXDNN_SM90_CASE(128, true, false)
+  JAXDNN_SM90_CASE(128, false, true)
+  JAXDNN_SM90_CASE(128, true, true)
+  JAXDNN_SM90_CASE(64, false, false)
+  JAXDNN_SM90_CASE(64, true, false)
+  JAXDNN_SM90_CASE(64, false, true)
+  JAXDNN_SM90_CASE(64, true, true)
+  JAXDNN_SM90_CASE(256, false, false)
+  JAXDNN_SM90_CASE(256, true, false)
+  JAXDNN_SM90_CASE(256, false, true)
+  JAXDNN_SM90_CASE(256, true, true)
+#undef JAXDNN_SM90_CASE
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream) {
+  return LaunchAttentionFwdSm90Variant(p, stream, kSm90DefaultVariant);
+}
+
+}  // namespace jaxdnn::attention

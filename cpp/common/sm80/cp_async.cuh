@@ -1,0 +1,24 @@
+// cp.async (sm_80+): 16-byte global -> shared copies that complete in the
+// background, in commit groups the issuing thread waits on. Both the
+// attention tiles and the norms' row ring are fed through these.
+#pragma once
+
+#include <cstdint>
+
+#include "common/smem_addr.cuh"
+
+namespace jaxdnn {
+
+// 16 bytes global -> shared; `bytes` < 16 zero-fills the rest (0: all zeros).
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
+               "r"(bytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N of this thread's commit groups are still in flight.
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+}  // namespace jaxdnn

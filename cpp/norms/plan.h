@@ -1,0 +1,36 @@
+// The norm family's plan, made in C++ from the problem alone: how many blocks
+// split each group's rows in the CUDA backward, which sizes its workspace
+// (float32 [groups, partials, 2, dim]). The handler checks the workspace XLA
+// gives against it, and Python asks the same function (plan query
+// "norm_bwd_partials") to size that workspace.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/switches.h"
+#include "norms/problem.h"
+
+namespace jaxdnn::norms {
+
+struct NormBwdPlan {
+  int64_t partials = 1;  // blocks per group, each writing a float32 partial row (2 * dim)
+};
+
+// One wave on a Hopper GPU (132 SMs): two blocks per SM while a row is at
+// most 512 16-byte vectors (the backward's blocks then fit twice), else one
+// (JAXDNN_NORM_BWD_BLOCKS_PER_SM overrides it). Fewer, longer blocks keep the
+// partials' traffic small; at least 16 rows per block.
+inline NormBwdPlan MakeNormBwdPlan(const NormShape& s, int64_t itemsize) {
+  constexpr int64_t kWaveSms = 132;
+  const int64_t row_bytes = s.dim * itemsize;
+  const int64_t per_sm = SwitchInt(Switch::kNormBwdBlocksPerSm, row_bytes <= 512 * 16 ? 2 : 1);
+  const int64_t groups = std::max<int64_t>(s.groups, 1);
+  const int64_t target = std::max<int64_t>(1, kWaveSms * per_sm / groups);
+  const int64_t rows_per_group = s.rows / groups;
+  NormBwdPlan plan;
+  plan.partials = std::max<int64_t>(1, std::min(target, (rows_per_group + 15) / 16));
+  return plan;
+}
+
+}  // namespace jaxdnn::norms

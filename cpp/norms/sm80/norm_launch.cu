@@ -1,0 +1,216 @@
+// Launch selection for the CUDA norms: dtype, kind, fused residual and the
+// row layout (norm_cuda_config.h) pick one kernel instantiation.
+#include "norms/sm80/norm_launch.h"
+
+#include <cstdint>
+#include <string>
+
+#include "common/cuda_check.h"
+#include "common/cuda_vec.cuh"
+#include "common/switches.h"
+#include "norms/sm80/norm_backward.cuh"
+#include "norms/sm80/norm_backward_ring.cuh"
+#include "norms/sm80/norm_config.h"
+#include "norms/sm80/norm_forward.cuh"
+#include "norms/sm80/norm_forward_pairs.cuh"
+
+namespace jaxdnn::norms {
+namespace {
+
+constexpr int kFwdBlockThreads = 128;
+constexpr int kFwdMaxVpt = 4;
+
+// JAXDNN_NORM_FWD_VPT=1|2|4|8 overrides how many 16-byte vectors per thread
+// the forward starts from (fewer threads and more rows resident per SM with
+// more), for A/Bs.
+int FwdStartVpt() {
+  return static_cast<int>(SwitchInt(Switch::kNormFwdVpt, kFwdMaxVpt));
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// 16-bit LayerNorm forwards run on NormFwdPairKernel wherever it fits (rows of
+// 64-1024 vectors: 512-8192 wide). H200 A/Bs, GPU-busy % of copy, row kernel
+// -> pairs: 16384x1024 72 -> 81, 16384x2048 81 -> 85, 32768x4096 90 -> 92,
+// 8192x8192 86 -> 89 (results/2026-11-22-h200-norms-v23-pairs-ab.txt).
+// JAXDNN_NORM_FWD=rows (read once) keeps them on NormFwdVecKernel.
+bool UsePairKernel(const NormShape& s, int elems_per_vec, bool aligned) {
+  return SwitchText(Switch::kNormFwd) != "rows" && PairKernelFits(s, elems_per_vec, aligned);
+}
+
+template <typename T, bool kLayer, bool kResidual>
+void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t stream,
+                  const NormFwdArgs& p) {
+  // LayerNorm reads scale and bias with an L1 evict-last hint: on an H200 it
+  // took 32768x4096 from 70% to 73% of copy and 8192x8192 from 62% to 67%;
+  // RMSNorm (scale only) lost 7% with it, so it keeps the plain read
+  // (benchmarks/results/2026-11-22-h200-norms-fwd-ab-*).
+  constexpr bool kKeep = kLayer;
+  switch (vpt) {
+    case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep><<<grid, block, 0, stream>>>(p); break;
+    case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep><<<grid, block, 0, stream>>>(p); break;
+    case 4: NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep><<<grid, block, 0, stream>>>(p); break;
+    case 8: NormFwdVecKernel<T, kLayer, kResidual, 8, kKeep><<<grid, block, 0, stream>>>(p); break;
+    default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
+  }
+}
+
+template <typename T, bool kLayer, bool kResidual>
+ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
+  const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
+                       (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
+  if constexpr (kLayer && !kResidual && sizeof(T) == 2) {
+    if (UsePairKernel(p.shape, Vec16<T>::kElems, aligned)) {
+      const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
+      const dim3 block(RoundUp32((nvec + kPairVpt - 1) / kPairVpt));
+      const dim3 grid(unsigned((p.shape.rows + 1) / 2));
+      NormFwdPairKernel<T><<<grid, block, 0, stream>>>(p);
+      return CheckLaunch("jaxdnn norm forward (row pairs) launch");
+    }
+  }
+  const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(),
+                                      kFwdBlockThreads);
+  const dim3 block(l.tpr, l.rpc);
+  const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
+  LaunchFwdVec<T, kLayer, kResidual>(l.vpt, grid, block, stream, p);
+  return CheckLaunch("jaxdnn norm forward launch");
+}
+
+// Three ring stages (two rows in flight per slot) while that leaves room
+// for two blocks per SM, else two.
+constexpr size_t kBwdThreeStageSmem = 110 * 1024;
+constexpr size_t kMaxSmem = 227 * 1024;
+
+// Rows of one vector per thread (the 4096- and 8192-wide 16-bit rows) run
+// the ring backward that keeps x-hat and dy * scale in registers across its
+// two passes (NormBwdRingKernel's kKeep). On an H200 it took the LayerNorm
+// backward from 74% to 81% of copy (32768x4096) and 71% to 76% (8192x8192),
+// RMSNorm 84/78% to 85/84% (results/2026-11-22-h200-norms-v18-keep-ab.*).
+// JAXDNN_NORM_BWD=reload selects the two-read form, for A/Bs.
+bool BwdKeepEnabled() {
+  return SwitchText(Switch::kNormBwd) != "reload";
+}
+
+template <typename T, bool kLayer, bool kResidual, int kVpt, int kStages>
+void LaunchBwdRing(const dim3& grid, const dim3& block, size_t smem, cudaStream_t stream,
+                   const NormBwdArgs& p, BwdGrid bg) {
+  auto* kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, kStages>;
+  if constexpr (kVpt == 1) {
+    if (BwdKeepEnabled()) kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, kStages, true>;
+  }
+  // The dynamic shared-memory limit is a function attribute, not a stream
+  // operation, so raising it is safe under graph capture.
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  kernel<<<grid, block, smem, stream>>>(p, bg);
+}
+
+template <typename T, bool kLayer, bool kResidual, int kVpt>
+bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p, BwdGrid bg) {
+  const dim3 block(l.tpr, l.rpc);
+  const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
+  const size_t smem3 = BwdRingSmemBytes(3, l.tpr, l.rpc, kVpt, p.shape.dim);
+  const size_t smem2 = BwdRingSmemBytes(2, l.tpr, l.rpc, kVpt, p.shape.dim);
+  if (smem3 <= kBwdThreeStageSmem) {
+    LaunchBwdRing<T, kLayer, kResidual, kVpt, 3>(grid, block, smem3, stream, p, bg);
+  } else if (smem2 <= kMaxSmem) {
+    LaunchBwdRing<T, kLayer, kResidual, kVpt, 2>(grid, block, smem2, stream, p, bg);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Backward blocks of short rows (one vector per thread, under 512 threads a
+// row) hold 512 threads' worth of rows, not 256: on an H200 (GPU-busy, same
+// process per setting, results/2026-11-22-h200-norms-v24-bwd-short-rows.txt)
+// LayerNorm 16384x1024 went from 2.27 to 2.50 TB/s, 16384x2048 2.73 -> 2.92,
+// RMSNorm 2.51 -> 2.80 and 2.94 -> 3.23; 1024 threads lost (1.93-2.88), as
+// did twice the blocks per SM with 512. JAXDNN_NORM_BWD_BLOCK_THREADS=256|1024
+// (read once) overrides it, for A/Bs.
+int BwdBlockThreads() {
+  return static_cast<int>(SwitchInt(Switch::kNormBwdBlockThreads, 512));
+}
+
+template <typename T, bool kLayer, bool kResidual>
+ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
+  const bool aligned = Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) &&
+                       (!kResidual || Aligned16(p.dsum));
+  RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
+  if (l.vpt == 1 && l.tpr < BwdBlockThreads()) l.rpc = BwdBlockThreads() / l.tpr;
+  const int64_t rpg = p.shape.rows_per_group();
+  const BwdGrid bg{(rpg + p.num_partials - 1) / p.num_partials};
+  bool launched = false;
+  switch (l.vpt) {
+    case 1: launched = LaunchBwdVec<T, kLayer, kResidual, 1>(l, stream, p, bg); break;
+    case 2: launched = LaunchBwdVec<T, kLayer, kResidual, 2>(l, stream, p, bg); break;
+    case 4: launched = LaunchBwdVec<T, kLayer, kResidual, 4>(l, stream, p, bg); break;
+    default: break;
+  }
+  if (!launched) {
+    l = ScalarLaunch(p.shape.dim);
+    const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
+    NormBwdScalarKernel<T, kLayer, kResidual><<<grid, dim3(l.tpr, l.rpc), 0, stream>>>(p, bg);
+  }
+  if (auto e = CheckLaunch("jaxdnn norm backward launch"); e.failure()) return e;
+  const dim3 rblock(32, kReduceWarps);
+  const dim3 rgrid(unsigned((p.shape.dim + 31) / 32), unsigned(p.shape.groups));
+  NormReducePartialsKernel<kLayer><<<rgrid, rblock, 0, stream>>>(p);
+  return CheckLaunch("jaxdnn norm backward reduction launch");
+}
+
+template <typename T, typename Args, typename Fn>
+ffi::Error ByFlags(const Args& p, bool residual, Fn&& fn) {
+  const bool layer = p.kind == NormKind::kLayer;
+  if (layer && residual) return fn(std::integral_constant<int, 3>{});
+  if (layer) return fn(std::integral_constant<int, 2>{});
+  if (residual) return fn(std::integral_constant<int, 1>{});
+  return fn(std::integral_constant<int, 0>{});
+}
+
+template <typename T>
+ffi::Error FwdTyped(const NormFwdArgs& p, cudaStream_t stream) {
+  return ByFlags<T>(p, p.residual != nullptr, [&](auto flags) {
+    constexpr int f = decltype(flags)::value;
+    return LaunchFwd<T, (f & 2) != 0, (f & 1) != 0>(p, stream);
+  });
+}
+
+template <typename T>
+ffi::Error BwdTyped(const NormBwdArgs& p, cudaStream_t stream) {
+  return ByFlags<T>(p, p.dsum != nullptr, [&](auto flags) {
+    constexpr int f = decltype(flags)::value;
+    return LaunchBwd<T, (f & 2) != 0, (f & 1) != 0>(p, stream);
+  });
+}
+
+}  // namespace
+
+ffi::Error NormFwdCuda(const NormFwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0) return ffi::Error::Success();
+  switch (p.dtype) {
+    case ffi::DataType::F32: return FwdTyped<float>(p, stream);
+    case ffi::DataType::BF16: return FwdTyped<__nv_bfloat16>(p, stream);
+    case ffi::DataType::F16: return FwdTyped<__half>(p, stream);
+    default: return InvalidArg("jaxdnn norm", "unsupported dtype");
+  }
+}
+
+ffi::Error NormBwdCuda(const NormBwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0) {
+    // No rows: the parameter gradients are zero; nothing else to do.
+    const size_t bytes = size_t(p.shape.groups * p.shape.dim) * sizeof(float);
+    if (cudaMemsetAsync(p.dscale, 0, bytes, stream) != cudaSuccess ||
+        (p.dbias && cudaMemsetAsync(p.dbias, 0, bytes, stream) != cudaSuccess)) {
+      return CheckLaunch("jaxdnn norm backward memset");
+    }
+    return ffi::Error::Success();
+  }
+  switch (p.dtype) {
+    case ffi::DataType::F32: return BwdTyped<float>(p, stream);
+    case ffi::DataType::BF16: return BwdTyped<__nv_bfloat16>(p, stream);
+    case ffi::DataType::F16: return BwdTyped<__half>(p, stream);
+    default: return InvalidArg("jaxdnn norm", "unsupported dtype");
+  }
+}
+
+}  // namespace jaxdnn::norms

@@ -1,0 +1,9 @@
+# The norm family's sources, relative to this folder (read by jaxdnn_family).
+set(FAMILY_CPU_SOURCES
+  call_frame.cc
+  ffi_cpu.cc
+  cpu/norm_kernels.cc)
+set(FAMILY_CUDA_SOURCES
+  call_frame.cc
+  ffi_cuda.cc
+  sm80/norm_launch.cu)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the standalone CUDA self-tests (tests/cuda/CMakeLists.txt) and runs
+# each in its checking mode under a timeout on a GPU machine; with
+# SANITIZE=1 also under compute-sanitizer memcheck and racecheck (small
+# modes). Logs and a summary line per run go to OUT.
+#   bash tests/cuda/run_selftests.sh OUT [BUILDDIR]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?give an output folder}
+build=${2:-build/selftests}
+mkdir -p "$out"
+deadline=${DEADLINE:-100000}
+run() {  # log name, timeout, command...
+  local log=$1 limit=$2; shift 2
+  local left=$((deadline - SECONDS))
+  [ "$left" -lt "$limit" ] && limit=$left
+  [ "$limit" -le 5 ] && { echo "$log: skipped, past the deadline"; return; }
+  timeout "$limit" "$@" > "$out/$log.log" 2>&1
+  local rc=$?
+  echo "$log: exit $rc; $(grep -ciE 'FAIL' "$out/$log.log") lines with FAIL; $(grep -c 'ALL PASSED' "$out/$log.log") ALL PASSED"
+}
+nanobind_dir=$(python3 -c "import nanobind; print(nanobind.cmake_dir())")
+cmake -S . -B "$build" -G Ninja -DJAXDNN_CUDA=ON -DJAXDNN_CUDA_SELFTESTS=ON -Dnanobind_DIR="$nanobind_dir" \
+  -DPython_EXECUTABLE="$(command -v python3)" > "$out/selftests-cmake.log" 2>&1 &&
+  ninja -C "$build" sm90_attention_selftest sm90_attention_ext_selftest sm90_attention_bwd_selftest \
+    decode_split_selftest > "$out/selftests-build.log" 2>&1 ||
+  { echo "self-test build failed"; tail -30 "$out/selftests-build.log"; exit 1; }
+b=$build/tests/cuda
+run forward-bf16 300 "$b/sm90_attention_selftest" bf16
+run forward-f16 300 "$b/sm90_attention_selftest" f16
+run ext-bf16 300 "$b/sm90_attention_ext_selftest" bf16
+run bwd-check 300 "$b/sm90_attention_bwd_selftest" check
+run bwd-fusedcheck 300 "$b/sm90_attention_bwd_selftest" fusedcheck
+run bwd-ext 300 "$b/sm90_attention_bwd_selftest" ext
+run decode-check 120 "$b/decode_split_selftest" check
+if [ -n "${SANITIZE:-}" ]; then
+  run memcheck-decode 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/decode_split_selftest" check
+  run memcheck-bwd 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/sm90_attention_bwd_selftest" check
+  run racecheck-decode 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$b/decode_split_selftest" check
+fi
