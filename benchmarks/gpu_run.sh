@@ -1,27 +1,63 @@
 #!/usr/bin/env bash
-# Build jaxdnn on a GPU machine, run the whole test suite (GPU tests included)
-# and the benchmarks, and write everything to the folder given (default $OUT).
-#   bash benchmarks/gpu_run.sh OUTDIR [pytest args...]
+# The GPU machine's run: build jaxdnn, run the whole test suite (GPU tests
+# included), the CUDA self-tests (with compute-sanitizer), and the
+# benchmarks, writing everything to OUT. One device call is at most 600 s, so
+# STEPS picks what this call does (default: all, in this order):
+#   build tests selftests norms attention
+#   bash benchmarks/gpu_run.sh OUT [pytest args...]
+# SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
+# ATTENTION_ARGS: arguments of `python -m jaxdnn.bench attention` (default: the
+# head-dim-128 grid, seq 512-16k). BUDGET: seconds this call may take (540).
 set -uo pipefail
 out=${1:-${OUT:?give an output folder}}
 shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+steps=" ${STEPS:-build tests selftests norms attention} "
+budget=${BUDGET:-540}
+left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+has() { [[ "$steps" == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 python3 -c "import jax, jaxlib; print('jax', jax.__version__, jax.devices())" | tee -a "$out/device.txt"
+[ -f "$repo/benchmarks/tokamax_site.sh" ] && source "$repo/benchmarks/tokamax_site.sh"
 
-echo "== build"
-( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \
-  || { tail -50 "$out/build.log"; exit 1; }
-grep -E "EXIT|Successfully" "$out/build.log" | tail -2
-
-echo "== tests"
-# Run from outside the source tree so the installed package is imported.
-( cd /tmp && timeout 420 python3 -m pytest "$repo/tests" -q -x -p no:cacheprovider "$@" ) \
-  > "$out/tests.log" 2>&1
-echo "pytest exit $?"; tail -5 "$out/tests.log"
-
-echo "== benchmarks"
-( cd /tmp && timeout 300 python3 -m jaxdnn.bench norms --out "$out/norms.json" ) 2>&1 | tee "$out/bench.txt"
+if has build; then
+  echo "== build"
+  ( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \
+    || { tail -50 "$out/build.log"; exit 1; }
+  grep -E "Successfully installed" "$out/build.log" | tail -1
+fi
+if has tests; then
+  echo "== tests"
+  # From outside the source tree, so the installed package is imported; in
+  # SHARDS processes side by side (the suite is bound by host-side compiles).
+  shards=${SHARDS:-6}
+  t=$(left 480)
+  for i in $(seq 0 $((shards - 1))); do
+    ( cd /tmp && TEST_SHARD=$i/$shards timeout "$t" python3 -m pytest "$repo/tests" -q -p no:cacheprovider "$@" ) \
+      > "$out/tests-$i.log" 2>&1 &
+  done
+  wait
+  cat "$out"/tests-*.log > "$out/tests.log"
+  grep -E "^FAILED|^ERROR" "$out/tests.log" | head -30
+  for i in $(seq 0 $((shards - 1))); do echo "shard $i: $(tail -1 "$out/tests-$i.log")"; done
+fi
+if has selftests; then
+  echo "== CUDA self-tests"
+  DEADLINE=$((budget - 60)) SANITIZE=1 bash "$repo/tests/cuda/run_selftests.sh" "$out/selftests" \
+    "${SELFTEST_BIN:-$repo/build/selftests}" 2>&1 | tee "$out/selftests.txt"
+fi
+if has norms; then
+  echo "== norms benchmark"
+  ( cd /tmp && timeout "$(left 240)" python3 -m jaxdnn.bench norms --gpu-busy --out "$out/norms.json" ) \
+    > "$out/norms.txt" 2>&1
+  grep -E "^(layer|rms)|ceiling" "$out/norms.txt" | head -60
+fi
+if has attention; then
+  echo "== attention benchmark"
+  ( cd /tmp && timeout "$(left 420)" python3 -m jaxdnn.bench attention --gpu-busy \
+      ${ATTENTION_ARGS:---dims 128} --out "$out/attention.json" ) > "$out/attention.txt" 2>&1
+  grep -vE "WARNING|warn|^ *tq, tk" "$out/attention.txt" | tail -60
+fi

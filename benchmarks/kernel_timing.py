@@ -92,7 +92,7 @@ def attention(table, seqs=(2048, 4096, 8192, 16384), dim=128, heads=16, impls=("
 
 def packed(table, dim=128, heads=16):
   """jaxdnn on the harness's packed documents (b2 s8192, causal, segment ids)."""
-  from jaxdnn.bench.attention import packed_document_ids
+  from jaxdnn.attention.bench import packed_document_ids
   ids, flops = packed_document_ids(dim)
   seg = jnp.asarray(ids)
   batch, seq = ids.shape

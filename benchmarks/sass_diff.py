@@ -37,7 +37,8 @@ def functions(path: str, cuobjdump: str) -> dict[str, str]:
       continue
     ins = re.sub(r"/\*[0-9a-fx]+\*/", "", line)     # addresses and encodings
     ins = re.sub(r"\s+", " ", ins).strip()
-    if ins and not ins.startswith(".") and ins != "}" and "Fatbin" not in ins:
+    header = re.match(r"(arch|code version|host|compile_size|identifier|code for) ", ins)
+    if ins and not header and not ins.startswith(".") and ins != "}" and "Fatbin" not in ins:
       body.append(ins)
   if name:
     out[name] = "\n".join(body)

@@ -49,7 +49,7 @@ cases = {
 }
 # The benchmark's own functions (arrays among the keyword arguments passed as
 # jit arguments), forward and forward+backward, to trace what it times.
-from jaxdnn.bench.attention import _fwd_and_fwdbwd  # noqa: E402
+from jaxdnn.attention.bench import _fwd_and_fwdbwd  # noqa: E402
 from jaxdnn.bench.timing import time_jax  # noqa: E402
 bench_fwd, bench_fwdbwd = _fwd_and_fwdbwd(
     lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw),

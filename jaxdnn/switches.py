@@ -36,6 +36,7 @@ def markdown() -> str:
       "|---|---|---|---|---|",
   ]
   for name, kind, default, allowed, meaning in table():
+    allowed = allowed.replace("|", "\\|")  # a pipe inside a table cell
     lines.append(f"| `{name}` | {kind} | `{default}` | `{allowed}` | {meaning} |")
   return "\n".join(lines) + "\n"
 

@@ -908,7 +908,7 @@ def test_gpu_128k_token_sequence_forward_and_backward():
 
 
 # Decode shapes (a few query tokens over a long key/value cache): the split-KV
-# decode forward (cpp/attention/decode) takes these unless
+# decode forward (cpp/attention/sm80/decode_split.cu) takes these unless
 # JAXDNN_ATTENTION_DECODE=0 (read in C++ at first use, so the test sets
 # nothing; with it off they check the kernels that take them instead).
 # Their combine step merges 128, 32, 16, 16 and 64 slots per row (8, 2, 1, 1
@@ -927,66 +927,6 @@ def test_gpu_decode_shapes_match_oracle(option, dims, dtype):
     if not _gpu_kernel_expected():
       warnings.simplefilter("ignore")
     _fwd_check(None, dims, dtype, OPTIONS[option](dims))
-
-
-def test_decode_workspace_mirrors_cpp():
-  # Values of DecodeWorkspaceElems (cpp/attention/decode/attention_decode_split_plan.h),
-  # printed by the C++ for these shapes: the Python mirror must agree.
-  from jaxdnn.attention.primitives import decode_split_workspace_elems as elems
-  assert elems(1, 1, 16384, 16, 16, 128) == 266240
-  assert elems(16, 1, 16384, 16, 16, 128) == 532480
-  assert elems(1, 16, 65536, 16, 1, 256) == 8454144
-  assert elems(1, 1, 1000, 16, 16, 128) == 16640
-  assert elems(128, 1, 4096, 32, 8, 128) == 0   # enough CTAs without splitting
-  assert elems(1, 17, 65536, 16, 16, 128) == 0  # not a decode-length query
-  assert elems(1, 1, 65536, 16, 16, 96) == 0    # head dim the kernel lacks
-
-
-def test_forward_workspace_tile_counter_rule(monkeypatch):
-  # The CUDA forward's workspace carries the sm90 dynamic scheduler's counter
-  # for uneven tiles (mirrors `uneven` in attention_sm90_forward.cu), with the
-  # segment ranges after it when there are segment ids, and stays absent for
-  # dense non-causal prefill; decode shapes keep their larger size.
-  from jaxdnn import _extension
-  from jaxdnn.attention import primitives as prim
-  monkeypatch.setattr(_extension, "has_cuda_target", lambda name: True)
-  monkeypatch.delenv("JAXDNN_ATTENTION_DECODE", raising=False)
-  seg = prim.OPERAND_BITS["segments"]
-
-  def elems(q_shape, kv_len=None, dtype=jnp.bfloat16, platform="cuda", operands=0,
-            dropout_rate=0.0, **mask):
-    b, s, h, d = q_shape
-    q = jax.core.ShapedArray(q_shape, dtype)
-    k = jax.core.ShapedArray((b, kv_len or s, h, d), dtype)
-    ws = prim.attention_forward.workspace(platform, [q, k, k], operands=operands,
-                                          dropout_rate=dropout_rate, scale=0.1, softcap=0.0,
-                                          implementation=None, **mask)
-    return sum(int(np.prod(w.shape)) for w in ws)
-
-  counter = prim.SM90_TILE_COUNTER_ELEMS
-  assert elems((2, 2048, 16, 128)) == 0
-  assert elems((2, 2048, 16, 128), causal=1) == counter
-  assert elems((2, 2048, 16, 64), window_left=256, window_right=0) == counter
-  assert elems((2, 2048, 16, 256), window_left=-1, window_right=5) == counter
-  # Segment ids: the ranges (min, max per 64 keys / rows, two groups per 128) follow.
-  assert elems((2, 2048, 16, 128), operands=seg) == counter + 2 * 2 * (32 + 32)
-  assert elems((3, 1000, 16, 64), kv_len=300, operands=seg) == counter + 2 * 3 * (16 + 6)
-  assert prim.sm90_segment_range_elems(2, 8192, 8192) == 2 * 2 * (128 + 128)
-  assert elems((2, 2048, 16, 128), dtype=jnp.float16, causal=1) == counter
-  assert elems((2, 2048, 16, 128), dtype=jnp.float32, causal=1) == 0
-  assert elems((2, 2048, 16, 96), causal=1) == 0
-  assert elems((2, 2048, 16, 128), causal=1, operands=prim.OPERAND_BITS["bias"]) == 0
-  assert elems((2, 2048, 16, 128), causal=1, dropout_rate=0.1,
-               operands=prim.OPERAND_BITS["dropout"]) == 0
-  assert elems((2, 2048, 16, 128), causal=1, platform="cpu") == 0
-  # A decode shape: the decode partials (>= the counter) serve both paths.
-  decode = prim.decode_split_workspace_elems(1, 1, 16384, 16, 16, 128)
-  assert decode > counter
-  assert elems((1, 1, 16, 128), kv_len=16384) == decode
-  assert elems((1, 1, 16, 128), kv_len=16384, causal=1) == decode
-  monkeypatch.setenv("JAXDNN_ATTENTION_DECODE", "0")
-  assert elems((1, 1, 16, 128), kv_len=16384) == 0
-  assert elems((1, 1, 16, 128), kv_len=16384, causal=1) == counter
 
 
 @pytest.mark.parametrize("impl", KERNELS, ids=str)

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdnn.bench.attention import HEADS, _fwd_and_fwdbwd, packed_document_ids
+from jaxdnn.attention.bench import HEADS, _fwd_and_fwdbwd, packed_document_ids
 
 
 def _attend(q, k, v, **kw):

@@ -159,7 +159,7 @@ static bool Sm90ForwardEnabled() {
   return SwitchOn(Switch::kAttentionSm90);
 }
 
-// The split-KV decode forward (cpp/attention/decode) for a few query tokens
+// The split-KV decode forward (cpp/attention/sm80/decode_split.cu) for a few query tokens
 // over a long key/value cache (self-test passed on an H200, 2026-11-22: 3.06
 // TB/s at batch 1 over 128k keys, where the prefill forward reached 0.75).
 // JAXDNN_ATTENTION_DECODE=0 turns it off (read once, at first use).

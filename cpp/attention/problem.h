@@ -5,7 +5,7 @@
 //   k, v    [batch, kv_len, kv_heads, head_dim]   (heads % kv_heads == 0: GQA/MQA)
 //   lse     [batch, heads, q_len] float32 (natural log; -inf for a row with no key)
 //   bias    [Bb, Hb, Tb, Sb], each dim 1 (broadcast) or full; mask alike (bool).
-// Which (query i, key j) pairs take part is decided by attention_mask.h, the
+// Which (query i, key j) pairs take part is decided by attention/mask.h, the
 // one definition both kernels and the Python oracle follow.
 #pragma once
 

@@ -1,4 +1,4 @@
-"""Attention dropout bits: the counter-based hash of cpp/attention/attention_mask.h.
+"""Attention dropout bits: the counter-based hash of cpp/attention/mask.h.
 
 A (batch row, head, query, key) position is kept when a 32-bit hash of it and
 its batch row's seed is at least `threshold(rate)`. The kernels and this

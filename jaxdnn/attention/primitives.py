@@ -1,6 +1,6 @@
 """The attention family's two primitives, forward and backward, on the FfiOp base.
 
-Operand order matches cpp/attention/attention_decode.cc:
+Operand order matches cpp/attention/call_frame.cc:
   forward:  q, k, v, [bias], [mask], [q_lengths], [kv_lengths],
             [q_segment_ids, kv_segment_ids], [seeds]          -> out, lse, [workspace]
   backward: q, k, v, out, lse, dout, [dlse], then the forward's optional

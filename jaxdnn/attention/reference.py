@@ -1,6 +1,6 @@
 """The plain-JAX attention: implementation="xla" and the kernels' test oracle.
 
-It follows the rules of cpp/attention/attention_mask.h exactly:
+It follows the rules of cpp/attention/mask.h exactly:
   logits = scale * q.k, soft-capped (softcap * tanh(logits / softcap)), plus bias;
   a (query i, key j) pair takes part when i < q_len, j < kv_len, j lies in the
   causal / window band around the row's diagonal: i when the query array is at

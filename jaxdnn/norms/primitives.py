@@ -1,6 +1,6 @@
 """The norm family's two primitives, forward and backward, on the FfiOp base.
 
-Operand order matches cpp/norms/norm_problem.h:
+Operand order matches cpp/norms/problem.h:
   forward:  x, [residual], scale, [bias]        -> y, [z], [mean], rstd
   backward: dy, z, scale, [mean], rstd, [dsum]  -> dx, dscale, [dbias]
 (bias/mean/dbias for LayerNorm; residual/z/dsum when a residual is fused).

@@ -1,6 +1,6 @@
 // CPU attention: for each (batch, head) the keys and values are widened to
 // float32 once; queries then go in blocks of kQBlock rows against blocks of
-// kKeyBlock keys (attention_cpu_tiles.h), with an online softmax (forward)
+// kKeyBlock keys (attention/cpu/attention_tiles.h), with an online softmax (forward)
 // or probabilities recomputed from the saved log-sum-exp (backward). Memory
 // is O(kv_len * head_dim), never O(q_len * kv_len). Every sum runs in an
 // order fixed by the shape alone, so results are deterministic.

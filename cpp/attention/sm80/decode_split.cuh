@@ -2,9 +2,9 @@
 // batch) streams its chunk of K/V once through cp.async double buffers and
 // computes, for every (query position, query head) row of the group, the
 // unnormalized softmax partial over its keys on mma.sync m16n8k16 tensor cores
-// (the fragment layout of attention_cuda_forward.cuh). Each warp owns 16 rows
+// (the fragment layout of attention/sm80/forward.cuh). Each warp owns 16 rows
 // and one key group (a slice of each key block); it writes (o, max, sum) for
-// its rows to its own workspace slot: phase 2 (attention_decode_combine.cuh)
+// its rows to its own workspace slot: phase 2 (attention/sm80/decode_combine.cuh)
 // merges the slots in a fixed order.
 #pragma once
 

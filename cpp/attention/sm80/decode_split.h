@@ -1,9 +1,9 @@
 // Host entry points of the split-KV decode forward (flash-decoding style):
 // for a few query tokens over a long key/value cache, the key/value length is
-// split across CTAs (phase 1, attention_decode_split.cuh) and the partials
-// merged in a fixed order (phase 2, attention_decode_combine.cuh), so that
+// split across CTAs (phase 1, attention/sm80/decode_split.cuh) and the partials
+// merged in a fixed order (phase 2, attention/sm80/decode_combine.cuh), so that
 // small batches still spread over every SM. ("decode" here is the generation
-// step; attention_decode.cc decodes the FFI call frame, a different thing.)
+// step; attention/call_frame.cc decodes the FFI call frame, a different thing.)
 #pragma once
 
 #include <cuda_runtime.h>

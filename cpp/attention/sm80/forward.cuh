@@ -3,7 +3,7 @@
 //
 //   mainloop:  K/V tiles double-buffered through cp.async into swizzled shared
 //              memory; S = Q K^T and O += P V on mma.sync m16n8k16 tensor cores.
-//   softmax:   online, in registers, float32; masks from attention_mask.h.
+//   softmax:   online, in registers, float32; masks from attention/mask.h.
 //   skipping:  tiles outside the block's causal/window/padding band are never
 //              loaded; with segment ids, a tile none of whose keys can share a
 //              segment with the block's queries is skipped after one vote.

@@ -1,4 +1,4 @@
-// Host launcher of the Hopper attention backward (see attention_sm90_backward.cuh).
+// Host launcher of the Hopper attention backward (see attention/sm90/backward.cuh).
 #include "attention/sm90/backward.h"
 
 #include <algorithm>
@@ -21,7 +21,7 @@ bool ExtEnabled() {
   return SwitchOn(Switch::kAttentionSm90BwdExt);
 }
 
-// Head dim 256 (attention_sm90_backward_d256.cuh, the dQ kernel at 32-key
+// Head dim 256 (attention/sm90/backward_d256.cuh, the dQ kernel at 32-key
 // steps; self-test passed on an H200, 2026-11-22, 245-409 TFLOP/s) is on
 // unless JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps the mma.sync backward.
 bool D256Enabled() {

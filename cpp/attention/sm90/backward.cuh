@@ -1,10 +1,10 @@
 // Hopper (sm_90a) attention backward: head dim 64, 128 or 256 (its dK/dV
 // kernel splits the head dim over the consumers,
-// attention_sm90_backward_d256.cuh), bf16 or f16; no
+// attention/sm90/backward_d256.cuh), bf16 or f16; no
 // bias/mask/dropout/dlse. Deterministic: no atomics, every sum has a fixed
 // order. The dense case is below; padding lengths, bottom-right causal, a
 // sliding window, softcap and segment ids go through the dK/dV and dQ
-// kernels' extended path (template flag kExt, sm90_backward_mask.cuh), which
+// kernels' extended path (template flag kExt, attention/sm90/backward_mask.cuh), which
 // visits only the blocks the mask leaves (band + segment votes).
 //
 // Three kernels (plus a fixed-order GQA reduction when heads > kv_heads):

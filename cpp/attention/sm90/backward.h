@@ -1,5 +1,5 @@
 // Host entry points of the Hopper (sm_90a) attention backward
-// (see attention_sm90_backward.cuh).
+// (see attention/sm90/backward.cuh).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -38,7 +38,7 @@
 // shared memory; deterministic as before (fixed order, no atomics).
 //
 // The producer and the extended path (lengths, bottom-right causal, window,
-// softcap, segments) follow AttnBwdDkDvSm90Kernel (attention_sm90_backward_dkdv.cuh)
+// softcap, segments) follow AttnBwdDkDvSm90Kernel (attention/sm90/backward_dkdv.cuh)
 // with 64-key blocks.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The sm90 backward's dK/dV kernel (see attention_sm90_backward.cuh).
+// The sm90 backward's dK/dV kernel (see attention/sm90/backward.cuh).
 #pragma once
 
 #include "attention/sm90/backward_common.cuh"
@@ -48,7 +48,7 @@ struct DkDvConfig {
 };
 
 // kExt: the extended path (lengths, bottom-right causal, window, softcap,
-// segments; sm90_backward_mask.cuh). Its producer warp walks the key block's
+// segments; attention/sm90/backward_mask.cuh). Its producer warp walks the key block's
 // band of query blocks from the top down, votes on their segment ids 32
 // blocks at a time (skip / one segment / mixed) and hands each loaded block's
 // index and kind (and its query segment ids) to the consumers through a

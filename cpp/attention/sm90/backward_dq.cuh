@@ -1,4 +1,4 @@
-// The sm90 backward's dQ kernel (see attention_sm90_backward.cuh).
+// The sm90 backward's dQ kernel (see attention/sm90/backward.cuh).
 #pragma once
 
 #include "attention/sm90/backward_common.cuh"

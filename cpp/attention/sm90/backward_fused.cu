@@ -1,5 +1,5 @@
 // Host launcher of the fused Hopper attention backward
-// (see attention_sm90_backward_fused.cuh). Both dQ modes checked on an H200
+// (see attention/sm90/backward_fused.cuh). Both dQ modes checked on an H200
 // (self-tests, and the ordered one through jax too, 2026-11-22).
 #include "attention/sm90/backward_fused.h"
 
@@ -288,7 +288,7 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   return true;
 }
 
-// Variant bits (see attention_sm90_backward_fused.h): 1 = 3 Q/dO stages and
+// Variant bits (see attention/sm90/backward_fused.h): 1 = 3 Q/dO stages and
 // 1 dQ buffer (head dim 128), 2 = sm90::kFusedOptDqFirst, 4 = kFusedOptTmaFirst,
 // 8 = kFusedOptWideSteps (head dim 64; see LaunchFusedVariant), 128 =
 // kFusedOptQ80 (head dim 128, unordered; see LaunchFusedVariant), 16 =

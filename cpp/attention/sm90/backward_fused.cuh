@@ -228,7 +228,7 @@ constexpr int kFusedBarDqXchg = 2;  // both consumer warpgroups: dQ partial exch
 constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half complete (D = 64)
 
 // Step-order options (kOpts bits; A/B through the host launcher's variant,
-// see attention_sm90_backward_fused.h). Same results bit for bit: only the
+// see attention/sm90/backward_fused.h). Same results bit for bit: only the
 // order in which the same operations are issued changes.
 // kFusedOptDqFirst: dK's first half, the dS barrier, dQ, dK's second half,
 //   then dQ is staged while dK's second half runs (FlashAttention-3's tail

@@ -1,5 +1,5 @@
 // Host entry points of the fused Hopper (sm_90a) attention backward
-// (dK, dV and dQ in one kernel; see attention_sm90_backward_fused.cuh).
+// (dK, dV and dQ in one kernel; see attention/sm90/backward_fused.cuh).
 // Checked on an H200 (2026-11-22); the default from 8192 query rows up.
 #pragma once
 

@@ -1,11 +1,11 @@
 // Masking and the softcap gradient of the Hopper attention backward's extended
 // path (kExt = true of the dK/dV and dQ kernels): padding lengths, causal with
 // the bottom-right alignment when q_len < kv_len, a sliding window, softcap
-// and segment ids, by the rules of attention/attention_mask.h (AllowedKeys,
+// and segment ids, by the rules of attention/mask.h (AllowedKeys,
 // SameSegment, Logit, LogitGrad).
 //
 // The dQ kernel's tiles are laid out like the forward's (rows = queries,
-// columns = keys), so it uses sm90_forward_mask.cuh as it is. The dK/dV
+// columns = keys), so it uses attention/sm90/forward_mask.cuh as it is. The dK/dV
 // kernel holds S^T (rows = keys, columns = queries); here are the same rules
 // seen from a key: the queries that may attend to it form one range
 // [q_lo, q_hi) too, so FwdMaskBlock applies unchanged with the roles swapped
@@ -101,7 +101,7 @@ __device__ __forceinline__ float BwdLse2(float lse) {
 }
 
 // Softcap's factor of the gradient, d s / d (raw * scale) = 1 - (s / c)^2
-// (LogitGrad of attention_mask.h without the scale, which the epilogues
+// (LogitGrad of attention/mask.h without the scale, which the epilogues
 // apply). The capped logit s is not kept (registers); it is read back from
 // P = exp2(s * log2e - lse2): s * log2e = log2(P) + lse2, so
 // s / c = (log2(P) + lse2) * inv_cap_log2e with inv_cap_log2e = 1 / (c log2e).
@@ -113,7 +113,7 @@ __device__ __forceinline__ float BwdSoftcapFactor(float p, float lse2, float inv
 }
 
 // dS^T *= the softcap factor, in the transposed layout of
-// attention_sm90_backward_scores.cuh (columns = queries; `lse_s`: the block's
+// attention/sm90/backward_scores.cuh (columns = queries; `lse_s`: the block's
 // log2-scaled lse per query).
 template <int kBlockM>
 __device__ __forceinline__ void BwdSoftcapDsTransposed(float (&ds)[kBlockM / 2], const float (&p)[kBlockM / 2],

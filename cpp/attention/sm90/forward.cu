@@ -1,4 +1,4 @@
-// Host launcher of the Hopper attention forward (see attention_sm90_forward.cuh).
+// Host launcher of the Hopper attention forward (see attention/sm90/forward.cuh).
 #include "attention/sm90/forward.h"
 
 #include <algorithm>

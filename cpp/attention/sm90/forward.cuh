@@ -40,11 +40,11 @@
 // Extended path (template flag kExt; checked on an H200): padding
 // lengths, causal with the bottom-right alignment when q_len < kv_len, a
 // sliding window, softcap and segment ids (packed documents), with the rules of
-// attention_mask.h (see sm90_forward_mask.cuh). There the producer warp (all 32
+// attention/mask.h (see attention/sm90/forward_mask.cuh). There the producer warp (all 32
 // lanes) walks each tile's band of kv blocks [n_lo, n_hi) (from the lengths,
 // causality and the window) from the top down, votes on the blocks' segment
 // ids 32 blocks at a time (skip / one segment / mixed) from their precomputed
-// (min, max) ranges (sm90_segment_ranges.cuh, a small kernel the launcher
+// (min, max) ranges (attention/sm90/segment_ranges.cuh, a small kernel the launcher
 // runs first), and hands each loaded block's index and
 // kind (and its key segment ids) to the consumers through a small shared-
 // memory slot per ring stage, written before the K barrier's arrive. The

@@ -14,7 +14,7 @@ namespace jaxdnn::attention {
 // lengths/segments/softcap/window, causal only with q_len == kv_len) or, unless
 // the environment variable JAXDNN_ATTENTION_SM90_EXT=0 is set (read once), the
 // extended cases: q/kv padding lengths, causal with q_len != kv_len
-// (bottom-right when q_len < kv_len, per attention_mask.h), a sliding window,
+// (bottom-right when q_len < kv_len, per attention/mask.h), a sliding window,
 // softcap and segment ids (checked on an H200 by
 // benchmarks/sm90_attention_ext_selftest.cu and through jax).
 bool Sm90ForwardSupports(const AttnFwdArgs& p);

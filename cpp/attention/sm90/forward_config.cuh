@@ -2,8 +2,8 @@
 // FwdParams (what a launch passes), FwdConfig (tile sizes, shared-memory
 // layout, register split per head dim and variant), FwdQBufs (query tile
 // buffers) and FwdCausalCompiled (which kernels have causal masking). The
-// kernel (attention_sm90_forward.cuh) and its launcher
-// (attention_sm90_forward.cu) both read them.
+// kernel (attention/sm90/forward.cuh) and its launcher
+// (attention/sm90/forward.cu) both read them.
 #pragma once
 
 #include <cstdint>

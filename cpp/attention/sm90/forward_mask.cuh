@@ -1,7 +1,7 @@
 // Masking and logit transform of the Hopper attention forward's extended path
 // (AttnFwdSm90Kernel<..., kExt = true>): padding lengths, causal with the
 // bottom-right alignment when q_len < kv_len, a sliding window, softcap and
-// segment ids. The rules are those of attention/attention_mask.h (AllowedKeys,
+// segment ids. The rules are those of attention/mask.h (AllowedKeys,
 // SameSegment, Logit); this header only re-expresses them for the wgmma
 // accumulator layout and for kv blocks of kBlockN keys (128, or 64 at head
 // dim 256) and query tiles of 128 rows.
@@ -23,7 +23,7 @@ struct FwdMaskParams {
   const int32_t* kv_lengths = nullptr;   // [batch]
   const int32_t* q_segments = nullptr;   // [batch, q_len]
   const int32_t* kv_segments = nullptr;  // [batch, kv_len]
-  // The forward's segment ranges (sm90_segment_ranges.cuh; set by its
+  // The forward's segment ranges (attention/sm90/segment_ranges.cuh; set by its
   // launcher whenever there are segment ids): (min, max) id of every 64 keys
   // / query rows, [batch, kv_groups] and [batch, q_groups].
   const int2* kv_seg_ranges = nullptr;
@@ -55,7 +55,7 @@ __device__ __forceinline__ FwdRowGeom FwdGeom(const FwdMaskParams& m, int b, int
   return g;
 }
 
-// Allowed keys lo <= j < hi of query row `row` (AllowedKeys of attention_mask.h).
+// Allowed keys lo <= j < hi of query row `row` (AllowedKeys of attention/mask.h).
 __device__ __forceinline__ void FwdRowKeys(const FwdMaskParams& m, const FwdRowGeom& g, int causal, int row,
                                            int& lo, int& hi) {
   if (row >= g.q_valid) {
@@ -145,7 +145,7 @@ __device__ __forceinline__ void FwdBallotSegmentVotes(bool in_band, int mn, int 
 }
 
 // The id range of the two 64-groups 2i and 2i + 1 of a precomputed range row
-// (sm90_segment_ranges.cuh): one 16-byte load.
+// (attention/sm90/segment_ranges.cuh): one 16-byte load.
 __device__ __forceinline__ int2 FwdRangeOfGroupPair(const int2* ranges, int i) {
   const int4 v = __ldg(reinterpret_cast<const int4*>(ranges + 2 * i));
   return make_int2(min(v.x, v.z), max(v.y, v.w));

@@ -190,7 +190,7 @@ JAXDNN_WGMMA_DISPATCH(128, 64, true, f16)
 JAXDNN_WGMMA_DISPATCH(256, 128, false, bf16)
 JAXDNN_WGMMA_DISPATCH(256, 128, true, f16)
 
-// ---- Head dim 256 backward (attention_sm90_backward_d256.cuh) ----
+// ---- Head dim 256 backward (attention/sm90/backward_d256.cuh) ----
 // m64n32k16 (S^T / dP^T halves and the dQ kernel's 32-key scores: 16
 // accumulator registers), and SS with B MN-major (tnsp-b 1: dV += P^T dO and
 // dK += dS^T Q with P^T / dS^T shared through shared memory).

@@ -1,4 +1,4 @@
-// Backward pieces shared by the vector kernel (norm_cuda_backward_ring.cuh):
+// Backward pieces shared by the vector kernel (norms/sm80/norm_backward_ring.cuh):
 // the block's row range, the combine of its partial sums, the scalar kernel
 // for rows that are not 16-byte vectors, and the fixed-order reduction of
 // the blocks' partial rows (deterministic, no atomics).

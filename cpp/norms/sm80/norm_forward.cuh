@@ -37,7 +37,7 @@ __device__ inline float RowShift(const NormFwdArgs& p, int64_t base) {
 }
 
 // kKeepParams: scale and bias are read with an L1 evict-last hint (every row
-// re-reads them; see norm_cuda_kernels.cu for where it pays).
+// re-reads them; see norms/sm80/norm_launch.cu for where it pays).
 // LayerNorm statistics: 16-bit rows take them in one pass about a shift
 // (RowMeanM2Shifted, about 20% fewer instructions; on an H200 it took the
 // bf16 forward from 82% to 89% of copy at 32768x4096 and from 75% to 84% at

@@ -1,5 +1,5 @@
 // LayerNorm forward over row pairs (16-bit, 512-8192 wide; see UsePairKernel
-// in norm_cuda_kernels.cu).
+// in norms/sm80/norm_launch.cu).
 // ncu on an H200 (results/2026-11-22-h200-ncu-norms-v20.txt) found L1/TEX the
 // LayerNorm forward's busiest unit (78-83%, RMSNorm 52-57%): per 8 elements a
 // thread reads 64 bytes of float32 scale and bias against 16 of row data.

@@ -1,5 +1,5 @@
 // Launch selection for the CUDA norms: dtype, kind, fused residual and the
-// row layout (norm_cuda_config.h) pick one kernel instantiation.
+// row layout (norms/sm80/norm_config.h) pick one kernel instantiation.
 #include "norms/sm80/norm_launch.h"
 
 #include <cstdint>

@@ -1,8 +1,8 @@
-// Standalone self-test of the split-KV decode forward (cpp/attention/decode):
+// Standalone self-test of the split-KV decode forward (cpp/attention/sm80/decode_split.cu):
 // short queries (1, 4, 16) over long key/value caches, MHA/GQA/MQA, head dims
 // 64/128/256, bf16 and f16, padding lengths, bottom-right causal, windows,
 // softcap, fully-masked rows. The fp32 reference (one warp per query row)
-// follows attention_mask.h (AllowedKeys, Logit), the rules every kernel
+// follows attention/mask.h (AllowedKeys, Logit), the rules every kernel
 // follows. Each case runs with the default plan, one split and many splits;
 // outputs are poisoned (0xFF: NaN) before each launch; rows with no allowed
 // key must come back as exact zeros with lse = -inf. Then determinism (two

@@ -1,5 +1,5 @@
 // The attention forward reference of the standalone GPU self-tests: one warp
-// per (b, h, i) query row, fp32 online softmax over the keys attention_mask.h
+// per (b, h, i) query row, fp32 online softmax over the keys attention/mask.h
 // allows (AllowedKeys, SameSegment, Logit), head dims up to 256. Rows with no
 // allowed key get out = 0 and lse = -inf, as every jaxdnn forward writes them.
 #pragma once

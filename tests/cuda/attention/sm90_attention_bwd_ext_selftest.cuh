@@ -1,7 +1,7 @@
 // The `ext` mode of sm90_attention_bwd_selftest: the Hopper two-kernel
 // backward's extended (masked) path (padding lengths, bottom-right causal,
 // sliding windows, segment ids, softcap) against a naive fp32 reference on the
-// GPU that calls the rules of attention/attention_mask.h (AllowedKeys,
+// GPU that calls the rules of attention/mask.h (AllowedKeys,
 // SameSegment, Logit, LogitGrad) directly. out and lse come from the sm90
 // forward's extended path. Per case: max |err| / max |ref| and relative L2 per
 // gradient, the count of elements the mask zeroes in the reference but not in
@@ -28,6 +28,7 @@
 #include "attention/sm90/backward.h"
 #include "attention/sm90/backward_fused.h"
 #include "attention/sm90/forward.h"
+#include "attention/sm90/forward_workspace.h"
 #include "sm90_selftest_util.cuh"
 
 namespace sm90_bwd_ext {
@@ -199,7 +200,7 @@ GradErr CompareMasked(const std::vector<uint16_t>& got, const std::vector<float>
   return e;
 }
 
-// On the host, by attention_mask.h: the allowed (query, key) pairs, and which
+// On the host, by attention/mask.h: the allowed (query, key) pairs, and which
 // query rows [b * Sq + i] and key rows [b * Skv + j] have any.
 struct HostMask {
   double pairs = 0;
@@ -230,10 +231,11 @@ bool GradOk(const GradErr& e) { return e.rel_l2 <= 2e-2 && e.nonfinite == 0 && e
 struct ExtBuffers {
   void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *dout = nullptr, *dq = nullptr, *dk = nullptr,
        *dv = nullptr;
-  float *lse = nullptr, *ws = nullptr;
+  float *lse = nullptr, *ws = nullptr, *fwd_ws = nullptr;
   int32_t *qlen = nullptr, *kvlen = nullptr, *qseg = nullptr, *kvseg = nullptr;
   ~ExtBuffers() {
     for (void* p : {q, k, v, o, dout, dq, dk, dv, static_cast<void*>(lse), static_cast<void*>(ws),
+                    static_cast<void*>(fwd_ws),
                     static_cast<void*>(qlen), static_cast<void*>(kvlen), static_cast<void*>(qseg),
                     static_cast<void*>(kvseg)}) {
       if (p != nullptr) cudaFree(p);
@@ -381,6 +383,13 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
   }
   fa.out = d.o;
   fa.lse = d.lse;
+  // The forward's workspace as the plan sizes it (cpp/attention/plan.cc): the
+  // tile counter, then the segment ranges its producer votes from.
+  fa.workspace_elems = jaxdnn::attention::kSm90TileCounterElems +
+                       jaxdnn::attention::sm90::SegmentRangeInts(c.B, c.Sq, c.Skv);
+  CHECK_CUDA(cudaMalloc(&d.fwd_ws, fa.workspace_elems * 4));
+  CHECK_CUDA(cudaMemset(d.fwd_ws, 0, fa.workspace_elems * 4));
+  fa.workspace = d.fwd_ws;
   if (!jaxdnn::attention::Sm90ForwardSupports(fa)) {
     std::printf("%-44s FAIL: Sm90ForwardSupports() is false\n", c.name.c_str());
     return false;

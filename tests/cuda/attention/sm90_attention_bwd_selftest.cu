@@ -1,5 +1,5 @@
 // Standalone self-test and benchmark of the Hopper (sm_90a) attention backward
-// (cpp/attention/hopper/attention_sm90_backward.*). Inputs q, k, v, dout from a
+// (cpp/attention/sm90/backward.*). Inputs q, k, v, dout from a
 // fixed-seed host RNG, uniform in [-1, 1] and never zero; out and lse from the
 // sm90 forward; a naive fp32 reference backward on the GPU (one warp per query
 // row for dq and delta, one warp per key row for dk/dv); gradients poisoned
@@ -28,7 +28,7 @@
 //   softcap) against a masked reference, and a packed-document timing (see
 //   sm90_attention_bwd_ext_selftest.cuh).
 //   fused, fusedcheck: the same cases (fusedcheck: the reference cases only)
-//   through the fused backward (attention_sm90_backward_fused.*): reference
+//   through the fused backward (cpp/attention/sm90/backward_fused.*): reference
 //   check of every fused variant (0-7; at head dim 64 also 8 and 12, the
 //   128-query steps, with a bytewise rerun; at head dim 128 also 128, 132 and
 //   165, the 80-query steps of the unordered mode, which the ordered mode

@@ -3,7 +3,7 @@
 // kv_len (bottom-right when q_len < kv_len), sliding windows, softcap, segment
 // ids (packed documents and arbitrary ids), fully-masked rows. The fp32
 // reference (one warp per query row) decides which pairs take part with the
-// library's own attention_mask.h (AllowedKeys, SameSegment, Logit), the rules
+// library's own attention/mask.h (AllowedKeys, SameSegment, Logit), the rules
 // every kernel follows. Outputs are poisoned (0xFF bytes: NaN) before each
 // checked launch; every case runs in every kernel variant (0..3, and 8 / 24:
 // the dynamic tile scheduler in the default / the L2-chunked longest-first
@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
   int32_t *dqlen, *dkvlen, *dqseg, *dkvseg;
   // The workspace: the dynamic scheduler's claim counter (first element, as
   // int32) in 64 floats (SM90_TILE_COUNTER_ELEMS in primitives.py), then room
-  // for the segment ranges of the largest case (sm90_segment_ranges.cuh).
+  // for the segment ranges of the largest case (attention/sm90/segment_ranges.cuh).
   const int64_t kWorkspaceElems = 64 + 4 * static_cast<int64_t>(max_ids) / 64 + 1024;
   float* dworkspace;
   CHECK_CUDA(cudaMalloc(&dq, max_q * 2));
