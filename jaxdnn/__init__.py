@@ -6,7 +6,7 @@ from jaxdnn import _extension
 from jaxdnn._families import FAMILIES
 
 __version__ = "0.1.0"
-__all__ = ["has_cuda_kernels"]
+__all__ = ["built_with_cuda", "cuda_available", "has_cuda_kernels"]
 
 for _family in FAMILIES:
   _module = importlib.import_module(f"jaxdnn.{_family}")
@@ -15,4 +15,6 @@ for _family in FAMILIES:
   __all__ += list(_module.__all__)
 del _family, _module, _name
 
-has_cuda_kernels = _extension.has_cuda_kernels
+built_with_cuda = _extension.built_with_cuda
+cuda_available = _extension.cuda_available
+has_cuda_kernels = _extension.has_cuda_kernels  # = built_with_cuda, the older name

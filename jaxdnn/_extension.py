@@ -51,9 +51,22 @@ if _build_info.BUILT_CUDA:
     jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
 
 
-def has_cuda_kernels() -> bool:
+def built_with_cuda() -> bool:
   """Whether jaxdnn was built with its CUDA extension (not whether a GPU is here)."""
   return cuda_module is not None
+
+
+has_cuda_kernels = built_with_cuda  # the older name, kept
+
+
+def cuda_available() -> bool:
+  """Whether jaxdnn's CUDA kernels can run here: built with them, and jax sees a GPU."""
+  if cuda_module is None:
+    return False
+  try:
+    return bool(jax.devices("gpu"))
+  except RuntimeError:
+    return False
 
 
 # The dtype codes of plan queries (cpp/common/ffi_registry.h: DataTypeFromCode).

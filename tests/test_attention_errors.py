@@ -48,8 +48,21 @@ def test_heads_and_head_dim():
   _bad(r"key/value heads \(3\) must divide query heads \(4\)",
        rand((B, T, N, H)), rand((B, S, 3, H)), rand((B, S, 3, H)))
   big = 264
-  _bad(r"head_dim must be at most 256, got 264",
-       rand((B, T, N, big)), rand((B, S, K, big)), rand((B, S, K, big)))
+  _bad(r"implementation='cpu' has no kernel for head_dim 264 > 256",
+       rand((B, T, N, big)), rand((B, S, K, big)), rand((B, S, K, big)), implementation="cpu")
+  _bad(r"head_dim \(the last axis of query, key and value\) must be at least 1",
+       rand((B, T, N, 0)), rand((B, S, K, 0)), rand((B, S, K, 0)))
+
+
+def test_uncovered_calls_run_on_xla_with_one_warning():
+  # Head dims over 256 (and float64 inputs) have no kernel: implementation=None
+  # serves them through the XLA composition, warning once per call.
+  q, k, v = rand((B, T, N, 264)), rand((B, S, K, 264)), rand((B, S, K, 264))
+  with pytest.warns(UserWarning, match="no jaxdnn kernel for head_dim 264") as record:
+    got = jaxdnn.dot_product_attention(q, k, v)
+  assert len(record) == 1
+  want = jaxdnn.dot_product_attention(q, k, v, implementation="xla")
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 def test_window():
@@ -81,8 +94,26 @@ def test_dropout_and_softcap_and_scale():
   _bad(r"dropout_rate must be in \[0, 1\)", dropout_rate=-0.1, dropout_rng=jax.random.key(0))
   _bad(r"softcap must be > 0", softcap=0.0)
   _bad(r"softcap must be > 0", softcap=-3.0)
-  _bad(r"scale must be a finite number", scale=float("nan"))
-  _bad(r"scale must be a finite number", scale=float("inf"))
+  _bad(r"scale must be a finite float32 number", scale=float("nan"))
+  _bad(r"scale must be a finite float32 number", scale=float("inf"))
+  _bad(r"scale must be a finite float32 number", scale=1e39)  # finite only in float64
+  _bad(r"softcap must be > 0 and a normal finite float32 number", softcap=float("inf"))
+  _bad(r"softcap must be > 0 and a normal finite float32 number", softcap=1e-46)  # 0 in float32
+  _bad(r"dropout_rate must be in \[0, 1\) \(also once rounded to float32\)",
+       dropout_rate=0.99999999, dropout_rng=jax.random.key(0))  # 1.0 in float32
+
+
+def test_flags_and_non_arrays():
+  _bad(r"local_window_size must be an int or a \(left, right\) pair of ints",
+       local_window_size=True)
+  _bad(r"local_window_size must be an int or a \(left, right\) pair of ints",
+       local_window_size=(1.5, 2))
+  q, k, v = _qkv()
+  with pytest.raises(ValueError, match=r"is_causal must be a Python bool"):
+    jax.jit(lambda c: jaxdnn.dot_product_attention(q, k, v, is_causal=c))(True)
+  for name, args in (("query", (None, k, v)), ("key", (q, "k", v)), ("value", (q, k, {}))):
+    with pytest.raises(TypeError, match=f"{name} must be an array"):
+      jaxdnn.dot_product_attention(*args)
 
 
 def test_bias_and_mask():
@@ -109,7 +140,8 @@ def test_lengths():
 def test_unknown_implementation():
   _bad(r"implementation must be one of None, 'cuda', 'cpu' or 'xla', got 'triton'",
        implementation="triton")
-  _bad(r"implementation must be one of", implementation="cudnn")
+  # "cudnn" is jax.nn's name for the fused GPU kernel: jaxdnn's CUDA kernel.
+  _bad(r"implementation='cuda'", implementation="cudnn")
 
 
 def test_cuda_without_gpu_is_refused():

@@ -12,8 +12,11 @@ import dataclasses
 import functools
 import math
 
+import warnings
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxdnn import _extension, _platform
 from jaxdnn.attention import dropout, reference, validation
@@ -109,6 +112,25 @@ def _pad_head_dim(x, to):
   return x if x.shape[-1] == to else jnp.pad(x, [(0, 0)] * 3 + [(0, to - x.shape[-1])])
 
 
+def _lengths_int32(x, size):
+  """Valid lengths as the kernels read them: clamped to [0, size] (what the
+  mask does with them anyway, cpp/attention/mask.h), so wider ints never wrap."""
+  if np.dtype(x.dtype).itemsize <= 4 and np.dtype(x.dtype) != np.uint32:
+    return x.astype(jnp.int32)
+  return jnp.clip(x, 0, size).astype(jnp.int32)
+
+
+def _segment_ids_int32(q_ids, kv_ids):
+  """Segment ids as int32, preserving which ids are equal (all the mask reads).
+  Ids of up to 32 bits are cast (a bijection); wider ones are replaced by
+  their rank among the row's q and kv ids."""
+  if np.dtype(q_ids.dtype).itemsize <= 4 and np.dtype(kv_ids.dtype).itemsize <= 4:
+    return q_ids.astype(jnp.int32), kv_ids.astype(jnp.int32)
+  both = jnp.concatenate([q_ids.astype(jnp.int64), kv_ids.astype(jnp.int64)], axis=1)
+  ranks = jax.vmap(lambda row: jnp.searchsorted(jnp.sort(row), row))(both).astype(jnp.int32)
+  return ranks[:, :q_ids.shape[1]], ranks[:, q_ids.shape[1]:]
+
+
 def _to_4d(x):
   return None if x is None else jnp.reshape(x, (1,) * (4 - x.ndim) + x.shape)
 
@@ -118,7 +140,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
                           local_window_size=None, query_segment_ids=None,
                           key_value_segment_ids=None, softcap=None, dropout_rate=0.0,
                           dropout_rng=None, return_logsumexp=False, deterministic=False,
-                          implementation=None):
+                          implementation=None, return_residual=False):
   """Scaled dot-product attention, a drop-in for `jax.nn.dot_product_attention`.
 
   Args:
@@ -143,13 +165,32 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     deterministic: bit-identical gradients across runs on GPU (the CPU
       kernel always is).
     implementation: None (the kernel for the platform, else "xla" with a
-      warning), "cuda", "cpu" or "xla" (plain JAX, the test oracle).
+      warning: float64, head dims over 256), "cuda" (also spelled "cudnn", as
+      jax.nn names its fused GPU kernel), "cpu" or "xla" (plain JAX, the
+      test oracle).
+    return_residual: as jax.nn: also return the log-sum-exp [batch, q_len,
+      heads] in query's dtype, not differentiated (-inf for a query with no
+      key, where jax.nn gives a large negative number).
 
   A query row with no key to attend gives zeros. Returns the output in
-  query's dtype and layout, and the log-sum-exp when asked.
+  query's dtype and layout, then the residual and the log-sum-exp when asked.
   """
-  query, key, value = jnp.asarray(query), jnp.asarray(key), jnp.asarray(value)
-  validation.check_qkv(query, key, value)
+  query, key, value = (validation.as_array(n, x) for n, x in
+                        (("query", query), ("key", key), ("value", value)))
+  if implementation == "cudnn":  # jax.nn's name for its fused GPU kernel
+    implementation = "cuda"
+  validation.check_qkv(query, key, value, allow_float64=implementation in (None, "xla"))
+  is_causal = validation.check_flag("is_causal", is_causal)
+  return_logsumexp = validation.check_flag("return_logsumexp", return_logsumexp)
+  return_residual = validation.check_flag("return_residual", return_residual)
+  deterministic = validation.check_flag("deterministic", deterministic)
+  # Calls no kernel serves run on the XLA composition, with one warning:
+  # float64 inputs and head dims over 256.
+  uncovered = (f"{query.dtype} inputs" if query.dtype == jnp.float64 else
+               f"head_dim {query.shape[-1]} > {validation.MAX_HEAD_DIM}"
+               if query.shape[-1] > validation.MAX_HEAD_DIM else None)
+  if uncovered is not None and implementation in ("cpu", "cuda"):
+    raise ValueError(f"{_OP}: implementation={implementation!r} has no kernel for {uncovered}")
   unbatched = query.ndim == 3
   if unbatched:
     query, key, value = query[None], key[None], value[None]
@@ -160,27 +201,33 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
   batch, q_len, heads, head_dim = query.shape
   kv_len = key.shape[1]
   full = (batch, heads, q_len, kv_len)
-  bias = _to_4d(None if bias is None else jnp.asarray(bias))
-  mask = _to_4d(None if mask is None else jnp.asarray(mask))
+  bias = _to_4d(validation.as_array("bias", bias, optional=True))
+  mask = _to_4d(validation.as_array("mask", mask, optional=True))
+  if bias is not None and bias.dtype == jnp.float64 and query.dtype != jnp.float64:
+    bias = bias.astype(jnp.float32)  # the kernels take float32 at most
   validation.check_broadcast("bias", bias, full, boolean=False)
   validation.check_broadcast("mask", mask, full, boolean=True)
   lengths = []
   for name, x in (("query_seq_lengths", query_seq_lengths),
                   ("key_value_seq_lengths", key_value_seq_lengths)):
-    x = None if x is None else jnp.asarray(x)
+    x = validation.as_array(name, x, optional=True)
     validation.check_lengths(name, x, batch)
-    lengths.append(None if x is None else x.astype(jnp.int32))
+    lengths.append(None if x is None else _lengths_int32(x, q_len if name[0] == "q" else kv_len))
   q_len_arr, kv_len_arr = lengths
-  q_seg = None if query_segment_ids is None else jnp.asarray(query_segment_ids)
-  kv_seg = None if key_value_segment_ids is None else jnp.asarray(key_value_segment_ids)
+  q_seg = validation.as_array("query_segment_ids", query_segment_ids, optional=True)
+  kv_seg = validation.as_array("key_value_segment_ids", key_value_segment_ids, optional=True)
   validation.check_segments(q_seg, kv_seg, batch, q_len, kv_len)
   if q_seg is not None:
-    q_seg, kv_seg = q_seg.astype(jnp.int32), kv_seg.astype(jnp.int32)
+    q_seg, kv_seg = _segment_ids_int32(q_seg, kv_seg)
   window = validation.window_sides(local_window_size)
   validation.check_scalars(scale, softcap, dropout_rate, dropout_rng)
   scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
   rate = float(dropout_rate)
   seeds = dropout.seeds_from_rng(dropout_rng, batch) if rate > 0.0 else None
+  if uncovered is not None and implementation is None:
+    warnings.warn(f"{_OP}: no jaxdnn kernel for {uncovered}; using the XLA composition",
+                  stacklevel=2)
+    implementation = "xla"
   impl = _platform.resolve(implementation, _OP, lambda: cuda_supports(query, bias, mask))
 
   if impl == "xla":
@@ -197,14 +244,20 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
       q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
     cfg = _Config(scale=scale, softcap=float(softcap or 0.0), causal=bool(is_causal),
                   window=window, dropout_rate=rate, implementation=impl,
-                  deterministic=bool(deterministic), with_lse=bool(return_logsumexp))
+                  deterministic=bool(deterministic), with_lse=return_logsumexp or return_residual)
     res = _attention(cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg,
                      seeds)
-    out, lse = res if return_logsumexp else (res, None)
+    out, lse = res if cfg.with_lse else (res, None)
     out = out[..., :head_dim]
   if unbatched:
     out = out[0]
-  if not return_logsumexp:
+  if not (return_logsumexp or return_residual):
     return out
   lse = jnp.swapaxes(lse, -1, -2)  # [batch, heads, q_len] -> [batch, q_len, heads]
-  return out, (lse[0] if unbatched else lse)
+  lse = lse[0] if unbatched else lse
+  results = (out,)
+  if return_residual:
+    results += (jax.lax.stop_gradient(lse).astype(out.dtype),)
+  if return_logsumexp:
+    results += (lse,)
+  return results

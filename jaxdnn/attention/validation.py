@@ -6,18 +6,33 @@ import jax.numpy as jnp
 import numpy as np
 
 MAX_HEAD_DIM = 256
+F32 = np.finfo(np.float32)
 
 
 def _err(msg):
   return ValueError(f"dot_product_attention: {msg}")
 
 
-def check_qkv(query, key, value):
+def as_array(name, x, *, optional=False):
+  """x as a jax array; a clear error naming the argument when it is not array-like."""
+  if x is None and optional:
+    return None
+  if isinstance(x, (str, bytes, dict, set)) or x is None or callable(x):
+    raise TypeError(f"dot_product_attention: {name} must be an array, got {type(x).__name__}")
+  try:
+    return jnp.asarray(x)
+  except (TypeError, ValueError) as e:
+    raise TypeError(f"dot_product_attention: {name} must be an array, got "
+                    f"{type(x).__name__}") from e
+
+
+def check_qkv(query, key, value, *, allow_float64=False):
+  floats = (jnp.float32, jnp.bfloat16, jnp.float16) + ((jnp.float64,) if allow_float64 else ())
   for name, x in (("query", query), ("key", key), ("value", value)):
     if x.ndim not in (3, 4):
       raise _err(f"{name} must be [batch, seq, heads, head_dim] or [seq, heads, head_dim], "
                  f"got shape {x.shape}")
-    if x.dtype not in (jnp.float32, jnp.bfloat16, jnp.float16):
+    if x.dtype not in floats:
       raise _err(f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
   if not query.ndim == key.ndim == value.ndim:
     raise _err(f"query, key and value must have the same rank, got {query.shape}, "
@@ -31,8 +46,8 @@ def check_qkv(query, key, value):
     raise _err(f"query batch {query.shape[0]} != key batch {key.shape[0]}")
   if query.shape[-1] != key.shape[-1]:
     raise _err(f"query head_dim {query.shape[-1]} != key head_dim {key.shape[-1]}")
-  if query.shape[-1] > MAX_HEAD_DIM:
-    raise _err(f"head_dim must be at most {MAX_HEAD_DIM}, got {query.shape[-1]}")
+  if query.shape[-1] == 0:
+    raise _err("head_dim (the last axis of query, key and value) must be at least 1, got 0")
   heads, kv_heads = query.shape[-2], key.shape[-2]
   if kv_heads == 0 or heads % kv_heads:
     raise _err(f"key/value heads ({kv_heads}) must divide query heads ({heads})")
@@ -69,19 +84,33 @@ def check_segments(q_ids, kv_ids, batch, q_len, kv_len):
 
 
 def window_sides(local_window_size):
-  """(left, right) with -1 for 'unbounded', from None, an int or a pair."""
+  """(left, right) with -1 for 'unbounded', from None, an int or a (left, right) pair of ints."""
   if local_window_size is None:
     return (-1, -1)
-  if isinstance(local_window_size, (int, np.integer)):
+  if _is_int(local_window_size):
     local_window_size = (local_window_size, local_window_size)
-  try:
-    left, right = (int(s) for s in local_window_size)
-  except (TypeError, ValueError):
-    raise _err(f"local_window_size must be an int or a (left, right) pair, got "
-               f"{local_window_size!r}") from None
+  if (not isinstance(local_window_size, (tuple, list)) or len(local_window_size) != 2
+      or not all(_is_int(s) for s in local_window_size)):
+    raise _err(f"local_window_size must be an int or a (left, right) pair of ints, got "
+               f"{local_window_size!r}")
+  left, right = (int(s) for s in local_window_size)
   if left < 0 or right < 0:
     raise _err(f"local_window_size sides must be >= 0, got {(left, right)}")
+  if max(left, right) > np.iinfo(np.int32).max:
+    raise _err(f"local_window_size sides must fit int32, got {(left, right)}")
   return (left, right)
+
+
+def _is_int(x):
+  return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_flag(name, x):
+  """A Python bool (it is compiled into the kernel), not a traced value."""
+  if isinstance(x, (bool, np.bool_)) or _is_int(x) and x in (0, 1):
+    return bool(x)
+  raise _err(f"{name} must be a Python bool (it is compiled into the kernel), got "
+             f"{type(x).__name__}")
 
 
 def _static_number(name, x):
@@ -93,14 +122,20 @@ def _static_number(name, x):
 
 
 def check_scalars(scale, softcap, dropout_rate, dropout_rng):
+  """Numbers that become float32 kernel attributes: finite and exact enough in float32."""
   for name, x in (("scale", scale), ("softcap", softcap), ("dropout_rate", dropout_rate)):
     if x is not None:
       _static_number(name, x)
-  if scale is not None and not np.isfinite(float(scale)):
-    raise _err(f"scale must be a finite number, got {scale!r}")
-  if softcap is not None and not float(softcap) > 0:
-    raise _err(f"softcap must be > 0 (or None), got {softcap!r}")
-  if not 0.0 <= float(dropout_rate) < 1.0:
-    raise _err(f"dropout_rate must be in [0, 1), got {dropout_rate!r}")
-  if float(dropout_rate) > 0.0 and dropout_rng is None:
+  if scale is not None and not (np.isfinite(float(scale)) and abs(float(scale)) <= float(F32.max)):
+    raise _err(f"scale must be a finite float32 number, got {scale!r}")
+  if softcap is not None:
+    c = float(softcap)
+    if not (np.isfinite(c) and float(F32.tiny) <= c <= float(F32.max)):
+      raise _err(f"softcap must be > 0 and a normal finite float32 number "
+                 f"({F32.tiny:.3g} to {F32.max:.3g}), or None; got {softcap!r}")
+  rate = float(dropout_rate)
+  if not (0.0 <= rate < 1.0 and np.float32(rate) < 1.0):
+    raise _err(f"dropout_rate must be in [0, 1) (also once rounded to float32), got "
+               f"{dropout_rate!r}")
+  if rate > 0.0 and dropout_rng is None:
     raise _err("dropout_rate > 0 needs a dropout_rng key")

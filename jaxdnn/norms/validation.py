@@ -47,9 +47,11 @@ def check(op, x, scale, bias, residual, epsilon):
       raise ValueError(f"{op}: {name} must have shape ({dim},) (x's last dim), got {p.shape}")
     if not _is_float(p.dtype):
       raise TypeError(f"{op}: {name} must be floating-point, got dtype {p.dtype}")
-  if isinstance(epsilon, (int, float, np.floating, np.integer)):
-    if not epsilon > 0:
-      raise ValueError(f"{op}: epsilon must be > 0, got {epsilon}")
+  if isinstance(epsilon, (int, float, np.floating, np.integer)) and not isinstance(epsilon, bool):
+    # epsilon is a float32 kernel attribute: it must stay > 0 and finite there.
+    if not (epsilon > 0 and np.float32(epsilon) > 0 and np.isfinite(np.float32(epsilon))):
+      raise ValueError(f"{op}: epsilon must be > 0 and a finite float32 number "
+                       f"(at least {np.finfo(np.float32).smallest_subnormal:.3g}), got {epsilon}")
   else:
     raise TypeError(f"{op}: epsilon must be a Python float, got {type(epsilon).__name__}")
   return dtype
