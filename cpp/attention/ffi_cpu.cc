@@ -13,7 +13,7 @@ ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingR
   auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
                      dropout_rate);
   if (!p.has_value()) return p.error();
-  return AttentionFwdCpu(*p, &pool);
+  return RunCatching("jaxdnn attention forward", [&] { return AttentionFwdCpu(*p, &pool); });
 }
 
 ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
@@ -22,7 +22,8 @@ ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingR
   auto p = ReadBwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
                      dropout_rate, /*has_workspace=*/false);
   if (!p.has_value()) return p.error();
-  return AttentionBwdCpu(*p, &pool);  // always deterministic: fixed order per item
+  // Always deterministic: a fixed order per item.
+  return RunCatching("jaxdnn attention backward", [&] { return AttentionBwdCpu(*p, &pool); });
 }
 
 }  // namespace

@@ -122,8 +122,8 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 // two-kernel Hopper one (delta, dK/dV and dQ passes), else the sm80 mma.sync
 // one. The evidence for the thresholds is in docs/perf/attention.md.
 cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
-  if (p.shape.batch == 0 || p.shape.heads == 0) return cudaSuccess;
-  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && SwitchInt(Switch::kAttentionSm90Bwd, -1) != 0) {
+  if (p.shape.batch == 0) return cudaSuccess;
+  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && p.shape.heads > 0 && SwitchInt(Switch::kAttentionSm90Bwd, -1) != 0) {
     const bool fused_first = FusedBackwardFirst(p.shape.q_len, Sm90FusedBackwardOrdered(p));
     // The fused backward takes dense problems and segment ids alone (its
     // support check builds on Sm90BackwardSupports, which also takes the
@@ -133,8 +133,8 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
     }
     if (Sm90BackwardSupports(p)) return LaunchAttentionBwdSm90(p, stream);
   }
-  if (p.shape.q_len == 0 || p.shape.kv_len == 0) {
-    // Nothing attends: every gradient is zero.
+  if (p.shape.q_len == 0 || p.shape.kv_len == 0 || p.shape.heads == 0) {
+    // Nothing attends (no query heads included): every gradient is zero.
     const int64_t eb = p.dtype == ffi::DataType::F32 ? 4 : 2;
     const AttnShape& s = p.shape;
     cudaError_t err = cudaMemsetAsync(p.dq, 0, s.batch * s.q_len * s.heads * s.head_dim * eb, stream);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "xla/ffi/api/ffi.h"
@@ -26,6 +28,19 @@ inline const char* DtypeName(ffi::DataType t) {
 
 inline ffi::Error InvalidArg(const std::string& op, const std::string& what) {
   return ffi::Error::InvalidArgument(op + ": " + what);
+}
+
+// Runs a CPU handler's body, turning an exception (a failed host allocation,
+// say) into an ffi::Error naming the op instead of letting it reach XLA.
+template <typename Fn>
+ffi::Error RunCatching(const char* op, Fn&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, std::string(op) + ": out of host memory");
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string(op) + ": " + e.what());
+  }
 }
 
 }  // namespace jaxdnn

@@ -12,14 +12,14 @@ ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingR
                   int32_t residual, float epsilon) {
   auto p = ReadFwdCall(args, rets, kind, residual != 0, epsilon);
   if (!p.has_value()) return p.error();
-  return NormFwdCpu(*p, &pool);
+  return RunCatching("jaxdnn norm forward", [&] { return NormFwdCpu(*p, &pool); });
 }
 
 ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
                   int32_t residual) {
   auto p = ReadBwdCall(args, rets, kind, residual != 0, /*has_workspace=*/false);
   if (!p.has_value()) return p.error();
-  return NormBwdCpu(*p, &pool);
+  return RunCatching("jaxdnn norm backward", [&] { return NormBwdCpu(*p, &pool); });
 }
 
 }  // namespace
