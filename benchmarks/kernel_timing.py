@@ -3,7 +3,7 @@
 The harness (`python -m jaxdnn.bench attention --gpu-busy`) runs every anchor
 over the whole grid; this script times a chosen few cases and implementations,
 so that one device call can A/B several environment switches (they are read
-once per process; see gpu_run_tests_ab.sh). Per implementation and case:
+once per process; see kt and kt_rounds in device_call.sh). Per implementation and case:
   busy: summed GPU time of the kernel, memset and memcpy records / N (what the
         op costs inside a larger jitted program, where nothing waits on the host);
   span: first start to last end / N (busy plus the gaps between calls);

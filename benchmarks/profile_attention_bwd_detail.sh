@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hardware counters (ncu, clocks left alone) of the fused Hopper attention
-# backward kernel as jax runs it, for the analysis' section 3.0 question
-# (benchmarks/attention_bwd_analysis.md): is a step bound by shared-memory
+# backward kernel as jax runs it, for the fused backward analysis' question
+# (docs/perf/attention.md): is a step bound by shared-memory
 # bandwidth or by latency? One launch each at d128 s8192 (variant 5, the
 # default), d128 s8192 variant 0, d64 s8192 (variant 12): tensor-pipe and
 # shared-memory utilization, warp stall reasons, source counters.
