@@ -6,6 +6,7 @@ residual); `scale`/`bias` used in float32, the way the kernels use them.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 
@@ -29,9 +30,12 @@ def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None,
                zero_centered_scale=False):
   z, ret = _pre(x, residual)
   zf = z.astype(jnp.float32)
-  mean = jnp.mean(zf, axis=-1, keepdims=True)
-  var = jnp.mean(jnp.square(zf - mean), axis=-1, keepdims=True)
-  y = (zf - mean) * jnp.reciprocal(jnp.sqrt(var + epsilon))
+  # Centred through the row's first element: with a large offset (1e6 + N(0, 1))
+  # the shifted values are exact, and no float32 mean near 1e6 (0.03 off) is used.
+  shift = jax.lax.stop_gradient(zf[..., :1])
+  centred = (zf - shift) - jnp.mean(zf - shift, axis=-1, keepdims=True)
+  var = jnp.mean(jnp.square(centred), axis=-1, keepdims=True)
+  y = centred * jnp.reciprocal(jnp.sqrt(var + epsilon))
   y = _affine(y, scale, bias, zero_centered_scale).astype(z.dtype)
   return y if ret is None else (y, ret)
 

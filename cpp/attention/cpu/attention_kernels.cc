@@ -130,9 +130,11 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
       std::fill(acc.begin(), acc.end(), 0.f);
       float run_max[kQBlock], run_sum[kQBlock];
       uint32_t row_state[kQBlock];
+      bool nan_logit[kQBlock];  // a NaN logit among the row's keys: the row is NaN, as the reference's
       for (int64_t r = 0; r < qt.rows; ++r) {
         run_max[r] = kNegInf;
         run_sum[r] = 0.f;
+        nan_logit[r] = false;
         row_state[r] = drop.on ? DropoutRowState(m.seeds + 2 * b, uint32_t(h), uint32_t(i0 + r)) : 0;
       }
       for (int64_t j0 = qt.first_block(); j0 < qt.hi; j0 += kKeyBlock) {
@@ -155,6 +157,8 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
               block_max = std::max(block_max, x[t]);
             }
           }
+          // The max passes NaNs over, so look for them: a NaN logit makes the row NaN.
+          nan_logit[r] = nan_logit[r] || std::any_of(x + t0, x + t1, [](float v) { return std::isnan(v); });
           if (block_max == kNegInf) continue;
           const float new_max = std::max(run_max[r], block_max);
           const float correction = run_max[r] == kNegInf ? 0.f : std::exp(run_max[r] - new_max);
@@ -177,11 +181,19 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
       }
       for (int64_t r = 0; r < qt.rows; ++r) {
         const int64_t i = i0 + r;
-        const bool empty = !(run_sum[r] > 0.f);
+        // As the reference: a NaN logit makes the row and its lse NaN; a +inf
+        // logit makes the row NaN (inf - inf in the softmax) and the lse +inf.
+        const bool pos_inf = run_max[r] == -kNegInf;
+        const bool poisoned = nan_logit[r] || pos_inf;
+        const bool empty = !poisoned && !(run_sum[r] > 0.f);
         const float inv = empty ? 0.f : 1.f / run_sum[r];
         T* orow = out + RowOffset(b, i, h, s.q_len, s.heads, dim);
-        for (int64_t d = 0; d < dim; ++d) orow[d] = FromFloat<T>(acc[r * dim + d] * inv);
-        p.lse[(b * s.heads + h) * s.q_len + i] = empty ? kNegInf : run_max[r] + std::log(run_sum[r]);
+        for (int64_t d = 0; d < dim; ++d) {
+          orow[d] = FromFloat<T>(poisoned ? std::numeric_limits<float>::quiet_NaN() : acc[r * dim + d] * inv);
+        }
+        p.lse[(b * s.heads + h) * s.q_len + i] =
+            nan_logit[r] ? std::numeric_limits<float>::quiet_NaN()
+                         : pos_inf ? -kNegInf : empty ? kNegInf : run_max[r] + std::log(run_sum[r]);
       }
     }
   });

@@ -64,13 +64,20 @@ void FwdRows(const NormFwdArgs& p, ffi::ThreadPool* pool) {
       } else {
         for (int64_t j = 0; j < dim; ++j) v[j] = ToFloat(x[off + j]);
       }
-      const float mean = layer ? LaneSum(dim, [&](int64_t j) { return v[j]; }) * inv_dim : 0.0f;
-      const float var = LaneSum(dim, [&](int64_t j) { return (v[j] - mean) * (v[j] - mean); }) * inv_dim;
+      // The mean as v[0] + mean(v - v[0]): with a large offset (1e6 + N(0, 1))
+      // the shifted terms are exact and small, so no cancellation is left.
+      // The centred values are (v - shift) - shifted_mean, never v - mean: a
+      // float32 mean near 1e6 is itself 0.03 off.
+      const float shift = layer ? v[0] : 0.0f;
+      const float shifted_mean = layer ? LaneSum(dim, [&](int64_t j) { return v[j] - shift; }) * inv_dim : 0.0f;
+      const float mean = shift + shifted_mean;
+      auto centred = [&](int64_t j) { return (v[j] - shift) - shifted_mean; };
+      const float var = LaneSum(dim, [&](int64_t j) { return centred(j) * centred(j); }) * inv_dim;
       const float rstd = 1.0f / std::sqrt(var + p.epsilon);
       if (layer) p.mean[r] = mean;
       p.rstd[r] = rstd;
       if (layer) {
-        for (int64_t j = 0; j < dim; ++j) y[off + j] = FromFloat<T>((v[j] - mean) * rstd * scale[j] + bias[j]);
+        for (int64_t j = 0; j < dim; ++j) y[off + j] = FromFloat<T>(centred(j) * rstd * scale[j] + bias[j]);
       } else {
         for (int64_t j = 0; j < dim; ++j) y[off + j] = FromFloat<T>(v[j] * rstd * scale[j]);
       }
