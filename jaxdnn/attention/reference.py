@@ -73,7 +73,7 @@ def attention(query, key, value, bias=None, mask=None, *, scale, is_causal=False
   row_max = jnp.where(jnp.isfinite(row_max), row_max, 0.0)
   e = jnp.exp(logits - row_max)
   total = jnp.sum(e, axis=-1, keepdims=True)
-  nonempty = total > 0
+  nonempty = total != 0  # NaN (a NaN logit) counts as non-empty: the lse is NaN too
   safe_total = jnp.where(nonempty, total, 1.0)
   probs = e / safe_total
   lse = jnp.where(nonempty, row_max + jnp.log(safe_total), -jnp.inf)[..., 0]

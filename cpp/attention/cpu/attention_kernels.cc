@@ -44,10 +44,16 @@ struct LogitSource {
   ffi::DataType bias_dtype;
   const Broadcast4& mask;
 
+  // Whether (i, j) is masked out (segments or the boolean mask), as opposed
+  // to a logit that is -inf by itself, whose gradient still flows (NaN included).
+  bool Masked(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return !SameSegment(m, s, b, i, j) ||
+           (mask.data && !static_cast<const uint8_t*>(mask.data)[mask.Offset(b, h, i, j)]);
+  }
+
   float operator()(int64_t b, int64_t h, int64_t i, int64_t j, float dot, float* raw) const {
     *raw = 0.f;
-    if (!SameSegment(m, s, b, i, j)) return kNegInf;
-    if (mask.data && !static_cast<const uint8_t*>(mask.data)[mask.Offset(b, h, i, j)]) return kNegInf;
+    if (Masked(b, h, i, j)) return kNegInf;
     float x = Logit(m, dot);
     *raw = x;
     if (bias.data) x += LoadAny(bias.data, bias_dtype, bias.Offset(b, h, i, j));
@@ -305,7 +311,7 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
               const int64_t j = j0 + t;
               float raw = 0.f;
               const float x = plain ? pt[t] * m.scale : logit(b, h, i, j, pt[t], &raw);
-              if (x == kNegInf) {
+              if (x == kNegInf && !plain && logit.Masked(b, h, i, j)) {
                 pt[t] = gt[t] = 0.f;
                 continue;
               }

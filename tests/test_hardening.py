@@ -1,0 +1,135 @@
+"""Edges a demanding user hits: NaN/Inf as the reference, jax.debug_infs,
+64-bit ids and lengths, jax.nn's return_residual, zero query heads."""
+
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdnn
+
+KERNELS = [None] + ([] if jax.default_backend() == "gpu" else ["cpu"])
+
+
+def _qkv(dtype=jnp.float32, shape=(2, 6, 4, 16), kv_heads=2):
+  keys = jax.random.split(jax.random.key(3), 3)
+  b, t, n, d = shape
+  return (jax.random.normal(keys[0], shape, dtype),
+          jax.random.normal(keys[1], (b, t + 1, kv_heads, d), dtype),
+          jax.random.normal(keys[2], (b, t + 1, kv_heads, d), dtype))
+
+
+def _same_nans_and_close(got, want, tol):
+  got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+  np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+  np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+  finite = np.isfinite(want)
+  np.testing.assert_allclose(got[finite], want[finite], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("where", ["query", "key", "value", "bias", "query_inf"])
+def test_attention_nan_and_inf_propagate_as_the_reference(impl, where):
+  q, k, v = _qkv()
+  bias = jax.random.normal(jax.random.key(5), (1, 4, 6, 7))
+  if where == "query":
+    q = q.at[1, 2, 0, 3].set(jnp.nan)
+  elif where == "key":
+    k = k.at[0, 4, 1, 0].set(jnp.nan)
+  elif where == "value":
+    v = v.at[0, 1, 0, 5].set(jnp.nan)
+  elif where == "bias":
+    bias = bias.at[0, 2, 3, 4].set(jnp.nan)
+  else:
+    q = q.at[1, 2, 0, 3].set(jnp.inf)
+
+  def run(implementation):
+    f = lambda q, k, v, b: jaxdnn.dot_product_attention(
+        q, k, v, b, return_logsumexp=True, implementation=implementation)
+    out, lse = f(q, k, v, bias)
+    loss = lambda q, k, v, b: jnp.sum(f(q, k, v, b)[0] * jnp.arange(16.0))
+    return (out, lse) + tuple(jax.grad(loss, argnums=(0, 1, 2, 3))(q, k, v, bias))
+
+  for got, want in zip(run(impl), run("xla")):
+    _same_nans_and_close(got, want, 1e-4)
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_norm_nan_and_inf_propagate_as_the_reference(impl, op):
+  x = jax.random.normal(jax.random.key(0), (4, 33)).at[1, 7].set(jnp.nan).at[2, 3].set(jnp.inf)
+  scale = jnp.linspace(0.5, 1.5, 33)
+  f = lambda implementation: lambda x, s: getattr(jaxdnn, op)(x, s, implementation=implementation)
+  _same_nans_and_close(f(impl)(x, scale), f("xla")(x, scale), 1e-5)
+  g = lambda implementation: jax.grad(lambda x, s: jnp.sum(f(implementation)(x, s) ** 2),
+                                      argnums=(0, 1))(x, scale)
+  for got, want in zip(g(impl), g("xla")):
+    _same_nans_and_close(got, want, 1e-4)
+
+
+def test_layer_norm_with_a_large_offset_keeps_float32_accuracy():
+  x = np.random.default_rng(0).standard_normal((16, 1024)).astype(np.float32) + np.float32(1e6)
+  z = x.astype(np.float64)
+  want = (z - z.mean(-1, keepdims=True)) / np.sqrt(z.var(-1, keepdims=True) + 1e-5)
+  for impl in KERNELS + ["xla"]:
+    got = np.asarray(jaxdnn.layer_norm(jnp.asarray(x), implementation=impl), np.float64)
+    assert np.max(np.abs(got - want)) < 1e-4, impl  # a float32 mean near 1e6 alone is 0.03 off
+
+
+def test_fully_masked_row_under_debug_infs():
+  q, k, v = _qkv(shape=(1, 4, 2, 8), kv_heads=2)
+  mask = jnp.ones((1, 1, 4, 5), bool).at[..., 0, :].set(False)  # query row 0 attends nothing
+  with jax.debug_infs(True):
+    out = jaxdnn.dot_product_attention(q, k, v, mask=mask)
+  np.testing.assert_array_equal(np.asarray(out[:, 0]), 0.0)
+
+
+def test_return_residual_is_jax_nn_s():
+  q, k, v = _qkv()
+  out, res = jaxdnn.dot_product_attention(q, k, v, return_residual=True)
+  want_out, want_res = jax.nn.dot_product_attention(q, k, v, return_residual=True)
+  assert res.shape == want_res.shape and res.dtype == want_res.dtype
+  np.testing.assert_allclose(np.asarray(res), np.asarray(want_res), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(out), np.asarray(want_out), rtol=1e-5, atol=1e-5)
+  both = jaxdnn.dot_product_attention(q, k, v, return_residual=True, return_logsumexp=True)
+  assert len(both) == 3 and both[2].dtype == jnp.float32
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+def test_zero_query_heads_give_zero_key_value_gradients(impl):
+  q = jnp.ones((2, 3, 0, 8))
+  k = v = jax.random.normal(jax.random.key(1), (2, 4, 2, 8))
+  loss = lambda k, v: jnp.sum(jaxdnn.dot_product_attention(q, k, v, implementation=impl))
+  dk, dv = jax.grad(loss, argnums=(0, 1))(k, v)
+  np.testing.assert_array_equal(np.asarray(dk), 0.0)
+  np.testing.assert_array_equal(np.asarray(dv), 0.0)
+
+
+def test_64_bit_ids_and_lengths_do_not_wrap():
+  # With x64, ids 0, 2^32, 2^33 stay distinct documents and a length of
+  # 2^32 + 3 stays "all of it"; in a subprocess (x64 is process-wide).
+  code = """
+import jax; jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp, numpy as np, jaxdnn
+q = jax.random.normal(jax.random.key(0), (1, 6, 2, 16), jnp.float32)
+ids = jnp.array([[0, 0, 2**32, 2**32, 2**33, 2**33]], jnp.int64)
+lens = jnp.array([2**32 + 3], jnp.int64)
+for kw in (dict(query_segment_ids=ids, key_value_segment_ids=ids), dict(key_value_seq_lengths=lens)):
+  got = jaxdnn.dot_product_attention(q, q, q, **kw)
+  want = jaxdnn.dot_product_attention(q, q, q, **kw, implementation="xla")
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+# Distinct documents: each query attends its own pair only.
+two = jaxdnn.dot_product_attention(q, q, q, query_segment_ids=ids, key_value_segment_ids=ids)
+pair = jaxdnn.dot_product_attention(q[:, 2:4], q[:, 2:4], q[:, 2:4])
+np.testing.assert_allclose(np.asarray(two[:, 2:4]), np.asarray(pair), rtol=1e-5, atol=1e-5)
+print("ok")
+"""
+  env = dict(os.environ, XLA_FLAGS="")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd="/")
+  assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
