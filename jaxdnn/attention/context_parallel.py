@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from jaxdnn.attention import validation
 from jaxdnn.attention.api import dot_product_attention
 
 
@@ -36,14 +36,19 @@ def dot_product_attention_context_parallel(query, key, value, *, axis_name, scal
   local_window_size: only a left window (an int means (left, 0)) together
   with is_causal. Segment ids are this device's chunk, like the inputs.
   """
+  query, key, value = (validation.as_array(n, x) for n, x in
+                        (("query", query), ("key", key), ("value", value)))
   if query.ndim != 4 or key.ndim != 4:
     raise _err("query, key and value must be [batch, chunk, heads, head_dim]")
+  is_causal = validation.check_flag("is_causal", is_causal)
   if query.shape[1] != key.shape[1]:
     raise _err(f"query and key chunks must have the same length, got {query.shape[1]} and "
                f"{key.shape[1]}")
   if local_window_size is not None:
-    left, right = ((int(local_window_size), 0) if np.ndim(local_window_size) == 0
-                   else tuple(int(x) for x in local_window_size))
+    window = local_window_size
+    if validation.is_int(window):  # an int is the left side here
+      window = (window, 0)
+    left, right = validation.window_sides(window)
     if not is_causal or right != 0:
       raise _err("only a causal left window (left, 0) is supported across devices")
     local_window_size = (left, 0)

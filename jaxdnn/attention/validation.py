@@ -87,10 +87,10 @@ def window_sides(local_window_size):
   """(left, right) with -1 for 'unbounded', from None, an int or a (left, right) pair of ints."""
   if local_window_size is None:
     return (-1, -1)
-  if _is_int(local_window_size):
+  if is_int(local_window_size):
     local_window_size = (local_window_size, local_window_size)
   if (not isinstance(local_window_size, (tuple, list)) or len(local_window_size) != 2
-      or not all(_is_int(s) for s in local_window_size)):
+      or not all(is_int(s) for s in local_window_size)):
     raise _err(f"local_window_size must be an int or a (left, right) pair of ints, got "
                f"{local_window_size!r}")
   left, right = (int(s) for s in local_window_size)
@@ -101,13 +101,13 @@ def window_sides(local_window_size):
   return (left, right)
 
 
-def _is_int(x):
+def is_int(x):
   return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def check_flag(name, x):
   """A Python bool (it is compiled into the kernel), not a traced value."""
-  if isinstance(x, (bool, np.bool_)) or _is_int(x) and x in (0, 1):
+  if isinstance(x, (bool, np.bool_)) or is_int(x) and x in (0, 1):
     return bool(x)
   raise _err(f"{name} must be a Python bool (it is compiled into the kernel), got "
              f"{type(x).__name__}")
