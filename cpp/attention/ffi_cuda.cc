@@ -7,6 +7,7 @@
 #include "attention/launch_cuda.h"
 #include "attention/ffi.h"
 #include "attention/plan.h"
+#include "common/cuda_device.h"
 #include "common/ffi_registry.h"
 
 namespace jaxdnn::attention {
@@ -34,6 +35,10 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
                      dropout_rate);
   if (!p.has_value()) return p.error();
   if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
+  if (cudaError_t err = StreamDevice(stream, &p->device); err != cudaSuccess) {
+    return ffi::Error::Internal(std::string("jaxdnn attention forward: the stream's device: ") +
+                                cudaGetErrorString(err));
+  }
   if (p->workspace_elems < ForwardWorkspaceElems(ProblemOf(*p, operands))) {
     return InvalidArg("jaxdnn attention", "the forward workspace is smaller than the plan's");
   }
@@ -55,6 +60,10 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   // other CUDA backward is deterministic whatever it says.
   p->deterministic = deterministic != 0;
   if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
+  if (cudaError_t err = StreamDevice(stream, &p->device); err != cudaSuccess) {
+    return ffi::Error::Internal(std::string("jaxdnn attention backward: the stream's device: ") +
+                                cudaGetErrorString(err));
+  }
   if (p->workspace_elems < BackwardWorkspaceElems(ProblemOf(*p, operands))) {
     return InvalidArg("jaxdnn attention", "the backward workspace is smaller than the plan's");
   }

@@ -79,6 +79,7 @@ struct AttnFwdArgs {
   // sm90 forward's dynamic tile counter in its first element; may be absent.
   float* workspace = nullptr;
   int64_t workspace_elems = 0;
+  int device = -1;          // CUDA: the stream's device (-1: the current one)
 };
 
 struct AttnBwdArgs {
@@ -104,6 +105,7 @@ struct AttnBwdArgs {
   // false: the backward may add dQ contributions in any order (float32
   // atomics), so reruns can differ in the last bits.
   bool deterministic = true;
+  int device = -1;          // CUDA: the stream's device (-1: the current one)
 };
 
 ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,

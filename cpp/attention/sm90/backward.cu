@@ -180,7 +180,7 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   int64_t need = s.batch * s.heads * s.q_len;
   if (s.heads != s.kv_heads) need += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
   if (p.workspace_elems < need) return false;
-  return sm90::Sm90DeviceReady();
+  return sm90::Sm90DeviceReady(p.device);
 }
 
 bool Sm90BackwardNeedsMasking(const AttnBwdArgs& a) {

@@ -387,7 +387,7 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
       p.lse == nullptr) {
     return false;
   }
-  return sm90::Sm90DeviceReady();
+  return sm90::Sm90DeviceReady(p.device);
 }
 
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant) {

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "common/cuda_device.h"
+
 namespace jaxdnn::sm90 {
 
 using EncodeTiledFn = PFN_cuTensorMapEncodeTiled_v12000;
@@ -53,11 +55,11 @@ inline cudaError_t MakeBhsdTensorMap(CUtensorMap* map, const void* base, bool f1
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// True when the current device is compute capability 9.0 (the sm_90a code
-// runs there only) and the driver can encode tensor maps.
-inline bool Sm90DeviceReady() {
+// True when `device` (-1: the current one) is compute capability 9.0 (the
+// sm_90a code runs there only) and the driver can encode tensor maps.
+inline bool Sm90DeviceReady(int device) {
   int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (DeviceOrCurrent(device, &dev) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
     return false;
