@@ -160,8 +160,9 @@ static bool Sm90ForwardEnabled() {
 }
 
 // The split-KV decode forward (cpp/attention/sm80/decode_split.cu) for a few query tokens
-// over a long key/value cache (self-test passed on an H200, 2026-11-22: 3.06
-// TB/s at batch 1 over 128k keys, where the prefill forward reached 0.75).
+// over a long key/value cache (self-test passed on an H200: 3.06 TB/s at
+// batch 1 over 128k keys, where the prefill forward reached 0.75;
+// docs/perf/attention.md, Standing decisions: Split-KV decode, wave-fitted).
 // JAXDNN_ATTENTION_DECODE=0 turns it off (read once, at first use).
 // jaxdnn/attention/primitives.py reads the same variable to size the
 // workspace; without one large enough the forward goes on as before.

@@ -22,8 +22,10 @@ bool ExtEnabled() {
 }
 
 // Head dim 256 (attention/sm90/backward_d256.cuh, the dQ kernel at 32-key
-// steps; self-test passed on an H200, 2026-11-22, 245-409 TFLOP/s) is on
-// unless JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps the mma.sync backward.
+// steps; self-test passed on an H200, 245-409 TFLOP/s) is on unless
+// JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps the mma.sync backward
+// (docs/perf/attention.md, Standing decisions: d256 on the two-kernel sm90
+// backward).
 bool D256Enabled() {
   return SwitchOn(Switch::kAttentionSm90BwdD256);
 }

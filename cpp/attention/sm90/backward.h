@@ -38,11 +38,11 @@ cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream);
 // kernel (bits 2 and 4 give incomplete gradients: timing only); 8 = head-major
 // CTA order (blocks of one (batch, head) adjacent); 16 (dK/dV kernel), 32
 // (dQ kernel) = the next block's S/dP gemms queue behind this block's last
-// gemm. -1: default, by head dim (H200 run of 2026-11-22, whole-backward
-// medians): D=128 -> 1 (the overlap variants are serialized by ptxas at
-// D=128, C7515, and head-major order was a wash), D=64 -> 57 (8 | 16 | 32 | 1:
-// ~10% faster than 1 at 8x2048x16). D=256 ignores bits 1, 16 and 32 (32-key
-// dQ steps, no overlap).
+// gemm. -1: default, by head dim (whole-backward medians on an H200;
+// docs/perf/log.md, attention v7): D=128 -> 1 (the overlap variants are
+// serialized by ptxas at D=128, C7515, and head-major order was a wash), D=64
+// -> 57 (8 | 16 | 32 | 1: ~10% faster than 1 at 8x2048x16). D=256 ignores
+// bits 1, 16 and 32 (32-key dQ steps, no overlap).
 constexpr int kSm90BwdDefaultVariant = -1;
 cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 

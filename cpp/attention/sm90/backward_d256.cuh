@@ -1,7 +1,8 @@
 // Head dim 256 in the sm90 two-kernel attention backward: the dK/dV kernel.
 // (The delta pre-pass, the dQ kernel and the GQA sum are the head-dim-generic
 // ones: the dQ kernel runs with 32-key steps, DqConfig<256, 32>.)
-// On by default (self-test passed on an H200, 2026-11-22);
+// On by default (self-test passed on an H200; docs/perf/attention.md,
+// Standing decisions: d256 on the two-kernel sm90 backward);
 // JAXDNN_ATTENTION_SM90_BWD_D256=0 sends head dim 256 to the mma.sync backward.
 //
 // Plan. The head-dim-128 kernel gives each of two consumer warpgroups 64 keys

@@ -1,6 +1,7 @@
 // Host launcher of the fused Hopper attention backward
 // (see attention/sm90/backward_fused.cuh). Both dQ modes checked on an H200
-// (self-tests, and the ordered one through jax too, 2026-11-22).
+// (self-tests, and the ordered one through jax too; docs/perf/attention.md,
+// Standing decisions: Fused sm90 backward).
 #include "attention/sm90/backward_fused.h"
 
 #include <algorithm>
@@ -21,11 +22,9 @@ namespace {
 int64_t Round64(int64_t x) { return (x + 63) / 64 * 64; }
 
 // The unordered mode's head-major grid with rotated query-block starts
-// (FusedBwdParams::head_major). On an H200 (2026-11-22, GPU-busy through jax,
-// d128, results/2026-11-22-h200-attention-v14-bwd-order-ab.txt) it took the
-// fused backward alone up 11% at seq 4096 and 6% at 8192 against the
-// key-block-major order, and made the fused kernel beat the two-kernel
-// backward at seq 2048 (+21%, causal +13%). JAXDNN_ATTENTION_SM90_BWD_ORDER=key
+// (FusedBwdParams::head_major): the fused backward alone 6-11% faster than in
+// the key-block-major order at seq 4096-8192 (docs/perf/attention.md,
+// Standing decisions: Head-major grid). JAXDNN_ATTENTION_SM90_BWD_ORDER=key
 // (read once) keeps the key-block-major order.
 bool FusedHeadMajor() {
   return SwitchText(Switch::kAttentionSm90BwdOrder) != "key";
@@ -36,12 +35,10 @@ bool FusedHeadMajor() {
 // head's heaviest blocks started last; a makespan model put that tail at
 // 5-6% of dense causal and 10% of the harness's packed documents. Groups of
 // about 256 / key blocks heads (so a group is about two waves of CTAs, at
-// most 8 heads: L2 keeps a few heads' Q, dO and dQ) cut it. On an H200
-// (jaxdnn fwd+bwd GPU-busy, two alternating rounds, results/2026-11-23-
-// h200-attention-v43-bwd-head-group.txt), against groups of 1: packed
-// documents -5% (4) to -7% (8); causal 2048 -2% (8), 4096 -2.5% (4 or 8),
-// 8192 -2% (2 or 4), 16384 -0.8% (2), +1.5% at 8; non-causal (equal key
-// blocks: only L2 changes) level at 1-4, +2% at 8, so it keeps 1.
+// most 8 heads: L2 keeps a few heads' Q, dO and dQ) cut it: packed documents
+// -5..-7% time, causal -2..-2.5%; non-causal (equal key blocks) gains
+// nothing, so it keeps 1 (docs/perf/attention.md, Standing decisions: Heads
+// in groups for causal and segments).
 // JAXDNN_ATTENTION_SM90_BWD_HEAD_GROUP=G (read once, >= 1) sets it for A/Bs.
 int FusedHeadGroup(bool uneven_key_blocks, int64_t key_blocks) {
   const int forced = static_cast<int>(SwitchInt(Switch::kAttentionSm90BwdHeadGroup, 0));
@@ -58,21 +55,16 @@ int EnvFusedVariant() {
   return v < 0 ? -1 : static_cast<int>(v) & (kFusedThreeStages | kFusedDqFirst | kFusedTmaFirst | kFusedWideSteps | kFusedQ80Diag | kFusedDqRot | kFusedQ80);
 }
 
-// Defaults, from A/Bs on an H200 (2026-11-22), unordered mode:
+// Defaults, unordered mode (docs/perf/attention.md, Standing decisions:
+// Step-order variants; d64 with 128-query steps; 80-query steps at d128):
 //   head dim 128: 37 = 3 Q/dO stages and 1 dQ buffer, TMA before lse/delta,
-//     rotated dQ swizzle (5 was fwd+bwd 0.3-3.9% faster than 0 through jax,
-//     results/2026-11-22-h200-attention-v18-bwd-variants-jax2.txt; 37 another
-//     1.4-4.7% over 5, results/2026-11-22-h200-attention-v18-bwd-rot-*);
-//   head dim 64: 44 = 128-query steps, TMA first, rotated swizzle (12 was
-//     1.19-1.25x variant 0 in the self-test, -v18-bwd-wide-selftest.log; 44
-//     another 1.4-4.2% over 12 through jax).
+//     rotated dQ swizzle (5 fwd+bwd 0.3-3.9% faster than 0, 37 another
+//     1.4-4.7% over 5);
+//   head dim 64: 44 = 128-query steps, TMA first, rotated swizzle (12
+//     1.19-1.25x variant 0 in the self-test, 44 another 1.4-4.2% over 12).
 //   head dim 128, non-causal: 165 = 37 | 128, 80-query steps (runs as 132):
-//     through jax fwd+bwd GPU-busy 4-6% faster than 37 over seq 2k-16k
-//     (results/2026-11-22-h200-attention-v23-bwd-q80-*), which took the d128
-//     backward from 1.01x to 1.05x cuDNN. Causal: 181 = 165 | 16, 80-query
-//     steps from each key block's diagonal: through jax causal fwd+bwd GPU-busy
-//     2-5% faster than 37 over seq 2k-16k, two alternating rounds
-//     (results/2026-11-22-h200-attention-v25-ab.txt).
+//     fwd+bwd 4-6% faster than 37 over seq 2k-16k. Causal: 181 = 165 | 16,
+//     80-query steps from each key block's diagonal: 2-5% faster than 37.
 // The ordered mode (deterministic) takes 32 at head dim 128 (checked against
 // the reference with bitwise reruns, not timed: the same instructions with
 // fewer bank conflicts) and keeps 0 at 64, whose variant 32 was not checked.
@@ -95,8 +87,8 @@ bool Q80CausalEnabled() {
 
 // The default launch with segment ids takes 80-query steps (variant bits
 // 256 | 128; head dim 128, unordered): packed documents fwd+bwd GPU-busy
-// 456 -> 473 TFLOP/s over unmasked blocks, two alternating rounds on an H200
-// (NOTES.md attention v26, results/2026-11-22-h200-attention-v26-*).
+// 456 -> 473 TFLOP/s over unmasked blocks (docs/perf/attention.md, Standing
+// decisions: 80-query steps at d128).
 // JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=0 (read once) restores 64-query steps.
 bool Q80SegEnabled() {
   return SwitchOn(Switch::kAttentionSm90BwdQ80Seg);
@@ -242,7 +234,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
 }  // namespace
 
 // The unordered (atomic) dQ mode serves calls with deterministic=False
-// (self-test passed on an H200, 2026-11-22); JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0
+// (self-test passed on an H200; docs/perf/attention.md, Standing decisions:
+// Unordered dQ for `deterministic=False`); JAXDNN_ATTENTION_SM90_BWD_ATOMIC=0
 // (read once) keeps them on the ordered mode.
 bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p) {
   return p.deterministic || !SwitchOn(Switch::kAttentionSm90BwdAtomic);
@@ -252,9 +245,9 @@ namespace {
 
 // Segment ids (packed documents) on the fused kernel's kFusedOptSeg path
 // unless JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG=0 (read once), which keeps them
-// on the two-kernel backward (A/Bs). On an H200 the packed-document fwd+bwd
-// (b2 s8192 d128 causal) went from 401 to 456 TFLOP/s GPU-busy with it
-// (results/2026-11-22-h200-attention-v24-segbwd-packed-ab.txt).
+// on the two-kernel backward (A/Bs). Packed-document fwd+bwd 401 -> 456
+// TFLOP/s GPU-busy (docs/perf/attention.md, Standing decisions: Segment ids on
+// the fused kernel).
 bool FusedSegEnabled() {
   return SwitchOn(Switch::kAttentionSm90BwdFusedSeg);
 }

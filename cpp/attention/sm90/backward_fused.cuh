@@ -1,6 +1,7 @@
 // Fused Hopper (sm_90a) attention backward kernel: dK, dV and dQ in one pass
 // over (key block, query block) pairs (FA3-style), 5 gemms per tile instead of
-// the two-kernel backward's 7. Checked on an H200 (2026-11-22).
+// the two-kernel backward's 7. Checked on an H200 (docs/perf/attention.md,
+// Standing decisions: Fused sm90 backward).
 //
 // One CTA per (128-key block n, query head h, batch b); 384 threads:
 //   warpgroup 0, warp 0 = loader (K, V once; Q, dO, lse*log2e, delta of
@@ -73,9 +74,10 @@
 // kernel is the unrotated 64-query one (fp.num_m counts 64-row blocks
 // covering ceil(q_len / 80) * 80 rows). FA3 step order as for wide steps;
 // 2 stages, 1 dQ buffer (226 KB of shared memory).
-// Causal (top-left, q_len == kv_len; compile-only, NOTES.md v25): steps stay
-// at multiples of 80 and key block n starts at step floor(128n / 80), the one
-// holding its first key's diagonal query; MaskEarlierQueries zeroes P^T on
+// Causal (top-left, q_len == kv_len; docs/perf/attention.md, Standing
+// decisions: 80-query steps at d128): steps stay at multiples of 80 and key
+// block n starts at step floor(128n / 80), the one holding its first key's
+// diagonal query; MaskEarlierQueries zeroes P^T on
 // every step with a query below the block's last key (80m < 128n + 128: 2-3
 // steps), including the rows of the first step before 128n. With
 // kFusedOptQ80Diag the steps of key block n start at its diagonal instead,
@@ -93,28 +95,28 @@
 // steps: key block n covers 128-query steps M >= n, i.e. 64-row blocks
 // >= 2n, the same prefix sets; the writer waits and adds per 64-row block.
 //
-// Segments (kOpts bit kFusedOptSeg; packed documents: segment ids alone,
-// causal only top-left with q_len == kv_len; on an H200 the packed-document
-// fwd+bwd ran 13% faster than on the two-kernel backward, NOTES.md v24):
-// 64-query steps. A pre-pass stores each step's (min, max)
-// query id; the loader votes 32 steps at a time (one per lane) against the
-// key block's id range and skips the steps that cannot share a segment with
-// it (no loads, no MMAs, no dQ), handing each loaded step's m and kind to
-// the consumers through a per-stage slot (kind 2, mixed segments: the
-// step's query ids too, and the consumers set S^T to -inf where ids differ,
-// so P = dS = 0 there), then a terminator. The consumers pass each staged
-// dQ block's m to the writer the same way. Unordered: the writer reduce-adds
-// the staged blocks. Ordered: the accumulator is zeroed (key block 0 may skip
-// a block) and every key block reduce-adds under the counters, waiting for
-// its rank among the key blocks that take that query block (FusedSegWriter),
-// not for n: the prefix rule below is the dense case's.
-// With kFusedOptQ80 (unordered, D = 128; compile-only, NOTES.md v26): the
-// 80-query steps, from each key block's diagonal when causal
-// (kFusedOptQ80Diag). Their first rows 128n + 80i are multiples of 16 but not
-// of 64, so the pre-pass stores the (min, max) of the 80 rows from every
-// multiple of 16 instead (AttnBwdFusedSegRangeQ80Kernel): one load per step
-// in the vote, as before (FusedSegLoaderQ80); the consumers hand the writer
-// the step's first row.
+// Segments (kOpts bit kFusedOptSeg; packed documents: segment ids alone, causal
+// only top-left with q_len == kv_len; packed-document fwd+bwd 13% faster than
+// on the two-kernel backward: docs/perf/attention.md, Standing decisions:
+// Segment ids on the fused kernel): 64-query steps. A pre-pass stores each
+// step's (min, max) query id; the loader votes 32 steps at a time (one per
+// lane) against the key block's id range and skips the steps that cannot share
+// a segment with it (no loads, no MMAs, no dQ), handing each loaded step's m
+// and kind to the consumers through a per-stage slot (kind 2, mixed segments:
+// the step's query ids too, and the consumers set S^T to -inf where ids differ,
+// so P = dS = 0 there), then a terminator. The consumers pass each staged dQ
+// block's m to the writer the same way. Unordered: the writer reduce-adds the
+// staged blocks. Ordered: the accumulator is zeroed (key block 0 may skip a
+// block) and every key block reduce-adds under the counters, waiting for its
+// rank among the key blocks that take that query block (FusedSegWriter), not
+// for n: the prefix rule below is the dense case's.
+// With kFusedOptQ80 (unordered, D = 128; docs/perf/attention.md, Standing
+// decisions: 80-query steps at d128): the 80-query steps, from each key block's
+// diagonal when causal (kFusedOptQ80Diag). Their first rows 128n + 80i are
+// multiples of 16 but not of 64, so the pre-pass stores the (min, max) of the
+// 80 rows from every multiple of 16 instead (AttnBwdFusedSegRangeQ80Kernel):
+// one load per step in the vote, as before (FusedSegLoaderQ80); the consumers
+// hand the writer the step's first row.
 //
 // Unordered mode (kOrdered = false, for deterministic=False, opt-in): the
 // accumulator is zeroed by a memset first and every key block reduce-adds

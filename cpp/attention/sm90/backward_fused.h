@@ -1,6 +1,7 @@
 // Host entry points of the fused Hopper (sm_90a) attention backward
 // (dK, dV and dQ in one kernel; see attention/sm90/backward_fused.cuh).
-// Checked on an H200 (2026-11-22); the default from 8192 query rows up.
+// Checked on an H200; the default from plan.h's query-length thresholds up
+// (docs/perf/attention.md, Standing decisions: Fused sm90 backward).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -81,7 +82,7 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       1, 2 and 32 ignored, bit 4 applies: variants 128 and 132; 165 = 128 |
 //       37 runs as 132). Causal calls (top-left, q_len == kv_len) too:
 //       steps at multiples of 80, key block n from step floor(128n / 80)
-//       (compile-only, NOTES.md attention v25),
+//       (docs/perf/attention.md, Standing decisions: 80-query steps at d128),
 //   16 = with 128, causal only: each key block's 80-query steps start at its
 //       diagonal row 128n (no rows before it; the last step's reduce-add is
 //       cut at q_len): variants 144, 148; 181 = 165 | 16 runs as 148.
@@ -91,9 +92,9 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 //       only (ignored otherwise), segment ids: 80-query steps, from each key
 //       block's diagonal when causal, at multiples of 80 when not (kOpts
 //       kFusedOptSeg | kFusedOptQ80 | kFusedOptQ80Diag | kFusedOptTmaFirst
-//       either way; compile-only, NOTES.md attention v26). The default launch
-//       (variant -1) takes it when JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=1 (read
-//       once; default off: 64-query steps).
+//       either way). The default launch (variant -1) takes it unless
+//       JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=0 (read once; 64-query steps;
+//       docs/perf/attention.md, Standing decisions: 80-query steps at d128).
 // Bits 1, 2, 4 and 32 give the same results bit for bit (128 sums dQ over
 // other query blocks: rounding differs). -1 = the default: the
 // environment's JAXDNN_ATTENTION_SM90_BWD_FUSED_VARIANT if set, else 165 at head
@@ -101,7 +102,8 @@ cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t strea
 // ordered one; then, for causal calls, bit 128 is dropped (37 runs) if
 // JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=0 (read once): explicit variants keep
 // it. (Adding dQ from registers with L2 reductions instead of staging it
-// measured 0.76-0.98x variant 0 and was removed; NOTES.md, attention v18.)
+// measured 0.76-0.98x variant 0 and was removed; docs/perf/attention.md,
+// Standing decisions: Tried, measured and removed.)
 // The variant bits above, by name (a variant is their OR), and the defaults.
 enum Sm90FusedBwdVariantBits : int {
   kFusedThreeStages = 1,  // 3 Q/dO stages, 1 dQ staging buffer (head dim 128)

@@ -27,8 +27,9 @@ bool SegmentRangesFit(const AttnFwdArgs& a) {
 
 // The extended cases (lengths, bottom-right causal, window, softcap, segment
 // ids) are on by default since their self-test and the jax check passed on an
-// H200 (2026-11-22); JAXDNN_ATTENTION_SM90_EXT=0 sends them back to the
-// mma.sync kernel (for A/B timing).
+// H200 (docs/perf/attention.md, Standing decisions: sm_90a TMA/wgmma kernel
+// for everything it can take); JAXDNN_ATTENTION_SM90_EXT=0 sends them back to
+// the mma.sync kernel (for A/B timing).
 bool ExtEnabled() {
   return SwitchOn(Switch::kAttentionSm90Ext);
 }
@@ -46,22 +47,15 @@ int DynamicVariantBits() {
   return v == "0" ? 0 : v == "1" ? kFwdDynamic : v == "lpt" ? kFwdDynamic | kFwdLptOrder : -1;
 }
 
-// Where the dynamic scheduler (chunked order) won on an H200 (2026-11-22,
-// sm90 self-tests, results/2026-11-22-h200-selftests-dynamic-v13.txt): short
-// tiles, whose dead prologue/epilogue it overlaps with the neighbouring tile:
-// packed documents 1.13-1.15x, a causal 1024 window 1.07x, causal seq 1024
-// 1.06x and 2048 1.04x (head dims 64 and 128). It lost on long causal tiles
-// (seq 4096 0.99x, 8192 0.88-0.99x, 16384 0.84-0.92x) and at head dim 256
-// (0.95-0.96x), which keep one CTA per tile. With two Q buffers (v31) the
-// long causal tiles changed sides up to 8192 keys: on an H200 (2026-11-23,
-// results/2026-11-23-h200-attention-v35-*), head dim 128, self-test 25 against
-// 1, two rounds: +4.5% at seq 4096, +5.5% at 8192, -3.6% at 16384; through jax
-// (GPU-busy, two rounds) 473 -> 452 us at 4096, 870 -> 822-852 at 8192, 1730
-// -> 1775-1783 at 16384. There the plain tile order (each (batch, head)'s
-// heaviest tile first, heads in turn) won instead: through jax, GPU-busy, two
-// rounds, 1678-1725 us one CTA per tile, 1655-1685 in tile order, 1730-1758
-// chunked (results/2026-11-23-h200-attention-v37-knobs.txt), so dense head
-// dim 128 causal calls over more keys take that.
+// Where the dynamic scheduler (chunked order) wins: short tiles, whose dead
+// prologue/epilogue it overlaps with the neighbouring tile (packed documents
+// 1.13-1.15x); it lost on long causal tiles and at head dim 256, which keep
+// one CTA per tile. With two Q buffers causal tiles gain up to 8192 keys
+// (+4.5-5.5% at head dim 128), and dense head dim 128 causal calls over more
+// keys take the plain tile order, each (batch, head)'s heaviest tile first,
+// heads in turn (docs/perf/attention.md, Standing decisions: Dynamic
+// scheduler for short uneven tiles only; Causal d128 on it up to 8192 keys;
+// L2-chunked order).
 // Returns the variant bits: 0 (one CTA per tile), 8 (dynamic, tile order) or
 // 8 + 16 (dynamic, chunked longest-first order).
 constexpr int64_t kDynamicCausalMaxKeys = 8192;
@@ -78,11 +72,10 @@ int DefaultDynamicBits(const AttnFwdArgs& p) {
 // The dynamic scheduler claims a CTA's next tile after the current tile's
 // last K/V load, not right after its Q load: closer to greedy list scheduling
 // (a CTA busy with a long tile holds no reservation), the atomic's latency
-// less hidden. On an H200 through jax (GPU-busy, two alternating runs each,
-// results/2026-11-22-h200-attention-v20-claim-ab.txt) it took the packed
-// documents forward from 566 to 515 us (+10%) and causal seq 1024 / 2048
-// forwards 3-4% faster. JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM=early (read once)
-// restores the claim at Q load, for A/Bs.
+// less hidden: packed documents forward 566 -> 515 us (docs/perf/attention.md,
+// Standing decisions: Late tile claim).
+// JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM=early (read once) restores the claim at
+// Q load, for A/Bs.
 bool DynamicClaimLate() {
   return SwitchText(Switch::kAttentionSm90DynamicClaim) != "early";
 }
@@ -102,31 +95,25 @@ cudaError_t LptChunkPairs(const AttnShape& s, int* chunk) {
 }
 
 // 80-key blocks for head dim 256 dense non-causal calls (FA3's tile there):
-// on an H200 the d256 non-causal forwards ran 10-15% faster than with 64-key
-// blocks in the self-test and took the d256 forward grid from 0.96x to 1.02x
-// cuDNN (results/2026-11-22-h200-attention-v23-d256-blockn80.*).
+// 10-15% faster than 64-key blocks (docs/perf/attention.md, Standing
+// decisions: d256 on 80-key blocks).
 // JAXDNN_ATTENTION_SM90_D256_BLOCKN=64 (read once) keeps 64-key blocks.
 bool D256BlockN80() {
   return SwitchInt(Switch::kAttentionSm90D256BlockN) != 64;
 }
 
 // The same for head dim 256 dense causal calls (one CTA per tile; a tile's
-// top three 80-key blocks masked): on an H200 (2026-11-23, two rounds,
-// results/2026-11-23-h200-attention-v34-d256-causal80.txt) the self-test ran
-// +6% at seq 2048, +8-9% at 4096, +10% at 8192, +10-13% at 16384 (+1% at
-// 1024), and through jax (GPU-busy) +6% / +6-8% / +12-14% / +9-12% (1766 ->
-// 1543-1569 us at 8192); the d256 causal forwards went from 0.98-1.05x to
-// 1.03-1.14x cuDNN. JAXDNN_ATTENTION_SM90_D256_CAUSAL_BLOCKN=64 (read once)
-// keeps 64-key blocks.
+// top three 80-key blocks masked): +6-13% from seq 2048
+// (docs/perf/attention.md, Standing decisions: d256 on 80-key blocks).
+// JAXDNN_ATTENTION_SM90_D256_CAUSAL_BLOCKN=64 (read once) keeps 64-key blocks.
 bool D256CausalBlockN80() {
   return SwitchInt(Switch::kAttentionSm90D256CausalBlockN) != 64;
 }
 
 // Three consumer warpgroups (192-row tiles) for head dim 64 dense non-causal
-// calls: on an H200 through jax (GPU-busy, two alternating rounds) the d64
-// forward ran 6% faster at seq 1024 and 15-18% at 2048-16384 than with two
-// (416 -> 488-493 TFLOP/s at 2048; self-test: pingpong turns 67 +5-18%, no
-// pingpong 66 level; results/2026-11-22-h200-attention-v29-d64-wg3).
+// calls: 6% faster at seq 1024 and 15-18% at 2048-16384 than two
+// (docs/perf/attention.md, Standing decisions: d64 on three consumer
+// warpgroups).
 // JAXDNN_ATTENTION_SM90_D64_WG3=0 (read once) keeps two.
 bool D64ThreeConsumers() {
   return SwitchOn(Switch::kAttentionSm90D64Wg3);
@@ -135,11 +122,9 @@ bool D64ThreeConsumers() {
 // Lazy O rescaling in the forward's online softmax (see FwdParams):
 // JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
 // units (8: P up to 256 before normalization), or "always" (every block
-// rescales, the classic online softmax). Default: 8 at head dims 128 and 256,
-// always at 64. On an H200 (2026-11-22), alternating processes: the forward
-// self-test, three rounds at d128: +0.8-1.4% on every seq 2k-16k case, causal
-// or not; two rounds at d256: +3-5% non-causal, +6-9% causal; at d64 -1 to -3%
-// non-causal, +1% causal (results/2026-11-22-h200-attention-v25-ab.txt).
+// rescales, the classic online softmax). Default: 8 at head dims 128 and 256
+// (+0.8-1.4% at d128, +3-9% at d256), always at 64, where it lost 1-3%
+// non-causal (docs/perf/attention.md, Standing decisions: Lazy rescale).
 float RescaleThreshold(int head_dim) {
   const std::string& v = SwitchText(Switch::kAttentionSm90FwdRescale);
   if (v == "auto") return head_dim == 64 ? -1.f : 8.f;
@@ -158,14 +143,9 @@ bool NeedsExt(const AttnFwdArgs& a) {
 // Head dim 64 dense causal calls from 2048 keys: the 192-row tiles (three
 // consumer warpgroups), which run causal on the dynamic scheduler only, so
 // these calls take that scheduler (chunked longest-first order) even where two
-// warpgroups keep one CTA per tile (above 2048 keys). On H200s (2026-11-23):
-// the forward self-test, two rounds, 89 (three) against 25 (two, both
-// dynamic): +7% at seq 2048 and 4096, +15% at 8192 and 16384, but -9% at 1024
-// and -11% at 512 (results/2026-11-23-h200-attention-v30-wg3-causal.txt);
-// through jax (GPU-busy, two rounds, against two warpgroups as they ran by
-// default): 212 -> 203 us at 2048, 390 -> 354 at 4096, 709 -> 627 at 8192,
-// 1280-1294 -> 1137-1157 at 16384, level at 1024 where it stays off
-// (results/2026-11-23-h200-attention-v31-qbufs.txt).
+// warpgroups keep one CTA per tile (above 2048 keys): +7-15% from 2048 keys,
+// -9..-11% below (docs/perf/attention.md, Standing decisions: d64 on three
+// consumer warpgroups).
 // JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=0 (read once) keeps two warpgroups.
 constexpr int64_t kD64CausalThreeConsumersMinKeys = 2048;
 bool D64ThreeConsumersCausal(const AttnFwdArgs& p) {
@@ -186,12 +166,10 @@ bool ClusterPairsFit(const AttnFwdArgs& a, int block_m, bool dynamic) {
 
 // Causal pairs on the dynamic scheduler (variant bit 128 with bit 8: the
 // kernel's kCausalPairs): two CTAs on neighbouring causal query tiles share
-// their common K/V blocks through multicast. On an H200 (2026-11-23,
-// results/2026-11-23-h200-attention-v40-*), head dim 128, self-test, three
-// rounds: in tile order +3% at seq 16384 (137 against 9); in the chunked
-// order -4.5% at 2048, level at 4096, +1% at 8192 (153 against 25): short
-// tiles gain little from the shared loads and pay the lockstep. So by
-// default only over kDynamicCausalMaxKeys keys (tile order there).
+// their common K/V blocks through multicast. Short tiles gain little from the
+// shared loads and pay the lockstep (-4.5% at seq 2048), so by default only
+// over kDynamicCausalMaxKeys keys, in tile order (+3% at 16384;
+// docs/perf/attention.md, Standing decisions: Causal pairs over 8192 keys).
 // JAXDNN_ATTENTION_SM90_CAUSAL_PAIRS (read once) = 1 wherever they fit, 0 never.
 bool CausalPairs(const AttnFwdArgs& p) {
   const std::string& v = SwitchText(Switch::kAttentionSm90CausalPairs);
@@ -233,12 +211,11 @@ cudaError_t PersistentClusterGrid(Kernel kernel, int threads, int smem_bytes, in
 }
 
 // Clusters of two with K/V multicast for the dense non-causal forward
-// (variant bit 128; K/V cross from L2 once per pair of query tiles). On an
-// H200 (2026-11-23, results/2026-11-23-h200-attention-v36-cluster.txt),
-// through jax, GPU-busy, two rounds: head dim 128 +1% at seq 1024, +2% at
-// 2048, +5% at 4096, +3% at 8192 and 16384 (self-test 131 against 3: +1.5-3%);
-// head dim 256 level, so it stays off there. JAXDNN_ATTENTION_SM90_CLUSTER
-// (read once) = 1 on at both head dims, 0 off; unset: head dim 128.
+// (variant bit 128; K/V cross from L2 once per pair of query tiles): head dim
+// 128 +1-5%, head dim 256 level, so it stays off there (docs/perf/attention.md,
+// Standing decisions: Clusters of two with K/V multicast).
+// JAXDNN_ATTENTION_SM90_CLUSTER (read once) = 1 on at both head dims, 0 off;
+// unset: head dim 128.
 bool ClusterMulticast(int head_dim) {
   const std::string& v = SwitchText(Switch::kAttentionSm90Cluster);
   return v == "auto" ? head_dim == 128 : v == "1";
@@ -328,13 +305,12 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     // The fewest clusters with the same number of waves of tile pairs (2048
     // tiles on 66 clusters: 16 waves, so 64 clusters): the spare SMs idle
     // instead of running a half-empty last wave, and under the power limit
-    // the busy ones clock higher. Through jax (GPU-busy, two rounds, H200,
-    // v37): seq 2048 404 -> 398 us, 4096 781-786 -> 767-784, level at 8192
-    // and 16384.
+    // the busy ones clock higher: +1-2% at seq 2048-4096 (docs/perf/log.md,
+    // attention v37-v38).
     // Not for causal pairs: there the tiles of a (batch, head)
     // differ in length, and a stride that is a multiple of its tile count (128
     // CTAs over 16 tiles a head at seq 2048) hands every CTA the same tile
-    // length over and over (v39's first measurement ran into that).
+    // length over and over (docs/perf/log.md, attention v39).
     const int64_t pairs = tiles / 2;  // tiles is even here
     const int64_t waves = (pairs + cluster_grid / 2 - 1) / (cluster_grid / 2);
     grid = a.mask_params.causal ? static_cast<int>(std::min<int64_t>(tiles, cluster_grid))

@@ -79,7 +79,8 @@
 // one (batch, head) in lockstep; each producer loads half of every K/V block
 // and multicasts it to both, and a stage is free once the consumer warps of
 // both CTAs released it (remote mbarrier arrivals). K/V leave L2 once per
-// pair: +1-5% at head dim 128 (v36), level at 256.
+// pair: +1-5% at head dim 128, level at 256 (docs/perf/attention.md, Standing
+// decisions: Clusters of two with K/V multicast).
 // Not done: fp8, bias/mask/dropout.
 #pragma once
 
@@ -520,8 +521,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     float row_max[2], row_sum[2], corr[2];
     // Head dim 64: the row maximum over four partial maxima. There the gemms
     // are half as long per key as at 128 while the softmax is not, so its
-    // chain shows: self-test +1-4% at d64 (most cases), and level to -1% at
-    // d128 (H200, two alternating rounds, results/2026-11-22-h200-attention-v28-fwd).
+    // chain shows: +1-4% at d64, level at d128 (docs/perf/log.md, attention v28).
     constexpr bool kSplitMax = kD == 64;
     bool rescale = true;  // warp-uniform: this block moved the warp's maxima
     const float rescale_threshold = p.rescale_threshold;

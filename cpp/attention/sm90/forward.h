@@ -16,7 +16,7 @@ namespace jaxdnn::attention {
 // extended cases: q/kv padding lengths, causal with q_len != kv_len
 // (bottom-right when q_len < kv_len, per attention/mask.h), a sliding window,
 // softcap and segment ids (checked on an H200 by
-// benchmarks/sm90_attention_ext_selftest.cu and through jax).
+// tests/cuda/attention/sm90_attention_ext_selftest.cu and through jax).
 bool Sm90ForwardSupports(const AttnFwdArgs& p);
 
 // Launches the forward on `stream`. Allocates nothing and does not synchronize

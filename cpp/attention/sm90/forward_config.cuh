@@ -34,13 +34,11 @@ struct FwdParams {
 
 // The epilogue's O stores: 1 = one TMA store per 64-column panel of each
 // warpgroup's staged rows (issued by one thread, so the warpgroup goes on to
-// its next tile), 0 = 16-byte stores by every thread (A/B builds). On an H200
-// (forward self-test, two alternating rounds, results/2026-11-23-h200-
-// attention-v40-tma-store.txt): head dim 128 causal +2.5% at seq 2048 and
-// +1% at 4096-16384 (dynamic scheduler), non-causal level; head dim 64 causal
-// +4-6% at 512-1024 (two consumer warpgroups), but -1 to -3% on the
-// three-warpgroup (192-row) kernels, which keep the thread stores, as does
-// head dim 256 (O staged in Q's buffer): FwdConfig::kTmaStoreO.
+// its next tile), 0 = 16-byte stores by every thread (A/B builds). Head dim
+// 128 causal +2.5% at seq 2048, +1% above; the three-warpgroup (192-row)
+// kernels lost 1-3% and keep the thread stores, as does head dim 256 (O
+// staged in Q's buffer): FwdConfig::kTmaStoreO (docs/perf/attention.md,
+// Standing decisions: O by TMA stores).
 #ifndef JAXDNN_SM90_FWD_TMA_STORE
 #define JAXDNN_SM90_FWD_TMA_STORE 1
 #endif
@@ -136,23 +134,19 @@ struct FwdConfig {
 // buffers the producer loads the next tile's Q as soon as it has claimed it
 // (right after this tile's last K/V load), not once the consumers are done
 // with this tile's Q, so the load hides behind the tile's last blocks and
-// epilogue. On an H200 (forward self-test, two alternating rounds,
-// results/2026-11-23-h200-attention-v31-qbufs): head dim 64 causal +13% at seq
-// 512, +7% at 1024 and 2048, +4-5% at 4096-16384 (two consumer warpgroups),
-// +10% / +6% / +4.5% / +1% at 512 / 1024 / 2048 / 4096+ (three); head dim 128
-// causal +0.5-1%. The extended path takes its own count (below); head dim
+// epilogue: head dim 64 causal +4-13%, head dim 128 causal +0.5-1%
+// (docs/perf/attention.md, Standing decisions: Two Q buffers on dynamic
+// kernels). The extended path takes its own count (below); head dim
 // 256 has no room (and stages O in Q's buffer), and the static schedules keep
 // one. -DJAXDNN_SM90_FWD_DYNAMIC_Q_BUFS=1 builds the one-buffer kernels for A/Bs.
 #ifndef JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS
 #define JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS 2
 #endif
 // The extended path's count on the dynamic scheduler (A/B builds:
-// -DJAXDNN_SM90_FWD_EXT_Q_BUFS=1). Before v41 (a terminator slot per tile,
-// votes read from the ids) two lost 1.6-2.4% there; with the last-block flag
-// and the segment ranges (v41, H200, ext self-test, three alternating rounds,
-// results/2026-11-23-h200-attention-v41b-seg-ranges.txt) two buffers ran the
-// harness's packed documents level (0.438-0.448 against 0.443-0.445 ms), the
-// self-test's packed documents +1.5-2.5% and a causal 1024 window +3%.
+// -DJAXDNN_SM90_FWD_EXT_Q_BUFS=1). Two lost 1.6-2.4% there while each tile
+// had a terminator slot; with the last-block flag and the segment ranges they
+// run level to +2.5% (docs/perf/attention.md, Standing decisions: Two Q
+// buffers on dynamic kernels).
 #ifndef JAXDNN_SM90_FWD_EXT_Q_BUFS
 #define JAXDNN_SM90_FWD_EXT_Q_BUFS 2
 #endif
@@ -166,10 +160,9 @@ constexpr int FwdQBufs() {
 // less shared-memory operand traffic in the S gemm (the kernels run
 // power-limited), and Q's buffer is free after the tile's first block.
 // 0: off; 1: head dim 128; 2: also head dim 64 (two consumer warpgroups,
-// 128-key blocks only: 32 / 16 more registers, no new spills). On an H200
-// (self-test, three alternating rounds, results/2026-11-23-h200-attention-
-// v42-qregs.txt): head dim 128 +1-2% non-causal, +1.3-3% causal (2048-16384),
-// the extended path +1-2%; head dim 64 level, so the default is 1.
+// 128-key blocks only: 32 / 16 more registers, no new spills). Head dim 128
+// +1-3%, head dim 64 level, so the default is 1 (docs/perf/attention.md,
+// Standing decisions: Q in registers for the d128 S gemm).
 #ifndef JAXDNN_SM90_FWD_Q_REGS
 #define JAXDNN_SM90_FWD_Q_REGS 1
 #endif

@@ -335,7 +335,8 @@ __device__ __forceinline__ void ClusterSync() {
 // cluster's CTA `cta` (this CTA included). The default .release.cta
 // semantics: a consumer releasing a stage it read through wgmma has nothing
 // of its own to publish, and .release.cluster made every release wait (the
-// d128 forward ran 33% slower with it, v35).
+// d128 forward ran 33% slower with it; docs/perf/attention.md, Standing
+// decisions: Two traps).
 __device__ __forceinline__ void MbarArriveCluster(uint64_t* bar, uint32_t cta) {
   asm volatile(
       "{\n.reg .b32 remote;\n"

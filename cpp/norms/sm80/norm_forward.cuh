@@ -39,9 +39,9 @@ __device__ inline float RowShift(const NormFwdArgs& p, int64_t base) {
 // kKeepParams: scale and bias are read with an L1 evict-last hint (every row
 // re-reads them; see norms/sm80/norm_launch.cu for where it pays).
 // LayerNorm statistics: 16-bit rows take them in one pass about a shift
-// (RowMeanM2Shifted, about 20% fewer instructions; on an H200 it took the
-// bf16 forward from 82% to 89% of copy at 32768x4096 and from 75% to 84% at
-// 8192x8192, benchmarks/results/2026-11-22-h200-norms-v14-shifted-ab.txt).
+// (RowMeanM2Shifted, about 20% fewer instructions: bf16 82 -> 89% of copy at
+// 32768x4096; docs/perf/norms.md, Standing decisions: One-pass shifted LN
+// statistics).
 // float32 rows keep the exact two-pass RowMeanM2: the one-pass M2 can lose
 // up to ~dim * 2^-24 of itself when one element holds most of the variance,
 // which float32 outputs would show but 16-bit ones (2^-8 rounding) cannot.
@@ -52,7 +52,8 @@ __device__ inline float RowShift(const NormFwdArgs& p, int64_t base) {
 // and 5 stay resident, more rows in flight. RMSNorm (49, and 91-95% of copy)
 // and float32 rows (which would spill) keep the default. (Starting from 8
 // vectors per thread instead, 128-thread rows, 64 registers, 8 blocks per SM,
-// lost: 8192x8192 86% -> 78%, results/2026-11-22-h200-norms-v20-vpt-ab.log.)
+// lost: 8192x8192 86% -> 78%; docs/perf/norms.md, Standing decisions: At most
+// 4 vectors per thread.)
 template <typename T, bool kLayer, int kVpt>
 constexpr int FwdMaxRegisters() { return kLayer && sizeof(T) == 2 && kVpt <= 4 ? 48 : 128; }
 

@@ -1,12 +1,12 @@
 // LayerNorm forward over row pairs (16-bit, 512-8192 wide; see UsePairKernel
 // in norms/sm80/norm_launch.cu).
-// ncu on an H200 (results/2026-11-22-h200-ncu-norms-v20.txt) found L1/TEX the
-// LayerNorm forward's busiest unit (78-83%, RMSNorm 52-57%): per 8 elements a
-// thread reads 64 bytes of float32 scale and bias against 16 of row data.
-// Here each thread holds the same columns of two rows and reads each scale and
-// bias vector once for both, so a row costs as many L1 wavefronts as an
-// RMSNorm row. Same numerics as NormFwdVecKernel's 16-bit path: per row, the
-// one-pass shifted statistics about the mean of its first vector.
+// ncu found L1/TEX the LayerNorm forward's busiest unit (78-83%, RMSNorm
+// 52-57%): per 8 elements a thread reads 64 bytes of float32 scale and bias
+// against 16 of row data. Here each thread holds the same columns of two rows
+// and reads each scale and bias vector once for both, so a row costs as many
+// L1 wavefronts as an RMSNorm row (docs/perf/norms.md, Current design:
+// Row-pair kernel). Same numerics as NormFwdVecKernel's 16-bit path: per
+// row, the one-pass shifted statistics about the mean of its first vector.
 #pragma once
 
 #include "common/cuda_vec.cuh"

@@ -30,9 +30,8 @@ int FwdStartVpt() {
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // 16-bit LayerNorm forwards run on NormFwdPairKernel wherever it fits (rows of
-// 64-1024 vectors: 512-8192 wide). H200 A/Bs, GPU-busy % of copy, row kernel
-// -> pairs: 16384x1024 72 -> 81, 16384x2048 81 -> 85, 32768x4096 90 -> 92,
-// 8192x8192 86 -> 89 (results/2026-11-22-h200-norms-v23-pairs-ab.txt).
+// 64-1024 vectors: 512-8192 wide): 8192x8192 86 -> 89% of copy, 16384x1024
+// 72 -> 81 (docs/perf/norms.md, Standing decisions: Row-pair LayerNorm forward).
 // JAXDNN_NORM_FWD=rows (read once) keeps them on NormFwdVecKernel.
 bool UsePairKernel(const NormShape& s, int elems_per_vec, bool aligned) {
   return SwitchText(Switch::kNormFwd) != "rows" && PairKernelFits(s, elems_per_vec, aligned);
@@ -41,10 +40,10 @@ bool UsePairKernel(const NormShape& s, int elems_per_vec, bool aligned) {
 template <typename T, bool kLayer, bool kResidual>
 void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t stream,
                   const NormFwdArgs& p) {
-  // LayerNorm reads scale and bias with an L1 evict-last hint: on an H200 it
-  // took 32768x4096 from 70% to 73% of copy and 8192x8192 from 62% to 67%;
-  // RMSNorm (scale only) lost 7% with it, so it keeps the plain read
-  // (benchmarks/results/2026-11-22-h200-norms-fwd-ab-*).
+  // LayerNorm reads scale and bias with an L1 evict-last hint (70 -> 73% of
+  // copy at 32768x4096); RMSNorm (scale only) lost 7% with it, so it keeps the
+  // plain read (docs/perf/norms.md, Standing decisions: L1 evict-last parameter
+  // reads).
   constexpr bool kKeep = kLayer;
   switch (vpt) {
     case 1: NormFwdVecKernel<T, kLayer, kResidual, 1, kKeep><<<grid, block, 0, stream>>>(p); break;
@@ -83,9 +82,9 @@ constexpr size_t kMaxSmem = 227 * 1024;
 
 // Rows of one vector per thread (the 4096- and 8192-wide 16-bit rows) run
 // the ring backward that keeps x-hat and dy * scale in registers across its
-// two passes (NormBwdRingKernel's kKeep). On an H200 it took the LayerNorm
-// backward from 74% to 81% of copy (32768x4096) and 71% to 76% (8192x8192),
-// RMSNorm 84/78% to 85/84% (results/2026-11-22-h200-norms-v18-keep-ab.*).
+// two passes (NormBwdRingKernel's kKeep): LayerNorm backward 74 -> 81% of
+// copy at 32768x4096 (docs/perf/norms.md, Standing decisions: Keep x-hat and
+// dy * scale in registers).
 // JAXDNN_NORM_BWD=reload selects the two-read form, for A/Bs.
 bool BwdKeepEnabled() {
   return SwitchText(Switch::kNormBwd) != "reload";
@@ -121,12 +120,10 @@ bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p,
 }
 
 // Backward blocks of short rows (one vector per thread, under 512 threads a
-// row) hold 512 threads' worth of rows, not 256: on an H200 (GPU-busy, same
-// process per setting, results/2026-11-22-h200-norms-v24-bwd-short-rows.txt)
-// LayerNorm 16384x1024 went from 2.27 to 2.50 TB/s, 16384x2048 2.73 -> 2.92,
-// RMSNorm 2.51 -> 2.80 and 2.94 -> 3.23; 1024 threads lost (1.93-2.88), as
-// did twice the blocks per SM with 512. JAXDNN_NORM_BWD_BLOCK_THREADS=256|1024
-// (read once) overrides it, for A/Bs.
+// row) hold 512 threads' worth of rows, not 256: LayerNorm 16384x1024 2.27 ->
+// 2.50 TB/s; 1024 threads and twice the blocks per SM lost (docs/perf/norms.md,
+// Standing decisions: 512-thread backward blocks for short rows).
+// JAXDNN_NORM_BWD_BLOCK_THREADS=256|1024 (read once) overrides it, for A/Bs.
 int BwdBlockThreads() {
   return static_cast<int>(SwitchInt(Switch::kNormBwdBlockThreads, 512));
 }
