@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "common/cuda_device.h"
+
 #include "attention/sm80/decode_combine.cuh"
 #include "attention/sm80/decode_split.cuh"
 
@@ -16,12 +18,13 @@ bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 // opt-in set first, as the launch needs it anyway). Queried once per process
 // and instantiation, off the per-call path (it only steers the split count).
 template <typename T, int kD, int kRowTiles>
-cudaError_t ResidentCtasPerSm(int* ctas) {
+cudaError_t ResidentCtasPerSm(int device, int* ctas) {
   struct Query {
-    cudaError_t err;
+    cudaError_t err = cudaErrorNotReady;
     int ctas = 0;
   };
-  static const Query query = [] {
+  static PerDevice<Query> cache;
+  const Query query = cache.Get(device, [] {
     Query q;
     constexpr int kSmem = DecodeSmemBytes<kD, kRowTiles>();
     q.err = cudaFuncSetAttribute(DecodeSplitPartialKernel<T, kD, kRowTiles>,
@@ -31,27 +34,27 @@ cudaError_t ResidentCtasPerSm(int* ctas) {
                                                             kDecodeThreads, kSmem);
     }
     return q;
-  }();
+  });
   *ctas = query.ctas;
   return query.err;
 }
 
 template <typename T, int kD>
-cudaError_t ResidentByRowTiles(int row_tiles, int* ctas) {
+cudaError_t ResidentByRowTiles(int device, int row_tiles, int* ctas) {
   switch (row_tiles) {
-    case 1: return ResidentCtasPerSm<T, kD, 1>(ctas);
-    case 2: return ResidentCtasPerSm<T, kD, 2>(ctas);
-    case 4: return ResidentCtasPerSm<T, kD, 4>(ctas);
+    case 1: return ResidentCtasPerSm<T, kD, 1>(device, ctas);
+    case 2: return ResidentCtasPerSm<T, kD, 2>(device, ctas);
+    case 4: return ResidentCtasPerSm<T, kD, 4>(device, ctas);
     default: return cudaErrorInvalidValue;
   }
 }
 
 template <typename T>
-cudaError_t ResidentByHeadDim(int head_dim, int row_tiles, int* ctas) {
+cudaError_t ResidentByHeadDim(int device, int head_dim, int row_tiles, int* ctas) {
   switch (head_dim) {
-    case 64: return ResidentByRowTiles<T, 64>(row_tiles, ctas);
-    case 128: return ResidentByRowTiles<T, 128>(row_tiles, ctas);
-    case 256: return ResidentByRowTiles<T, 256>(row_tiles, ctas);
+    case 64: return ResidentByRowTiles<T, 64>(device, row_tiles, ctas);
+    case 128: return ResidentByRowTiles<T, 128>(device, row_tiles, ctas);
+    case 256: return ResidentByRowTiles<T, 256>(device, row_tiles, ctas);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -137,12 +140,12 @@ cudaError_t FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPla
                                       DecodeSplitPlan* fitted) {
   *fitted = plan;
   int per_sm = 0, dev = 0, sms = 0;
-  cudaError_t err = p.dtype == ffi::DataType::F16
-                        ? ResidentByHeadDim<__half>(static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm)
-                        : ResidentByHeadDim<__nv_bfloat16>(static_cast<int>(p.shape.head_dim), plan.row_tiles,
-                                                           &per_sm);
+  cudaError_t err = DeviceOrCurrent(p.device, &dev);
   if (err != cudaSuccess) return err;
-  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  err = p.dtype == ffi::DataType::F16
+            ? ResidentByHeadDim<__half>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm)
+            : ResidentByHeadDim<__nv_bfloat16>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm);
+  if (err != cudaSuccess) return err;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
   const int64_t slots = static_cast<int64_t>(per_sm) * sms;
   if (slots < 1) return cudaSuccess;

@@ -10,6 +10,7 @@
 #include "attention/sm90/mask_params.h"
 #include "attention/sm90/segment_ranges.cuh"
 #include "attention/sm90/blocks.cuh"
+#include "common/cuda_device.h"
 #include "common/switches.h"
 
 namespace jaxdnn::attention {
@@ -82,10 +83,10 @@ bool DynamicClaimLate() {
 
 // The L2-chunked order's chunk: (batch, head) pairs whose K/V take about half
 // the L2 (query heads of one kv head share theirs), at least 1.
-cudaError_t LptChunkPairs(const AttnShape& s, int* chunk) {
+cudaError_t LptChunkPairs(const AttnShape& s, int device, int* chunk) {
   int dev = 0, l2 = 0;
   cudaError_t err;
-  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  if ((err = DeviceOrCurrent(device, &dev)) != cudaSuccess) return err;
   if ((err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) != cudaSuccess) return err;
   const int64_t group = s.heads / s.kv_heads;
   const int64_t kv_bytes_per_pair = std::max<int64_t>(1, 2 * s.kv_len * s.head_dim * 2 / group);
@@ -179,19 +180,16 @@ bool CausalPairs(const AttnFwdArgs& p) {
 
 // The persistent grid of a cluster launch: two CTAs per cluster that can be
 // resident at once (GPCs may not hold an even number of SMs). Asked once per
-// kernel and device ordinal 0..7 (not timed per call).
+// kernel and device (not timed per call).
 template <typename Kernel>
-cudaError_t PersistentClusterGrid(Kernel kernel, int threads, int smem_bytes, int* grid) {
-  struct Cached {
+cudaError_t PersistentClusterGrid(Kernel kernel, int device, int threads, int smem_bytes, int* grid) {
+  struct Occupancy {
     cudaError_t err = cudaErrorNotReady;
     int clusters = 0;
   };
-  static Cached cache[8];
-  int dev = 0;
-  cudaError_t err;
-  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
-  Cached& c = cache[dev & 7];
-  if (c.err == cudaErrorNotReady) {
+  static PerDevice<Occupancy> cache;
+  const Occupancy c = cache.Get(device, [&] {
+    Occupancy o;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -203,9 +201,15 @@ cudaError_t PersistentClusterGrid(Kernel kernel, int threads, int smem_bytes, in
     cfg.dynamicSmemBytes = smem_bytes;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    c.err = cudaOccupancyMaxActiveClusters(&c.clusters, kernel, &cfg);
-    if (c.err == cudaSuccess && c.clusters < 1) c.err = cudaErrorInvalidConfiguration;
-  }
+    int current = 0;
+    // The occupancy query asks the current device: make it `device` for the call.
+    o.err = cudaGetDevice(&current);
+    if (o.err == cudaSuccess && current != device) o.err = cudaSetDevice(device);
+    if (o.err == cudaSuccess) o.err = cudaOccupancyMaxActiveClusters(&o.clusters, kernel, &cfg);
+    if (current != device) cudaSetDevice(current);
+    if (o.err == cudaSuccess && o.clusters < 1) o.err = cudaErrorInvalidConfiguration;
+    return o;
+  });
   *grid = 2 * c.clusters;
   return c.err;
 }
@@ -288,7 +292,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   int grid = static_cast<int>(tiles);
   if (kPersistent) {
     int dev = 0, sms = 0;
-    if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+    if ((err = DeviceOrCurrent(a.device, &dev)) != cudaSuccess) return err;
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
     if (grid > sms) grid = sms;
   }
@@ -301,7 +305,11 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     static_assert(kPersistent && !kExt, "clusters: dense persistent launches");
     if (!ClusterPairsFit(a, Cfg::kBlockM, kDynamic)) return cudaErrorInvalidValue;
     int cluster_grid = 0;
-    if ((err = PersistentClusterGrid(kernel, Cfg::kThreads, smem_bytes, &cluster_grid)) != cudaSuccess) return err;
+    int dev = 0;
+    if ((err = DeviceOrCurrent(a.device, &dev)) != cudaSuccess) return err;
+    if ((err = PersistentClusterGrid(kernel, dev, Cfg::kThreads, smem_bytes, &cluster_grid)) != cudaSuccess) {
+      return err;
+    }
     // The fewest clusters with the same number of waves of tile pairs (2048
     // tiles on 66 clusters: 16 waves, so 64 clusters): the spare SMs idle
     // instead of running a half-empty last wave, and under the power limit
@@ -399,7 +407,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     if (p.workspace == nullptr || p.workspace_elems < 1) return cudaErrorInvalidValue;
     int chunk = 0;
     if ((variant & kFwdLptOrder) != 0) {
-      if (cudaError_t err = LptChunkPairs(p.shape, &chunk); err != cudaSuccess) return err;
+      if (cudaError_t err = LptChunkPairs(p.shape, p.device, &chunk); err != cudaSuccess) return err;
     }
     if (wg3_bit) {
       return f16 ? Launch<64, true, true, true, false, true, 0, 3>(p, stream, chunk)
