@@ -35,7 +35,7 @@ def functions(path: str, cuobjdump: str) -> dict[str, str]:
       continue
     if name is None:
       continue
-    ins = re.sub(r"/\*[0-9a-fx]+\*/", "", line)     # addresses and encodings
+    ins = re.sub(r"/\*.*?\*/", "", line)     # addresses and encodings
     ins = re.sub(r"\s+", " ", ins).strip()
     header = re.match(r"(arch|code version|host|compile_size|identifier|code for) ", ins)
     if ins and not header and not ins.startswith(".") and ins != "}" and "Fatbin" not in ins:
@@ -50,8 +50,15 @@ def main(argv=None) -> int:
   ap.add_argument("old")
   ap.add_argument("new")
   ap.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
+  ap.add_argument("--ignore-param-offsets", action="store_true",
+                  help="compare kernel-parameter loads (c[0x0][...]) without their offsets, "
+                       "for a change that only adds a field to a kernel's argument struct")
   args = ap.parse_args(argv)
   old, new = functions(args.old, args.cuobjdump), functions(args.new, args.cuobjdump)
+  if args.ignore_param_offsets:
+    blank = lambda s: re.sub(r"c\[0x0\]\[0x[0-9a-f]+\]", "c[0x0][param]", s)
+    old = {k: blank(v) for k, v in old.items()}
+    new = {k: blank(v) for k, v in new.items()}
   digest = lambda s: hashlib.sha1(s.encode()).hexdigest()
   same_name = [n for n in old if n in new]
   differ = [n for n in same_name if old[n] != new[n]]
