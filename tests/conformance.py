@@ -12,7 +12,8 @@ and subclasses `ConformanceSuite`:
     class TestLayerNorm(ConformanceSuite):
       spec = LAYER_NORM
 
-pytest then generates, for that op, one test per check below (parametrized
+(tests/norms/test_conformance.py and tests/attention/test_conformance.py
+are complete examples). pytest then generates, for that op, one test per check below (parametrized
 over implementations, dtypes and shapes where it matters):
 
   eager==jit       the eager call equals the jitted one;
@@ -22,15 +23,17 @@ over implementations, dtypes and shapes where it matters):
   grad==oracle     jit(grad) of a random projection of the outputs matches
                    the oracle's, same sweep;
   check_grads      jax.test_util.check_grads, float32, order 1, reverse mode;
-  vmap leading     vmap over axis 0, and over axis 1 ("non-leading"), of
-  vmap non-lead.   every input, and of the data inputs only (parameters shared);
+  vmap(0), vmap(1) vmap over a leading and over a non-leading axis, of every
+                   input, and of the data inputs only (parameters shared);
   vmap(grad)       per-example gradients, parameters shared;
   checkpoint       grad through jax.checkpoint, still the kernel's targets;
   HLO fwd / bwd    the compiled HLO holds the op's custom call (forward; and
                    the backward one under grad), the oracle's holds none;
   sharded fwd/bwd  inputs sharded with NamedSharding over 4 CPU devices: the
                    oracle's answer, the inputs' sharding kept, no all-gather,
-                   all-to-all or collective-permute in the compiled HLO;
+                   all-to-all or collective-permute in the compiled HLO (no
+                   collective at all in the forward; in the backward an
+                   all-reduce exactly when the spec says parameters sum);
   impl errors      an unknown implementation= is a ValueError naming it, and
                    a kernel for the wrong platform is refused.
 
@@ -256,6 +259,16 @@ class ConformanceSuite:
       return self.spec.diff_argnums
     return tuple(i for i, a in enumerate(args) if jnp.issubdtype(a.dtype, jnp.floating))
 
+  @staticmethod
+  def of_diff_args(f, args, argnums):
+    """f as a function of args[argnums] only, the other args fixed."""
+    def g(*diff):
+      full = list(args)
+      for i, x in zip(argnums, diff):
+        full[i] = x
+      return f(*full)
+    return g
+
   def weights(self, rng, args):
     """A float32 random weight per output leaf (the projection the losses take)."""
     outs = jax.eval_shape(self.call(None), *args)
@@ -298,6 +311,9 @@ class ConformanceSuite:
   # ---- the checks (each test's name maps to a table column in CHECKS)
 
   def test_eager_matches_jit(self, rng, dtype):
+    # Exactly: the same kernel runs (an XLA fallback may fuse differently).
+    if not self.kernel_serves(dtype):
+      pytest.skip(f"no kernel for {_dtype_name(dtype)} on this platform")
     args = self.spec.make_inputs(rng, self.spec.small_shape, dtype)
     eager = self.call(None)(*args)
     assert_trees_close(eager, jax.jit(self.call(None))(*args), 0)
@@ -319,13 +335,7 @@ class ConformanceSuite:
   def test_check_grads(self, rng):
     args = self.spec.make_inputs(rng, self.spec.check_grads_shape, jnp.float32)
     argnums = self.diff_argnums(args)
-
-    def f(*diff):
-      full = list(args)
-      for i, x in zip(argnums, diff):
-        full[i] = x
-      return self.call(None)(*full)
-
+    f = self.of_diff_args(self.call(None), args, argnums)
     # eps 1e-3: float32 central differences at the default 1e-4 carry a few
     # percent of roundoff now and then.
     tol = self.spec.check_grads_tol
@@ -427,11 +437,7 @@ class ConformanceSuite:
     def vjp(impl):
       def g(*args):
         *inputs, cts = args
-        def f(*diff):
-          full = list(inputs)
-          for i, x in zip(argnums, diff):
-            full[i] = x
-          return self.call(impl)(*full)
+        f = self.of_diff_args(self.call(impl), inputs, argnums)
         out, pullback = jax.vjp(f, *(inputs[i] for i in argnums))
         return pullback(jax.tree.unflatten(jax.tree.structure(out), cts))
       return g

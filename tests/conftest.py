@@ -35,6 +35,8 @@ def pytest_terminal_summary(terminalreporter):
   import pathlib
 
   import conformance
+  if hasattr(terminalreporter.config, "workerinput"):
+    return  # an xdist worker: the controller has every outcome and prints the table
   text = conformance.table()
   if text is None:
     return
