@@ -1,4 +1,11 @@
 import os
+import pathlib
+import sys
+
+# Every family folder's helpers (norm_cases, attention_cases, ...) import by name.
+for _folder in sorted(pathlib.Path(__file__).parent.iterdir()):
+  if _folder.is_dir() and not _folder.name.startswith((".", "_")) and str(_folder) not in sys.path:
+    sys.path.append(str(_folder))
 
 # Several CPU devices for the sharding tests; must be set before jax starts.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
@@ -19,10 +26,49 @@ requires_gpu = pytest.mark.skipif(not on_gpu(), reason="needs a CUDA GPU")
 requires_cpu_backend = pytest.mark.skipif(on_gpu(), reason="runs the CPU kernel on CPU arrays")
 
 
-def pytest_collection_modifyitems(config, items):
+# ---- the composability table (tests/conformance.py): op x check -> pass/FAIL/skip
+
+def pytest_collection_modifyitems(items):
+  import conformance
+  conformance.tag(items)
   # TEST_SHARD=i/n keeps every n-th test from the i-th: the GPU run script
   # runs n shards side by side (the suite is bound by XLA compiles on the host).
   shard = os.environ.get("TEST_SHARD")
   if shard:
     i, n = (int(v) for v in shard.split("/"))
     items[:] = [item for k, item in enumerate(items) if k % n == i]
+
+
+def pytest_runtest_logreport(report):
+  import conformance
+  conformance.record(report)
+
+
+def pytest_terminal_summary(terminalreporter):
+  import pathlib
+
+  import conformance
+  if hasattr(terminalreporter.config, "workerinput"):
+    return  # an xdist worker: the controller has every outcome and prints the table
+  text = conformance.table()
+  if text is None:
+    return
+  path = pathlib.Path(__file__).parent / ".composability.md"
+  path.write_text("# Composability: op x transformation\n\n" + text + "\n")
+  terminalreporter.write_sep("=", "composability (tests/conformance.py)")
+  terminalreporter.write_line(text)
+  terminalreporter.write_line(f"(also in {path})")
+  _fuzz_summary(terminalreporter)
+
+
+def _fuzz_summary(terminalreporter):
+  counts = {}
+  for module in list(sys.modules.values()):
+    counts.update(getattr(module, "FUZZ_COUNTS", None) or {})
+  if not counts:
+    return
+  terminalreporter.write_sep("=", "fuzz table (tests/fuzz): cases per op and implementation")
+  terminalreporter.write_line("| op | implementation | tried | clean | wrong | crash |")
+  for (op, impl), c in sorted(counts.items()):
+    terminalreporter.write_line(
+        f"| {op} | {impl} | {c['tried']} | {c['clean']} | {c['wrong']} | {c['crash']} |")

@@ -16,7 +16,7 @@ from conftest import on_gpu
 RUNNER = pathlib.Path(__file__).with_name("fuzz_runner.py")
 OPS = ["layer_norm", "rms_norm", "dot_product_attention"]
 IMPLS = ["None", "xla"] + (["cuda"] if on_gpu() else ["cpu"])
-COUNTS = {}  # (op, impl) -> {outcome: n}, printed by conftest's summary
+FUZZ_COUNTS = {}  # (op, impl) -> counts, printed by conftest's terminal summary
 
 
 def run(op, impl):
@@ -50,5 +50,5 @@ def test_fuzz(op, impl):
   if crash:
     counts["crash"] += 1
     bad.append(f"crash in case {crash[0]!r} (exit {crash[1]}): {crash[2]}")
-  COUNTS[(op, impl)] = counts
+  FUZZ_COUNTS[(op, impl)] = counts
   assert not bad, "\n".join(bad)

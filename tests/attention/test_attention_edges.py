@@ -1,5 +1,6 @@
-"""Edges a demanding user hits: NaN/Inf as the reference, jax.debug_infs,
-64-bit ids and lengths, jax.nn's return_residual, zero query heads."""
+"""Attention edges a demanding user hits: NaN/Inf as the reference,
+jax.debug_infs, 64-bit ids and lengths, jax.nn's return_residual, zero
+query heads."""
 
 import os
 import subprocess
@@ -61,28 +62,6 @@ def test_attention_nan_and_inf_propagate_as_the_reference(impl, where):
 
 @pytest.mark.parametrize("impl", KERNELS)
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
-def test_norm_nan_and_inf_propagate_as_the_reference(impl, op):
-  x = jax.random.normal(jax.random.key(0), (4, 33)).at[1, 7].set(jnp.nan).at[2, 3].set(jnp.inf)
-  scale = jnp.linspace(0.5, 1.5, 33)
-  f = lambda implementation: lambda x, s: getattr(jaxdnn, op)(x, s, implementation=implementation)
-  _same_nans_and_close(f(impl)(x, scale), f("xla")(x, scale), 1e-5)
-  g = lambda implementation: jax.grad(lambda x, s: jnp.sum(f(implementation)(x, s) ** 2),
-                                      argnums=(0, 1))(x, scale)
-  for got, want in zip(g(impl), g("xla")):
-    _same_nans_and_close(got, want, 1e-4)
-
-
-def test_layer_norm_with_a_large_offset_keeps_float32_accuracy():
-  x = np.random.default_rng(0).standard_normal((16, 1024)).astype(np.float32) + np.float32(1e6)
-  z = x.astype(np.float64)
-  want = (z - z.mean(-1, keepdims=True)) / np.sqrt(z.var(-1, keepdims=True) + 1e-5)
-  for impl in KERNELS + ["xla"]:
-    got = np.asarray(jaxdnn.layer_norm(jnp.asarray(x), implementation=impl), np.float64)
-    if impl is None and jax.default_backend() == "gpu" and np.max(np.abs(got - want)) >= 1e-4:
-      pytest.xfail("the CUDA LayerNorm still centres with a float32 mean (issue 23, open)")
-    assert np.max(np.abs(got - want)) < 1e-4, impl  # a float32 mean near 1e6 alone is 0.03 off
-
-
 def test_fully_masked_row_under_debug_infs():
   q, k, v = _qkv(shape=(1, 4, 2, 8), kv_heads=2)
   mask = jnp.ones((1, 1, 4, 5), bool).at[..., 0, :].set(False)  # query row 0 attends nothing

@@ -1,11 +1,10 @@
-"""Bad inputs fail at trace time with errors that name the argument."""
+"""Bad norm inputs fail at trace time with errors that name the argument
+(implementation= errors: the conformance checks)."""
 
-import jax
 import jax.numpy as jnp
 import pytest
 
 import jaxdnn
-from jaxdnn import _extension
 
 
 @pytest.mark.parametrize("op", [jaxdnn.layer_norm, jaxdnn.rms_norm])
@@ -34,19 +33,3 @@ def test_bad_inputs(op):
 def test_bias_shape_named():
   with pytest.raises(ValueError, match="bias must have shape"):
     jaxdnn.layer_norm(jnp.ones((2, 8)), jnp.ones(8), jnp.ones((2, 8)))
-
-
-def test_cuda_on_cpu_is_refused():
-  if jax.default_backend() != "cpu":
-    pytest.skip("CPU-only check")
-  x = jnp.ones((4, 8))
-  with pytest.raises(ValueError, match="implementation='cuda'|cannot run on platform 'cpu'"):
-    jax.jit(lambda x: jaxdnn.layer_norm(x, implementation="cuda"))(x)
-
-
-def test_old_jaxlib_is_refused(monkeypatch):
-  monkeypatch.setattr(_extension._build_info, "BUILT_AGAINST_JAXLIB", "999.0.0")
-  with pytest.raises(ImportError, match="built against jaxlib 999.0.0"):
-    _extension._check_jaxlib()
-  monkeypatch.setattr(_extension._build_info, "BUILT_AGAINST_JAXLIB", "0.1.0")
-  _extension._check_jaxlib()

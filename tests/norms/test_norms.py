@@ -1,42 +1,17 @@
-"""LayerNorm / RMSNorm against the "xla" oracle, under every transformation."""
+"""LayerNorm / RMSNorm cases beyond the conformance checks (test_conformance.py):
+no parameters, batched parameters, NaN/Inf, empty rows, mixed dtypes, GPU
+launch layouts and determinism."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.test_util import check_grads
 
 import jaxdnn
 from conftest import requires_gpu
-from norm_cases import DTYPES, SHAPES, assert_close, call, grad_tol, params, rand, tol
+from norm_cases import assert_close, call, params, rand, tol
 
 KINDS = ["layer", "rms"]
-
-
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_forward_matches_oracle(kind, dtype, shape):
-  x = rand(shape, dtype, scale=2.0, offset=0.5)
-  scale, bias = params(kind, shape[-1])
-  got = jax.jit(lambda x, s, b: call(kind, x, s, b))(x, scale, bias)
-  want = call(kind, x, scale, bias, implementation="xla")
-  assert got.dtype == want.dtype == jnp.dtype(dtype)
-  assert_close(got, want, tol(dtype))
-
-
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
-@pytest.mark.parametrize("shape", [(4, 3), (6, 1000), (2, 3, 256), (3, 4097)], ids=str)
-def test_residual_and_zero_centered(kind, dtype, shape):
-  x, r = rand(shape, dtype), rand(shape, dtype)
-  scale, bias = params(kind, shape[-1])
-  kw = dict(residual=r, zero_centered_scale=True)
-  y, z = jax.jit(lambda x, r, s, b: call(kind, x, s, b, residual=r, zero_centered_scale=True))(
-      x, r, scale, bias)
-  y0, z0 = call(kind, x, scale, bias, implementation="xla", **kw)
-  np.testing.assert_array_equal(np.asarray(z, np.float32), np.asarray(z0, np.float32))
-  assert_close(y, y0, tol(dtype))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -56,46 +31,6 @@ def _loss(kind, impl, residual=False):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
-@pytest.mark.parametrize("shape", [(4, 3), (7, 1000), (3, 4097), (2, 3, 4, 64), (33, 128)], ids=str)
-@pytest.mark.parametrize("residual", [False, True])
-def test_gradients_match_oracle(kind, dtype, shape, residual):
-  x, r = rand(shape, dtype), rand(shape, dtype)
-  s, b = params(kind, shape[-1])
-  argnums = (0, 1, 2, 3) if kind == "layer" else (0, 1, 3)
-  got = jax.jit(jax.grad(_loss(kind, None, residual), argnums=argnums))(x, s, b, r)
-  want = jax.grad(_loss(kind, "xla", residual), argnums=argnums)(x, s, b, r)
-  for g, w in zip(got, want):
-    assert g.dtype == w.dtype
-    assert_close(g, w, grad_tol(dtype))
-
-
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("residual", [False, True])
-def test_check_grads_float32(kind, residual):
-  x, r = rand((3, 17)), rand((3, 17))
-  s, b = params(kind, 17)
-  if kind == "layer":
-    f = lambda x, s, b, r: _loss(kind, None, residual)(x, s, b, r)
-    args = (x, s, b, r)
-  else:
-    f = lambda x, s, r: _loss(kind, None, residual)(x, s, None, r)
-    args = (x, s, r)
-  # eps 1e-3: the loss is a sum of order 50, whose float32 central differences
-  # at the default 1e-4 carry ~5% roundoff now and then (seen once in CI).
-  check_grads(f, args, order=1, modes=["rev"], atol=2e-2, rtol=2e-2, eps=1e-3)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_vmap_over_non_leading_axis(kind):
-  x = rand((6, 5, 40))       # batched over axis 1
-  s = rand((40,), offset=1.0)
-  f = lambda x: call(kind, x, s)
-  got = jax.vmap(f, in_axes=1, out_axes=1)(x)
-  assert_close(got, call(kind, x, s, implementation="xla"), 2e-5)
-
-
-@pytest.mark.parametrize("kind", KINDS)
 def test_vmap_over_parameters(kind):
   # Different scale (and bias) per batch element: the grouped-parameter path.
   x = rand((3, 5, 40))
@@ -111,21 +46,6 @@ def test_vmap_over_parameters(kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("residual", [False, True])
-def test_vmap_of_grad(kind, residual):
-  x, r = rand((4, 6, 24)), rand((4, 6, 24))
-  s, b = params(kind, 24)
-  argnums = (0, 1, 2) if kind == "layer" else (0, 1)
-  per_example = lambda impl: jax.vmap(jax.grad(_loss(kind, impl, residual), argnums=argnums),
-                                      in_axes=(0, None, None, 0))
-  got = jax.jit(per_example(None))(x, s, b, r)
-  want = per_example("xla")(x, s, b, r)
-  for g, w in zip(got, want):
-    assert g.shape == w.shape
-    assert_close(g, w, 1e-4)
-
-
-@pytest.mark.parametrize("kind", KINDS)
 def test_nested_vmap_and_checkpoint(kind):
   x = rand((2, 3, 4, 32))
   s = rand((2, 32), offset=1.0)
@@ -137,18 +57,6 @@ def test_nested_vmap_and_checkpoint(kind):
   want = jax.grad(loss("xla"), argnums=(0, 1))(x[0], s[0])
   for g, w in zip(got, want):
     assert_close(g, w, 1e-4)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_hlo_contains_jaxdnn_custom_call(kind):
-  x = rand((8, 64))
-  s, b = params(kind, 64)
-  fwd = jax.jit(lambda x: call(kind, x, s, b)).lower(x).compile().as_text()
-  assert 'custom_call_target="jaxdnn_norm_fwd"' in fwd
-  bwd = jax.jit(jax.grad(lambda x: jnp.sum(call(kind, x, s, b) ** 2))).lower(x).compile().as_text()
-  assert 'custom_call_target="jaxdnn_norm_bwd"' in bwd
-  xla = jax.jit(lambda x: call(kind, x, s, b, implementation="xla")).lower(x).compile().as_text()
-  assert "jaxdnn_norm" not in xla
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -169,6 +169,23 @@ def hlo(f, *args):
   return jax.jit(f).lower(*args).compile().as_text()
 
 
+# q_len / kv_len from {1, 7, 33, 100}, both orders; head dims 40..256; GQA 1, 4, 8.
+SHAPES = [
+    Dims(2, 1, 1, 2, 2, 64),
+    Dims(2, 7, 7, 4, 4, 64),
+    Dims(2, 33, 33, 8, 2, 64),     # GQA 4
+    Dims(1, 100, 100, 8, 1, 64),   # MQA (8)
+    Dims(2, 7, 33, 4, 1, 96),      # q shorter than kv
+    Dims(2, 33, 7, 4, 2, 128),     # q longer than kv
+    Dims(1, 1, 100, 8, 8, 128),    # decode step
+    Dims(2, 100, 1, 2, 1, 40),     # a single key
+    Dims(1, 33, 100, 2, 2, 192),
+    Dims(1, 100, 33, 2, 1, 256),
+    Dims(2, 33, 33, 2, 2, 40),
+    Dims(1, 7, 100, 8, 1, 256),
+]
+
+
 # ---- options: each a function of Dims returning dot_product_attention kwargs ----
 
 def segment_ids(batch, length, docs=3):
