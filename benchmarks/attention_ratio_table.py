@@ -6,6 +6,7 @@ for the forward, the backward alone ((fwd+bwd) - fwd) and fwd+bwd, host-timed
 and, where the run had --gpu-busy, GPU-busy ("wall busy" pairs); geometric
 means and minima over the cases with seq >= --seq-min.
 """
+
 import argparse
 import json
 import math
@@ -31,7 +32,9 @@ def main():
     x, y = t(case, direction, impl, key), t(case, direction, "jaxdnn", key)
     return x / y if x and y else float("nan")
 
-  cols = [(d_, i) for i in anchors for d_ in (("fwd", "bwd", "fwd+bwd") if i == "cudnn" else ("fwd+bwd",))]
+  cols = [
+    (d_, i) for i in anchors for d_ in (("fwd", "bwd", "fwd+bwd") if i == "cudnn" else ("fwd+bwd",))
+  ]
   print(f"{'case':18s}{'fwd TF/s':>9s}  " + "  ".join(f"{d_ + ' vs ' + i:>20s}" for d_, i in cols))
   means = {c: [] for c in cols}
   for case in cases:
@@ -49,7 +52,10 @@ def main():
     if v:
       g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
       w, b = [x[0] for x in v], [x[1] for x in v if not math.isnan(x[1])]
-      print(f"  {c[0]} vs {c[1]}: {g(w):.3f} ({min(w):.2f}) / " + (f"{g(b):.3f} ({min(b):.2f})" if b else "-"))
+      print(
+        f"  {c[0]} vs {c[1]}: {g(w):.3f} ({min(w):.2f}) / "
+        + (f"{g(b):.3f} ({min(b):.2f})" if b else "-")
+      )
 
 
 if __name__ == "__main__":

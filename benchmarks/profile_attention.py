@@ -1,4 +1,5 @@
 """One forward launch of the CUDA attention kernel, for ncu (profile_attention.sh)."""
+
 import jax
 import jax.numpy as jnp
 

@@ -23,8 +23,9 @@ import sys
 
 def functions(path: str, cuobjdump: str) -> dict[str, str]:
   env = dict(os.environ)
-  text = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True, env=env,
-                        check=True).stdout
+  text = subprocess.run(
+    [cuobjdump, "-sass", path], capture_output=True, text=True, env=env, check=True
+  ).stdout
   out, name, body = {}, None, []
   for line in text.splitlines():
     m = re.match(r"\s*Function : (\S+)", line)
@@ -35,7 +36,7 @@ def functions(path: str, cuobjdump: str) -> dict[str, str]:
       continue
     if name is None:
       continue
-    ins = re.sub(r"/\*.*?\*/", "", line)     # addresses and encodings
+    ins = re.sub(r"/\*.*?\*/", "", line)  # addresses and encodings
     ins = re.sub(r"\s+", " ", ins).strip()
     header = re.match(r"(arch|code version|host|compile_size|identifier|code for) ", ins)
     if ins and not header and not ins.startswith(".") and ins != "}" and "Fatbin" not in ins:
@@ -50,9 +51,12 @@ def main(argv=None) -> int:
   ap.add_argument("old")
   ap.add_argument("new")
   ap.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
-  ap.add_argument("--ignore-param-offsets", action="store_true",
-                  help="compare kernel-parameter loads (c[0x0][...]) without their offsets, "
-                       "for a change that only adds a field to a kernel's argument struct")
+  ap.add_argument(
+    "--ignore-param-offsets",
+    action="store_true",
+    help="compare kernel-parameter loads (c[0x0][...]) without their offsets, "
+    "for a change that only adds a field to a kernel's argument struct",
+  )
   args = ap.parse_args(argv)
   old, new = functions(args.old, args.cuobjdump), functions(args.new, args.cuobjdump)
   if args.ignore_param_offsets:
@@ -75,8 +79,10 @@ def main(argv=None) -> int:
       del only_old[n]
       renamed += 1
   only_new_left = [n for lst in new_by_code.values() for n in lst]
-  print(f"functions: old {len(old)}, new {len(new)}; same name {len(same_name)} "
-        f"({len(same_name) - len(differ)} identical), renamed with identical code {renamed}")
+  print(
+    f"functions: old {len(old)}, new {len(new)}; same name {len(same_name)} "
+    f"({len(same_name) - len(differ)} identical), renamed with identical code {renamed}"
+  )
   for n in differ:
     print(f"DIFFERS   {n} ({len(old[n].splitlines())} -> {len(new[n].splitlines())} instructions)")
   for n in only_old:

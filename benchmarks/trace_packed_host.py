@@ -9,6 +9,7 @@ records, and the API calls by total host time.
 
   python3 benchmarks/trace_packed_host.py [--calls 20]
 """
+
 import argparse
 import collections
 import json
@@ -35,25 +36,33 @@ for b in range(batch):
   pos, doc = 0, 0
   while pos < seq:
     n = int(min(seq - pos, max(16, rng.exponential(1024))))
-    ids[b, pos:pos + n] = doc
+    ids[b, pos : pos + n] = doc
     pos, doc = pos + n, doc + 1
 seg = jnp.asarray(ids)
 keys = jax.random.split(jax.random.PRNGKey(7), 3)
 q, k, v = (jax.random.normal(kk, (batch, seq, heads, dim), jnp.bfloat16) for kk in keys)
 cases = {
-    "packed": jax.jit(lambda q, k, v: jaxdnn.dot_product_attention(
-        q, k, v, is_causal=True, query_segment_ids=seg, key_value_segment_ids=seg)),
-    "packed-segargs": jax.jit(lambda q, k, v, s: jaxdnn.dot_product_attention(
-        q, k, v, is_causal=True, query_segment_ids=s, key_value_segment_ids=s)),
-    "dense-causal": jax.jit(lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True)),
+  "packed": jax.jit(
+    lambda q, k, v: jaxdnn.dot_product_attention(
+      q, k, v, is_causal=True, query_segment_ids=seg, key_value_segment_ids=seg
+    )
+  ),
+  "packed-segargs": jax.jit(
+    lambda q, k, v, s: jaxdnn.dot_product_attention(
+      q, k, v, is_causal=True, query_segment_ids=s, key_value_segment_ids=s
+    )
+  ),
+  "dense-causal": jax.jit(lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True)),
 }
 # The benchmark's own functions (arrays among the keyword arguments passed as
 # jit arguments), forward and forward+backward, to trace what it times.
 from jaxdnn.attention.bench import _fwd_and_fwdbwd  # noqa: E402
 from jaxdnn.bench.timing import time_jax  # noqa: E402
+
 bench_fwd, bench_fwdbwd = _fwd_and_fwdbwd(
-    lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw),
-    dict(is_causal=True, query_segment_ids=seg, key_value_segment_ids=seg))
+  lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw),
+  dict(is_causal=True, query_segment_ids=seg, key_value_segment_ids=seg),
+)
 cases["bench-packed-fwd"] = bench_fwd
 cases["bench-packed-fwd+bwd"] = bench_fwdbwd
 print("XLA_FLAGS:", os.environ.get("XLA_FLAGS", ""))
@@ -71,14 +80,20 @@ for name, f in cases.items():
     path = os.path.join(d, "t.json")
     prof.export_chrome_trace(path)
     ev = json.load(open(path))["traceEvents"]
-  gpu = sorted((e["ts"], e["dur"], e.get("name", "")[:60]) for e in ev
-               if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy") and "dur" in e)
+  gpu = sorted(
+    (e["ts"], e["dur"], e.get("name", "")[:60])
+    for e in ev
+    if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy") and "dur" in e
+  )
   api = [e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver") and "dur" in e]
   busy = sum(d for _, d, _ in gpu)
   span = gpu[-1][0] + gpu[-1][1] - gpu[0][0] if gpu else 0
   gaps = [gpu[i + 1][0] - (gpu[i][0] + gpu[i][1]) for i in range(len(gpu) - 1)]
-  print(f"== {name}: {len(gpu) / a.calls:.1f} GPU records/call, busy {busy / a.calls:.1f} us/call, "
-        f"span {span / a.calls:.1f} us/call, gaps > 5 us: {sum(g for g in gaps if g > 5) / a.calls:.1f} us/call")
+  print(
+    f"== {name}: {len(gpu) / a.calls:.1f} GPU records/call, busy {busy / a.calls:.1f} us/call, "
+    f"span {span / a.calls:.1f} us/call, "
+    f"gaps > 5 us: {sum(g for g in gaps if g > 5) / a.calls:.1f} us/call"
+  )
   kinds = collections.Counter(n for _, _, n in gpu)
   for n, c in kinds.most_common(8):
     print(f"   GPU  {c / a.calls:5.1f}/call  {n}")

@@ -15,7 +15,7 @@ for _family in FAMILIES:
   __all__ += list(_module.__all__)
 del _family, _module, _name
 
-from jaxdnn import flax  # noqa: E402  (jaxdnn.flax.attention_fn; flax is not imported)
+from jaxdnn import flax as flax  # noqa: E402  (jaxdnn.flax.attention_fn; flax is not imported)
 
 built_with_cuda = _extension.built_with_cuda
 cuda_available = _extension.cuda_available

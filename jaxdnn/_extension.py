@@ -16,8 +16,9 @@ try:
   from jaxdnn import _build_info
 except ImportError as e:  # Running from a source tree that was never built.
   raise ImportError(
-      "jaxdnn's compiled extension is missing: install the package "
-      "(`pip install .`) and import it from outside the source tree") from e
+    "jaxdnn's compiled extension is missing: install the package "
+    "(`pip install .`) and import it from outside the source tree"
+  ) from e
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:
@@ -34,8 +35,9 @@ def _check_jaxlib() -> None:
   built, running = _build_info.BUILT_AGAINST_JAXLIB, jaxlib.version.__version__
   if _version_tuple(running) < _version_tuple(built):
     raise ImportError(
-        f"jaxdnn was built against jaxlib {built} but jaxlib {running} is "
-        f"running; upgrade jaxlib to >= {built} or rebuild jaxdnn")
+      f"jaxdnn was built against jaxlib {built} but jaxlib {running} is "
+      f"running; upgrade jaxlib to >= {built} or rebuild jaxdnn"
+    )
 
 
 _check_jaxlib()

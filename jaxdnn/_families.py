@@ -6,6 +6,6 @@ runs); its C++ half is registered by one jaxdnn_family() line in CMakeLists.txt.
 """
 
 FAMILIES = (
-    "norms",
-    "attention",
+  "norms",
+  "attention",
 )

@@ -27,6 +27,7 @@ def mark_requires_devices(primitive) -> None:
 # on; the aval field is not public and has moved between jax versions
 # (`vma` in newer jax, `mat.varying` in others), hence this shim.
 
+
 def varying_axes(aval) -> frozenset:
   vma = getattr(aval, "vma", None)
   if vma is not None:
@@ -45,5 +46,6 @@ def with_varying_axes(aval, axes: frozenset, like):
   if mat is None or not hasattr(mat, "update"):
     return aval
   from jax.sharding import NamedSharding, PartitionSpec
+
   sharding = NamedSharding(like.sharding.mesh, PartitionSpec(*([None] * len(aval.shape))))
   return aval.update(sharding=sharding, manual_axis_type=mat.update(varying=frozenset(axes)))

@@ -14,19 +14,21 @@ IMPLEMENTATIONS = (None, "cuda", "cpu", "xla")
 def check_implementation(implementation, op: str) -> None:
   if implementation not in IMPLEMENTATIONS:
     raise ValueError(
-        f"{op}: implementation must be one of None, 'cuda', 'cpu' or 'xla', "
-        f"got {implementation!r}")
+      f"{op}: implementation must be one of None, 'cuda', 'cpu' or 'xla', got {implementation!r}"
+    )
   if implementation == "cuda" and not _extension.has_cuda_kernels():
     raise ValueError(
-        f"{op}: implementation='cuda' was asked for but jaxdnn was built "
-        "without its CUDA extension (no nvcc at build time)")
+      f"{op}: implementation='cuda' was asked for but jaxdnn was built "
+      "without its CUDA extension (no nvcc at build time)"
+    )
 
 
 def lowering_platform_error(op: str, implementation, platform: str) -> Exception:
   return ValueError(
-      f"{op}: implementation={implementation!r} cannot run on platform "
-      f"{platform!r}; use implementation=None to pick the kernel for the "
-      "platform, or 'xla' for the plain-JAX composition")
+    f"{op}: implementation={implementation!r} cannot run on platform "
+    f"{platform!r}; use implementation=None to pick the kernel for the "
+    "platform, or 'xla' for the plain-JAX composition"
+  )
 
 
 def resolve(implementation, op: str, cuda_unsupported=None):
@@ -55,6 +57,7 @@ def resolve(implementation, op: str, cuda_unsupported=None):
     return "xla"
   if implementation is not None or backend == "cpu":
     return implementation
-  warnings.warn(f"{op}: no jaxdnn kernel for backend {backend!r}; using the XLA composition",
-                stacklevel=3)
+  warnings.warn(
+    f"{op}: no jaxdnn kernel for backend {backend!r}; using the XLA composition", stacklevel=3
+  )
   return "xla"

@@ -23,7 +23,8 @@ On one device custom_partitioning inlines the plain FFI call.
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -53,8 +54,8 @@ class FfiOp:
     _jax_internal.mark_requires_devices(self.primitive)
     for platform in _PLATFORMS:
       mlir.register_lowering(
-          self.primitive, functools.partial(self._lower, platform=platform),
-          platform=platform)
+        self.primitive, functools.partial(self._lower, platform=platform), platform=platform
+      )
 
   # ---- to be declared by each op ----
   def abstract_eval(self, *avals, **params) -> Sequence[jax.core.ShapedArray]:
@@ -93,7 +94,7 @@ class FfiOp:
     return tuple(_jax_internal.with_varying_axes(o, axes, like) for o in outs)
 
   @staticmethod
-  @functools.lru_cache(maxsize=None)
+  @functools.cache
   def _jitted(primitive, items):
     params = dict(items)
     return jax.jit(lambda *args: primitive.bind(*args, **params))
@@ -108,16 +109,17 @@ class FfiOp:
   def _ffi_call(self, platform, params, *args):
     """The FFI call itself, on whole or per-shard operands."""
     avals = [jax.core.ShapedArray(np.shape(a), a.dtype) for a in args]
-    outs = [jax.ShapeDtypeStruct(a.shape, a.dtype)
-            for a in self.abstract_eval(*avals, **params)]
+    outs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.abstract_eval(*avals, **params)]
     scratch = self.workspace(platform, avals, **params)
-    results = jax.ffi.ffi_call(self.target, outs + scratch)(
-        *args, **self.ffi_attributes(**params))
-    return tuple(results[:len(outs)])
+    results = jax.ffi.ffi_call(self.target, outs + scratch)(*args, **self.ffi_attributes(**params))
+    return tuple(results[: len(outs)])
 
   def _partitioned(self, platform, params, avals_in, avals_out):
-    key = (platform, tuple(sorted(params.items())),
-           tuple((a.shape, str(a.dtype)) for a in avals_in))
+    key = (
+      platform,
+      tuple(sorted(params.items())),
+      tuple((a.shape, str(a.dtype)) for a in avals_in),
+    )
     fn = self._partitioned_cache.get(key)
     if fn is not None:
       return fn
@@ -128,11 +130,13 @@ class FfiOp:
       return call
     fn = custom_partitioning(call)
     fn.def_partition(
-        partition=lambda mesh, arg_shapes, result_shape: spec.partition(
-            call, mesh, arg_shapes, result_shape),
-        infer_sharding_from_operands=spec.infer_from_operands,
-        sharding_rule=spec.rule(),
-        need_replication_factors=spec.need_replication_factors())
+      partition=lambda mesh, arg_shapes, result_shape: spec.partition(
+        call, mesh, arg_shapes, result_shape
+      ),
+      infer_sharding_from_operands=spec.infer_from_operands,
+      sharding_rule=spec.rule(),
+      need_replication_factors=spec.need_replication_factors(),
+    )
     self._partitioned_cache[key] = fn
     return fn
 

@@ -14,18 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 ROW, STAT, PARAM = "row", "stat", "param"
 
 
 @dataclass(frozen=True)
 class LeadingDimsSharding:
-  n_lead: int            # leading (row) dims of a "row" operand
-  n_groups: int          # leading dims that the params also carry
+  n_lead: int  # leading (row) dims of a "row" operand
+  n_groups: int  # leading dims that the params also carry
   in_roles: tuple
   out_roles: tuple
-  reduces_params: bool   # "param" results are sums over rows
+  reduces_params: bool  # "param" results are sums over rows
 
   def _names(self, role):
     lead = [f"r{i}" for i in range(self.n_lead)]
@@ -33,7 +34,7 @@ class LeadingDimsSharding:
       return lead + ["d"]
     if role == STAT:
       return lead
-    return lead[:self.n_groups] + ["d"]
+    return lead[: self.n_groups] + ["d"]
 
   def rule(self) -> str:
     lhs = ", ".join(" ".join(self._names(r)) for r in self.in_roles)
@@ -49,14 +50,14 @@ class LeadingDimsSharding:
     sharding = arg_shapes[idx].sharding
     spec = tuple(sharding.spec) if isinstance(sharding, NamedSharding) else ()
     spec = spec + (None,) * (self.n_lead + 1 - len(spec))
-    return spec[:self.n_lead]
+    return spec[: self.n_lead]
 
   def _spec(self, role, lead):
     if role == ROW:
       return P(*lead, None)
     if role == STAT:
       return P(*lead)
-    return P(*lead[:self.n_groups], None)
+    return P(*lead[: self.n_groups], None)
 
   def infer_from_operands(self, mesh, arg_shapes, result_shape):
     lead = self._lead_spec(mesh, arg_shapes)
@@ -66,14 +67,15 @@ class LeadingDimsSharding:
     lead = self._lead_spec(mesh, arg_shapes)
     arg_shardings = tuple(NamedSharding(mesh, self._spec(r, lead)) for r in self.in_roles)
     out_shardings = tuple(NamedSharding(mesh, self._spec(r, lead)) for r in self.out_roles)
-    reduce_axes = _mesh_axes(lead[self.n_groups:])
+    reduce_axes = _mesh_axes(lead[self.n_groups :])
 
     def per_shard(*args):
       outs = call(*args)
       if not (self.reduces_params and reduce_axes):
         return outs
-      return tuple(jax.lax.psum(o, reduce_axes) if r == PARAM else o
-                   for o, r in zip(outs, self.out_roles))
+      return tuple(
+        jax.lax.psum(o, reduce_axes) if r == PARAM else o for o, r in zip(outs, self.out_roles)
+      )
 
     return mesh, per_shard, out_shardings, arg_shardings
 

@@ -20,8 +20,7 @@ import jax.numpy as jnp
 import jaxdnn
 from jaxdnn.bench.timing import time_jax
 
-
-TOKENS, HEADS, KV_HEADS = 8, 4, 2   # the hidden vector as 8 tokens; GQA 4:2
+TOKENS, HEADS, KV_HEADS = 8, 4, 2  # the hidden vector as 8 tokens; GQA 4:2
 
 
 def init(key, width, depth, n_in, n_out):
@@ -29,14 +28,24 @@ def init(key, width, depth, n_in, n_out):
   dense = lambda k, i, o: jax.random.normal(k, (i, o), jnp.float32) * (1.0 / i) ** 0.5
   tok = width // TOKENS
   kv = tok * KV_HEADS // HEADS
-  blocks = [dict(ln_scale=jnp.ones(width), ln_bias=jnp.zeros(width),
-                 wq=dense(jax.random.fold_in(k, 2), tok, tok),
-                 wkv=dense(jax.random.fold_in(k, 3), tok, 2 * kv),
-                 wo=dense(jax.random.fold_in(k, 4), tok, tok) * 0.5,
-                 w1=dense(k, width, 2 * width), w2=dense(jax.random.fold_in(k, 1), 2 * width, width))
-            for k in keys[2:]]
-  return dict(embed=dense(keys[0], n_in, width), blocks=blocks,
-              rms_scale=jnp.zeros(width), head=dense(keys[1], width, n_out))
+  blocks = [
+    dict(
+      ln_scale=jnp.ones(width),
+      ln_bias=jnp.zeros(width),
+      wq=dense(jax.random.fold_in(k, 2), tok, tok),
+      wkv=dense(jax.random.fold_in(k, 3), tok, 2 * kv),
+      wo=dense(jax.random.fold_in(k, 4), tok, tok) * 0.5,
+      w1=dense(k, width, 2 * width),
+      w2=dense(jax.random.fold_in(k, 1), 2 * width, width),
+    )
+    for k in keys[2:]
+  ]
+  return dict(
+    embed=dense(keys[0], n_in, width),
+    blocks=blocks,
+    rms_scale=jnp.zeros(width),
+    head=dense(keys[1], width, n_out),
+  )
 
 
 def attention_dtype():
@@ -52,8 +61,9 @@ def token_mixing(blk, normed, implementation=None):
   q = (t @ blk["wq"]).reshape(batch, TOKENS, HEADS, tok // HEADS)
   k, v = jnp.split((t @ blk["wkv"]).reshape(batch, TOKENS, 2 * KV_HEADS, tok // HEADS), 2, axis=2)
   dt = attention_dtype()
-  o = jaxdnn.dot_product_attention(q.astype(dt), k.astype(dt), v.astype(dt), is_causal=True,
-                                   implementation=implementation)
+  o = jaxdnn.dot_product_attention(
+    q.astype(dt), k.astype(dt), v.astype(dt), is_causal=True, implementation=implementation
+  )
   return (o.astype(normed.dtype).reshape(batch, TOKENS, tok) @ blk["wo"]).reshape(batch, width)
 
 
@@ -62,12 +72,14 @@ def forward(params, x, implementation=None):
   residual = jnp.zeros_like(h)
   for blk in params["blocks"]:
     # Pre-norm block: the residual add is fused into the LayerNorm kernel.
-    normed, residual = jaxdnn.layer_norm(h, blk["ln_scale"], blk["ln_bias"], residual=residual,
-                                         implementation=implementation)
+    normed, residual = jaxdnn.layer_norm(
+      h, blk["ln_scale"], blk["ln_bias"], residual=residual, implementation=implementation
+    )
     mixed = normed + token_mixing(blk, normed, implementation)
     h = jax.nn.gelu(mixed @ blk["w1"]) @ blk["w2"]
-  out = jaxdnn.rms_norm(h + residual, params["rms_scale"], zero_centered_scale=True,
-                        implementation=implementation)
+  out = jaxdnn.rms_norm(
+    h + residual, params["rms_scale"], zero_centered_scale=True, implementation=implementation
+  )
   return out @ params["head"]
 
 
@@ -75,8 +87,8 @@ def make_data(key, n, n_in, n_out):
   # A fixed random teacher: a smooth nonlinear map the student can learn.
   k1, k2, k3 = jax.random.split(key, 3)
   x = jax.random.normal(k1, (n, n_in))
-  w = jax.random.normal(k2, (n_in, n_out)) / n_in ** 0.5
-  v = jax.random.normal(k3, (n_in, n_out)) / n_in ** 0.5
+  w = jax.random.normal(k2, (n_in, n_out)) / n_in**0.5
+  v = jax.random.normal(k3, (n_in, n_out)) / n_in**0.5
   return x, jnp.tanh(x @ w) + 0.5 * jnp.sin(x @ v)
 
 
@@ -87,8 +99,10 @@ def main(argv=None):
   ap.add_argument("--depth", type=int, default=3)
   ap.add_argument("--batch", type=int, default=512)
   args = ap.parse_args(argv)
-  print(f"jaxdnn demo on {jax.devices()[0].device_kind} ({jax.default_backend()}), "
-        f"CUDA kernels built: {jaxdnn.has_cuda_kernels()}")
+  print(
+    f"jaxdnn demo on {jax.devices()[0].device_kind} ({jax.default_backend()}), "
+    f"CUDA kernels built: {jaxdnn.has_cuda_kernels()}"
+  )
 
   n_in, n_out = 64, 16
   x, y = make_data(jax.random.key(0), 8192, n_in, n_out)
@@ -123,22 +137,38 @@ def main(argv=None):
   for name, op in (("layer_norm", jaxdnn.layer_norm), ("rms_norm", jaxdnn.rms_norm)):
     times = {}
     for impl in (None, "xla"):
-      f = jax.jit(jax.grad(lambda h, s: jnp.sum(op(h, s, implementation=impl) ** 2), argnums=(0, 1)))
+      f = jax.jit(
+        jax.grad(lambda h, s: jnp.sum(op(h, s, implementation=impl) ** 2), argnums=(0, 1))
+      )
       times[impl] = time_jax(f, h, s)
-    print(f"  {name:<11} jaxdnn {times[None] * 1e6:8.1f} us   xla {times['xla'] * 1e6:8.1f} us   "
-          f"({times['xla'] / times[None]:.2f}x)")
+    print(
+      f"  {name:<11} jaxdnn {times[None] * 1e6:8.1f} us   xla {times['xla'] * 1e6:8.1f} us   "
+      f"({times['xla'] / times[None]:.2f}x)"
+    )
   # Attention at a transformer-like size for the platform.
   big = jax.default_backend() == "gpu"
   shape = (4, 1024, 8, 64) if big else (4, 128, 4, 32)
-  qa, ka, va = (jax.random.normal(k, shape, attention_dtype())
-                for k in jax.random.split(jax.random.key(3), 3))
+  qa, ka, va = (
+    jax.random.normal(k, shape, attention_dtype()) for k in jax.random.split(jax.random.key(3), 3)
+  )
   times = {}
   for impl in (None, "xla"):
-    f = jax.jit(jax.grad(lambda q, k, v: jnp.sum(jaxdnn.dot_product_attention(
-        q, k, v, is_causal=True, implementation=impl).astype(jnp.float32) ** 2), argnums=(0, 1, 2)))
+    f = jax.jit(
+      jax.grad(
+        lambda q, k, v: jnp.sum(
+          jaxdnn.dot_product_attention(q, k, v, is_causal=True, implementation=impl).astype(
+            jnp.float32
+          )
+          ** 2
+        ),
+        argnums=(0, 1, 2),
+      )
+    )
     times[impl] = time_jax(f, qa, ka, va)
-  print(f"  {'attention':<11} jaxdnn {times[None] * 1e6:8.1f} us   xla {times['xla'] * 1e6:8.1f} us   "
-        f"({times['xla'] / times[None]:.2f}x)  causal {shape} {jnp.dtype(attention_dtype()).name}")
+  print(
+    f"  {'attention':<11} jaxdnn {times[None] * 1e6:8.1f} us   xla {times['xla'] * 1e6:8.1f} us   "
+    f"({times['xla'] / times[None]:.2f}x)  causal {shape} {jnp.dtype(attention_dtype()).name}"
+  )
   return 0
 
 

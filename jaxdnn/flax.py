@@ -21,15 +21,29 @@ import jax.numpy as jnp
 from jaxdnn.attention.api import dot_product_attention
 
 
-def attention_fn(query, key, value, bias=None, mask=None, broadcast_dropout=True,
-                 dropout_rng=None, dropout_rate=0.0, deterministic=False, dtype=None,
-                 precision=None, module=None, is_causal=False, implementation=None):
+def attention_fn(
+  query,
+  key,
+  value,
+  bias=None,
+  mask=None,
+  broadcast_dropout=True,
+  dropout_rng=None,
+  dropout_rate=0.0,
+  deterministic=False,
+  dtype=None,
+  precision=None,
+  module=None,
+  is_causal=False,
+  implementation=None,
+):
   """Flax's `attention_fn` signature, computed by jaxdnn (see the module docstring)."""
   del broadcast_dropout, precision  # see the module docstring
   if module is not None:
     raise NotImplementedError(
-        "jaxdnn.flax.attention_fn: sow_weights (the module argument) needs the attention "
-        "weights, which a fused kernel never forms; use Flax's own attention_fn for it")
+      "jaxdnn.flax.attention_fn: sow_weights (the module argument) needs the attention "
+      "weights, which a fused kernel never forms; use Flax's own attention_fn for it"
+    )
   if dtype is not None:
     query, key, value = (jnp.asarray(x, dtype) for x in (query, key, value))
   query, key, value = jnp.asarray(query), jnp.asarray(key), jnp.asarray(value)
@@ -51,7 +65,14 @@ def attention_fn(query, key, value, bias=None, mask=None, broadcast_dropout=True
     mask = mask != 0
   rate = 0.0 if deterministic else float(dropout_rate)
   out = dot_product_attention(
-      query, key, value, logits_shaped(bias), mask, is_causal=bool(is_causal),
-      dropout_rate=rate, dropout_rng=dropout_rng if rate > 0.0 else None,
-      implementation=implementation)
+    query,
+    key,
+    value,
+    logits_shaped(bias),
+    mask,
+    is_causal=bool(is_causal),
+    dropout_rate=rate,
+    dropout_rng=dropout_rng if rate > 0.0 else None,
+    implementation=implementation,
+  )
   return out.reshape(batch_dims + out.shape[-3:]) if len(batch_dims) > 1 else out

@@ -24,16 +24,16 @@ def value(name: str) -> str:
 
 def markdown() -> str:
   lines = [
-      "# Environment switches",
-      "",
-      "Generated from `cpp/common/switches.def` by `python -m jaxdnn.switches`;",
-      "a test checks that this page matches the table. Each switch is read once,",
-      "at its first use in the process; a value outside `allowed` (or none)",
-      "reads as the default, which is the measured winner (`docs/perf/`).",
-      "`lo..hi` admits any number in the range.",
-      "",
-      "| switch | type | default | allowed | meaning |",
-      "|---|---|---|---|---|",
+    "# Environment switches",
+    "",
+    "Generated from `cpp/common/switches.def` by `python -m jaxdnn.switches`;",
+    "a test checks that this page matches the table. Each switch is read once,",
+    "at its first use in the process; a value outside `allowed` (or none)",
+    "reads as the default, which is the measured winner (`docs/perf/`).",
+    "`lo..hi` admits any number in the range.",
+    "",
+    "| switch | type | default | allowed | meaning |",
+    "|---|---|---|---|---|",
   ]
   for name, kind, default, allowed, meaning in table():
     allowed = allowed.replace("|", "\\|")  # a pipe inside a table cell

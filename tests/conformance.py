@@ -51,16 +51,16 @@ import dataclasses
 import functools
 import re
 import zlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import on_gpu
 from jax.sharding import NamedSharding
 from jax.test_util import check_grads
-
-from conftest import on_gpu
 
 DTYPES = (jnp.float32, jnp.bfloat16, jnp.float16)
 # Collectives that move data between shards: a sharded row-wise op needs none.
@@ -70,11 +70,12 @@ MOVES = ("all-gather", "all-to-all", "collective-permute")
 @dataclasses.dataclass(frozen=True)
 class Sharded:
   """How to shard an op's inputs over a device mesh (see the sharded checks)."""
+
   mesh_shape: tuple
   axis_names: tuple
-  shape: Any            # the `shape` given to make_inputs
-  in_specs: tuple       # a PartitionSpec per input (P() = replicated)
-  out_specs: tuple      # the PartitionSpec each output leaf must keep
+  shape: Any  # the `shape` given to make_inputs
+  in_specs: tuple  # a PartitionSpec per input (P() = replicated)
+  out_specs: tuple  # the PartitionSpec each output leaf must keep
   bwd_all_reduce: bool  # whether the backward sums over shards (shared parameters)
 
 
@@ -89,6 +90,7 @@ class OpSpec:
     max |oracle|)): a number, or a tuple with one per output leaf; 0 = exact.
   grad_tol(dtype) -> the same for gradients.
   """
+
   name: str
   fn: Callable
   make_inputs: Callable
@@ -97,12 +99,12 @@ class OpSpec:
   grad_tol: Callable
   fwd_target: str
   bwd_target: str
-  small_shape: Any                 # vmap, checkpoint, HLO and error checks
-  check_grads_shape: Any           # numerical differences: keep it tiny
-  grad_shapes: Sequence = ()       # grad==oracle sweep; default: (small_shape,)
+  small_shape: Any  # vmap, checkpoint, HLO and error checks
+  check_grads_shape: Any  # numerical differences: keep it tiny
+  grad_shapes: Sequence = ()  # grad==oracle sweep; default: (small_shape,)
   dtypes: tuple = DTYPES
   diff_argnums: tuple | None = None  # None: every floating input
-  data_argnums: tuple = (0,)       # batched when the others are shared under vmap
+  data_argnums: tuple = (0,)  # batched when the others are shared under vmap
   check_grads_tol: float = 2e-2
   sharded: Sharded | None = None
   # dtypes the CUDA kernel serves; other dtypes fall back to XLA on a GPU.
@@ -110,10 +112,12 @@ class OpSpec:
   # The oracle compiles with less optimisation: the same arithmetic in about
   # two thirds of the time (compiling dominates these small cases).
   oracle_compiler_options: dict | None = dataclasses.field(
-      default_factory=lambda: {"xla_backend_optimization_level": 0})
+    default_factory=lambda: {"xla_backend_optimization_level": 0}
+  )
 
 
 # ---------------------------------------------------------------- helpers
+
 
 def normal(rng, shape, dtype=jnp.float32, scale=1.0, offset=0.0):
   """Fresh standard-normal draws * scale + offset, as a jax array of `dtype`."""
@@ -132,8 +136,9 @@ def assert_close(a, b, rtol, atol=None, err_msg=""):
     return
   finite = b[np.isfinite(b)]
   scale = max(1.0, float(np.max(np.abs(finite))) if finite.size else 1.0)
-  np.testing.assert_allclose(a, b, rtol=rtol, atol=(atol if atol is not None else rtol * scale),
-                             err_msg=err_msg)
+  np.testing.assert_allclose(
+    a, b, rtol=rtol, atol=(atol if atol is not None else rtol * scale), err_msg=err_msg
+  )
 
 
 def assert_trees_close(got, want, tol):
@@ -193,6 +198,7 @@ def _dtype_name(d):
 
 # ---------------------------------------------------------------- the checks
 
+
 class ConformanceSuite:
   """Base class of a family's conformance tests: set `spec` to an OpSpec."""
 
@@ -212,11 +218,13 @@ class ConformanceSuite:
       name, shapes = sweep
       cases = [(impl, marks, shapes[0]) for impl, marks in implementations()]
       cases += [(None, [], s) for s in shapes[1:]]
-      metafunc.parametrize(("impl", name), [pytest.param(i, s, marks=m, id=f"{i}-{s}")
-                                            for i, m, s in cases])
+      metafunc.parametrize(
+        ("impl", name), [pytest.param(i, s, marks=m, id=f"{i}-{s}") for i, m, s in cases]
+      )
     elif "impl" in names:
-      metafunc.parametrize("impl", [pytest.param(i, marks=m, id=str(i))
-                                    for i, m in implementations()])
+      metafunc.parametrize(
+        "impl", [pytest.param(i, marks=m, id=str(i)) for i, m in implementations()]
+      )
     if "dtype" in names:
       metafunc.parametrize("dtype", spec.dtypes, ids=_dtype_name)
 
@@ -246,6 +254,7 @@ class ConformanceSuite:
     if not on_gpu():
       return True
     from jaxdnn import _extension
+
     return _extension.has_cuda_target(self.spec.bwd_target)
 
   def transform_dtype(self):
@@ -262,11 +271,13 @@ class ConformanceSuite:
   @staticmethod
   def of_diff_args(f, args, argnums):
     """f as a function of args[argnums] only, the other args fixed."""
+
     def g(*diff):
       full = list(args)
       for i, x in zip(argnums, diff):
         full[i] = x
       return f(*full)
+
     return g
 
   def weights(self, rng, args):
@@ -287,6 +298,7 @@ class ConformanceSuite:
         y = y.astype(jnp.float32)
         total += jnp.sum(jnp.where(jnp.isfinite(y), jnp.sin(y) * w, 0.0))
       return total
+
     return loss
 
   def grads(self, impl, args, weights, remat=False):
@@ -296,8 +308,9 @@ class ConformanceSuite:
   def stacked(self, rng, axis, shared, n=3):
     """(inputs with a new axis of n at `axis`, in_axes): every input batched,
     or (shared) only the spec's data inputs."""
-    sets = [self.spec.make_inputs(rng, self.spec.small_shape, self.transform_dtype())
-            for _ in range(n)]
+    sets = [
+      self.spec.make_inputs(rng, self.spec.small_shape, self.transform_dtype()) for _ in range(n)
+    ]
     args, in_axes = [], []
     for i in range(len(sets[0])):
       if shared and i not in self.spec.data_argnums:
@@ -339,8 +352,9 @@ class ConformanceSuite:
     # eps 1e-3: float32 central differences at the default 1e-4 carry a few
     # percent of roundoff now and then.
     tol = self.spec.check_grads_tol
-    check_grads(f, tuple(args[i] for i in argnums), order=1, modes=["rev"], atol=tol, rtol=tol,
-                eps=1e-3)
+    check_grads(
+      f, tuple(args[i] for i in argnums), order=1, modes=["rev"], atol=tol, rtol=tol, eps=1e-3
+    )
 
   def _check_vmap(self, rng, axis, shared):
     args, in_axes = self.stacked(rng, axis, shared)
@@ -440,6 +454,7 @@ class ConformanceSuite:
         f = self.of_diff_args(self.call(impl), inputs, argnums)
         out, pullback = jax.vjp(f, *(inputs[i] for i in argnums))
         return pullback(jax.tree.unflatten(jax.tree.structure(out), cts))
+
       return g
 
     g = jax.jit(vjp(None))
@@ -462,8 +477,11 @@ class ConformanceSuite:
       with pytest.raises(ValueError, match="implementation"):
         jax.jit(self.call(bad))(*args)
     # A kernel for another platform is refused, never silently swapped.
-    other, match = (("cpu", "cannot run on platform") if on_gpu() else
-                    ("cuda", r"implementation='cuda'|cannot run on platform 'cpu'"))
+    other, match = (
+      ("cpu", "cannot run on platform")
+      if on_gpu()
+      else ("cuda", r"implementation='cuda'|cannot run on platform 'cpu'")
+    )
     with pytest.raises(ValueError, match=match):
       jax.jit(self.call(other))(*args)
 
@@ -472,19 +490,19 @@ class ConformanceSuite:
 
 # test name -> column of the composability table, in order.
 CHECKS = {
-    "test_eager_matches_jit": "eager==jit",
-    "test_matches_oracle": "impl==oracle",
-    "test_grad_matches_oracle": "grad==oracle",
-    "test_check_grads": "check_grads",
-    "test_vmap_leading": "vmap(0)",
-    "test_vmap_non_leading": "vmap(1)",
-    "test_vmap_of_grad": "vmap(grad)",
-    "test_checkpoint": "checkpoint",
-    "test_hlo_forward_target": "HLO fwd",
-    "test_hlo_backward_target": "HLO bwd",
-    "test_sharded_forward": "sharded fwd",
-    "test_sharded_backward": "sharded bwd",
-    "test_implementation_errors": "impl errors",
+  "test_eager_matches_jit": "eager==jit",
+  "test_matches_oracle": "impl==oracle",
+  "test_grad_matches_oracle": "grad==oracle",
+  "test_check_grads": "check_grads",
+  "test_vmap_leading": "vmap(0)",
+  "test_vmap_non_leading": "vmap(1)",
+  "test_vmap_of_grad": "vmap(grad)",
+  "test_checkpoint": "checkpoint",
+  "test_hlo_forward_target": "HLO fwd",
+  "test_hlo_backward_target": "HLO bwd",
+  "test_sharded_forward": "sharded fwd",
+  "test_sharded_backward": "sharded bwd",
+  "test_implementation_errors": "impl errors",
 }
 _KEY = "conformance"
 _outcomes = collections.defaultdict(collections.Counter)  # (op, column) -> outcome counts
@@ -534,5 +552,6 @@ def table():
   head = ["op"] + columns
   widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
   line = lambda r: "| " + " | ".join(x.ljust(w) for x, w in zip(r, widths)) + " |"
-  return "\n".join([line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-                   + [line(r) for r in rows])
+  return "\n".join(
+    [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
+  )

@@ -28,8 +28,10 @@ requires_cpu_backend = pytest.mark.skipif(on_gpu(), reason="runs the CPU kernel 
 
 # ---- the composability table (tests/conformance.py): op x check -> pass/FAIL/skip
 
+
 def pytest_collection_modifyitems(items):
   import conformance
+
   conformance.tag(items)
   # TEST_SHARD=i/n keeps every n-th test from the i-th: the GPU run script
   # runs n shards side by side (the suite is bound by XLA compiles on the host).
@@ -41,6 +43,7 @@ def pytest_collection_modifyitems(items):
 
 def pytest_runtest_logreport(report):
   import conformance
+
   conformance.record(report)
 
 
@@ -48,6 +51,7 @@ def pytest_terminal_summary(terminalreporter):
   import pathlib
 
   import conformance
+
   if hasattr(terminalreporter.config, "workerinput"):
     return  # an xdist worker: the controller has every outcome and prints the table
   text = conformance.table()
@@ -71,4 +75,5 @@ def _fuzz_summary(terminalreporter):
   terminalreporter.write_line("| op | implementation | tried | clean | wrong | crash |")
   for (op, impl), c in sorted(counts.items()):
     terminalreporter.write_line(
-        f"| {op} | {impl} | {c['tried']} | {c['clean']} | {c['wrong']} | {c['crash']} |")
+      f"| {op} | {impl} | {c['tried']} | {c['clean']} | {c['wrong']} | {c['crash']} |"
+    )

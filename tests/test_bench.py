@@ -21,14 +21,20 @@ def test_array_keywords_are_jit_arguments_and_results_match():
   mask = seg[:, None, :, None] == seg[:, None, None, :]
   fwd, fwdbwd = _fwd_and_fwdbwd(_attend, dict(is_causal=True, mask=mask))
 
-  np.testing.assert_allclose(fwd(q, k, v), _attend(q, k, v, is_causal=True, mask=mask), rtol=1e-5, atol=1e-6)
-  want = jax.grad(lambda q, k, v: jnp.sum(_attend(q, k, v, is_causal=True, mask=mask)), argnums=(0, 1, 2))(q, k, v)
+  np.testing.assert_allclose(
+    fwd(q, k, v), _attend(q, k, v, is_causal=True, mask=mask), rtol=1e-5, atol=1e-6
+  )
+  want = jax.grad(
+    lambda q, k, v: jnp.sum(_attend(q, k, v, is_causal=True, mask=mask)), argnums=(0, 1, 2)
+  )(q, k, v)
   for got, ref in zip(fwdbwd(q, k, v), want):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
 
   # The mask is an argument of the jitted computation (its fourth input), not a
   # constant folded into it (which would leave three).
-  calls = [e for e in jax.make_jaxpr(fwd)(q, k, v).jaxpr.eqns if e.primitive.name in ("jit", "pjit")]
+  calls = [
+    e for e in jax.make_jaxpr(fwd)(q, k, v).jaxpr.eqns if e.primitive.name in ("jit", "pjit")
+  ]
   assert [len(e.invars) for e in calls] == [4]
 
 

@@ -24,7 +24,7 @@ def test_switch_table_rows_are_complete():
   rows = switches.table()
   names = [r[0] for r in rows]
   assert len(names) == len(set(names))
-  for name, kind, default, allowed, meaning in rows:
+  for name, kind, default, _allowed, meaning in rows:
     assert name.startswith("JAXDNN_") and kind in ("bool", "int", "choice") and meaning
     assert switches.value(name) == default or name in os.environ
 
@@ -32,19 +32,29 @@ def test_switch_table_rows_are_complete():
 def test_python_reads_no_switch():
   # Switches are read by C++ only (cpp/common/switches.h); Python asks C++.
   pattern = re.compile(r"os\.environ[^\n]*JAXDNN_|getenv\([^\n]*JAXDNN_")
-  offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "jaxdnn").rglob("*.py")
-               if pattern.search(p.read_text())]
+  offenders = [
+    str(p.relative_to(ROOT))
+    for p in (ROOT / "jaxdnn").rglob("*.py")
+    if pattern.search(p.read_text())
+  ]
   assert not offenders
 
 
 def test_switch_value_is_read_from_the_environment_once_and_validated():
-  code = ("from jaxdnn import switches; "
-          "print(switches.value('JAXDNN_ATTENTION_SM90_BWD'), switches.value('JAXDNN_NORM_FWD'), "
-          "switches.value('JAXDNN_ATTENTION_SM90_FWD_RESCALE'))")
-  env = dict(os.environ, JAXDNN_ATTENTION_SM90_BWD="2", JAXDNN_NORM_FWD="bogus",
-             JAXDNN_ATTENTION_SM90_FWD_RESCALE="6.5")
-  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       cwd="/", check=True).stdout.split()
+  code = (
+    "from jaxdnn import switches; "
+    "print(switches.value('JAXDNN_ATTENTION_SM90_BWD'), switches.value('JAXDNN_NORM_FWD'), "
+    "switches.value('JAXDNN_ATTENTION_SM90_FWD_RESCALE'))"
+  )
+  env = dict(
+    os.environ,
+    JAXDNN_ATTENTION_SM90_BWD="2",
+    JAXDNN_NORM_FWD="bogus",
+    JAXDNN_ATTENTION_SM90_FWD_RESCALE="6.5",
+  )
+  out = subprocess.run(
+    [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/", check=True
+  ).stdout.split()
   assert out == ["2", "pairs", "6.5"]  # a value outside `allowed` reads as the default
 
 
@@ -54,40 +64,64 @@ def test_every_family_is_registered_once():
     module = __import__(f"jaxdnn.{family}", fromlist=["__all__"])
     for name in module.__all__:
       assert getattr(jaxdnn, name) is getattr(module, name)
-  assert {"jaxdnn_norm_fwd", "jaxdnn_norm_bwd", "jaxdnn_attention_fwd",
-          "jaxdnn_attention_bwd"} <= targets
+  assert {
+    "jaxdnn_norm_fwd",
+    "jaxdnn_norm_bwd",
+    "jaxdnn_attention_fwd",
+    "jaxdnn_attention_bwd",
+  } <= targets
   if _extension.has_cuda_kernels():
     assert set(_extension.cuda_module.registrations()) == targets
 
 
 def test_bench_lists_every_benchmarked_family():
   from jaxdnn.bench.__main__ import benchmarked_families
+
   assert benchmarked_families() == ["norms", "attention"]
 
 
-requires_cuda_build = pytest.mark.skipif(not _extension.has_cuda_kernels(),
-                                         reason="built without the CUDA extension")
+requires_cuda_build = pytest.mark.skipif(
+  not _extension.has_cuda_kernels(), reason="built without the CUDA extension"
+)
 
 
 @requires_cuda_build
 def test_norm_plan_sizes_the_backward_workspace():
   q = lambda rows, dim, groups=1, itemsize=2: _extension.plan_query(
-      "norm_bwd_partials", rows=rows, dim=dim, groups=groups, itemsize=itemsize)
-  assert q(32768, 4096) == 264        # one wave of 132 SMs, two blocks each (rows <= 512 vectors)
+    "norm_bwd_partials", rows=rows, dim=dim, groups=groups, itemsize=itemsize
+  )
+  assert q(32768, 4096) == 264  # one wave of 132 SMs, two blocks each (rows <= 512 vectors)
   assert q(8192, 8192, itemsize=4) == 132  # 32 KB rows: one block per SM
-  assert q(100, 768) == 7             # at least 16 rows per block
+  assert q(100, 768) == 7  # at least 16 rows per block
   assert q(70000, 768, groups=70000) == 1
 
 
 @requires_cuda_build
 def test_attention_plan_sizes_the_workspaces():
   def args(batch, q_len, kv_len, heads, kv_heads, head_dim, **kw):
-    base = dict(batch=batch, q_len=q_len, kv_len=kv_len, heads=heads, kv_heads=kv_heads,
-                head_dim=head_dim, dtype=1, operands=0, causal=0, window_left=-1,
-                window_right=-1, softcap=0, dropout=0, deterministic=0, bias_dim0=1,
-                bias_dim1=1, bias_dim2=1, bias_dim3=1)
+    base = dict(
+      batch=batch,
+      q_len=q_len,
+      kv_len=kv_len,
+      heads=heads,
+      kv_heads=kv_heads,
+      head_dim=head_dim,
+      dtype=1,
+      operands=0,
+      causal=0,
+      window_left=-1,
+      window_right=-1,
+      softcap=0,
+      dropout=0,
+      deterministic=0,
+      bias_dim0=1,
+      bias_dim1=1,
+      bias_dim2=1,
+      bias_dim3=1,
+    )
     base.update(kw)
     return base
+
   fwd = lambda *a, **kw: _extension.plan_query("attention_fwd_workspace", **args(*a, **kw))
   bwd = lambda *a, **kw: _extension.plan_query("attention_bwd_workspace", **args(*a, **kw))
   # Decode shapes: the split-KV partials (DecodeWorkspaceElems).
@@ -95,7 +129,7 @@ def test_attention_plan_sizes_the_workspaces():
   assert fwd(16, 1, 16384, 16, 16, 128) == 532480
   assert fwd(1, 16, 65536, 16, 1, 256) == 8454144
   assert fwd(1, 1, 1000, 16, 16, 128) == 16640
-  assert fwd(128, 1, 4096, 32, 8, 128) == 0   # enough CTAs without splitting
+  assert fwd(128, 1, 4096, 32, 8, 128) == 0  # enough CTAs without splitting
   assert fwd(1, 17, 65536, 16, 16, 128) == 0  # not a decode-length query
   # The sm90 forward: a tile counter for uneven tiles, segment ranges after it.
   assert fwd(2, 2048, 2048, 16, 16, 128) == 0
@@ -110,8 +144,22 @@ def test_attention_plan_sizes_the_workspaces():
   # fused kernel's dQ accumulator from 512 query rows unordered, 8192 ordered.
   base = lambda b, s, h, d: b * h * s + 2 * b * s * h * d
   assert bwd(2, 256, 256, 4, 4, 128) == base(2, 256, 4, 128)
-  assert bwd(2, 256, 256, 4, 4, 64, operands=1 | 128, bias_dim0=1, bias_dim1=4,
-             bias_dim2=256, bias_dim3=256) == base(2, 256, 4, 64) + 2 * 4 * 256 * 256
+  assert (
+    bwd(
+      2,
+      256,
+      256,
+      4,
+      4,
+      64,
+      operands=1 | 128,
+      bias_dim0=1,
+      bias_dim1=4,
+      bias_dim2=256,
+      bias_dim3=256,
+    )
+    == base(2, 256, 4, 64) + 2 * 4 * 256 * 256
+  )
   # (GQA, where the fused kernel also keeps per-query-head dK/dV partials).
   assert bwd(2, 1024, 1024, 8, 2, 128) > base(2, 1024, 8, 128)
   assert bwd(2, 1024, 1024, 8, 2, 128, deterministic=1) == base(2, 1024, 8, 128)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-
 import warnings
 
 import jax
@@ -28,24 +27,37 @@ _OP = "dot_product_attention"
 @dataclasses.dataclass(frozen=True)
 class _Config:
   scale: float
-  softcap: float          # 0.0: none
+  softcap: float  # 0.0: none
   causal: bool
-  window: tuple           # (left, right), -1 = unbounded
+  window: tuple  # (left, right), -1 = unbounded
   dropout_rate: float
   implementation: str | None
   deterministic: bool
   with_lse: bool
 
   def params(self, operands):
-    return dict(operands=operands, scale=self.scale, softcap=self.softcap, causal=self.causal,
-                window_left=self.window[0], window_right=self.window[1],
-                dropout_rate=self.dropout_rate, implementation=self.implementation)
+    return dict(
+      operands=operands,
+      scale=self.scale,
+      softcap=self.softcap,
+      causal=self.causal,
+      window_left=self.window[0],
+      window_right=self.window[1],
+      dropout_rate=self.dropout_rate,
+      implementation=self.implementation,
+    )
 
 
 def _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds):
   bits = 0
-  for name, x in (("bias", bias), ("mask", mask), ("q_lengths", q_len),
-                  ("kv_lengths", kv_len), ("segments", q_seg), ("dropout", seeds)):
+  for name, x in (
+    ("bias", bias),
+    ("mask", mask),
+    ("q_lengths", q_len),
+    ("kv_lengths", kv_len),
+    ("segments", q_seg),
+    ("dropout", seeds),
+  ):
     if x is not None:
       bits |= OPERAND_BITS[name]
   return bits
@@ -63,7 +75,8 @@ def _attention(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds):
 def _attention_fwd(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds):
   bits = _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds)
   out, lse = attention_forward.bind(
-      q, k, v, *_optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds), **cfg.params(bits))
+    q, k, v, *_optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds), **cfg.params(bits)
+  )
   primal = (out, lse) if cfg.with_lse else out
   return primal, (q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, out, lse)
 
@@ -78,8 +91,11 @@ def _attention_bwd(cfg, saved, ct):
     bits |= OPERAND_BITS["dbias"]
   fixed = [q, k, v, out, lse, dout.astype(q.dtype)] + ([dlse] if dlse is not None else [])
   grads = attention_backward.bind(
-      *fixed, *_optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds),
-      deterministic=cfg.deterministic, **cfg.params(bits))
+    *fixed,
+    *_optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds),
+    deterministic=cfg.deterministic,
+    **cfg.params(bits),
+  )
   dq, dk, dv = grads[:3]
   dbias = grads[3].astype(bias.dtype) if bias is not None else None
   return dq, dk, dv, dbias, None, None, None, None, None, None
@@ -128,19 +144,35 @@ def _segment_ids_int32(q_ids, kv_ids):
     return q_ids.astype(jnp.int32), kv_ids.astype(jnp.int32)
   both = jnp.concatenate([q_ids.astype(jnp.int64), kv_ids.astype(jnp.int64)], axis=1)
   ranks = jax.vmap(lambda row: jnp.searchsorted(jnp.sort(row), row))(both).astype(jnp.int32)
-  return ranks[:, :q_ids.shape[1]], ranks[:, q_ids.shape[1]:]
+  return ranks[:, : q_ids.shape[1]], ranks[:, q_ids.shape[1] :]
 
 
 def _to_4d(x):
   return None if x is None else jnp.reshape(x, (1,) * (4 - x.ndim) + x.shape)
 
 
-def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
-                          is_causal=False, query_seq_lengths=None, key_value_seq_lengths=None,
-                          local_window_size=None, query_segment_ids=None,
-                          key_value_segment_ids=None, softcap=None, dropout_rate=0.0,
-                          dropout_rng=None, return_logsumexp=False, deterministic=False,
-                          implementation=None, return_residual=False):
+def dot_product_attention(
+  query,
+  key,
+  value,
+  bias=None,
+  mask=None,
+  *,
+  scale=None,
+  is_causal=False,
+  query_seq_lengths=None,
+  key_value_seq_lengths=None,
+  local_window_size=None,
+  query_segment_ids=None,
+  key_value_segment_ids=None,
+  softcap=None,
+  dropout_rate=0.0,
+  dropout_rng=None,
+  return_logsumexp=False,
+  deterministic=False,
+  implementation=None,
+  return_residual=False,
+):
   """Scaled dot-product attention, a drop-in for `jax.nn.dot_product_attention`.
 
   Args:
@@ -175,8 +207,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
   A query row with no key to attend gives zeros. Returns the output in
   query's dtype and layout, then the residual and the log-sum-exp when asked.
   """
-  query, key, value = (validation.as_array(n, x) for n, x in
-                        (("query", query), ("key", key), ("value", value)))
+  query, key, value = (
+    validation.as_array(n, x) for n, x in (("query", query), ("key", key), ("value", value))
+  )
   if implementation == "cudnn":  # jax.nn's name for its fused GPU kernel
     implementation = "cuda"
   validation.check_qkv(query, key, value, allow_float64=implementation in (None, "xla"))
@@ -186,9 +219,13 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
   deterministic = validation.check_flag("deterministic", deterministic)
   # Calls no kernel serves run on the XLA composition, with one warning:
   # float64 inputs and head dims over 256.
-  uncovered = (f"{query.dtype} inputs" if query.dtype == jnp.float64 else
-               f"head_dim {query.shape[-1]} > {validation.MAX_HEAD_DIM}"
-               if query.shape[-1] > validation.MAX_HEAD_DIM else None)
+  uncovered = (
+    f"{query.dtype} inputs"
+    if query.dtype == jnp.float64
+    else f"head_dim {query.shape[-1]} > {validation.MAX_HEAD_DIM}"
+    if query.shape[-1] > validation.MAX_HEAD_DIM
+    else None
+  )
   if uncovered is not None and implementation in ("cpu", "cuda"):
     raise ValueError(f"{_OP}: implementation={implementation!r} has no kernel for {uncovered}")
   unbatched = query.ndim == 3
@@ -208,8 +245,10 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
   validation.check_broadcast("bias", bias, full, boolean=False)
   validation.check_broadcast("mask", mask, full, boolean=True)
   lengths = []
-  for name, x in (("query_seq_lengths", query_seq_lengths),
-                  ("key_value_seq_lengths", key_value_seq_lengths)):
+  for name, x in (
+    ("query_seq_lengths", query_seq_lengths),
+    ("key_value_seq_lengths", key_value_seq_lengths),
+  ):
     x = validation.as_array(name, x, optional=True)
     validation.check_lengths(name, x, batch)
     lengths.append(None if x is None else _lengths_int32(x, q_len if name[0] == "q" else kv_len))
@@ -225,28 +264,47 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
   rate = float(dropout_rate)
   seeds = dropout.seeds_from_rng(dropout_rng, batch) if rate > 0.0 else None
   if uncovered is not None and implementation is None:
-    warnings.warn(f"{_OP}: no jaxdnn kernel for {uncovered}; using the XLA composition",
-                  stacklevel=2)
+    warnings.warn(
+      f"{_OP}: no jaxdnn kernel for {uncovered}; using the XLA composition", stacklevel=2
+    )
     implementation = "xla"
   impl = _platform.resolve(implementation, _OP, lambda: cuda_supports(query, bias, mask))
 
   if impl == "xla":
     out, lse = reference.attention(
-        query, key, value, bias, mask, scale=scale, is_causal=bool(is_causal),
-        window=None if window == (-1, -1) else window, q_lengths=q_len_arr,
-        kv_lengths=kv_len_arr, q_segment_ids=q_seg, kv_segment_ids=kv_seg,
-        softcap=softcap, dropout_rate=rate, seeds=seeds)
+      query,
+      key,
+      value,
+      bias,
+      mask,
+      scale=scale,
+      is_causal=bool(is_causal),
+      window=None if window == (-1, -1) else window,
+      q_lengths=q_len_arr,
+      kv_lengths=kv_len_arr,
+      q_segment_ids=q_seg,
+      kv_segment_ids=kv_seg,
+      softcap=softcap,
+      dropout_rate=rate,
+      seeds=seeds,
+    )
   else:
     run_on_cuda = impl == "cuda" or (impl is None and jax.default_backend() == "gpu")
     q_in, k_in, v_in = query, key, value
     if run_on_cuda:
       width = _padded_head_dim(head_dim)
       q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
-    cfg = _Config(scale=scale, softcap=float(softcap or 0.0), causal=bool(is_causal),
-                  window=window, dropout_rate=rate, implementation=impl,
-                  deterministic=bool(deterministic), with_lse=return_logsumexp or return_residual)
-    res = _attention(cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg,
-                     seeds)
+    cfg = _Config(
+      scale=scale,
+      softcap=float(softcap or 0.0),
+      causal=bool(is_causal),
+      window=window,
+      dropout_rate=rate,
+      implementation=impl,
+      deterministic=bool(deterministic),
+      with_lse=return_logsumexp or return_residual,
+    )
+    res = _attention(cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg, seeds)
     out, lse = res if cfg.with_lse else (res, None)
     out = out[..., :head_dim]
   if unbatched:

@@ -32,12 +32,13 @@ TOKENS = 16384
 HEADS = 16
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 DIMS = (64, 128, 256)
-XLA_MAX_SEQ = 4096      # XLA materializes [B, H, S, S] float32 logits
+XLA_MAX_SEQ = 4096  # XLA materializes [B, H, S, S] float32 logits
 
 
 def _tokamax():
   try:
     import tokamax
+
     return tokamax
   except Exception:  # noqa: BLE001 - not installed: the anchor is skipped
     return None
@@ -45,9 +46,11 @@ def _tokamax():
 
 def _impls(with_torch):
   impls = {
-      "jaxdnn": lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw),
-      "cudnn": lambda q, k, v, **kw: jax.nn.dot_product_attention(q, k, v, implementation="cudnn", **kw),
-      "xla": lambda q, k, v, **kw: jax.nn.dot_product_attention(q, k, v, implementation="xla", **kw),
+    "jaxdnn": lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw),
+    "cudnn": lambda q, k, v, **kw: jax.nn.dot_product_attention(
+      q, k, v, implementation="cudnn", **kw
+    ),
+    "xla": lambda q, k, v, **kw: jax.nn.dot_product_attention(q, k, v, implementation="xla", **kw),
   }
   tk = _tokamax()
   if tk is not None:
@@ -67,13 +70,21 @@ def _fwd_and_fwdbwd(f, kw):
 
   def loss(q, k, v, arrays):
     return jnp.sum(f(q, k, v, **static, **arrays).astype(jnp.float32))
+
   grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
   return (lambda q, k, v: fwd(q, k, v, arrays)), (lambda q, k, v: grad(q, k, v, arrays))
 
 
 def _record(name, case, direction, impl, seconds, flops, busy=None, **extra):
-  r = dict(op=name, case=case, direction=direction, impl=impl, time_us=seconds * 1e6,
-           tflops=flops / seconds / 1e12, **extra)
+  r = dict(
+    op=name,
+    case=case,
+    direction=direction,
+    impl=impl,
+    time_us=seconds * 1e6,
+    tflops=flops / seconds / 1e12,
+    **extra,
+  )
   if busy:  # GPU-busy time (timing.MODE["gpu_busy"])
     r.update(gpu_us=busy * 1e6, gpu_tflops=flops / busy / 1e12)
   return r
@@ -90,8 +101,15 @@ def _time_pair(impl_name, f, kw, q, k, v, flops_fwd, case, name, records, with_b
       b_fb = timing.busy_jax(fwdbwd, q, k, v, calls=5)
       records.append(_record(name, case, "fwd+bwd", impl_name, t_fb, 3.5 * flops_fwd, b_fb))
   except Exception as e:  # noqa: BLE001 - an anchor that refuses a case is recorded, not fatal
-    records.append(dict(op=name, case=case, direction="fwd", impl=impl_name,
-                        error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"))
+    records.append(
+      dict(
+        op=name,
+        case=case,
+        direction="fwd",
+        impl=impl_name,
+        error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}",
+      )
+    )
 
 
 def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
@@ -100,8 +118,13 @@ def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
     import torch.nn.functional as F
   except Exception:  # noqa: BLE001
     return
-  tq, tk, tv = (torch.from_numpy(np.asarray(x.astype(jnp.float32))).to("cuda", torch.bfloat16)
-                .transpose(1, 2).contiguous() for x in (q, k, v))
+  tq, tk, tv = (
+    torch.from_numpy(np.asarray(x.astype(jnp.float32)))
+    .to("cuda", torch.bfloat16)
+    .transpose(1, 2)
+    .contiguous()
+    for x in (q, k, v)
+  )
   try:
     fwd = lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
     t_f = timing.time_torch(fwd, warmup=2, repeats=7, calls=5)
@@ -112,6 +135,7 @@ def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
     def fb():
       o = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
       o.sum().backward()
+
     t_fb = timing.time_torch(fb, warmup=2, repeats=7, calls=3)
     b_fb = timing.busy_torch(fb, calls=5)
     records.append(_record(name, case, "fwd+bwd", "torch", t_fb, 3.5 * flops_fwd, b_fb))
@@ -151,7 +175,7 @@ def packed_document_ids(dim, seq=8192, batch=2, mean_doc=1024):
     pos, doc = 0, 0
     while pos < seq:
       n = int(min(seq - pos, max(16, rng.exponential(mean_doc))))
-      ids[b, pos:pos + n] = doc
+      ids[b, pos : pos + n] = doc
       flops += 4 * HEADS * n * n * dim / 2
       pos, doc = pos + n, doc + 1
   return ids, flops
@@ -165,13 +189,32 @@ def packed_documents(dim, with_torch, records, seq=8192, batch=2, mean_doc=1024)
   seg = jnp.asarray(ids)
   case = f"packed b{batch}s{seq}d{dim}"
   kw = dict(is_causal=True, query_segment_ids=seg, key_value_segment_ids=seg)
-  _time_pair("jaxdnn", lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw), kw,
-             q, k, v, flops, case, "packed", records)
+  _time_pair(
+    "jaxdnn",
+    lambda q, k, v, **kw: jaxdnn.dot_product_attention(q, k, v, **kw),
+    kw,
+    q,
+    k,
+    v,
+    flops,
+    case,
+    "packed",
+    records,
+  )
   # cuDNN through jax has no segment ids: the same documents as a dense bool mask.
-  mask = (seg[:, None, :, None] == seg[:, None, None, :])
-  _time_pair("cudnn", lambda q, k, v, **kw: jax.nn.dot_product_attention(
-      q, k, v, implementation="cudnn", **kw), dict(is_causal=True, mask=mask), q, k, v, flops,
-      case, "packed", records)
+  mask = seg[:, None, :, None] == seg[:, None, None, :]
+  _time_pair(
+    "cudnn",
+    lambda q, k, v, **kw: jax.nn.dot_product_attention(q, k, v, implementation="cudnn", **kw),
+    dict(is_causal=True, mask=mask),
+    q,
+    k,
+    v,
+    flops,
+    case,
+    "packed",
+    records,
+  )
   # The issue's measure: FLOPs of the 128 x 128 blocks with at least one
   # allowed pair (causal, same document), next to dense causal counted alike.
   block_flops, dense_block_flops = _block_flops(ids, dim), _block_flops(np.zeros_like(ids), dim)
@@ -186,9 +229,12 @@ def packed_documents(dim, with_torch, records, seq=8192, batch=2, mean_doc=1024)
   _print_case(records, case)
   for r in records:
     if r.get("case") == case and "tflops_blocks" in r:
-      busy = (f" (GPU-busy {r['gpu_tflops_blocks']:.1f})" if r.get("gpu_tflops_blocks") else "")
-      print(f"  {case:<22}{r['direction']:<9}{r['impl']:<9} counting unmasked 128x128 blocks:"
-            f"{r['tflops_blocks']:>8.1f} TFLOP/s{busy}", flush=True)
+      busy = f" (GPU-busy {r['gpu_tflops_blocks']:.1f})" if r.get("gpu_tflops_blocks") else ""
+      print(
+        f"  {case:<22}{r['direction']:<9}{r['impl']:<9} counting unmasked 128x128 blocks:"
+        f"{r['tflops_blocks']:>8.1f} TFLOP/s{busy}",
+        flush=True,
+      )
 
 
 def _block_flops(ids, dim, block=128):
@@ -231,8 +277,9 @@ def decode(dim, records, kv_len=16384, batch=16):
   nbytes = 2 * batch * kv_len * HEADS * dim * 2
   case = f"decode b{batch}kv{kv_len}d{dim}"
   for name, f in _impls(False).items():
-    _time_pair(name, f, dict(is_causal=False), q, k, v, flops, case, "decode", records,
-               with_bwd=False)
+    _time_pair(
+      name, f, dict(is_causal=False), q, k, v, flops, case, "decode", records, with_bwd=False
+    )
   for r in records:
     if r.get("case") == case and "time_us" in r:
       r["tbps"] = nbytes / r["time_us"] / 1e6
@@ -248,10 +295,16 @@ def _print_case(records, case):
       print(f"  {case:<22}{r['impl']:<9} failed: {r['error'][:90]}", flush=True)
     else:
       tbps = f"{r['tbps']:>7.2f} TB/s" if "tbps" in r else ""
-      busy = (f"   GPU-busy {r['gpu_us']:>10.1f} us{r['gpu_tflops']:>8.1f} TFLOP/s"
-              if r.get("gpu_us") else "")
-      print(f"  {case:<22}{r['direction']:<9}{r['impl']:<9}{r['time_us']:>10.1f} us"
-            f"{r['tflops']:>8.1f} TFLOP/s{tbps}{busy}", flush=True)
+      busy = (
+        f"   GPU-busy {r['gpu_us']:>10.1f} us{r['gpu_tflops']:>8.1f} TFLOP/s"
+        if r.get("gpu_us")
+        else ""
+      )
+      print(
+        f"  {case:<22}{r['direction']:<9}{r['impl']:<9}{r['time_us']:>10.1f} us"
+        f"{r['tflops']:>8.1f} TFLOP/s{tbps}{busy}",
+        flush=True,
+      )
 
 
 def summary(records, dim=128, seq_min=2048):
@@ -259,13 +312,22 @@ def summary(records, dim=128, seq_min=2048):
   out = {}
   for key, prefix in (("speedup_vs", ""), ("gpu_speedup_vs", "gpu-busy ")):
     for direction in ("fwd", "fwd+bwd"):
-      ratios = [r[key]["cudnn"] for r in records
-                if r.get("impl") == "jaxdnn" and r["op"] == "attention" and r["direction"] == direction
-                and "cudnn" in r.get(key, {}) and f"d{dim}" in r["case"]
-                and int(r["case"].split("s")[1].split("d")[0]) >= seq_min]
+      ratios = [
+        r[key]["cudnn"]
+        for r in records
+        if r.get("impl") == "jaxdnn"
+        and r["op"] == "attention"
+        and r["direction"] == direction
+        and "cudnn" in r.get(key, {})
+        and f"d{dim}" in r["case"]
+        and int(r["case"].split("s")[1].split("d")[0]) >= seq_min
+      ]
       if ratios:
-        out[prefix + direction] = dict(geomean=math.exp(sum(map(math.log, ratios)) / len(ratios)),
-                                       min=min(ratios), cases=len(ratios))
+        out[prefix + direction] = dict(
+          geomean=math.exp(sum(map(math.log, ratios)) / len(ratios)),
+          min=min(ratios),
+          cases=len(ratios),
+        )
   return out
 
 
@@ -273,7 +335,7 @@ def matmul_tflops(n=8192):
   """The measured bf16 matmul rate: the compute floor's denominator."""
   a = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.bfloat16)
   f = jax.jit(lambda a: a @ a)
-  return 2 * n ** 3 / timing.time_jax(f, a, warmup=2, repeats=7, calls=5) / 1e12
+  return 2 * n**3 / timing.time_jax(f, a, warmup=2, repeats=7, calls=5) / 1e12
 
 
 def main(argv=None):
@@ -282,10 +344,16 @@ def main(argv=None):
   ap.add_argument("--dims", default=",".join(map(str, DIMS)))
   ap.add_argument("--seqs", default=",".join(map(str, SEQS)))
   ap.add_argument("--no-torch", action="store_true")
-  ap.add_argument("--only", default="dense,packed,decode",
-                  help="comma-separated parts: dense (the grid), packed, decode")
-  ap.add_argument("--gpu-busy", action="store_true",
-                  help="also record GPU-busy time per call from CUPTI (needs PyTorch)")
+  ap.add_argument(
+    "--only",
+    default="dense,packed,decode",
+    help="comma-separated parts: dense (the grid), packed, decode",
+  )
+  ap.add_argument(
+    "--gpu-busy",
+    action="store_true",
+    help="also record GPU-busy time per call from CUPTI (needs PyTorch)",
+  )
   ap.add_argument("--out")
   args = ap.parse_args(argv)
   timing.MODE["gpu_busy"] = args.gpu_busy
@@ -293,7 +361,9 @@ def main(argv=None):
   seqs = [256] if args.quick else [int(s) for s in args.seqs.split(",")]
   with_torch = not args.no_torch and jax.default_backend() == "gpu"
   device = jax.devices()[0]
-  print(f"device: {device.device_kind} ({jax.default_backend()}), jax {jax.__version__}", flush=True)
+  print(
+    f"device: {device.device_kind} ({jax.default_backend()}), jax {jax.__version__}", flush=True
+  )
   records = []
   mm = matmul_tflops(512 if args.quick else 8192)
   print(f"bf16 matmul (XLA/cuBLAS): {mm:.1f} TFLOP/s", flush=True)
@@ -310,8 +380,18 @@ def main(argv=None):
   print("jaxdnn vs cuDNN (head dim 128, seq >= 2k):", json.dumps(summ))
   if args.out:
     with open(args.out, "w") as f:
-      json.dump(dict(device=device.device_kind, backend=jax.default_backend(), jax=jax.__version__,
-                     matmul_tflops=mm, summary=summ, records=records), f, indent=1)
+      json.dump(
+        dict(
+          device=device.device_kind,
+          backend=jax.default_backend(),
+          jax=jax.__version__,
+          matmul_tflops=mm,
+          summary=summ,
+          records=records,
+        ),
+        f,
+        indent=1,
+      )
   return 0
 
 

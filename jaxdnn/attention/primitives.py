@@ -21,8 +21,9 @@ from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
 from jaxdnn.attention import reference
 from jaxdnn.attention.sharding import BatchHeadsSharding
 
-OPERAND_BITS = dict(bias=1, mask=2, q_lengths=4, kv_lengths=8, segments=16, dropout=32,
-                    dlse=64, dbias=128)
+OPERAND_BITS = dict(
+  bias=1, mask=2, q_lengths=4, kv_lengths=8, segments=16, dropout=32, dlse=64, dbias=128
+)
 
 FORWARD_FIXED = ("q", "k", "v")
 BACKWARD_FIXED = ("q", "k", "v", "out", "lse", "dout")
@@ -43,9 +44,15 @@ def operand_kinds(fixed, operands: int) -> tuple:
 
 
 def _attrs(operands, scale, softcap, causal, window_left, window_right, dropout_rate):
-  return dict(operands=np.int32(operands), scale=np.float32(scale), softcap=np.float32(softcap),
-              causal=np.int32(causal), window_left=np.int32(window_left),
-              window_right=np.int32(window_right), dropout_rate=np.float32(dropout_rate))
+  return dict(
+    operands=np.int32(operands),
+    scale=np.float32(scale),
+    softcap=np.float32(softcap),
+    causal=np.int32(causal),
+    window_left=np.int32(window_left),
+    window_right=np.int32(window_right),
+    dropout_rate=np.float32(dropout_rate),
+  )
 
 
 def _fold_batch(args, dims, kinds, expand_bias: bool):
@@ -60,7 +67,7 @@ def _fold_batch(args, dims, kinds, expand_bias: bool):
   batch = q.shape[1]
   new = []
   for a, d, kind in zip(args, dims, kinds):
-    keep_broadcast = (kind == "mask" or (kind == "bias" and not expand_bias))
+    keep_broadcast = kind == "mask" or (kind == "bias" and not expand_bias)
     if d is not_mapped and keep_broadcast and a.shape[0] == 1:
       new.append(a)
       continue
@@ -92,14 +99,16 @@ class AttentionForward(FfiOp):
     segment ranges); none for dense non-causal prefill and training calls."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
-    elems = _extension.plan_query("attention_fwd_workspace",
-                                     **plan_args(avals_in, FORWARD_FIXED, **params))
+    elems = _extension.plan_query(
+      "attention_fwd_workspace", **plan_args(avals_in, FORWARD_FIXED, **params)
+    )
     return [jax.ShapeDtypeStruct((elems,), jnp.float32)] if elems > 0 else []
 
   def sharding(self, avals_in, avals_out, *, operands, dropout_rate, **_):
     kinds = operand_kinds(FORWARD_FIXED, operands)
-    return BatchHeadsSharding(kinds, ("out", "lse"), tuple(a.shape for a in avals_in),
-                              reduces_bias=False)
+    return BatchHeadsSharding(
+      kinds, ("out", "lse"), tuple(a.shape for a in avals_in), reduces_bias=False
+    )
 
   def batch(self, args, dims, **params):
     kinds = operand_kinds(FORWARD_FIXED, params["operands"])
@@ -130,8 +139,9 @@ class AttentionBackward(FfiOp):
     backward's dQ accumulator)."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
-    elems = _extension.plan_query("attention_bwd_workspace",
-                                     **plan_args(avals_in, BACKWARD_FIXED, **params))
+    elems = _extension.plan_query(
+      "attention_bwd_workspace", **plan_args(avals_in, BACKWARD_FIXED, **params)
+    )
     return [jax.ShapeDtypeStruct((elems,), jnp.float32)]
 
   def fallback(self, platform, **params):
@@ -158,8 +168,18 @@ class AttentionBackward(FfiOp):
     return outs, [0] * len(outs)
 
 
-def _composed_backward(*args, operands, scale, softcap, causal, window_left, window_right,
-                       dropout_rate, implementation, deterministic):
+def _composed_backward(
+  *args,
+  operands,
+  scale,
+  softcap,
+  causal,
+  window_left,
+  window_right,
+  dropout_rate,
+  implementation,
+  deterministic,
+):
   """The backward as a plain-JAX vjp of the reference (used where no kernel exists yet)."""
   named = dict(zip(operand_kinds(BACKWARD_FIXED, operands), args))
   window = None if (window_left, window_right) == (-1, -1) else (window_left, window_right)
@@ -167,10 +187,22 @@ def _composed_backward(*args, operands, scale, softcap, causal, window_left, win
 
   def forward(q, k, v, bias):
     return reference.attention(
-        q, k, v, bias, named.get("mask"), scale=scale, is_causal=causal, window=window,
-        q_lengths=named.get("q_lengths"), kv_lengths=named.get("kv_lengths"),
-        q_segment_ids=named.get("q_segment_ids"), kv_segment_ids=named.get("kv_segment_ids"),
-        softcap=softcap or None, dropout_rate=dropout_rate, seeds=named.get("seeds"))
+      q,
+      k,
+      v,
+      bias,
+      named.get("mask"),
+      scale=scale,
+      is_causal=causal,
+      window=window,
+      q_lengths=named.get("q_lengths"),
+      kv_lengths=named.get("kv_lengths"),
+      q_segment_ids=named.get("q_segment_ids"),
+      kv_segment_ids=named.get("kv_segment_ids"),
+      softcap=softcap or None,
+      dropout_rate=dropout_rate,
+      seeds=named.get("seeds"),
+    )
 
   _, vjp = jax.vjp(forward, named["q"], named["k"], named["v"], named.get("bias"))
   dlse = named.get("dlse", jnp.zeros_like(named["lse"]))
@@ -185,8 +217,20 @@ attention_forward = AttentionForward()
 attention_backward = AttentionBackward()
 
 
-def plan_args(avals_in, fixed, *, operands, scale=1.0, softcap=0.0, causal=False, window_left=-1,
-              window_right=-1, dropout_rate=0.0, deterministic=True, **_):
+def plan_args(
+  avals_in,
+  fixed,
+  *,
+  operands,
+  scale=1.0,
+  softcap=0.0,
+  causal=False,
+  window_left=-1,
+  window_right=-1,
+  dropout_rate=0.0,
+  deterministic=True,
+  **_,
+):
   """The problem as the C++ plan queries take it (cpp/attention/ffi_cuda.cc: QueryProblem)."""
   q, k = avals_in[0], avals_in[1]
   batch, q_len, heads, head_dim = q.shape
@@ -194,9 +238,23 @@ def plan_args(avals_in, fixed, *, operands, scale=1.0, softcap=0.0, causal=False
   if operands & OPERAND_BITS["bias"]:
     kinds = operand_kinds(fixed, operands)
     bias_dims = tuple(avals_in[kinds.index("bias")].shape)
-  return dict(batch=batch, q_len=q_len, kv_len=k.shape[1], heads=heads, kv_heads=k.shape[2],
-              head_dim=head_dim, dtype=_extension.dtype_code(q.dtype), operands=operands,
-              causal=int(bool(causal)), window_left=window_left, window_right=window_right,
-              softcap=int(bool(softcap)), dropout=int(dropout_rate != 0.0),
-              deterministic=int(bool(deterministic)), bias_dim0=bias_dims[0],
-              bias_dim1=bias_dims[1], bias_dim2=bias_dims[2], bias_dim3=bias_dims[3])
+  return dict(
+    batch=batch,
+    q_len=q_len,
+    kv_len=k.shape[1],
+    heads=heads,
+    kv_heads=k.shape[2],
+    head_dim=head_dim,
+    dtype=_extension.dtype_code(q.dtype),
+    operands=operands,
+    causal=int(bool(causal)),
+    window_left=window_left,
+    window_right=window_right,
+    softcap=int(bool(softcap)),
+    dropout=int(dropout_rate != 0.0),
+    deterministic=int(bool(deterministic)),
+    bias_dim0=bias_dims[0],
+    bias_dim1=bias_dims[1],
+    bias_dim2=bias_dims[2],
+    bias_dim3=bias_dims[3],
+  )

@@ -21,13 +21,26 @@ import jax.numpy as jnp
 from jaxdnn.attention import dropout as dropout_bits
 
 
-def allowed_pairs(batch, q_len, kv_len, *, is_causal, window, q_lengths, kv_lengths,
-                  q_segment_ids, kv_segment_ids, mask):
+def allowed_pairs(
+  batch,
+  q_len,
+  kv_len,
+  *,
+  is_causal,
+  window,
+  q_lengths,
+  kv_lengths,
+  q_segment_ids,
+  kv_segment_ids,
+  mask,
+):
   """[batch or 1, heads or 1, q_len, kv_len] bool: which logits take part."""
   i = jnp.arange(q_len)[None, :, None]
   j = jnp.arange(kv_len)[None, None, :]
   ql = jnp.full((batch,), q_len, jnp.int32) if q_lengths is None else jnp.clip(q_lengths, 0, q_len)
-  kl = jnp.full((batch,), kv_len, jnp.int32) if kv_lengths is None else jnp.clip(kv_lengths, 0, kv_len)
+  kl = (
+    jnp.full((batch,), kv_len, jnp.int32) if kv_lengths is None else jnp.clip(kv_lengths, 0, kv_len)
+  )
   ql, kl = ql[:, None, None], kl[:, None, None]
   diag = i + jnp.maximum(kl - ql, 0) if q_len < kv_len else i
   ok = (i < ql) & (j < kl)
@@ -47,9 +60,24 @@ def allowed_pairs(batch, q_len, kv_len, *, is_causal, window, q_lengths, kv_leng
   return ok
 
 
-def attention(query, key, value, bias=None, mask=None, *, scale, is_causal=False,
-              window=None, q_lengths=None, kv_lengths=None, q_segment_ids=None,
-              kv_segment_ids=None, softcap=None, dropout_rate=0.0, seeds=None):
+def attention(
+  query,
+  key,
+  value,
+  bias=None,
+  mask=None,
+  *,
+  scale,
+  is_causal=False,
+  window=None,
+  q_lengths=None,
+  kv_lengths=None,
+  q_segment_ids=None,
+  kv_segment_ids=None,
+  softcap=None,
+  dropout_rate=0.0,
+  seeds=None,
+):
   """Returns (out [B, T, N, H] in query's dtype, lse [B, N, T] float32)."""
   batch, q_len, heads, dim = query.shape
   kv_len, kv_heads = key.shape[1], key.shape[2]
@@ -58,16 +86,26 @@ def attention(query, key, value, bias=None, mask=None, *, scale, is_causal=False
   # float32 means float32 products (on a GPU XLA's default would be TF32,
   # ~1e-3 off): the same numbers as the CPU kernel and a true oracle.
   precision = jax.lax.Precision.HIGHEST if query.dtype == jnp.float32 else None
-  logits = jnp.einsum("btkgd,bskd->bkgts", q, key, preferred_element_type=jnp.float32,
-                      precision=precision)
+  logits = jnp.einsum(
+    "btkgd,bskd->bkgts", q, key, preferred_element_type=jnp.float32, precision=precision
+  )
   logits = logits.reshape(batch, heads, q_len, kv_len) * jnp.float32(scale)
   if softcap:
     logits = softcap * jnp.tanh(logits / softcap)
   if bias is not None:
     logits = logits + bias.astype(jnp.float32)
-  ok = allowed_pairs(batch, q_len, kv_len, is_causal=is_causal, window=window,
-                     q_lengths=q_lengths, kv_lengths=kv_lengths, q_segment_ids=q_segment_ids,
-                     kv_segment_ids=kv_segment_ids, mask=mask)
+  ok = allowed_pairs(
+    batch,
+    q_len,
+    kv_len,
+    is_causal=is_causal,
+    window=window,
+    q_lengths=q_lengths,
+    kv_lengths=kv_lengths,
+    q_segment_ids=q_segment_ids,
+    kv_segment_ids=kv_segment_ids,
+    mask=mask,
+  )
   logits = jnp.where(ok, logits, -jnp.inf)
   row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
   row_max = jnp.where(jnp.isfinite(row_max), row_max, 0.0)
@@ -81,6 +119,7 @@ def attention(query, key, value, bias=None, mask=None, *, scale, is_causal=False
     keep = dropout_bits.keep_mask(seeds, heads, q_len, kv_len, dropout_rate)
     probs = jnp.where(keep, probs / (1.0 - dropout_rate), 0.0)
   probs = probs.reshape(batch, kv_heads, group, q_len, kv_len).astype(value.dtype)
-  out = jnp.einsum("bkgts,bskd->btkgd", probs, value, preferred_element_type=jnp.float32,
-                   precision=precision)
+  out = jnp.einsum(
+    "bkgts,bskd->btkgd", probs, value, preferred_element_type=jnp.float32, precision=precision
+  )
   return out.reshape(batch, q_len, heads, dim).astype(query.dtype), lse

@@ -18,17 +18,29 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 # Axis names by operand/result role; "B"/"N" mark a broadcastable bias/mask dim.
 _AXES = {
-    "q": "btnd", "out": "btnd", "dout": "btnd", "dq": "btnd",
-    "k": "bskd", "v": "bskd", "dk": "bskd", "dv": "bskd",
-    "lse": "bnt", "dlse": "bnt",
-    "bias": "BNts", "mask": "BNts", "dbias": "BNts",
-    "q_lengths": "b", "kv_lengths": "b",
-    "q_segment_ids": "bt", "kv_segment_ids": "bs",
-    "seeds": "bc",
+  "q": "btnd",
+  "out": "btnd",
+  "dout": "btnd",
+  "dq": "btnd",
+  "k": "bskd",
+  "v": "bskd",
+  "dk": "bskd",
+  "dv": "bskd",
+  "lse": "bnt",
+  "dlse": "bnt",
+  "bias": "BNts",
+  "mask": "BNts",
+  "dbias": "BNts",
+  "q_lengths": "b",
+  "kv_lengths": "b",
+  "q_segment_ids": "bt",
+  "kv_segment_ids": "bs",
+  "seeds": "bc",
 }
 
 

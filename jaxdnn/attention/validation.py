@@ -22,26 +22,31 @@ def as_array(name, x, *, optional=False):
   try:
     return jnp.asarray(x)
   except (TypeError, ValueError) as e:
-    raise TypeError(f"dot_product_attention: {name} must be an array, got "
-                    f"{type(x).__name__}") from e
+    raise TypeError(
+      f"dot_product_attention: {name} must be an array, got {type(x).__name__}"
+    ) from e
 
 
 def check_qkv(query, key, value, *, allow_float64=False):
   floats = (jnp.float32, jnp.bfloat16, jnp.float16) + ((jnp.float64,) if allow_float64 else ())
   for name, x in (("query", query), ("key", key), ("value", value)):
     if x.ndim not in (3, 4):
-      raise _err(f"{name} must be [batch, seq, heads, head_dim] or [seq, heads, head_dim], "
-                 f"got shape {x.shape}")
+      raise _err(
+        f"{name} must be [batch, seq, heads, head_dim] or [seq, heads, head_dim], "
+        f"got shape {x.shape}"
+      )
     if x.dtype not in floats:
       raise _err(f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
   if not query.ndim == key.ndim == value.ndim:
-    raise _err(f"query, key and value must have the same rank, got {query.shape}, "
-               f"{key.shape}, {value.shape}")
+    raise _err(
+      f"query, key and value must have the same rank, got {query.shape}, {key.shape}, {value.shape}"
+    )
   if key.shape != value.shape:
     raise _err(f"value must have key's shape {key.shape}, got {value.shape}")
   if not query.dtype == key.dtype == value.dtype:
-    raise _err(f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, "
-               f"{value.dtype}")
+    raise _err(
+      f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, {value.dtype}"
+    )
   if query.ndim == 4 and query.shape[0] != key.shape[0]:
     raise _err(f"query batch {query.shape[0]} != key batch {key.shape[0]}")
   if query.shape[-1] != key.shape[-1]:
@@ -61,8 +66,10 @@ def check_broadcast(name, x, full_shape, *, boolean):
   if not boolean and not jnp.issubdtype(x.dtype, jnp.floating):
     raise _err(f"{name} must be a floating array, got {x.dtype}")
   if x.ndim != 4 or any(d not in (1, f) for d, f in zip(x.shape, full_shape)):
-    raise _err(f"{name} must be 4-D and broadcastable to [batch, heads, q_len, kv_len] = "
-               f"{tuple(full_shape)}, got {x.shape}")
+    raise _err(
+      f"{name} must be 4-D and broadcastable to [batch, heads, q_len, kv_len] = "
+      f"{tuple(full_shape)}, got {x.shape}"
+    )
 
 
 def check_lengths(name, x, batch):
@@ -77,10 +84,14 @@ def check_segments(q_ids, kv_ids, batch, q_len, kv_len):
     raise _err("query_segment_ids and key_value_segment_ids must be given together")
   if q_ids is None:
     return
-  for name, x, n in (("query_segment_ids", q_ids, q_len), ("key_value_segment_ids", kv_ids, kv_len)):
+  for name, x, n in (
+    ("query_segment_ids", q_ids, q_len),
+    ("key_value_segment_ids", kv_ids, kv_len),
+  ):
     if x.shape != (batch, n) or not jnp.issubdtype(x.dtype, jnp.integer):
-      raise _err(f"{name} must be an integer array of shape {(batch, n)}, got "
-                 f"{x.dtype}{list(x.shape)}")
+      raise _err(
+        f"{name} must be an integer array of shape {(batch, n)}, got {x.dtype}{list(x.shape)}"
+      )
 
 
 def window_sides(local_window_size):
@@ -89,10 +100,14 @@ def window_sides(local_window_size):
     return (-1, -1)
   if is_int(local_window_size):
     local_window_size = (local_window_size, local_window_size)
-  if (not isinstance(local_window_size, (tuple, list)) or len(local_window_size) != 2
-      or not all(is_int(s) for s in local_window_size)):
-    raise _err(f"local_window_size must be an int or a (left, right) pair of ints, got "
-               f"{local_window_size!r}")
+  if (
+    not isinstance(local_window_size, (tuple, list))
+    or len(local_window_size) != 2
+    or not all(is_int(s) for s in local_window_size)
+  ):
+    raise _err(
+      f"local_window_size must be an int or a (left, right) pair of ints, got {local_window_size!r}"
+    )
   left, right = (int(s) for s in local_window_size)
   if left < 0 or right < 0:
     raise _err(f"local_window_size sides must be >= 0, got {(left, right)}")
@@ -109,16 +124,18 @@ def check_flag(name, x):
   """A Python bool (it is compiled into the kernel), not a traced value."""
   if isinstance(x, (bool, np.bool_)) or is_int(x) and x in (0, 1):
     return bool(x)
-  raise _err(f"{name} must be a Python bool (it is compiled into the kernel), got "
-             f"{type(x).__name__}")
+  raise _err(
+    f"{name} must be a Python bool (it is compiled into the kernel), got {type(x).__name__}"
+  )
 
 
 def _static_number(name, x):
   try:
     return float(x)
   except Exception:  # noqa: BLE001 - a tracer or an array: say what is allowed
-    raise _err(f"{name} must be a Python number (it is compiled into the kernel), got "
-               f"{type(x).__name__}") from None
+    raise _err(
+      f"{name} must be a Python number (it is compiled into the kernel), got {type(x).__name__}"
+    ) from None
 
 
 def check_scalars(scale, softcap, dropout_rate, dropout_rng):
@@ -131,11 +148,14 @@ def check_scalars(scale, softcap, dropout_rate, dropout_rng):
   if softcap is not None:
     c = float(softcap)
     if not (np.isfinite(c) and float(F32.tiny) <= c <= float(F32.max)):
-      raise _err(f"softcap must be > 0 and a normal finite float32 number "
-                 f"({F32.tiny:.3g} to {F32.max:.3g}), or None; got {softcap!r}")
+      raise _err(
+        f"softcap must be > 0 and a normal finite float32 number "
+        f"({F32.tiny:.3g} to {F32.max:.3g}), or None; got {softcap!r}"
+      )
   rate = float(dropout_rate)
   if not (0.0 <= rate < 1.0 and np.float32(rate) < 1.0):
-    raise _err(f"dropout_rate must be in [0, 1) (also once rounded to float32), got "
-               f"{dropout_rate!r}")
+    raise _err(
+      f"dropout_rate must be in [0, 1) (also once rounded to float32), got {dropout_rate!r}"
+    )
   if rate > 0.0 and dropout_rng is None:
     raise _err("dropout_rate > 0 needs a dropout_rng key")

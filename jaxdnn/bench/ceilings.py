@@ -29,12 +29,16 @@ def xla_elementwise_bandwidth(nbytes=512 * 2**20, busy=False) -> float | None:
 def torch_copy_bandwidth(nbytes=2**30, busy=False) -> float | None:
   try:
     import torch
+
     if not torch.cuda.is_available():
       return None
     src = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
     dst = torch.empty_like(src)
-    t = (timing.busy_torch(lambda: dst.copy_(src)) if busy
-         else time_torch(lambda: dst.copy_(src), repeats=20))
+    t = (
+      timing.busy_torch(lambda: dst.copy_(src))
+      if busy
+      else time_torch(lambda: dst.copy_(src), repeats=20)
+    )
     del src, dst
     torch.cuda.empty_cache()
     return 2 * nbytes / t if t else None

@@ -30,10 +30,14 @@ def print_table(records, copy_tbps, busy_tbps=None):
     busy = ""
     if r.get("gpu_us") and busy_tbps:
       gsp = " ".join(f"{k}:{v:.2f}x" for k, v in r.get("gpu_speedup_vs", {}).items())
-      busy = (f"  | GPU-busy {r['gpu_us']:.1f} us {r['gpu_tbps']:.2f} TB/s "
-              f"{100 * r['gpu_tbps'] / busy_tbps:.0f}% {gsp}")
-    print(f"{r['op']:<11}{r['case']:<12}{r['direction']:<11}{r['impl']:<8}"
-          f"{r['time_us']:>9.1f}{r['tbps']:>7.2f}{100 * r['tbps'] / copy_tbps:>6.0f}%  {sp}{busy}")
+      busy = (
+        f"  | GPU-busy {r['gpu_us']:.1f} us {r['gpu_tbps']:.2f} TB/s "
+        f"{100 * r['gpu_tbps'] / busy_tbps:.0f}% {gsp}"
+      )
+    print(
+      f"{r['op']:<11}{r['case']:<12}{r['direction']:<11}{r['impl']:<8}"
+      f"{r['time_us']:>9.1f}{r['tbps']:>7.2f}{100 * r['tbps'] / copy_tbps:>6.0f}%  {sp}{busy}"
+    )
 
 
 def main(family, run, argv=None):
@@ -43,11 +47,17 @@ def main(family, run, argv=None):
   ap.add_argument("--out", help="write the records as JSON here")
   ap.add_argument("--quick", action="store_true", help="small cases (CPU smoke run)")
   ap.add_argument("--cases", help="comma-separated ROWSxDIM, e.g. 32768x4096,8192x8192")
-  ap.add_argument("--impls", help="comma-separated anchors to run besides jaxdnn (xla,pallas,torch)")
-  ap.add_argument("--chain", type=int, default=1,
-                  help="applications per jit call (1: one call per application)")
-  ap.add_argument("--gpu-busy", action="store_true",
-                  help="also record GPU-busy time per call from CUPTI (needs PyTorch)")
+  ap.add_argument(
+    "--impls", help="comma-separated anchors to run besides jaxdnn (xla,pallas,torch)"
+  )
+  ap.add_argument(
+    "--chain", type=int, default=1, help="applications per jit call (1: one call per application)"
+  )
+  ap.add_argument(
+    "--gpu-busy",
+    action="store_true",
+    help="also record GPU-busy time per call from CUPTI (needs PyTorch)",
+  )
   args = ap.parse_args(argv)
   timing.MODE["chain_length"] = args.chain
   timing.MODE["gpu_busy"] = args.gpu_busy
@@ -72,10 +82,19 @@ def main(family, run, argv=None):
   print_table(records, copy_bps / 1e12, busy_bps / 1e12 if busy_bps else None)
   if args.out:
     with open(args.out, "w") as f:
-      json.dump(dict(device=device.device_kind, backend=jax.default_backend(),
-                     chain_length=args.chain, xla_flags=os.environ.get("XLA_FLAGS", ""),
-                     jax=jax.__version__, copy_tbps=copy_bps / 1e12,
-                     gpu_busy_copy_tbps=busy_bps / 1e12 if busy_bps else None,
-                     bandwidth_tbps={k: v / 1e12 for k, v in ceil.items()}, records=records), f, indent=1)
+      json.dump(
+        dict(
+          device=device.device_kind,
+          backend=jax.default_backend(),
+          chain_length=args.chain,
+          xla_flags=os.environ.get("XLA_FLAGS", ""),
+          jax=jax.__version__,
+          copy_tbps=copy_bps / 1e12,
+          gpu_busy_copy_tbps=busy_bps / 1e12 if busy_bps else None,
+          bandwidth_tbps={k: v / 1e12 for k, v in ceil.items()},
+          records=records,
+        ),
+        f,
+        indent=1,
+      )
   return 0
-

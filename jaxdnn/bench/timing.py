@@ -60,12 +60,14 @@ def time_jax_chained(step, init, length=None, warmup=2, repeats=10):
     for _ in range(length):
       state = jax.lax.optimization_barrier(step(state))
     return state
+
   return time_jax(jax.jit(chain), init, warmup=warmup, repeats=repeats, calls=1) / length
 
 
 def time_torch(fn, warmup=3, repeats=15, calls=10):
   """Median seconds per call of a CUDA PyTorch callable, with CUDA events."""
   import torch
+
   for _ in range(warmup):
     fn()
   torch.cuda.synchronize()
@@ -133,12 +135,14 @@ def jax_runner(fn, *args):
     for _ in range(n):
       out = fn(*args)
     _block(out)
+
   return run
 
 
 def torch_runner(fn):
   """run(n): n calls of a CUDA PyTorch callable, then a device sync."""
   import torch
+
   fn()
   torch.cuda.synchronize()
 
@@ -146,6 +150,7 @@ def torch_runner(fn):
     for _ in range(n):
       fn()
     torch.cuda.synchronize()
+
   return run
 
 

@@ -20,8 +20,11 @@ def _norm(kind, epsilon, implementation, x, residual, scale, bias):
 def _forward(kind, epsilon, implementation, x, residual, scale, bias):
   has_res = residual is not None
   args = [x] + ([residual] if has_res else []) + [scale] + ([bias] if kind == "layer" else [])
-  outs = list(norm_forward.bind(*args, kind=kind, epsilon=float(epsilon), residual=has_res,
-                                implementation=implementation))
+  outs = list(
+    norm_forward.bind(
+      *args, kind=kind, epsilon=float(epsilon), residual=has_res, implementation=implementation
+    )
+  )
   y = outs.pop(0)
   z = outs.pop(0) if has_res else x
   mean = outs.pop(0) if kind == "layer" else None
@@ -60,8 +63,16 @@ def _params_f32(scale, bias, dim, zero_centered_scale, layer):
   return s, b
 
 
-def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None,
-               zero_centered_scale=False, implementation=None):
+def layer_norm(
+  x,
+  scale=None,
+  bias=None,
+  *,
+  epsilon=1e-5,
+  residual=None,
+  zero_centered_scale=False,
+  implementation=None,
+):
   """LayerNorm over the last axis of `x`, statistics in float32.
 
   Args:
@@ -80,15 +91,17 @@ def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None,
   dtype = validation.check("layer_norm", x, scale, bias, residual, epsilon)
   impl = _platform.resolve(implementation, "layer_norm")
   if impl == "xla":
-    return reference.layer_norm(x, scale, bias, epsilon=epsilon, residual=residual,
-                                zero_centered_scale=zero_centered_scale)
+    return reference.layer_norm(
+      x, scale, bias, epsilon=epsilon, residual=residual, zero_centered_scale=zero_centered_scale
+    )
   s, b = _params_f32(scale, bias, x.shape[-1], zero_centered_scale, True)
   res = None if residual is None else residual.astype(dtype)
   return _norm("layer", float(epsilon), impl, x.astype(dtype), res, s, b)
 
 
-def rms_norm(x, scale=None, *, epsilon=1e-6, residual=None,
-             zero_centered_scale=False, implementation=None):
+def rms_norm(
+  x, scale=None, *, epsilon=1e-6, residual=None, zero_centered_scale=False, implementation=None
+):
   """RMSNorm over the last axis of `x`, statistics in float32.
 
   Same arguments and result as `layer_norm`, without centring or bias.
@@ -96,8 +109,9 @@ def rms_norm(x, scale=None, *, epsilon=1e-6, residual=None,
   dtype = validation.check("rms_norm", x, scale, None, residual, epsilon)
   impl = _platform.resolve(implementation, "rms_norm")
   if impl == "xla":
-    return reference.rms_norm(x, scale, epsilon=epsilon, residual=residual,
-                              zero_centered_scale=zero_centered_scale)
+    return reference.rms_norm(
+      x, scale, epsilon=epsilon, residual=residual, zero_centered_scale=zero_centered_scale
+    )
   s, _ = _params_f32(scale, None, x.shape[-1], zero_centered_scale, False)
   res = None if residual is None else residual.astype(dtype)
   return _norm("rms", float(epsilon), impl, x.astype(dtype), res, s, None)

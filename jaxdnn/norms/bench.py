@@ -34,8 +34,10 @@ def _pallas_fn(kind):
   try:
     if kind == "layer":
       from jax.experimental.pallas.ops.gpu import layer_norm as m
+
       return lambda x, s, b: m.layer_norm(x[None], s, b)[0]
     from jax.experimental.pallas.ops.gpu import rms_norm as m
+
     return lambda x, s, b: m.rms_norm(x[None], s, jnp.zeros_like(s) if b is None else b)[0]
   except Exception:  # noqa: BLE001 - an anchor that cannot import is reported as such
     return None
@@ -57,8 +59,11 @@ def _difference_row(name, t_fb, t_f, nbytes_bwd, b_fb=None, b_f=None):
   """Backward as (fwd+bwd) - fwd; flagged when noise makes it meaningless."""
   t_b = t_fb - t_f
   if t_b < 0.2 * t_f:
-    return dict(impl=name, direction="bwd",
-                error=f"unreliable: fwd+bwd {t_fb * 1e6:.1f} us vs fwd {t_f * 1e6:.1f} us")
+    return dict(
+      impl=name,
+      direction="bwd",
+      error=f"unreliable: fwd+bwd {t_fb * 1e6:.1f} us vs fwd {t_f * 1e6:.1f} us",
+    )
   return _row(name, "bwd", t_b, nbytes_bwd, b_fb - b_f if b_fb and b_f else None)
 
 
@@ -97,14 +102,17 @@ def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
 def _jaxdnn_bwd_kernel(kind, inputs, nbytes_bwd):
   layer = kind == "layer"
   x, s, b, dy = inputs
-  outs = norm_forward.bind(*([x, s] + ([b] if layer else [])), kind=kind, epsilon=1e-5,
-                           residual=False, implementation=None)
+  outs = norm_forward.bind(
+    *([x, s] + ([b] if layer else [])), kind=kind, epsilon=1e-5, residual=False, implementation=None
+  )
   stats = ([outs[1]] if layer else []) + [outs[-1]]
 
   def step(state):  # dx of one step is the next step's dy
-    outs = norm_backward.bind(state[0], x, s, *stats, kind=kind, residual=False,
-                              implementation=None)
+    outs = norm_backward.bind(
+      state[0], x, s, *stats, kind=kind, residual=False, implementation=None
+    )
     return outs[0], outs[1]
+
   t = time_jax_chained(step, (dy, s))
   busy = timing.busy_jax(jax.jit(step), (dy, s))
   return _row("jaxdnn", "bwd_kernel", t, nbytes_bwd, busy)
@@ -114,6 +122,7 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
   try:
     import torch
     import torch.nn.functional as F
+
     if not torch.cuda.is_available():
       return []
     tx = torch.from_numpy(np.array(x.astype(jnp.float32))).cuda().to(torch.bfloat16)
@@ -134,21 +143,26 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
       y = fwd(txg)
       y.backward(tdy)
       txg.grad = None
+
     t_fb = time_torch(fb)
     b_fb = timing.busy_torch(fb)
   except Exception as e:  # noqa: BLE001
     return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return [_row("torch", "fwd", t_f, nbytes_fwd, b_f),
-          _difference_row("torch", t_fb, t_f, nbytes_bwd, b_fb, b_f),
-          _row("torch", "fwd+bwd", t_fb, nbytes_fwd + nbytes_bwd, b_fb)]
+  return [
+    _row("torch", "fwd", t_f, nbytes_fwd, b_f),
+    _difference_row("torch", t_fb, t_f, nbytes_bwd, b_fb, b_f),
+    _row("torch", "fwd+bwd", t_fb, nbytes_fwd + nbytes_bwd, b_fb),
+  ]
 
 
 def _inputs(rows, dim, dtype):
   k = jax.random.split(jax.random.key(rows + dim), 4)
-  return (jax.random.normal(k[0], (rows, dim), dtype),
-          1.0 + 0.1 * jax.random.normal(k[2], (dim,), jnp.float32),
-          0.1 * jax.random.normal(k[3], (dim,), jnp.float32),
-          jax.random.normal(k[1], (rows, dim), dtype))
+  return (
+    jax.random.normal(k[0], (rows, dim), dtype),
+    1.0 + 0.1 * jax.random.normal(k[2], (dim,), jnp.float32),
+    0.1 * jax.random.normal(k[3], (dim,), jnp.float32),
+    jax.random.normal(k[1], (rows, dim), dtype),
+  )
 
 
 def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):

@@ -42,8 +42,9 @@ class NormForward(FfiOp):
     return outs
 
   def ffi_attributes(self, *, kind, epsilon, residual, implementation):
-    return dict(kind=np.int32(KINDS[kind]), residual=np.int32(residual),
-                epsilon=np.float32(epsilon))
+    return dict(
+      kind=np.int32(KINDS[kind]), residual=np.int32(residual), epsilon=np.float32(epsilon)
+    )
 
   def sharding(self, avals_in, avals_out, *, kind, residual, **_):
     x, scale = avals_in[0], avals_in[2 if residual else 1]
@@ -63,8 +64,9 @@ class NormForward(FfiOp):
         new.append(to_front(a, d, size))
       else:
         new.append(a)
-    outs = self.bind(*new, kind=kind, epsilon=epsilon, residual=residual,
-                     implementation=implementation)
+    outs = self.bind(
+      *new, kind=kind, epsilon=epsilon, residual=residual, implementation=implementation
+    )
     return outs, [0] * len(outs)
 
 
@@ -96,8 +98,13 @@ class NormBackward(FfiOp):
     z, scale = avals_in[1], avals_in[2]
     groups = int(np.prod(scale.shape[:-1], dtype=np.int64))
     rows = int(np.prod(z.shape[:-1], dtype=np.int64))
-    partials = _extension.plan_query("norm_bwd_partials", rows=rows, dim=z.shape[-1],
-                                     groups=max(groups, 1), itemsize=np.dtype(z.dtype).itemsize)
+    partials = _extension.plan_query(
+      "norm_bwd_partials",
+      rows=rows,
+      dim=z.shape[-1],
+      groups=max(groups, 1),
+      itemsize=np.dtype(z.dtype).itemsize,
+    )
     return [jax.ShapeDtypeStruct((groups, partials, 2, z.shape[-1]), jnp.float32)]
 
   def sharding(self, avals_in, avals_out, *, kind, residual, **_):

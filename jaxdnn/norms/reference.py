@@ -26,8 +26,7 @@ def _affine(y, scale, bias, zero_centered_scale):
   return y
 
 
-def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None,
-               zero_centered_scale=False):
+def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None, zero_centered_scale=False):
   z, ret = _pre(x, residual)
   zf = z.astype(jnp.float32)
   # Centred through the row's first element: with a large offset (1e6 + N(0, 1))
@@ -40,8 +39,7 @@ def layer_norm(x, scale=None, bias=None, *, epsilon=1e-5, residual=None,
   return y if ret is None else (y, ret)
 
 
-def rms_norm(x, scale=None, *, epsilon=1e-6, residual=None,
-             zero_centered_scale=False):
+def rms_norm(x, scale=None, *, epsilon=1e-6, residual=None, zero_centered_scale=False):
   z, ret = _pre(x, residual)
   zf = z.astype(jnp.float32)
   ms = jnp.mean(jnp.square(zf), axis=-1, keepdims=True)

@@ -19,7 +19,9 @@ def check(op, x, scale, bias, residual, epsilon):
   if not _is_float(x.dtype):
     raise TypeError(f"{op}: x must be a floating-point array, got dtype {x.dtype}")
   if x.ndim < 1:
-    raise ValueError(f"{op}: x must have at least one axis (the normalized last axis), got a scalar")
+    raise ValueError(
+      f"{op}: x must have at least one axis (the normalized last axis), got a scalar"
+    )
   dim = x.shape[-1]
   if dim == 0:
     raise ValueError(f"{op}: the last axis of x (the normalized axis) is empty; x.shape={x.shape}")
@@ -34,8 +36,9 @@ def check(op, x, scale, bias, residual, epsilon):
     try:
       dtype = jnp.promote_types(x.dtype, residual.dtype)
     except TypeError as e:
-      raise TypeError(f"{op}: residual dtype {residual.dtype} cannot be promoted with "
-                      f"x dtype {x.dtype}") from e
+      raise TypeError(
+        f"{op}: residual dtype {residual.dtype} cannot be promoted with x dtype {x.dtype}"
+      ) from e
   if np.dtype(dtype) not in [np.dtype(d) for d in SUPPORTED]:
     raise TypeError(f"{op}: x (and residual) must be float32, bfloat16 or float16, got {dtype}")
   for name, p in (("scale", scale), ("bias", bias)):
@@ -50,8 +53,10 @@ def check(op, x, scale, bias, residual, epsilon):
   if isinstance(epsilon, (int, float, np.floating, np.integer)) and not isinstance(epsilon, bool):
     # epsilon is a float32 kernel attribute: it must stay > 0 and finite there.
     if not (epsilon > 0 and np.float32(epsilon) > 0 and np.isfinite(np.float32(epsilon))):
-      raise ValueError(f"{op}: epsilon must be > 0 and a finite float32 number "
-                       f"(at least {np.finfo(np.float32).smallest_subnormal:.3g}), got {epsilon}")
+      raise ValueError(
+        f"{op}: epsilon must be > 0 and a finite float32 number "
+        f"(at least {np.finfo(np.float32).smallest_subnormal:.3g}), got {epsilon}"
+      )
   else:
     raise TypeError(f"{op}: epsilon must be a Python float, got {type(epsilon).__name__}")
   return dtype

@@ -85,13 +85,15 @@ def assert_close(a, b, rtol, atol=None, err_msg=""):
   assert a.shape == b.shape, (a.shape, b.shape)
   finite = b[np.isfinite(b)]
   scale = max(1.0, float(np.max(np.abs(finite))) if finite.size else 1.0)
-  np.testing.assert_allclose(a, b, rtol=rtol, atol=(atol if atol is not None else rtol * scale),
-                             err_msg=err_msg)
+  np.testing.assert_allclose(
+    a, b, rtol=rtol, atol=(atol if atol is not None else rtol * scale), err_msg=err_msg
+  )
 
 
 @dataclass(frozen=True)
 class Dims:
   """[batch, q_len, heads, head_dim] queries, [batch, kv_len, kv_heads, head_dim] keys."""
+
   batch: int
   q_len: int
   kv_len: int
@@ -100,8 +102,9 @@ class Dims:
   head_dim: int
 
   def __str__(self):
-    return (f"B{self.batch}-T{self.q_len}-S{self.kv_len}-N{self.heads}-K{self.kv_heads}"
-            f"-H{self.head_dim}")
+    return (
+      f"B{self.batch}-T{self.q_len}-S{self.kv_len}-N{self.heads}-K{self.kv_heads}-H{self.head_dim}"
+    )
 
 
 def qkv(d: Dims, dtype=jnp.float32, scale=1.0):
@@ -125,8 +128,10 @@ def jit(f, impl):
 
 def attention_fn(impl, static):
   """f(q, k, v, arrays) -> dot_product_attention's result."""
+
   def f(q, k, v, arrays):
     return jaxdnn.dot_product_attention(q, k, v, implementation=impl, **static, **arrays)
+
   return f
 
 
@@ -142,16 +147,19 @@ def cotangent_like(x):
 def loss_fn(impl, static, w_out, w_lse=None):
   """Scalar loss of (q, k, v, bias, arrays): a random projection of the output
   (and of the finite log-sum-exp entries when w_lse is given). bias may be None."""
+
   def loss(q, k, v, bias, arrays):
     if bias is not None:
       arrays = dict(arrays, bias=bias)
-    res = jaxdnn.dot_product_attention(q, k, v, implementation=impl,
-                                       return_logsumexp=w_lse is not None, **static, **arrays)
+    res = jaxdnn.dot_product_attention(
+      q, k, v, implementation=impl, return_logsumexp=w_lse is not None, **static, **arrays
+    )
     out, lse = res if w_lse is not None else (res, None)
     total = jnp.sum(out.astype(jnp.float32) * w_out)
     if lse is not None:
       total += jnp.sum(jnp.where(jnp.isfinite(lse), lse * w_lse, 0.0))
     return total
+
   return loss
 
 
@@ -171,22 +179,23 @@ def hlo(f, *args):
 
 # q_len / kv_len from {1, 7, 33, 100}, both orders; head dims 40..256; GQA 1, 4, 8.
 SHAPES = [
-    Dims(2, 1, 1, 2, 2, 64),
-    Dims(2, 7, 7, 4, 4, 64),
-    Dims(2, 33, 33, 8, 2, 64),     # GQA 4
-    Dims(1, 100, 100, 8, 1, 64),   # MQA (8)
-    Dims(2, 7, 33, 4, 1, 96),      # q shorter than kv
-    Dims(2, 33, 7, 4, 2, 128),     # q longer than kv
-    Dims(1, 1, 100, 8, 8, 128),    # decode step
-    Dims(2, 100, 1, 2, 1, 40),     # a single key
-    Dims(1, 33, 100, 2, 2, 192),
-    Dims(1, 100, 33, 2, 1, 256),
-    Dims(2, 33, 33, 2, 2, 40),
-    Dims(1, 7, 100, 8, 1, 256),
+  Dims(2, 1, 1, 2, 2, 64),
+  Dims(2, 7, 7, 4, 4, 64),
+  Dims(2, 33, 33, 8, 2, 64),  # GQA 4
+  Dims(1, 100, 100, 8, 1, 64),  # MQA (8)
+  Dims(2, 7, 33, 4, 1, 96),  # q shorter than kv
+  Dims(2, 33, 7, 4, 2, 128),  # q longer than kv
+  Dims(1, 1, 100, 8, 8, 128),  # decode step
+  Dims(2, 100, 1, 2, 1, 40),  # a single key
+  Dims(1, 33, 100, 2, 2, 192),
+  Dims(1, 100, 33, 2, 1, 256),
+  Dims(2, 33, 33, 2, 2, 40),
+  Dims(1, 7, 100, 8, 1, 256),
 ]
 
 
 # ---- options: each a function of Dims returning dot_product_attention kwargs ----
+
 
 def segment_ids(batch, length, docs=3):
   """Packed documents: non-decreasing ids, a new document at random positions."""
@@ -215,47 +224,62 @@ def mask_of(d: Dims, shape_kind, p=0.8):
 
 
 OPTIONS = {
-    "plain": lambda d: {},
-    "causal": lambda d: dict(is_causal=True),
-    "window_int": lambda d: dict(local_window_size=5),
-    "window_left": lambda d: dict(local_window_size=(3, 0)),
-    "window_right": lambda d: dict(local_window_size=(0, 4)),
-    "window_pair": lambda d: dict(local_window_size=(10, 2)),
-    "causal_window": lambda d: dict(is_causal=True, local_window_size=(8, 8)),
-    "q_lengths": lambda d: dict(query_seq_lengths=lengths(d.batch, d.q_len)),
-    "kv_lengths": lambda d: dict(key_value_seq_lengths=lengths(d.batch, d.kv_len)),
-    "both_lengths": lambda d: dict(query_seq_lengths=lengths(d.batch, d.q_len),
-                                   key_value_seq_lengths=lengths(d.batch, d.kv_len)),
-    "segments": lambda d: dict(query_segment_ids=segment_ids(d.batch, d.q_len),
-                               key_value_segment_ids=segment_ids(d.batch, d.kv_len)),
-    "bias_full": lambda d: dict(bias=bias_of(d, "BNTS")),
-    "bias_1NTS": lambda d: dict(bias=bias_of(d, "1NTS")),
-    "bias_B1TS": lambda d: dict(bias=bias_of(d, "B1TS")),
-    "bias_111S": lambda d: dict(bias=bias_of(d, "111S")),
-    "bias_B11S": lambda d: dict(bias=bias_of(d, "B11S")),
-    "bias_rank2": lambda d: dict(bias=bias_of(d, "TS")),
-    "mask_full": lambda d: dict(mask=mask_of(d, "BNTS")),
-    "mask_B1TS": lambda d: dict(mask=mask_of(d, "B1TS")),
-    "mask_111S": lambda d: dict(mask=mask_of(d, "111S")),
-    "softcap": lambda d: dict(softcap=2.0),
-    "scale": lambda d: dict(scale=0.37),
-    # Combinations that meet in one kernel loop.
-    "causal_segments_kvlen": lambda d: dict(
-        is_causal=True, query_segment_ids=segment_ids(d.batch, d.q_len),
-        key_value_segment_ids=segment_ids(d.batch, d.kv_len),
-        key_value_seq_lengths=lengths(d.batch, d.kv_len)),
-    "bias_mask_softcap": lambda d: dict(bias=bias_of(d, "1NTS"), mask=mask_of(d, "B1TS"),
-                                        softcap=3.0),
-    "window_lengths_bias": lambda d: dict(
-        local_window_size=(6, 3), query_seq_lengths=lengths(d.batch, d.q_len),
-        key_value_seq_lengths=lengths(d.batch, d.kv_len), bias=bias_of(d, "B1TS")),
-    "causal_softcap_bias": lambda d: dict(is_causal=True, softcap=4.0, bias=bias_of(d, "1N1S")),
-    "everything": lambda d: dict(
-        is_causal=True, local_window_size=(20, 0), bias=bias_of(d, "BNTS"),
-        mask=mask_of(d, "1NTS", 0.9), query_seq_lengths=lengths(d.batch, d.q_len),
-        key_value_seq_lengths=lengths(d.batch, d.kv_len),
-        query_segment_ids=segment_ids(d.batch, d.q_len),
-        key_value_segment_ids=segment_ids(d.batch, d.kv_len), softcap=5.0, scale=0.2),
+  "plain": lambda d: {},
+  "causal": lambda d: dict(is_causal=True),
+  "window_int": lambda d: dict(local_window_size=5),
+  "window_left": lambda d: dict(local_window_size=(3, 0)),
+  "window_right": lambda d: dict(local_window_size=(0, 4)),
+  "window_pair": lambda d: dict(local_window_size=(10, 2)),
+  "causal_window": lambda d: dict(is_causal=True, local_window_size=(8, 8)),
+  "q_lengths": lambda d: dict(query_seq_lengths=lengths(d.batch, d.q_len)),
+  "kv_lengths": lambda d: dict(key_value_seq_lengths=lengths(d.batch, d.kv_len)),
+  "both_lengths": lambda d: dict(
+    query_seq_lengths=lengths(d.batch, d.q_len), key_value_seq_lengths=lengths(d.batch, d.kv_len)
+  ),
+  "segments": lambda d: dict(
+    query_segment_ids=segment_ids(d.batch, d.q_len),
+    key_value_segment_ids=segment_ids(d.batch, d.kv_len),
+  ),
+  "bias_full": lambda d: dict(bias=bias_of(d, "BNTS")),
+  "bias_1NTS": lambda d: dict(bias=bias_of(d, "1NTS")),
+  "bias_B1TS": lambda d: dict(bias=bias_of(d, "B1TS")),
+  "bias_111S": lambda d: dict(bias=bias_of(d, "111S")),
+  "bias_B11S": lambda d: dict(bias=bias_of(d, "B11S")),
+  "bias_rank2": lambda d: dict(bias=bias_of(d, "TS")),
+  "mask_full": lambda d: dict(mask=mask_of(d, "BNTS")),
+  "mask_B1TS": lambda d: dict(mask=mask_of(d, "B1TS")),
+  "mask_111S": lambda d: dict(mask=mask_of(d, "111S")),
+  "softcap": lambda d: dict(softcap=2.0),
+  "scale": lambda d: dict(scale=0.37),
+  # Combinations that meet in one kernel loop.
+  "causal_segments_kvlen": lambda d: dict(
+    is_causal=True,
+    query_segment_ids=segment_ids(d.batch, d.q_len),
+    key_value_segment_ids=segment_ids(d.batch, d.kv_len),
+    key_value_seq_lengths=lengths(d.batch, d.kv_len),
+  ),
+  "bias_mask_softcap": lambda d: dict(
+    bias=bias_of(d, "1NTS"), mask=mask_of(d, "B1TS"), softcap=3.0
+  ),
+  "window_lengths_bias": lambda d: dict(
+    local_window_size=(6, 3),
+    query_seq_lengths=lengths(d.batch, d.q_len),
+    key_value_seq_lengths=lengths(d.batch, d.kv_len),
+    bias=bias_of(d, "B1TS"),
+  ),
+  "causal_softcap_bias": lambda d: dict(is_causal=True, softcap=4.0, bias=bias_of(d, "1N1S")),
+  "everything": lambda d: dict(
+    is_causal=True,
+    local_window_size=(20, 0),
+    bias=bias_of(d, "BNTS"),
+    mask=mask_of(d, "1NTS", 0.9),
+    query_seq_lengths=lengths(d.batch, d.q_len),
+    key_value_seq_lengths=lengths(d.batch, d.kv_len),
+    query_segment_ids=segment_ids(d.batch, d.q_len),
+    key_value_segment_ids=segment_ids(d.batch, d.kv_len),
+    softcap=5.0,
+    scale=0.2,
+  ),
 }
 
 
@@ -269,11 +293,13 @@ def context_parallel_and_whole(mesh, kw, use_segments, implementation=None):
     return dict(query_segment_ids=s, key_value_segment_ids=s) if use_segments else {}
 
   def local(q, k, v, s):
-    return jaxdnn.dot_product_attention_context_parallel(q, k, v, axis_name="seq", **kw,
-                                                         **segments(s))
+    return jaxdnn.dot_product_attention_context_parallel(
+      q, k, v, axis_name="seq", **kw, **segments(s)
+    )
+
   cp = jax.shard_map(local, mesh=mesh, in_specs=(P(None, "seq"),) * 4, out_specs=P(None, "seq"))
 
   def whole(q, k, v, s):
-    return jaxdnn.dot_product_attention(q, k, v, implementation=implementation, **kw,
-                                        **segments(s))
+    return jaxdnn.dot_product_attention(q, k, v, implementation=implementation, **kw, **segments(s))
+
   return cp, whole

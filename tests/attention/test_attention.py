@@ -8,16 +8,40 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from attention_cases import (
+  BWD_TARGET,
+  DTYPES,
+  FWD_TARGET,
+  OPTIONS,
+  SHAPES,
+  Dims,
+  assert_close,
+  attention_fn,
+  bernoulli,
+  bias_of,
+  cotangent_like,
+  dtype_name,
+  grad_tol,
+  grads,
+  hlo,
+  jit,
+  key,
+  lengths,
+  loss_fn,
+  mask_of,
+  qkv,
+  rand,
+  run,
+  segment_ids,
+  split_kwargs,
+  tol,
+)
+from conftest import on_gpu, requires_cpu_backend, requires_gpu
 from jax.test_util import check_grads
 
 import jaxdnn
 from jaxdnn import _extension
 from jaxdnn.attention import dropout as dropout_bits
-from attention_cases import (BWD_TARGET, DTYPES, FWD_TARGET, OPTIONS, SHAPES, Dims,
-                             assert_close, attention_fn, bernoulli, bias_of, cotangent_like,
-                             dtype_name, grad_tol, grads, hlo, jit, key, lengths, loss_fn,
-                             mask_of, qkv, rand, run, segment_ids, split_kwargs, tol)
-from conftest import on_gpu, requires_cpu_backend, requires_gpu
 
 # On a GPU machine None runs the CUDA kernel (bf16/f16) or the XLA path; the
 # CPU kernel's own tests run on CPU machines (CI).
@@ -38,8 +62,11 @@ def _fwd_check(impl, dims, dtype, kw, lse=True):
     np.testing.assert_array_equal(np.isneginf(got_lse), np.isneginf(want_lse))
     assert not np.any(np.isnan(got_lse))
     finite = jnp.isfinite(want_lse)
-    assert_close(jnp.where(finite, got_lse, 0.0), jnp.where(finite, want_lse, 0.0),
-                 1e-5 if dtype == jnp.float32 else 1e-2)
+    assert_close(
+      jnp.where(finite, got_lse, 0.0),
+      jnp.where(finite, want_lse, 0.0),
+      1e-5 if dtype == jnp.float32 else 1e-2,
+    )
   assert got.dtype == want.dtype == jnp.dtype(dtype)
   assert got.shape == q.shape
   assert_close(got, want, tol(dtype))
@@ -60,6 +87,7 @@ def _grad_check(impl, q, k, v, kw, with_lse=False):
 
 # ---------------------------------------------------------------- shapes and dtypes
 
+
 @requires_cpu_backend
 @pytest.mark.parametrize("dims", SHAPES, ids=str)
 def test_forward_shapes_explicit_cpu_causal(dims):
@@ -75,8 +103,17 @@ def test_gradient_shapes(dims, dtype):
 
 # ---------------------------------------------------------------- options
 
-_EDGE_OPTIONS = ["causal", "window_pair", "causal_window", "both_lengths", "segments", "bias_B1TS",
-                 "mask_full", "causal_segments_kvlen", "everything"]
+_EDGE_OPTIONS = [
+  "causal",
+  "window_pair",
+  "causal_window",
+  "both_lengths",
+  "segments",
+  "bias_B1TS",
+  "mask_full",
+  "causal_segments_kvlen",
+  "everything",
+]
 
 
 @pytest.mark.parametrize("dims", OPTION_DIMS, ids=str)
@@ -86,8 +123,11 @@ def test_option_forward_and_grad(option, dims):
 
 
 # Decode (q_len 1), a long self attention with MQA, a single key.
-@pytest.mark.parametrize("dims", [Dims(2, 1, 100, 4, 4, 64), Dims(1, 100, 100, 8, 1, 64),
-                                  Dims(2, 7, 1, 2, 1, 128)], ids=str)
+@pytest.mark.parametrize(
+  "dims",
+  [Dims(2, 1, 100, 4, 4, 64), Dims(1, 100, 100, 8, 1, 64), Dims(2, 7, 1, 2, 1, 128)],
+  ids=str,
+)
 @pytest.mark.parametrize("option", _EDGE_OPTIONS)
 def test_option_edge_lengths(option, dims):
   _option_case(option, dims)
@@ -97,10 +137,25 @@ def test_option_edge_lengths(option, dims):
 # (forward) and the keys (backward, dQ parts added after) over several items;
 # head dim 40 takes the tile loops' ragged tails, 300 vs 333 bottom-right.
 @requires_cpu_backend
-@pytest.mark.parametrize("dims", [Dims(1, 300, 300, 4, 1, 64), Dims(1, 520, 520, 2, 1, 40),
-                                  Dims(1, 300, 333, 2, 2, 64)], ids=str)
-@pytest.mark.parametrize("option", ["plain", "causal", "window_pair", "both_lengths", "segments",
-                                    "mask_full", "softcap", "causal_segments_kvlen", "dropout"])
+@pytest.mark.parametrize(
+  "dims",
+  [Dims(1, 300, 300, 4, 1, 64), Dims(1, 520, 520, 2, 1, 40), Dims(1, 300, 333, 2, 2, 64)],
+  ids=str,
+)
+@pytest.mark.parametrize(
+  "option",
+  [
+    "plain",
+    "causal",
+    "window_pair",
+    "both_lengths",
+    "segments",
+    "mask_full",
+    "softcap",
+    "causal_segments_kvlen",
+    "dropout",
+  ],
+)
 def test_cpu_split_sequences(option, dims):
   kw = dict(dropout_rate=0.25, dropout_rng=key()) if option == "dropout" else OPTIONS[option](dims)
   q, k, v = _fwd_check("cpu", dims, jnp.float32, kw)
@@ -115,8 +170,19 @@ def _option_case(option, dims):
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=dtype_name)
-@pytest.mark.parametrize("option", ["causal", "window_pair", "both_lengths", "segments",
-                                    "bias_B1TS", "mask_full", "softcap", "everything"])
+@pytest.mark.parametrize(
+  "option",
+  [
+    "causal",
+    "window_pair",
+    "both_lengths",
+    "segments",
+    "bias_B1TS",
+    "mask_full",
+    "softcap",
+    "everything",
+  ],
+)
 def test_option_low_precision(option, dtype):
   dims = OPTION_DIMS[0]
   kw = OPTIONS[option](dims)
@@ -136,6 +202,7 @@ def test_bias_dtype_may_differ_from_query():
 
 
 # ---------------------------------------------------------------- mask semantics
+
 
 def _expand_kv(x, heads):
   return jnp.repeat(x, heads // x.shape[2], axis=2)
@@ -166,13 +233,15 @@ def test_causal_cross_attention_is_bottom_right(q_len):
   full = run(None, q_full, k, v, is_causal=True)
   assert_close(out, full[:, -q_len:], 2e-5)
   # The first query row sees keys 0 .. 33 - q_len and not the next one.
-  assert_close(out[:, :1], run(None, q[:, :1], k[:, :34 - q_len], v[:, :34 - q_len]), 2e-5)
+  assert_close(out[:, :1], run(None, q[:, :1], k[:, : 34 - q_len], v[:, : 34 - q_len]), 2e-5)
 
 
-@pytest.mark.parametrize("dims", [Dims(2, 33, 33, 4, 2, 64), Dims(1, 7, 33, 2, 1, 64),
-                                  Dims(1, 33, 7, 2, 2, 64)], ids=str)
-@pytest.mark.parametrize("window,causal", [(5, False), ((3, 0), False), ((0, 4), False),
-                                           ((2, 9), True)])
+@pytest.mark.parametrize(
+  "dims", [Dims(2, 33, 33, 4, 2, 64), Dims(1, 7, 33, 2, 1, 64), Dims(1, 33, 7, 2, 2, 64)], ids=str
+)
+@pytest.mark.parametrize(
+  "window,causal", [(5, False), ((3, 0), False), ((0, 4), False), ((2, 9), True)]
+)
 def test_window_equals_explicit_band_mask(dims, window, causal):
   q, k, v = qkv(dims)
   left, right = (window, window) if isinstance(window, int) else window
@@ -224,11 +293,17 @@ def _fully_masked_cases(d):
   rows_len[1] = True
   rows_len[0, 7:] = True  # window (2, 0): rows i >= 7 need keys >= i - 2 >= kv_len 5
   return {
-      "mask": (dict(mask=jnp.asarray(mask), bias=bias_of(d, "1NTS")), rows_mask),
-      "segments": (dict(query_segment_ids=jnp.asarray(qs), key_value_segment_ids=jnp.asarray(ks),
-                        is_causal=True), rows_seg),
-      "lengths_window": (dict(key_value_seq_lengths=jnp.asarray(kvl), local_window_size=(2, 0)),
-                         rows_len),
+    "mask": (dict(mask=jnp.asarray(mask), bias=bias_of(d, "1NTS")), rows_mask),
+    "segments": (
+      dict(
+        query_segment_ids=jnp.asarray(qs), key_value_segment_ids=jnp.asarray(ks), is_causal=True
+      ),
+      rows_seg,
+    ),
+    "lengths_window": (
+      dict(key_value_seq_lengths=jnp.asarray(kvl), local_window_size=(2, 0)),
+      rows_len,
+    ),
   }
 
 
@@ -265,8 +340,10 @@ def test_segments_equal_separate_documents():
 
 # ---------------------------------------------------------------- log-sum-exp
 
-@pytest.mark.parametrize("option", ["plain", "causal", "bias_B1TS", "softcap", "both_lengths",
-                                    "segments", "everything"])
+
+@pytest.mark.parametrize(
+  "option", ["plain", "causal", "bias_B1TS", "softcap", "both_lengths", "segments", "everything"]
+)
 @pytest.mark.parametrize("impl", KERNELS, ids=str)
 def test_logsumexp_equals_logits_logsumexp(option, impl):
   dims = Dims(2, 7, 33, 4, 2, 64)
@@ -303,8 +380,9 @@ def test_logsumexp_equals_logits_logsumexp(option, impl):
   np.testing.assert_allclose(np.asarray(lse)[fin], np.asarray(want)[fin], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("option", ["plain", "causal", "bias_1NTS", "q_lengths", "segments",
-                                    "softcap", "everything"])
+@pytest.mark.parametrize(
+  "option", ["plain", "causal", "bias_1NTS", "q_lengths", "segments", "softcap", "everything"]
+)
 @pytest.mark.parametrize("dims", OPTION_DIMS[:2], ids=str)
 def test_logsumexp_gradient(option, dims):
   kw = OPTIONS[option](dims)
@@ -320,9 +398,11 @@ def test_gradient_through_logsumexp_only():
 
   def f(impl):
     def loss(q, k, bias):
-      _, lse = jaxdnn.dot_product_attention(q, k, v, bias, return_logsumexp=True,
-                                            implementation=impl, is_causal=True)
+      _, lse = jaxdnn.dot_product_attention(
+        q, k, v, bias, return_logsumexp=True, implementation=impl, is_causal=True
+      )
       return jnp.sum(lse * w)
+
     return jit(jax.grad(loss, argnums=(0, 1, 2)), impl)
 
   for g, want in zip(f(None)(q, k, bias), f("xla")(q, k, bias)):
@@ -357,7 +437,7 @@ def test_dropout_fraction_and_pattern(rate, impl):
   rng = key()
   dropped = run(impl, q, k, v, dropout_rate=rate, dropout_rng=rng)
   probs = run(impl, q, k, v)
-  ratio = np.asarray(dropped) / np.asarray(probs)   # [B, T, N, S]
+  ratio = np.asarray(dropped) / np.asarray(probs)  # [B, T, N, S]
   kept = ratio > 0
   np.testing.assert_allclose(ratio[kept], 1 / (1 - rate), rtol=1e-4)
   np.testing.assert_array_equal(ratio[~kept], 0)
@@ -365,7 +445,7 @@ def test_dropout_fraction_and_pattern(rate, impl):
   assert abs((1 - kept.mean()) - rate) < 5 * np.sqrt(rate * (1 - rate) / n), kept.mean()
   # The very bits of dropout.py (the oracle's): same key -> same entries dropped.
   seeds = dropout_bits.seeds_from_rng(rng, 2)
-  want = np.asarray(dropout_bits.keep_mask(seeds, 4, 64, 64, rate))   # [B, N, T, S]
+  want = np.asarray(dropout_bits.keep_mask(seeds, 4, 64, 64, rate))  # [B, N, T, S]
   np.testing.assert_array_equal(kept, want.transpose(0, 2, 1, 3))
 
 
@@ -386,9 +466,14 @@ def test_dropout_unbatched_and_vmapped_match_oracle():
   dims = Dims(3, 7, 33, 4, 2, 64)
   q, k, v = qkv(dims)
   rng = key()
-  f = lambda impl: jit(jax.vmap(
-      lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, dropout_rate=0.5, dropout_rng=rng,
-                                                   implementation=impl)), impl)
+  f = lambda impl: jit(
+    jax.vmap(
+      lambda q, k, v: jaxdnn.dot_product_attention(
+        q, k, v, dropout_rate=0.5, dropout_rng=rng, implementation=impl
+      )
+    ),
+    impl,
+  )
   assert_close(f(None)(q, k, v), f("xla")(q, k, v), 2e-5)
   one = run(None, q[0], k[0], v[0], dropout_rate=0.5, dropout_rng=rng)
   assert_close(one, run("xla", q[0], k[0], v[0], dropout_rate=0.5, dropout_rng=rng), 2e-5)
@@ -402,8 +487,14 @@ def test_dropout_per_example_rng_under_vmap():
   rngs = jax.random.split(key(), 3)
 
   def f(impl):
-    return jit(jax.vmap(lambda q, r: jaxdnn.dot_product_attention(
-        q, k, v, dropout_rate=0.4, dropout_rng=r, is_causal=True, implementation=impl)), impl)
+    return jit(
+      jax.vmap(
+        lambda q, r: jaxdnn.dot_product_attention(
+          q, k, v, dropout_rate=0.4, dropout_rng=r, is_causal=True, implementation=impl
+        )
+      ),
+      impl,
+    )
 
   got = f(None)(qs, rngs)
   assert_close(got, f("xla")(qs, rngs), 2e-5)
@@ -414,13 +505,15 @@ def test_dropout_per_example_rng_under_vmap():
 def test_dropout_legacy_uint32_key_and_deterministic_flag():
   dims = Dims(2, 7, 33, 4, 2, 64)
   q, k, v = qkv(dims)
-  kw = dict(dropout_rate=0.2, dropout_rng=jax.random.PRNGKey(np.random.randint(1 << 20)),
-            deterministic=True)
+  kw = dict(
+    dropout_rate=0.2, dropout_rng=jax.random.PRNGKey(np.random.randint(1 << 20)), deterministic=True
+  )
   q, k, v = _fwd_check(None, dims, jnp.float32, kw)
   _grad_check(None, q, k, v, kw)
 
 
 # ---------------------------------------------------------------- numerics
+
 
 @pytest.mark.parametrize("impl", KERNELS, ids=str)
 def test_large_logits_are_stable(impl):
@@ -449,8 +542,9 @@ def test_minus_infinity_bias_masks(impl):
   bias = np.asarray(bias_of(dims, "B1TS"))
   inf_bias = jnp.asarray(np.where(mask, bias, -np.inf))
   out, lse = run(impl, q, k, v, bias=inf_bias, return_logsumexp=True)
-  want, want_lse = run(impl, q, k, v, bias=jnp.asarray(bias), mask=jnp.asarray(mask),
-                       return_logsumexp=True)
+  want, want_lse = run(
+    impl, q, k, v, bias=jnp.asarray(bias), mask=jnp.asarray(mask), return_logsumexp=True
+  )
   assert_close(out, want, 2e-5)
   np.testing.assert_array_equal(np.asarray(out[1, 4]), 0)
   assert np.all(np.isneginf(lse[1, 4]))
@@ -466,23 +560,24 @@ def test_minus_infinity_bias_masks(impl):
 
 # ---------------------------------------------------------------- drop-in for jax.nn
 
+
 def _drop_in_cases(d):
   ql = lengths(d.batch, d.q_len)
   short = jnp.full((d.batch,), d.q_len - 3, jnp.int32)  # every row padded
   return {
-      "plain": {},
-      "bias_full": dict(bias=bias_of(d, "BNTS")),
-      "bias_1NTS": dict(bias=bias_of(d, "1NTS")),
-      "bias_111S": dict(bias=bias_of(d, "111S")),
-      "mask_B1TS": dict(mask=mask_of(d, "B1TS")),
-      "causal": dict(is_causal=True),
-      "window": dict(local_window_size=5),
-      "window_pair": dict(local_window_size=(3, 1)),
-      "kv_lengths": dict(key_value_seq_lengths=lengths(d.batch, d.kv_len)),
-      "q_lengths_causal": dict(query_seq_lengths=short, is_causal=True),
-      "both_lengths_causal": dict(query_seq_lengths=ql, key_value_seq_lengths=ql, is_causal=True),
-      "q_lengths_window": dict(query_seq_lengths=short, local_window_size=3),
-      "scale_bias_mask": dict(scale=0.5, bias=bias_of(d, "B1TS"), mask=mask_of(d, "1NTS")),
+    "plain": {},
+    "bias_full": dict(bias=bias_of(d, "BNTS")),
+    "bias_1NTS": dict(bias=bias_of(d, "1NTS")),
+    "bias_111S": dict(bias=bias_of(d, "111S")),
+    "mask_B1TS": dict(mask=mask_of(d, "B1TS")),
+    "causal": dict(is_causal=True),
+    "window": dict(local_window_size=5),
+    "window_pair": dict(local_window_size=(3, 1)),
+    "kv_lengths": dict(key_value_seq_lengths=lengths(d.batch, d.kv_len)),
+    "q_lengths_causal": dict(query_seq_lengths=short, is_causal=True),
+    "both_lengths_causal": dict(query_seq_lengths=ql, key_value_seq_lengths=ql, is_causal=True),
+    "q_lengths_window": dict(query_seq_lengths=short, local_window_size=3),
+    "scale_bias_mask": dict(scale=0.5, bias=bias_of(d, "B1TS"), mask=mask_of(d, "1NTS")),
   }
 
 
@@ -490,13 +585,26 @@ def _drop_in_cases(d):
 # report): with query_seq_lengths but no key_value_seq_lengths, jaxdnn aligns the
 # causal / window diagonal bottom-right to the valid query length
 # (diag = i + kv_len - q_length), while jax.nn keeps it top-left (diag = i).
-DROP_IN_CASES = ["plain", "bias_full", "bias_1NTS", "bias_111S", "mask_B1TS", "causal", "window",
-                 "window_pair", "kv_lengths", "both_lengths_causal", "scale_bias_mask",
-                 "q_lengths_causal", "q_lengths_window"]
+DROP_IN_CASES = [
+  "plain",
+  "bias_full",
+  "bias_1NTS",
+  "bias_111S",
+  "mask_B1TS",
+  "causal",
+  "window",
+  "window_pair",
+  "kv_lengths",
+  "both_lengths_causal",
+  "scale_bias_mask",
+  "q_lengths_causal",
+  "q_lengths_window",
+]
 
 
-@pytest.mark.parametrize("dims", [Dims(2, 33, 33, 4, 4, 64), Dims(2, 33, 33, 8, 2, 40),
-                                  Dims(1, 7, 7, 8, 1, 128)], ids=str)
+@pytest.mark.parametrize(
+  "dims", [Dims(2, 33, 33, 4, 4, 64), Dims(2, 33, 33, 8, 2, 40), Dims(1, 7, 7, 8, 1, 128)], ids=str
+)
 @pytest.mark.parametrize("case", DROP_IN_CASES)
 def test_drop_in_for_jax_nn(case, dims):
   # float32 products in both (jax.nn's would be TF32 on a GPU by default).
@@ -511,10 +619,11 @@ def _check_drop_in(case, dims):
   # Padded query rows: jax.nn gives them an average of the values, jaxdnn zeros.
   valid = np.ones((dims.batch, dims.q_len, 1, 1), np.float32)
   if "query_seq_lengths" in kw:
-    valid = (np.arange(dims.q_len)[None, :] < np.asarray(kw["query_seq_lengths"])[:, None])
+    valid = np.arange(dims.q_len)[None, :] < np.asarray(kw["query_seq_lengths"])[:, None]
     valid = valid[:, :, None, None].astype(np.float32)
-  theirs = lambda q, k, v, a: jax.nn.dot_product_attention(q, k, v, implementation="xla",
-                                                           **static, **a)
+  theirs = lambda q, k, v, a: jax.nn.dot_product_attention(
+    q, k, v, implementation="xla", **static, **a
+  )
   for impl in (None, "xla"):
     got = jit(attention_fn(impl, static), impl)(q, k, v, arrays)
     want = jit(theirs, "xla")(q, k, v, arrays)
@@ -528,6 +637,7 @@ def _check_drop_in(case, dims):
     def l(q, k, v, bias, a):
       a = a if bias is None else dict(a, bias=bias)
       return jnp.sum(f(q, k, v, a) * w)
+
     return jit(jax.grad(l, argnums=argnums), impl)
 
   got = loss(attention_fn(None, static), None)(q, k, v, bias, arrays)
@@ -551,20 +661,29 @@ def test_drop_in_unbatched():
 
 # ---------------------------------------------------------------- unbatched inputs
 
+
 @pytest.mark.parametrize("impl", KERNELS, ids=str)
 def test_unbatched_3d(impl):
   q, k, v = qkv(Dims(1, 7, 33, 4, 2, 64))
   q, k, v = q[0], k[0], v[0]
-  kw = dict(bias=rand((4, 7, 33)), mask=bernoulli(0.9, (7, 33)),
-            query_segment_ids=segment_ids(1, 7)[0], key_value_segment_ids=segment_ids(1, 33)[0],
-            is_causal=True, return_logsumexp=True)
+  kw = dict(
+    bias=rand((4, 7, 33)),
+    mask=bernoulli(0.9, (7, 33)),
+    query_segment_ids=segment_ids(1, 7)[0],
+    key_value_segment_ids=segment_ids(1, 33)[0],
+    is_causal=True,
+    return_logsumexp=True,
+  )
   out, lse = run(impl, q, k, v, **kw)
   assert out.shape == (7, 4, 64) and lse.shape == (7, 4)
   want_out, want_lse = run("xla", q, k, v, **kw)
   assert_close(out, want_out, 2e-5)
   assert_close(jnp.nan_to_num(lse, neginf=0), jnp.nan_to_num(want_lse, neginf=0), 1e-5)
-  batched = dict(kw, query_segment_ids=kw["query_segment_ids"][None],
-                 key_value_segment_ids=kw["key_value_segment_ids"][None])
+  batched = dict(
+    kw,
+    query_segment_ids=kw["query_segment_ids"][None],
+    key_value_segment_ids=kw["key_value_segment_ids"][None],
+  )
   out4, _ = run(impl, q[None], k[None], v[None], **batched)
   assert_close(out, out4[0], 1e-6)
   kw.pop("return_logsumexp")
@@ -573,12 +692,20 @@ def test_unbatched_3d(impl):
 
 # ---------------------------------------------------------------- transformations
 
+
 def _vmap_pair(in_axes, out_axes=0, **static):
   def f(impl):
-    return jit(jax.vmap(
-        lambda q, k, v, a: jaxdnn.dot_product_attention(q, k, v, implementation=impl, **static,
-                                                        **a),
-        in_axes=in_axes, out_axes=out_axes), impl)
+    return jit(
+      jax.vmap(
+        lambda q, k, v, a: jaxdnn.dot_product_attention(
+          q, k, v, implementation=impl, **static, **a
+        ),
+        in_axes=in_axes,
+        out_axes=out_axes,
+      ),
+      impl,
+    )
+
   return f(None), f("xla")
 
 
@@ -589,9 +716,15 @@ def test_vmap_extra_leading_axis():
   assert got.shape == q.shape
   assert_close(got, want, 2e-5)
   # == one call on the merged batch.
-  merged = run(None, q.reshape((6,) + q.shape[2:]), k.reshape((6,) + k.shape[2:]),
-               v.reshape((6,) + v.shape[2:]), bias=a["bias"].reshape((6, 4, 7, 33)),
-               key_value_seq_lengths=a["key_value_seq_lengths"].reshape(6), is_causal=True)
+  merged = run(
+    None,
+    q.reshape((6,) + q.shape[2:]),
+    k.reshape((6,) + k.shape[2:]),
+    v.reshape((6,) + v.shape[2:]),
+    bias=a["bias"].reshape((6, 4, 7, 33)),
+    key_value_seq_lengths=a["key_value_seq_lengths"].reshape(6),
+    is_causal=True,
+  )
   assert_close(got.reshape(merged.shape), merged, 1e-6)
 
 
@@ -599,8 +732,10 @@ def test_vmap_key_value_unbatched():
   q, k, v = qkv(Dims(2, 7, 33, 8, 1, 64))
   qs = rand((5,) + q.shape)
   # mask unbatched (broadcast over batch), lengths batched per vmapped element.
-  a = dict(mask=mask_of(Dims(2, 7, 33, 8, 1, 64), "1NTS"),
-           query_seq_lengths=jnp.stack([lengths(2, 7) for _ in range(5)]))
+  a = dict(
+    mask=mask_of(Dims(2, 7, 33, 8, 1, 64), "1NTS"),
+    query_seq_lengths=jnp.stack([lengths(2, 7) for _ in range(5)]),
+  )
   in_axes = (0, None, None, dict(mask=None, query_seq_lengths=0))
   got, want = (f(qs, k, v, a) for f in _vmap_pair(in_axes, local_window_size=(4, 4)))
   assert_close(got, want, 2e-5)
@@ -612,8 +747,11 @@ def test_vmap_non_leading_axis():
   # bias is mapped on its last axis and the segment ids are unbatched.
   qs = rand(q.shape[:2] + (3,) + q.shape[2:])
   ks, vs = rand((2, 3) + k.shape[1:]), rand((2, 3) + v.shape[1:])
-  a = dict(bias=rand((1, 4, 7, 33, 3)), query_segment_ids=segment_ids(2, 7),
-           key_value_segment_ids=segment_ids(2, 33))
+  a = dict(
+    bias=rand((1, 4, 7, 33, 3)),
+    query_segment_ids=segment_ids(2, 7),
+    key_value_segment_ids=segment_ids(2, 33),
+  )
   in_axes = (2, 1, 1, dict(bias=4, query_segment_ids=None, key_value_segment_ids=None))
   got, want = (f(qs, ks, vs, a) for f in _vmap_pair(in_axes, out_axes=1, softcap=3.0))
   assert got.shape == (2, 3, 7, 4, 64)
@@ -623,14 +761,22 @@ def test_vmap_non_leading_axis():
 def test_vmap_unbatched_inputs_and_nested():
   q, k, v = qkv(Dims(6, 7, 33, 4, 2, 64))
   bias = rand((4, 7, 33))
-  got, want = (f(q, k, v, dict(bias=bias)) for f in
-               _vmap_pair((0, 0, 0, dict(bias=None)), is_causal=True))
+  got, want = (
+    f(q, k, v, dict(bias=bias)) for f in _vmap_pair((0, 0, 0, dict(bias=None)), is_causal=True)
+  )
   assert_close(got, want, 2e-5)
   # vmap of vmap of 3-D calls.
   qn, kn, vn = (x.reshape((2, 3) + x.shape[1:]) for x in (q, k, v))
-  f = lambda impl: jit(jax.vmap(jax.vmap(
-      lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, bias, is_causal=True,
-                                                   implementation=impl))), impl)
+  f = lambda impl: jit(
+    jax.vmap(
+      jax.vmap(
+        lambda q, k, v: jaxdnn.dot_product_attention(
+          q, k, v, bias, is_causal=True, implementation=impl
+        )
+      )
+    ),
+    impl,
+  )
   assert_close(f(None)(qn, kn, vn), f("xla")(qn, kn, vn), 2e-5)
 
 
@@ -651,9 +797,11 @@ def test_vmap_of_grad(bias_kind):
 
   def per_example(impl):
     loss = lambda q, k, v, bias, w: jnp.sum(
-        jaxdnn.dot_product_attention(q, k, v, bias, is_causal=True, implementation=impl) * w)
-    return jit(jax.vmap(jax.grad(loss, argnums=argnums), in_axes=(0, None, None, bias_axis, 0)),
-               impl)
+      jaxdnn.dot_product_attention(q, k, v, bias, is_causal=True, implementation=impl) * w
+    )
+    return jit(
+      jax.vmap(jax.grad(loss, argnums=argnums), in_axes=(0, None, None, bias_axis, 0)), impl
+    )
 
   got, want = per_example(None)(qs, k, v, bias, ws), per_example("xla")(qs, k, v, bias, ws)
   for g, w in zip(got, want):
@@ -670,8 +818,9 @@ def test_grad_of_vmap_with_shared_bias():
   bias = bias_of(dims, "1NTS")
 
   def g(impl):
-    f = jax.vmap(lambda q, b: jaxdnn.dot_product_attention(q, k, v, b, implementation=impl),
-                 in_axes=(0, None))
+    f = jax.vmap(
+      lambda q, b: jaxdnn.dot_product_attention(q, k, v, b, implementation=impl), in_axes=(0, None)
+    )
     return jit(jax.grad(lambda q, b: jnp.sum(f(q, b) * w), argnums=(0, 1)), impl)
 
   for a, b in zip(g(None)(qs, bias), g("xla")(qs, bias)):
@@ -684,13 +833,15 @@ def test_check_grads_float32():
   bias = bias_of(dims, "1NTS")
 
   def f(q, k, v, bias):
-    out, lse = jaxdnn.dot_product_attention(q, k, v, bias, softcap=3.0,
-                                            local_window_size=(3, 2), return_logsumexp=True)
+    out, lse = jaxdnn.dot_product_attention(
+      q, k, v, bias, softcap=3.0, local_window_size=(3, 2), return_logsumexp=True
+    )
     return out, lse
 
   check_grads(f, (q, k, v, bias), order=1, modes=["rev"], atol=2e-2, rtol=2e-2, eps=1e-3)
-  g = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True,
-                                                   implementation=None if on_gpu() else "cpu")
+  g = lambda q, k, v: jaxdnn.dot_product_attention(
+    q, k, v, is_causal=True, implementation=None if on_gpu() else "cpu"
+  )
   check_grads(g, (q, k, v), order=1, modes=["rev"], atol=2e-2, rtol=2e-2, eps=1e-3)
 
 
@@ -703,19 +854,24 @@ def test_checkpoint():
   w = cotangent_like(q)
 
   def loss(impl):
-    f = jax.checkpoint(lambda q, k, v, b: jnp.sin(jaxdnn.dot_product_attention(
-        q, k, v, b, is_causal=True, implementation=impl)))
+    f = jax.checkpoint(
+      lambda q, k, v, b: jnp.sin(
+        jaxdnn.dot_product_attention(q, k, v, b, is_causal=True, implementation=impl)
+      )
+    )
     return lambda q, k, v, b: jnp.sum(f(q, k, v, b) * w)
 
   g = jax.jit(jax.grad(loss(None), argnums=(0, 1, 2, 3)))
-  for a, b in zip(g(q, k, v, bias), jit(jax.grad(loss("xla"), argnums=(0, 1, 2, 3)), "xla")(
-      q, k, v, bias)):
+  for a, b in zip(
+    g(q, k, v, bias), jit(jax.grad(loss("xla"), argnums=(0, 1, 2, 3)), "xla")(q, k, v, bias)
+  ):
     assert_close(a, b, 1e-4)
   text = g.lower(q, k, v, bias).compile().as_text()
   assert FWD_TARGET in text and BWD_TARGET in text
 
 
 # ---------------------------------------------------------------- the kernel really runs
+
 
 @requires_cpu_backend
 @pytest.mark.parametrize("option", ["plain", "everything"])
@@ -730,10 +886,22 @@ def test_hlo_contains_jaxdnn_custom_call(option, impl):
   w = cotangent_like(q)
   with warnings.catch_warnings():
     warnings.simplefilter("error")  # no silent fallback on CPU
-    fwd = hlo(lambda q, k, v, b, a: attention_fn(impl, static)(q, k, v, dict(a, bias=b)),
-              q, k, v, bias, arrays)
-    bwd = hlo(jax.grad(loss_fn(impl, static, w, rand((2, 7, 4))), argnums=(0, 1, 2, 3)),
-              q, k, v, bias, arrays)
+    fwd = hlo(
+      lambda q, k, v, b, a: attention_fn(impl, static)(q, k, v, dict(a, bias=b)),
+      q,
+      k,
+      v,
+      bias,
+      arrays,
+    )
+    bwd = hlo(
+      jax.grad(loss_fn(impl, static, w, rand((2, 7, 4))), argnums=(0, 1, 2, 3)),
+      q,
+      k,
+      v,
+      bias,
+      arrays,
+    )
   assert FWD_TARGET in fwd
   assert FWD_TARGET in bwd and BWD_TARGET in bwd
   xla = hlo(lambda q, k, v, a: attention_fn("xla", static)(q, k, v, a), q, k, v, arrays)
@@ -743,10 +911,15 @@ def test_hlo_contains_jaxdnn_custom_call(option, impl):
 # ---------------------------------------------------------------- GPU
 
 # Head dims 64/128/256 natively; 96 and 40 are zero-padded up by the API.
-GPU_DIMS = [Dims(4, 512, 512, 16, 4, 128), Dims(2, 1, 1024, 32, 8, 128),
-            Dims(2, 1000, 1000, 8, 8, 64), Dims(1, 384, 256, 8, 1, 256),
-            Dims(2, 200, 300, 8, 2, 96), Dims(1, 77, 77, 4, 4, 40),
-            Dims(1, 1537, 1537, 8, 2, 128)]
+GPU_DIMS = [
+  Dims(4, 512, 512, 16, 4, 128),
+  Dims(2, 1, 1024, 32, 8, 128),
+  Dims(2, 1000, 1000, 8, 8, 64),
+  Dims(1, 384, 256, 8, 1, 256),
+  Dims(2, 200, 300, 8, 2, 96),
+  Dims(1, 77, 77, 4, 4, 40),
+  Dims(1, 1537, 1537, 8, 2, 128),
+]
 
 
 def _gpu_kernel_expected(direction="fwd"):
@@ -756,8 +929,9 @@ def _gpu_kernel_expected(direction="fwd"):
 @requires_gpu
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=dtype_name)
 @pytest.mark.parametrize("dims", GPU_DIMS, ids=str)
-@pytest.mark.parametrize("option", ["plain", "causal", "window_pair", "both_lengths", "segments",
-                                    "bias_1NTS", "softcap"])
+@pytest.mark.parametrize(
+  "option", ["plain", "causal", "window_pair", "both_lengths", "segments", "bias_1NTS", "softcap"]
+)
 def test_gpu_matches_oracle(option, dims, dtype):
   kw = OPTIONS[option](dims)
   if "bias" in kw:
@@ -798,12 +972,19 @@ def test_gpu_dropout_matches_oracle(dtype):
 # causal, tiles whose diagonal crosses three of them). Causal head dim 128 over
 # 8192 keys with an even number of query tiles: the forward's causal pairs
 # (clusters of two on the dynamic scheduler).
-LONG_DIMS = [Dims(1, 1000, 1000, 4, 2, 128), Dims(2, 600, 600, 4, 4, 64),
-             Dims(1, 9216, 9216, 4, 2, 128),
-             Dims(2, 2048, 2048, 4, 2, 128), Dims(1, 2500, 2500, 4, 2, 128),
-             Dims(1, 4096, 4096, 4, 2, 128), Dims(1, 8192, 8192, 2, 2, 128),
-             Dims(2, 2048, 2048, 4, 2, 64), Dims(1, 2100, 2100, 4, 4, 64),
-             Dims(1, 8192, 8192, 2, 1, 64), Dims(1, 1537, 1537, 4, 2, 256)]
+LONG_DIMS = [
+  Dims(1, 1000, 1000, 4, 2, 128),
+  Dims(2, 600, 600, 4, 4, 64),
+  Dims(1, 9216, 9216, 4, 2, 128),
+  Dims(2, 2048, 2048, 4, 2, 128),
+  Dims(1, 2500, 2500, 4, 2, 128),
+  Dims(1, 4096, 4096, 4, 2, 128),
+  Dims(1, 8192, 8192, 2, 2, 128),
+  Dims(2, 2048, 2048, 4, 2, 64),
+  Dims(1, 2100, 2100, 4, 4, 64),
+  Dims(1, 8192, 8192, 2, 1, 64),
+  Dims(1, 1537, 1537, 4, 2, 256),
+]
 
 
 @requires_gpu
@@ -819,10 +1000,14 @@ def test_gpu_long_sequence_backward_matches_oracle(dims, causal, deterministic):
 # Packed documents long enough for the fused backward's thresholds: about 24
 # documents per row, so short ones (under one 64-row block) sit beside ones
 # spanning several blocks.
-LONG_SEGMENT_DIMS = [Dims(1, 1000, 1000, 4, 2, 128), Dims(2, 2048, 2048, 4, 2, 128),
-                     Dims(1, 2500, 2500, 4, 2, 128),
-                     Dims(2, 2048, 2048, 4, 2, 64), Dims(1, 2100, 2100, 4, 4, 64),
-                     Dims(1, 8192, 8192, 2, 1, 128)]
+LONG_SEGMENT_DIMS = [
+  Dims(1, 1000, 1000, 4, 2, 128),
+  Dims(2, 2048, 2048, 4, 2, 128),
+  Dims(1, 2500, 2500, 4, 2, 128),
+  Dims(2, 2048, 2048, 4, 2, 64),
+  Dims(1, 2100, 2100, 4, 4, 64),
+  Dims(1, 8192, 8192, 2, 1, 128),
+]
 
 
 @requires_gpu
@@ -831,20 +1016,27 @@ LONG_SEGMENT_DIMS = [Dims(1, 1000, 1000, 4, 2, 128), Dims(2, 2048, 2048, 4, 2, 1
 @pytest.mark.parametrize("dims", LONG_SEGMENT_DIMS, ids=str)
 def test_gpu_long_packed_documents_backward_matches_oracle(dims, causal, deterministic):
   seg_q = segment_ids(dims.batch, dims.q_len, docs=24)
-  kw = dict(is_causal=causal, deterministic=deterministic, query_segment_ids=seg_q,
-            key_value_segment_ids=seg_q)
+  kw = dict(
+    is_causal=causal,
+    deterministic=deterministic,
+    query_segment_ids=seg_q,
+    key_value_segment_ids=seg_q,
+  )
   q, k, v = _fwd_check(None, dims, jnp.bfloat16, kw, lse=False)
   _grad_check(None, q, k, v, kw)
 
 
 @requires_gpu
-@pytest.mark.parametrize("dims", [Dims(2, 512, 512, 8, 2, 128), Dims(1, 8192, 8192, 2, 2, 128)],
-                         ids=str)
+@pytest.mark.parametrize(
+  "dims", [Dims(2, 512, 512, 8, 2, 128), Dims(1, 8192, 8192, 2, 2, 128)], ids=str
+)
 def test_gpu_deterministic_backward(dims):
   q, k, v = qkv(dims, jnp.bfloat16)
   w = cotangent_like(q)
-  loss = lambda q, k, v: jnp.sum(jaxdnn.dot_product_attention(
-      q, k, v, is_causal=True, deterministic=True).astype(jnp.float32) * w)
+  loss = lambda q, k, v: jnp.sum(
+    jaxdnn.dot_product_attention(q, k, v, is_causal=True, deterministic=True).astype(jnp.float32)
+    * w
+  )
   with warnings.catch_warnings():
     if not _gpu_kernel_expected():
       warnings.simplefilter("ignore")
@@ -877,7 +1069,9 @@ def test_gpu_128k_token_sequence_forward_and_backward():
   # and only they reach the last keys, so those keys' dK/dV come from them.
   q_tail, w_tail = f32(q[:, -edge:]), f32(w[:, -edge:])
   assert_close(out[:, -edge:], jax.jit(ref)(q_tail, f32(k), f32(v)), tol(jnp.bfloat16))
-  _, dk_ref, dv_ref = jax.jit(jax.grad(loss(ref, w_tail), argnums=(0, 1, 2)))(q_tail, f32(k), f32(v))
+  _, dk_ref, dv_ref = jax.jit(jax.grad(loss(ref, w_tail), argnums=(0, 1, 2)))(
+    q_tail, f32(k), f32(v)
+  )
   assert_close(dk[:, -edge:], dk_ref[:, -edge:], grad_tol(jnp.bfloat16), err_msg="dk")
   assert_close(dv[:, -edge:], dv_ref[:, -edge:], grad_tol(jnp.bfloat16), err_msg="dv")
 
@@ -888,9 +1082,13 @@ def test_gpu_128k_token_sequence_forward_and_backward():
 # nothing; with it off they check the kernels that take them instead).
 # Their combine step merges 128, 32, 16, 16 and 64 slots per row (8, 2, 1, 1
 # and 4 warps per row).
-DECODE_DIMS = [Dims(1, 1, 16384, 16, 16, 128), Dims(2, 4, 4096, 16, 4, 64),
-               Dims(1, 16, 8192, 16, 1, 256), Dims(4, 1, 2048, 8, 2, 128),
-               Dims(1, 1, 8192, 8, 8, 128)]
+DECODE_DIMS = [
+  Dims(1, 1, 16384, 16, 16, 128),
+  Dims(2, 4, 4096, 16, 4, 64),
+  Dims(1, 16, 8192, 16, 1, 256),
+  Dims(4, 1, 2048, 8, 2, 128),
+  Dims(1, 1, 8192, 8, 8, 128),
+]
 
 
 @requires_gpu
@@ -911,8 +1109,9 @@ def test_backward_is_deterministic_across_threads(impl):
   q, k, v = qkv(dims)
   bias = rand((4, 4, 33, 40))
   w = cotangent_like(q)
-  loss = lambda q, k, v, b: jnp.sum(jaxdnn.dot_product_attention(
-      q, k, v, b, is_causal=True, implementation=impl) * w)
+  loss = lambda q, k, v, b: jnp.sum(
+    jaxdnn.dot_product_attention(q, k, v, b, is_causal=True, implementation=impl) * w
+  )
   g = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))
   first = g(q, k, v, bias)
   for _ in range(3):

@@ -19,9 +19,11 @@ KERNELS = [None] + ([] if jax.default_backend() == "gpu" else ["cpu"])
 def _qkv(dtype=jnp.float32, shape=(2, 6, 4, 16), kv_heads=2):
   keys = jax.random.split(jax.random.key(3), 3)
   b, t, n, d = shape
-  return (jax.random.normal(keys[0], shape, dtype),
-          jax.random.normal(keys[1], (b, t + 1, kv_heads, d), dtype),
-          jax.random.normal(keys[2], (b, t + 1, kv_heads, d), dtype))
+  return (
+    jax.random.normal(keys[0], shape, dtype),
+    jax.random.normal(keys[1], (b, t + 1, kv_heads, d), dtype),
+    jax.random.normal(keys[2], (b, t + 1, kv_heads, d), dtype),
+  )
 
 
 def _same_nans_and_close(got, want, tol):
@@ -51,7 +53,8 @@ def test_attention_nan_and_inf_propagate_as_the_reference(impl, where):
 
   def run(implementation):
     f = lambda q, k, v, b: jaxdnn.dot_product_attention(
-        q, k, v, b, return_logsumexp=True, implementation=implementation)
+      q, k, v, b, return_logsumexp=True, implementation=implementation
+    )
     out, lse = f(q, k, v, bias)
     loss = lambda q, k, v, b: jnp.sum(f(q, k, v, b)[0] * jnp.arange(16.0))
     return (out, lse) + tuple(jax.grad(loss, argnums=(0, 1, 2, 3))(q, k, v, bias))
@@ -98,7 +101,8 @@ import jax.numpy as jnp, numpy as np, jaxdnn
 q = jax.random.normal(jax.random.key(0), (1, 6, 2, 16), jnp.float32)
 ids = jnp.array([[0, 0, 2**32, 2**32, 2**33, 2**33]], jnp.int64)
 lens = jnp.array([2**32 + 3], jnp.int64)
-for kw in (dict(query_segment_ids=ids, key_value_segment_ids=ids), dict(key_value_seq_lengths=lens)):
+segments = dict(query_segment_ids=ids, key_value_segment_ids=ids)
+for kw in (segments, dict(key_value_seq_lengths=lens)):
   got = jaxdnn.dot_product_attention(q, q, q, **kw)
   want = jaxdnn.dot_product_attention(q, q, q, **kw, implementation="xla")
   np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
@@ -109,6 +113,7 @@ np.testing.assert_allclose(np.asarray(two[:, 2:4]), np.asarray(pair), rtol=1e-5,
 print("ok")
 """
   env = dict(os.environ, XLA_FLAGS="")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       cwd="/")
+  out = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/"
+  )
   assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]

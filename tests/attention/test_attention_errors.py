@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from attention_cases import bernoulli, rand
 
 import jaxdnn
 from jaxdnn import _extension
-from attention_cases import bernoulli, rand
 
 B, T, S, N, K, H = 2, 7, 9, 4, 2, 16
 
@@ -45,13 +45,26 @@ def test_dtypes():
 
 
 def test_heads_and_head_dim():
-  _bad(r"key/value heads \(3\) must divide query heads \(4\)",
-       rand((B, T, N, H)), rand((B, S, 3, H)), rand((B, S, 3, H)))
+  _bad(
+    r"key/value heads \(3\) must divide query heads \(4\)",
+    rand((B, T, N, H)),
+    rand((B, S, 3, H)),
+    rand((B, S, 3, H)),
+  )
   big = 264
-  _bad(r"implementation='cpu' has no kernel for head_dim 264 > 256",
-       rand((B, T, N, big)), rand((B, S, K, big)), rand((B, S, K, big)), implementation="cpu")
-  _bad(r"head_dim \(the last axis of query, key and value\) must be at least 1",
-       rand((B, T, N, 0)), rand((B, S, K, 0)), rand((B, S, K, 0)))
+  _bad(
+    r"implementation='cpu' has no kernel for head_dim 264 > 256",
+    rand((B, T, N, big)),
+    rand((B, S, K, big)),
+    rand((B, S, K, big)),
+    implementation="cpu",
+  )
+  _bad(
+    r"head_dim \(the last axis of query, key and value\) must be at least 1",
+    rand((B, T, N, 0)),
+    rand((B, S, K, 0)),
+    rand((B, S, K, 0)),
+  )
 
 
 def test_uncovered_calls_run_on_xla_with_one_warning():
@@ -75,16 +88,25 @@ def test_window():
 
 def test_segment_ids():
   qs, ks = jnp.zeros((B, T), jnp.int32), jnp.zeros((B, S), jnp.int32)
-  _bad(r"query_segment_ids and key_value_segment_ids must be given together",
-       query_segment_ids=qs)
-  _bad(r"query_segment_ids and key_value_segment_ids must be given together",
-       key_value_segment_ids=ks)
-  _bad(r"query_segment_ids must be an integer array of shape \(2, 7\)",
-       query_segment_ids=jnp.zeros((B, T + 1), jnp.int32), key_value_segment_ids=ks)
-  _bad(r"key_value_segment_ids must be an integer array of shape \(2, 9\)",
-       query_segment_ids=qs, key_value_segment_ids=jnp.zeros((B, T), jnp.int32))
-  _bad(r"query_segment_ids must be an integer array",
-       query_segment_ids=qs.astype(jnp.float32), key_value_segment_ids=ks)
+  _bad(r"query_segment_ids and key_value_segment_ids must be given together", query_segment_ids=qs)
+  _bad(
+    r"query_segment_ids and key_value_segment_ids must be given together", key_value_segment_ids=ks
+  )
+  _bad(
+    r"query_segment_ids must be an integer array of shape \(2, 7\)",
+    query_segment_ids=jnp.zeros((B, T + 1), jnp.int32),
+    key_value_segment_ids=ks,
+  )
+  _bad(
+    r"key_value_segment_ids must be an integer array of shape \(2, 9\)",
+    query_segment_ids=qs,
+    key_value_segment_ids=jnp.zeros((B, T), jnp.int32),
+  )
+  _bad(
+    r"query_segment_ids must be an integer array",
+    query_segment_ids=qs.astype(jnp.float32),
+    key_value_segment_ids=ks,
+  )
 
 
 def test_dropout_and_softcap_and_scale():
@@ -99,15 +121,21 @@ def test_dropout_and_softcap_and_scale():
   _bad(r"scale must be a finite float32 number", scale=1e39)  # finite only in float64
   _bad(r"softcap must be > 0 and a normal finite float32 number", softcap=float("inf"))
   _bad(r"softcap must be > 0 and a normal finite float32 number", softcap=1e-46)  # 0 in float32
-  _bad(r"dropout_rate must be in \[0, 1\) \(also once rounded to float32\)",
-       dropout_rate=0.99999999, dropout_rng=jax.random.key(0))  # 1.0 in float32
+  _bad(
+    r"dropout_rate must be in \[0, 1\) \(also once rounded to float32\)",
+    dropout_rate=0.99999999,
+    dropout_rng=jax.random.key(0),
+  )  # 1.0 in float32
 
 
 def test_flags_and_non_arrays():
-  _bad(r"local_window_size must be an int or a \(left, right\) pair of ints",
-       local_window_size=True)
-  _bad(r"local_window_size must be an int or a \(left, right\) pair of ints",
-       local_window_size=(1.5, 2))
+  _bad(
+    r"local_window_size must be an int or a \(left, right\) pair of ints", local_window_size=True
+  )
+  _bad(
+    r"local_window_size must be an int or a \(left, right\) pair of ints",
+    local_window_size=(1.5, 2),
+  )
   q, k, v = _qkv()
   with pytest.raises(ValueError, match=r"is_causal must be a Python bool"):
     jax.jit(lambda c: jaxdnn.dot_product_attention(q, k, v, is_causal=c))(True)
@@ -117,8 +145,10 @@ def test_flags_and_non_arrays():
 
 
 def test_bias_and_mask():
-  _bad(r"bias must be 4-D and broadcastable to \[batch, heads, q_len, kv_len\]",
-       bias=rand((B, N, T, S + 1)))
+  _bad(
+    r"bias must be 4-D and broadcastable to \[batch, heads, q_len, kv_len\]",
+    bias=rand((B, N, T, S + 1)),
+  )
   _bad(r"bias must be 4-D and broadcastable", bias=rand((3, N, T, S)))
   _bad(r"bias must be 4-D and broadcastable", bias=rand((B, 2, T, S)))
   _bad(r"bias must be 4-D and broadcastable", bias=rand((1, B, N, T, S)))
@@ -129,17 +159,25 @@ def test_bias_and_mask():
 
 
 def test_lengths():
-  _bad(r"query_seq_lengths must be an integer array of shape \(2,\)",
-       query_seq_lengths=jnp.array([7, 7, 7], jnp.int32))
-  _bad(r"query_seq_lengths must be an integer array of shape \(2,\)",
-       query_seq_lengths=jnp.array([[7], [7]], jnp.int32))
-  _bad(r"key_value_seq_lengths must be an integer array of shape \(2,\)",
-       key_value_seq_lengths=jnp.array([9.0, 9.0]))
+  _bad(
+    r"query_seq_lengths must be an integer array of shape \(2,\)",
+    query_seq_lengths=jnp.array([7, 7, 7], jnp.int32),
+  )
+  _bad(
+    r"query_seq_lengths must be an integer array of shape \(2,\)",
+    query_seq_lengths=jnp.array([[7], [7]], jnp.int32),
+  )
+  _bad(
+    r"key_value_seq_lengths must be an integer array of shape \(2,\)",
+    key_value_seq_lengths=jnp.array([9.0, 9.0]),
+  )
 
 
 def test_unknown_implementation():
-  _bad(r"implementation must be one of None, 'cuda', 'cpu' or 'xla', got 'triton'",
-       implementation="triton")
+  _bad(
+    r"implementation must be one of None, 'cuda', 'cpu' or 'xla', got 'triton'",
+    implementation="triton",
+  )
   # "cudnn" is jax.nn's name for the fused GPU kernel: jaxdnn's CUDA kernel.
   _bad(r"implementation='cuda'", implementation="cudnn")
 
@@ -170,8 +208,13 @@ def test_valid_edge_arguments_are_accepted():
   # The boundaries of the checks: a window of 0 on both sides, head_dim 256,
   # dropout_rate 0 without a key, int and numpy-int windows.
   q, k, v = _qkv()
-  for kw in (dict(local_window_size=0), dict(local_window_size=np.int64(2)),
-             dict(local_window_size=(0, 0)), dict(dropout_rate=0.0), dict(softcap=1e-3)):
+  for kw in (
+    dict(local_window_size=0),
+    dict(local_window_size=np.int64(2)),
+    dict(local_window_size=(0, 0)),
+    dict(dropout_rate=0.0),
+    dict(softcap=1e-3),
+  ):
     out = jaxdnn.dot_product_attention(q, k, v, **kw)
     assert out.shape == q.shape and np.all(np.isfinite(np.asarray(out)))
   q256 = rand((1, 3, 2, 256))

@@ -3,12 +3,24 @@
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.sharding import NamedSharding, PartitionSpec as P
+from attention_cases import (
+  BWD_TARGET,
+  FWD_TARGET,
+  Dims,
+  assert_close,
+  bias_of,
+  context_parallel_and_whole,
+  cotangent_like,
+  jit,
+  key,
+  lengths,
+  rand,
+  segment_ids,
+)
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import jaxdnn
-from attention_cases import (BWD_TARGET, FWD_TARGET, Dims, assert_close, bias_of,
-                             context_parallel_and_whole, cotangent_like, jit, key, lengths,
-                             rand, segment_ids)
 
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 4, reason="needs 4 devices")
 
@@ -16,10 +28,10 @@ MOVES = ("all-gather", "all-to-all", "collective-permute")
 
 # name: (mesh shape, mesh axis names, dims, mesh axis of the batch, of the heads)
 LAYOUTS = {
-    "batch": ((4,), ("data",), Dims(4, 33, 33, 4, 2, 64), "data", None),
-    "heads_gqa2": ((4,), ("model",), Dims(2, 33, 33, 8, 4, 64), None, "model"),
-    "heads_mqa": ((4,), ("model",), Dims(2, 7, 33, 8, 1, 64), None, "model"),
-    "batch_heads_gqa4": ((2, 2), ("data", "model"), Dims(2, 33, 7, 8, 2, 64), "data", "model"),
+  "batch": ((4,), ("data",), Dims(4, 33, 33, 4, 2, 64), "data", None),
+  "heads_gqa2": ((4,), ("model",), Dims(2, 33, 33, 8, 4, 64), None, "model"),
+  "heads_mqa": ((4,), ("model",), Dims(2, 7, 33, 8, 1, 64), None, "model"),
+  "batch_heads_gqa4": ((2, 2), ("data", "model"), Dims(2, 33, 7, 8, 2, 64), "data", "model"),
 }
 
 
@@ -27,8 +39,14 @@ def _layout(name):
   shape, names, dims, b, h = LAYOUTS[name]
   mesh = jax.make_mesh(shape, names)
   kv_h = h if dims.kv_heads > 1 else None  # MQA: the one kv head is replicated
-  specs = dict(q=P(b, None, h, None), kv=P(b, None, kv_h, None), bias_full=P(b, h, None, None),
-               bias_1NTS=P(None, h, None, None), lengths=P(b), seg=P(b, None))
+  specs = dict(
+    q=P(b, None, h, None),
+    kv=P(b, None, kv_h, None),
+    bias_full=P(b, h, None, None),
+    bias_1NTS=P(None, h, None, None),
+    lengths=P(b),
+    seg=P(b, None),
+  )
   put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, specs[spec]))
   return mesh, dims, specs, put
 
@@ -42,21 +60,31 @@ def _inputs(dims, put, bias_kind):
   q = rand((dims.batch, dims.q_len, dims.heads, dims.head_dim))
   k = rand((dims.batch, dims.kv_len, dims.kv_heads, dims.head_dim))
   v = rand((dims.batch, dims.kv_len, dims.kv_heads, dims.head_dim))
-  arrays = dict(query_segment_ids=segment_ids(dims.batch, dims.q_len),
-                key_value_segment_ids=segment_ids(dims.batch, dims.kv_len),
-                key_value_seq_lengths=lengths(dims.batch, dims.kv_len))
+  arrays = dict(
+    query_segment_ids=segment_ids(dims.batch, dims.q_len),
+    key_value_segment_ids=segment_ids(dims.batch, dims.kv_len),
+    key_value_seq_lengths=lengths(dims.batch, dims.kv_len),
+  )
   bias = bias_of(dims, "BNTS" if bias_kind == "full" else "1NTS")
   plain = (q, k, v, bias, arrays)
-  sharded = (put(q, "q"), put(k, "kv"), put(v, "kv"), put(bias, f"bias_{bias_kind}"),
-             dict(query_segment_ids=put(arrays["query_segment_ids"], "seg"),
-                  key_value_segment_ids=put(arrays["key_value_segment_ids"], "seg"),
-                  key_value_seq_lengths=put(arrays["key_value_seq_lengths"], "lengths")))
+  sharded = (
+    put(q, "q"),
+    put(k, "kv"),
+    put(v, "kv"),
+    put(bias, f"bias_{bias_kind}"),
+    dict(
+      query_segment_ids=put(arrays["query_segment_ids"], "seg"),
+      key_value_segment_ids=put(arrays["key_value_segment_ids"], "seg"),
+      key_value_seq_lengths=put(arrays["key_value_seq_lengths"], "lengths"),
+    ),
+  )
   return plain, sharded
 
 
 def _fwd(impl, **static):
   def f(q, k, v, bias, arrays):
     return jaxdnn.dot_product_attention(q, k, v, bias, implementation=impl, **static, **arrays)
+
   return f
 
 
@@ -66,6 +94,7 @@ def _vjp(impl, **static):
   def g(q, k, v, bias, arrays, ct):
     f = lambda q, k, v, bias: _fwd(impl, **static)(q, k, v, bias, arrays)
     return jax.vjp(f, q, k, v, bias)[1](ct)
+
   return g
 
 
@@ -123,8 +152,9 @@ def test_sharded_bias_broadcast_over_batch(layout):
   text = g.lower(*sharded, ct_sharded).compile().as_text()
   for move in MOVES:
     assert move not in text, move
-  assert ("all-reduce" in text) == (LAYOUTS[layout][3] is not None
-                                    or _kv_replicated_over_heads(layout))
+  assert ("all-reduce" in text) == (
+    LAYOUTS[layout][3] is not None or _kv_replicated_over_heads(layout)
+  )
 
 
 @pytest.mark.parametrize("layout", ["heads_gqa2", "batch_heads_gqa4", "heads_mqa"])
@@ -150,8 +180,9 @@ def test_heads_that_cannot_split_still_give_the_right_answer():
   q = rand((2, 7, 8, 64))
   k, v = (rand((2, 33, 2, 64)) for _ in range(2))
   qs = jax.device_put(q, NamedSharding(mesh, P(None, None, "model", None)))
-  f = lambda impl: jax.jit(lambda q, k, v: jaxdnn.dot_product_attention(
-      q, k, v, is_causal=True, implementation=impl))
+  f = lambda impl: jax.jit(
+    lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+  )
   assert_close(f(None)(qs, k, v), f("xla")(q, k, v), 2e-5)
   ct = cotangent_like(q)
   g = lambda impl: jax.jit(lambda q, k, v: jax.vjp(f(impl), q, k, v)[1](ct))
@@ -166,8 +197,11 @@ def test_sharded_vmap_over_extra_batch_axis():
   k, v = (rand((4, 2, 33, 2, 64)) for _ in range(2))
   sh = NamedSharding(mesh, P("data"))
   qs, ks, vs = (jax.device_put(x, sh) for x in (q, k, v))
-  f = lambda impl: jax.jit(jax.vmap(lambda q, k, v: jaxdnn.dot_product_attention(
-      q, k, v, is_causal=True, implementation=impl)))
+  f = lambda impl: jax.jit(
+    jax.vmap(
+      lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+    )
+  )
   out = f(None)(qs, ks, vs)
   assert_close(out, f("xla")(q, k, v), 2e-5)
   text = f(None).lower(qs, ks, vs).compile().as_text()
@@ -178,9 +212,17 @@ def test_sharded_vmap_over_extra_batch_axis():
 
 # ---------------------------------------------------------------- context parallelism
 
-@pytest.mark.parametrize("kw", [dict(is_causal=True), dict(), dict(is_causal=True, local_window_size=5),
-                                dict(is_causal=True, segments=True)],
-                         ids=["causal", "full", "causal_window", "causal_segments"])
+
+@pytest.mark.parametrize(
+  "kw",
+  [
+    dict(is_causal=True),
+    dict(),
+    dict(is_causal=True, local_window_size=5),
+    dict(is_causal=True, segments=True),
+  ],
+  ids=["causal", "full", "causal_window", "causal_segments"],
+)
 def test_context_parallel_matches_unsharded(kw):
   """The sequence split over 4 devices (shard_map), keys/values all-gathered."""
   kw = dict(kw)
@@ -211,8 +253,13 @@ def test_context_parallel_matches_unsharded(kw):
 def test_context_parallel_rejects_a_right_window():
   mesh = jax.make_mesh((4,), ("seq",))
   x = jnp.ones((1, 8, 2, 16))
-  f = jax.shard_map(lambda q: jaxdnn.dot_product_attention_context_parallel(
-      q, q, q, axis_name="seq", is_causal=True, local_window_size=(2, 1)),
-      mesh=mesh, in_specs=P(None, "seq"), out_specs=P(None, "seq"))
+  f = jax.shard_map(
+    lambda q: jaxdnn.dot_product_attention_context_parallel(
+      q, q, q, axis_name="seq", is_causal=True, local_window_size=(2, 1)
+    ),
+    mesh=mesh,
+    in_specs=P(None, "seq"),
+    out_specs=P(None, "seq"),
+  )
   with pytest.raises(ValueError, match="left window"):
     jax.jit(f)(jax.device_put(x, NamedSharding(mesh, P(None, "seq"))))

@@ -28,8 +28,9 @@ def test_linen_multi_head_attention(batch, masked):
     valid = jnp.arange(kv.shape[-2]) < kv.shape[-2] - 2
     mask = linen.make_attention_mask(jnp.ones(q.shape[:-1]), jnp.broadcast_to(valid, kv.shape[:-1]))
   ref = linen.MultiHeadDotProductAttention(num_heads=4, qkv_features=32)
-  ours = linen.MultiHeadDotProductAttention(num_heads=4, qkv_features=32,
-                                            attention_fn=jaxdnn.flax.attention_fn)
+  ours = linen.MultiHeadDotProductAttention(
+    num_heads=4, qkv_features=32, attention_fn=jaxdnn.flax.attention_fn
+  )
   params = ref.init(jax.random.key(0), q, kv, mask=mask)
   want = ref.apply(params, q, kv, mask=mask)
   got = jax.jit(lambda p, q, kv: ours.apply(p, q, kv, mask=mask))(params, q, kv)
@@ -56,8 +57,9 @@ def test_nnx_multi_head_attention(causal):
 
 def test_dropout_follows_flax_deterministic():
   q, kv = _inputs()
-  layer = linen.MultiHeadDotProductAttention(num_heads=4, qkv_features=32, dropout_rate=0.5,
-                                             attention_fn=jaxdnn.flax.attention_fn)
+  layer = linen.MultiHeadDotProductAttention(
+    num_heads=4, qkv_features=32, dropout_rate=0.5, attention_fn=jaxdnn.flax.attention_fn
+  )
   params = layer.init(jax.random.key(0), q, kv, deterministic=True)
   quiet = layer.apply(params, q, kv, deterministic=True)
   again = layer.apply(params, q, kv, deterministic=True)
@@ -68,8 +70,9 @@ def test_dropout_follows_flax_deterministic():
 
 def test_sow_weights_is_refused_clearly():
   q, kv = _inputs()
-  layer = linen.MultiHeadDotProductAttention(num_heads=4, qkv_features=32,
-                                             attention_fn=jaxdnn.flax.attention_fn)
+  layer = linen.MultiHeadDotProductAttention(
+    num_heads=4, qkv_features=32, attention_fn=jaxdnn.flax.attention_fn
+  )
   params = layer.init(jax.random.key(0), q, kv)
   with pytest.raises(NotImplementedError, match="sow_weights"):
     layer.apply(params, q, kv, sow_weights=True, mutable=["intermediates"])

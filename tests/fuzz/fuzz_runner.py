@@ -37,8 +37,10 @@ def rand(shape, dtype=np.float32, lo=-1.0, hi=1.0):
 
 # ---------------------------------------------------------------- oracles (float64, numpy)
 
-def norm_oracle(kind, x, scale=None, bias=None, epsilon=1e-5, residual=None,
-                zero_centered_scale=False):
+
+def norm_oracle(
+  kind, x, scale=None, bias=None, epsilon=1e-5, residual=None, zero_centered_scale=False
+):
   z = np.asarray(x, np.float64) + (0 if residual is None else np.asarray(residual, np.float64))
   if kind == "layer":
     y = (z - z.mean(-1, keepdims=True)) / np.sqrt(z.var(-1, keepdims=True) + float(epsilon))
@@ -52,21 +54,43 @@ def norm_oracle(kind, x, scale=None, bias=None, epsilon=1e-5, residual=None,
   return y
 
 
-def attention_oracle(q, k, v, bias=None, mask=None, *, scale=None, is_causal=False,
-                     query_seq_lengths=None, key_value_seq_lengths=None, local_window_size=None,
-                     query_segment_ids=None, key_value_segment_ids=None, softcap=None, **_):
+def attention_oracle(
+  q,
+  k,
+  v,
+  bias=None,
+  mask=None,
+  *,
+  scale=None,
+  is_causal=False,
+  query_seq_lengths=None,
+  key_value_seq_lengths=None,
+  local_window_size=None,
+  query_segment_ids=None,
+  key_value_segment_ids=None,
+  softcap=None,
+  **_,
+):
   q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
   b, t, n, d = q.shape
   s, kh = k.shape[1], k.shape[2]
   k, v = np.repeat(k, n // kh, axis=2), np.repeat(v, n // kh, axis=2)
-  logits = np.einsum("btnd,bsnd->bnts", q, k) * (1 / math.sqrt(d) if scale is None else float(scale))
+  logits = np.einsum("btnd,bsnd->bnts", q, k) * (
+    1 / math.sqrt(d) if scale is None else float(scale)
+  )
   if softcap is not None:
     logits = float(softcap) * np.tanh(logits / float(softcap))
   if bias is not None:
-    logits = logits + np.asarray(bias, np.float64).reshape((1,) * (4 - np.ndim(bias)) + np.shape(bias))
+    logits = logits + np.asarray(bias, np.float64).reshape(
+      (1,) * (4 - np.ndim(bias)) + np.shape(bias)
+    )
   ok = np.ones((b, 1, t, s), bool)
   ql = np.full(b, t) if query_seq_lengths is None else np.clip(np.asarray(query_seq_lengths), 0, t)
-  kl = np.full(b, s) if key_value_seq_lengths is None else np.clip(np.asarray(key_value_seq_lengths), 0, s)
+  kl = (
+    np.full(b, s)
+    if key_value_seq_lengths is None
+    else np.clip(np.asarray(key_value_seq_lengths), 0, s)
+  )
   i, j = np.arange(t)[:, None], np.arange(s)[None, :]
   for bb in range(b):
     okb = (i < ql[bb]) & (j < kl[bb])
@@ -77,7 +101,9 @@ def attention_oracle(q, k, v, bias=None, mask=None, *, scale=None, is_causal=Fal
       lw = local_window_size if isinstance(local_window_size, tuple) else (local_window_size,) * 2
       okb &= (j >= i + off - lw[0]) & (j <= i + off + lw[1])
     if query_segment_ids is not None:
-      okb &= np.asarray(query_segment_ids)[bb][:, None] == np.asarray(key_value_segment_ids)[bb][None]
+      okb &= (
+        np.asarray(query_segment_ids)[bb][:, None] == np.asarray(key_value_segment_ids)[bb][None]
+      )
     ok[bb, 0] = okb
   if mask is not None:
     ok = ok & np.asarray(mask, bool).reshape((1,) * (4 - np.ndim(mask)) + np.shape(mask))
@@ -93,12 +119,15 @@ def attention_oracle(q, k, v, bias=None, mask=None, *, scale=None, is_causal=Fal
 
 # ---------------------------------------------------------------- the cases
 
+
 def norm_cases(kind):
   x, s, b = rand((3, 17)), rand((17,), lo=0.5, hi=1.5), rand((17,))
   base = dict(x=x, scale=s) | (dict(bias=b) if kind == "layer" else {})
   cases = []
+
   def add(name, arg, **changes):
     cases.append((name, arg, base | changes))
+
   for bad, label in ((None, "none"), ("x", "str"), ({}, "dict"), (3.0, "scalar")):
     add(f"x {label}", "x", x=bad)
   add("x int32", "x", x=jnp.ones((3, 17), jnp.int32))
@@ -108,8 +137,13 @@ def norm_cases(kind):
   add("x nan", "x", x=x.at[1, 3].set(jnp.nan))
   add("x inf", "x", x=x.at[1, 3].set(jnp.inf))
   add("x large offset", "x", x=x + 1e6)
-  add("x one column", "x", x=rand((3, 1)), scale=rand((1,)),
-      **({"bias": rand((1,))} if kind == "layer" else {}))
+  add(
+    "x one column",
+    "x",
+    x=rand((3, 1)),
+    scale=rand((1,)),
+    **({"bias": rand((1,))} if kind == "layer" else {}),
+  )
   add("scale wrong shape", "scale", scale=rand((16,)))
   add("scale int", "scale", scale=jnp.ones((17,), jnp.int32))
   add("scale str", "scale", scale="s")
@@ -118,8 +152,16 @@ def norm_cases(kind):
   if kind == "layer":
     add("bias wrong shape", "bias", bias=rand((18,)))
     add("bias int", "bias", bias=jnp.ones((17,), jnp.int32))
-  for eps, label in ((0.0, "0"), (-1.0, "negative"), (1e-50, "underflow"), (math.inf, "inf"),
-                     (math.nan, "nan"), ("a", "str"), (True, "bool"), (1e39, "overflow")):
+  for eps, label in (
+    (0.0, "0"),
+    (-1.0, "negative"),
+    (1e-50, "underflow"),
+    (math.inf, "inf"),
+    (math.nan, "nan"),
+    ("a", "str"),
+    (True, "bool"),
+    (1e39, "overflow"),
+  ):
     add(f"epsilon {label}", "epsilon", epsilon=eps)
   add("residual wrong shape", "residual", residual=rand((3, 16)))
   add("residual int", "residual", residual=jnp.ones((3, 17), jnp.int32))
@@ -133,8 +175,10 @@ def attention_cases():
   q, k, v = rand((2, 5, 4, 8)), rand((2, 6, 2, 8)), rand((2, 6, 2, 8))
   base = dict(q=q, k=k, v=v)
   cases = []
+
   def add(name, arg, **changes):
     cases.append((name, arg, base | changes))
+
   for role, x in (("query", q), ("key", k), ("value", v)):
     key = role[0]
     for bad, label in ((None, "none"), ("s", "str"), ({}, "dict")):
@@ -145,8 +189,13 @@ def attention_cases():
     add(f"{role} bool", role, **{key: x > 0})
     add(f"{role} nan", role, **{key: x.at[1, 2].set(jnp.nan)})
     add(f"{role} inf", role, **{key: x.at[1, 2, 0, 0].set(jnp.inf)})
-  add("query float64", "query", q=q.astype(jnp.float64), k=k.astype(jnp.float64),
-      v=v.astype(jnp.float64))
+  add(
+    "query float64",
+    "query",
+    q=q.astype(jnp.float64),
+    k=k.astype(jnp.float64),
+    v=v.astype(jnp.float64),
+  )
   add("query head_dim 0", "head_dim", q=q[..., :0], k=k[..., :0], v=v[..., :0])
   add("query heads not divisible", "heads", q=rand((2, 5, 3, 8)))
   add("key batch mismatch", "batch", k=rand((3, 6, 2, 8)), v=rand((3, 6, 2, 8)))
@@ -161,8 +210,15 @@ def attention_cases():
   add("bias nan", "bias", bias=rand((1, 4, 5, 6)).at[0, 1, 2, 3].set(jnp.nan))
   add("mask float", "mask", mask=jnp.ones((2, 4, 5, 6)))
   add("mask wrong dim", "mask", mask=jnp.ones((2, 3, 5, 6), bool))
-  for sc, label in ((0.0, "0"), (-1.0, "negative"), (1e39, "overflow"), (1e-50, "underflow"),
-                    (math.nan, "nan"), (math.inf, "inf"), ("a", "str")):
+  for sc, label in (
+    (0.0, "0"),
+    (-1.0, "negative"),
+    (1e39, "overflow"),
+    (1e-50, "underflow"),
+    (math.nan, "nan"),
+    (math.inf, "inf"),
+    ("a", "str"),
+  ):
     add(f"scale {label}", "scale", scale=sc)
   for c, label in (("yes", "str"), (2, "int 2"), (None, "none"), (np.bool_(True), "numpy bool")):
     add(f"is_causal {label}", "is_causal", is_causal=c)
@@ -170,23 +226,55 @@ def attention_cases():
   add("lengths too long", "key_value_seq_lengths", key_value_seq_lengths=jnp.array([9, 2]))
   add("lengths float", "query_seq_lengths", query_seq_lengths=jnp.array([1.0, 2.0]))
   add("lengths shape", "query_seq_lengths", query_seq_lengths=jnp.array([1, 2, 3]))
-  add("lengths int64 wrap", "key_value_seq_lengths",
-      key_value_seq_lengths=jnp.array([2**32 + 3, 4], jnp.int64))
+  add(
+    "lengths int64 wrap",
+    "key_value_seq_lengths",
+    key_value_seq_lengths=jnp.array([2**32 + 3, 4], jnp.int64),
+  )
   seg_q, seg_k = jnp.array([[0, 0, 1, 1, 2]] * 2), jnp.array([[0, 1, 1, 2, 2, 2]] * 2)
   add("segments one side", "segment_ids", query_segment_ids=seg_q)
   add("segments shape", "segment_ids", query_segment_ids=seg_q[:, :4], key_value_segment_ids=seg_k)
-  add("segments float", "segment_ids", query_segment_ids=seg_q * 1.0, key_value_segment_ids=seg_k * 1.0)
-  add("segments int64 wrap", "segment_ids", query_segment_ids=seg_q.astype(jnp.int64) << 32,
-      key_value_segment_ids=seg_k.astype(jnp.int64) << 32)
-  for w, label in (((-1, 2), "negative side"), ((1.5, 2), "float"), (True, "bool"), (-3, "negative"),
-                   ((1, 2, 3), "three"), ("a", "str"), (2**40, "huge"), ((2, 0), "left")):
+  add(
+    "segments float",
+    "segment_ids",
+    query_segment_ids=seg_q * 1.0,
+    key_value_segment_ids=seg_k * 1.0,
+  )
+  add(
+    "segments int64 wrap",
+    "segment_ids",
+    query_segment_ids=seg_q.astype(jnp.int64) << 32,
+    key_value_segment_ids=seg_k.astype(jnp.int64) << 32,
+  )
+  for w, label in (
+    ((-1, 2), "negative side"),
+    ((1.5, 2), "float"),
+    (True, "bool"),
+    (-3, "negative"),
+    ((1, 2, 3), "three"),
+    ("a", "str"),
+    (2**40, "huge"),
+    ((2, 0), "left"),
+  ):
     add(f"window {label}", "local_window_size", local_window_size=w)
-  for c, label in ((0.0, "0"), (-1.0, "negative"), (math.inf, "inf"), (1e-46, "underflow"),
-                   (math.nan, "nan"), (1e39, "overflow"), (5.0, "valid")):
+  for c, label in (
+    (0.0, "0"),
+    (-1.0, "negative"),
+    (math.inf, "inf"),
+    (1e-46, "underflow"),
+    (math.nan, "nan"),
+    (1e39, "overflow"),
+    (5.0, "valid"),
+  ):
     add(f"softcap {label}", "softcap", softcap=c)
   rng = jax.random.key(1)
-  for r, label in ((-0.1, "negative"), (1.0, "one"), (0.99999999, "rounds to one"),
-                   (math.nan, "nan"), ("a", "str")):
+  for r, label in (
+    (-0.1, "negative"),
+    (1.0, "one"),
+    (0.99999999, "rounds to one"),
+    (math.nan, "nan"),
+    ("a", "str"),
+  ):
     add(f"dropout_rate {label}", "dropout_rate", dropout_rate=r, dropout_rng=rng)
   add("dropout_rng missing", "dropout_rng", dropout_rate=0.1)
   add("return_logsumexp str", "return_logsumexp", return_logsumexp="x")
@@ -198,8 +286,13 @@ def attention_cases():
 
 # Words an error may use for an argument (the public names, and the shape
 # words checks use for several arguments at once).
-ALIASES = {"q": "query", "head_dim": "head_dim", "heads": "heads", "batch": "batch",
-           "segment_ids": "segment_ids"}
+ALIASES = {
+  "q": "query",
+  "head_dim": "head_dim",
+  "heads": "heads",
+  "batch": "batch",
+  "segment_ids": "segment_ids",
+}
 
 
 def run(op, impl):
@@ -215,6 +308,7 @@ def run(op, impl):
 
 def call(op, kind, arg, kw):
   import warnings
+
   try:
     with warnings.catch_warnings():
       warnings.simplefilter("ignore")
@@ -238,7 +332,9 @@ def call(op, kind, arg, kw):
   except Exception as e:  # noqa: BLE001
     return "wrong", f"the op returned but the oracle refused: {e}"
   tol = 2e-2 if np.asarray(got).dtype == np.float16 else 2e-3
-  scale = max(1.0, float(np.nanmax(np.abs(np.where(np.isfinite(want), want, 0))) if want.size else 1))
+  scale = max(
+    1.0, float(np.nanmax(np.abs(np.where(np.isfinite(want), want, 0))) if want.size else 1)
+  )
   try:
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, equal_nan=True)
   except AssertionError as e:

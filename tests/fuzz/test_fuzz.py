@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import on_gpu
 
 RUNNER = pathlib.Path(__file__).with_name("fuzz_runner.py")
@@ -21,8 +20,14 @@ FUZZ_COUNTS = {}  # (op, impl) -> counts, printed by conftest's terminal summary
 
 def run(op, impl):
   env = dict(os.environ, XLA_FLAGS="")  # one device is enough here
-  proc = subprocess.run([sys.executable, str(RUNNER), op, impl], capture_output=True, text=True,
-                        env=env, cwd="/", timeout=900)
+  proc = subprocess.run(
+    [sys.executable, str(RUNNER), op, impl],
+    capture_output=True,
+    text=True,
+    env=env,
+    cwd="/",
+    timeout=900,
+  )
   started, results = None, []
   for line in proc.stdout.splitlines():
     record = json.loads(line)

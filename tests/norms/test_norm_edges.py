@@ -1,6 +1,5 @@
 """Norm edges: NaN/Inf as the reference, a large offset in float32."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,8 +26,9 @@ def test_norm_nan_and_inf_propagate_as_the_reference(impl, op):
   scale = jnp.linspace(0.5, 1.5, 33)
   f = lambda implementation: lambda x, s: getattr(jaxdnn, op)(x, s, implementation=implementation)
   _same_nans_and_close(f(impl)(x, scale), f("xla")(x, scale), 1e-5)
-  g = lambda implementation: jax.grad(lambda x, s: jnp.sum(f(implementation)(x, s) ** 2),
-                                      argnums=(0, 1))(x, scale)
+  g = lambda implementation: jax.grad(
+    lambda x, s: jnp.sum(f(implementation)(x, s) ** 2), argnums=(0, 1)
+  )(x, scale)
   for got, want in zip(g(impl), g("xla")):
     _same_nans_and_close(got, want, 1e-4)
 

@@ -3,8 +3,8 @@
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.sharding import NamedSharding, PartitionSpec as P
-
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from norm_cases import assert_close, call, params, rand
 
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 4, reason="needs 4 devices")
@@ -24,6 +24,7 @@ def test_sharded_rows(kind, residual):
       out = call(kind, x, s, b, residual=r if residual else None, implementation=impl)
       y = out[0] if residual else out
       return jnp.sum(jnp.sin(y) * jnp.arange(64.0)), y
+
     return f
 
   fwd = jax.jit(lambda x, r: loss(None)(x, r, s, b)[1])

@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import jaxdnn
 from conftest import requires_gpu
 from norm_cases import assert_close, call, params, rand, tol
+
+import jaxdnn
 
 KINDS = ["layer", "rms"]
 
@@ -27,6 +27,7 @@ def _loss(kind, impl, residual=False):
       y, z = out
       return jnp.sum(jnp.sin(y.astype(jnp.float32))) + jnp.sum(jnp.cos(z.astype(jnp.float32)))
     return jnp.sum(jnp.sin(out.astype(jnp.float32)) * jnp.arange(out.shape[-1]))
+
   return f
 
 
@@ -36,8 +37,9 @@ def test_vmap_over_parameters(kind):
   x = rand((3, 5, 40))
   s, b = rand((3, 40), offset=1.0), rand((3, 40))
   got = jax.vmap(lambda x, s, b: call(kind, x, s, b if kind == "layer" else None))(x, s, b)
-  want = jax.vmap(lambda x, s, b: call(kind, x, s, b if kind == "layer" else None,
-                                       implementation="xla"))(x, s, b)
+  want = jax.vmap(
+    lambda x, s, b: call(kind, x, s, b if kind == "layer" else None, implementation="xla")
+  )(x, s, b)
   assert_close(got, want, 2e-5)
   # Parameters batched, x shared.
   got = jax.vmap(lambda s: call(kind, x[0], s))(s)
@@ -49,10 +51,13 @@ def test_vmap_over_parameters(kind):
 def test_nested_vmap_and_checkpoint(kind):
   x = rand((2, 3, 4, 32))
   s = rand((2, 32), offset=1.0)
-  f = lambda impl: jax.vmap(jax.vmap(lambda x, s: call(kind, x, s, implementation=impl),
-                                     in_axes=(0, None)), in_axes=(0, 0))
+  f = lambda impl: jax.vmap(
+    jax.vmap(lambda x, s: call(kind, x, s, implementation=impl), in_axes=(0, None)), in_axes=(0, 0)
+  )
   assert_close(f(None)(x, s), f("xla")(x, s), 2e-5)
-  loss = lambda impl: jax.checkpoint(lambda x, s: jnp.sum(call(kind, x, s, implementation=impl) ** 3))
+  loss = lambda impl: jax.checkpoint(
+    lambda x, s: jnp.sum(call(kind, x, s, implementation=impl) ** 3)
+  )
   got = jax.jit(jax.grad(loss(None), argnums=(0, 1)))(x[0], s[0])
   want = jax.grad(loss("xla"), argnums=(0, 1))(x[0], s[0])
   for g, w in zip(got, want):
@@ -88,14 +93,30 @@ def test_mixed_parameter_dtype():
 
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("shape", [(32768, 4096), (8192, 8192), (4096, 1024), (1000, 12288)], ids=str)
+@pytest.mark.parametrize(
+  "shape", [(32768, 4096), (8192, 8192), (4096, 1024), (1000, 12288)], ids=str
+)
 def test_gpu_large_bf16(kind, shape):
   x = rand(shape, jnp.bfloat16)
   s, b = params(kind, shape[-1])
   got = jax.jit(lambda x: call(kind, x, s, b, implementation="cuda"))(x)
   assert_close(got, call(kind, x, s, b, implementation="xla"), 2e-2)
-  gf = jax.jit(jax.grad(lambda x, s: jnp.sum(call(kind, x, s, implementation="cuda").astype(jnp.float32) * x.astype(jnp.float32)), argnums=(0, 1)))
-  gr = jax.jit(jax.grad(lambda x, s: jnp.sum(call(kind, x, s, implementation="xla").astype(jnp.float32) * x.astype(jnp.float32)), argnums=(0, 1)))
+  gf = jax.jit(
+    jax.grad(
+      lambda x, s: jnp.sum(
+        call(kind, x, s, implementation="cuda").astype(jnp.float32) * x.astype(jnp.float32)
+      ),
+      argnums=(0, 1),
+    )
+  )
+  gr = jax.jit(
+    jax.grad(
+      lambda x, s: jnp.sum(
+        call(kind, x, s, implementation="xla").astype(jnp.float32) * x.astype(jnp.float32)
+      ),
+      argnums=(0, 1),
+    )
+  )
   for g, w in zip(gf(x, s), gr(x, s)):
     assert_close(g, w, 5e-2)
 
@@ -105,7 +126,9 @@ def test_gpu_large_bf16(kind, shape):
 def test_gpu_backward_is_deterministic(kind):
   x = rand((8192, 2048), jnp.bfloat16)
   s = rand((2048,), offset=1.0)
-  g = jax.jit(jax.grad(lambda x, s: jnp.sum(call(kind, x, s).astype(jnp.float32) ** 2), argnums=(0, 1)))
+  g = jax.jit(
+    jax.grad(lambda x, s: jnp.sum(call(kind, x, s).astype(jnp.float32) ** 2), argnums=(0, 1))
+  )
   a, b = g(x, s), g(x, s)
   for u, v in zip(a, b):
     np.testing.assert_array_equal(np.asarray(u, np.float32), np.asarray(v, np.float32))
@@ -120,19 +143,31 @@ def test_gpu_backward_is_deterministic(kind):
 # threads in the last warp of a row.
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("shape,dtype", [
-    ((3001, 64), jnp.bfloat16), ((777, 256), jnp.float16), ((4099, 4096), jnp.float32),
-    ((1031, 8192), jnp.bfloat16), ((257, 16384), jnp.bfloat16), ((33, 32768), jnp.bfloat16),
-    ((5, 7, 1536), jnp.bfloat16), ((1000, 4096), jnp.float16),
-    ((999, 2056), jnp.bfloat16), ((513, 4104), jnp.float16), ((1001, 4616), jnp.bfloat16)],
-    ids=str)
+@pytest.mark.parametrize(
+  "shape,dtype",
+  [
+    ((3001, 64), jnp.bfloat16),
+    ((777, 256), jnp.float16),
+    ((4099, 4096), jnp.float32),
+    ((1031, 8192), jnp.bfloat16),
+    ((257, 16384), jnp.bfloat16),
+    ((33, 32768), jnp.bfloat16),
+    ((5, 7, 1536), jnp.bfloat16),
+    ((1000, 4096), jnp.float16),
+    ((999, 2056), jnp.bfloat16),
+    ((513, 4104), jnp.float16),
+    ((1001, 4616), jnp.bfloat16),
+  ],
+  ids=str,
+)
 @pytest.mark.parametrize("residual", [False, True])
 def test_gpu_launch_layouts(kind, shape, dtype, residual):
   x, r = rand(shape, dtype), rand(shape, dtype)
   s, b = params(kind, shape[-1])
   argnums = (0, 1, 2, 3) if kind == "layer" else (0, 1, 3)
-  fwd = lambda impl: jax.jit(lambda x, s, b, r: call(
-      kind, x, s, b, residual=r if residual else None, implementation=impl))
+  fwd = lambda impl: jax.jit(
+    lambda x, s, b, r: call(kind, x, s, b, residual=r if residual else None, implementation=impl)
+  )
   got, want = fwd("cuda")(x, s, b, r), fwd("xla")(x, s, b, r)
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
     assert_close(g, w, tol(dtype) if dtype != jnp.float32 else 1e-4)
@@ -156,8 +191,9 @@ def test_gpu_layer_norm_shifted_statistics(dtype, dim, residual):
   x = jnp.asarray(x, dtype)
   r = rand((257, dim), dtype, offset=-5.0)
   s, b = params("layer", dim)
-  f = lambda impl: jax.jit(lambda x, r: jaxdnn.layer_norm(
-      x, s, b, residual=r if residual else None, implementation=impl))
+  f = lambda impl: jax.jit(
+    lambda x, r: jaxdnn.layer_norm(x, s, b, residual=r if residual else None, implementation=impl)
+  )
   for g, w in zip(jax.tree.leaves(f("cuda")(x, r)), jax.tree.leaves(f("xla")(x, r))):
     assert_close(g, w, tol(dtype))
 
@@ -168,12 +204,15 @@ def test_gpu_layer_norm_shifted_statistics(dtype, dim, residual):
 def test_gpu_grouped_parameters(kind, dim):
   x = rand((6, 333, dim), jnp.bfloat16)
   s, b = rand((6, dim), offset=1.0), rand((6, dim))
-  f = lambda impl: jax.jit(jax.vmap(lambda x, s, b: call(
-      kind, x, s, b if kind == "layer" else None, implementation=impl)))
+  f = lambda impl: jax.jit(
+    jax.vmap(lambda x, s, b: call(kind, x, s, b if kind == "layer" else None, implementation=impl))
+  )
   assert_close(f("cuda")(x, s, b), f("xla")(x, s, b), 2e-2)
   loss = lambda impl: lambda x, s, b: jnp.sum(f(impl)(x, s, b).astype(jnp.float32) ** 2)
-  for g, w in zip(jax.grad(loss("cuda"), argnums=(0, 1, 2))(x, s, b),
-                  jax.grad(loss("xla"), argnums=(0, 1, 2))(x, s, b)):
+  for g, w in zip(
+    jax.grad(loss("cuda"), argnums=(0, 1, 2))(x, s, b),
+    jax.grad(loss("xla"), argnums=(0, 1, 2))(x, s, b),
+  ):
     assert_close(g, w, 5e-2)
 
 
