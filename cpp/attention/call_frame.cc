@@ -43,8 +43,7 @@ ffi::Error CheckDims(const ffi::AnyBuffer& b, std::initializer_list<int64_t> wan
   return ffi::Error::Success();
 }
 
-ffi::ErrorOr<AttnShape> ShapeOf(const ffi::AnyBuffer& q, const ffi::AnyBuffer& k,
-                                const ffi::AnyBuffer& v) {
+ffi::ErrorOr<AttnShape> ShapeOf(const ffi::AnyBuffer& q, const ffi::AnyBuffer& k, const ffi::AnyBuffer& v) {
   auto qd = q.dimensions(), kd = k.dimensions();
   if (qd.size() != 4 || kd.size() != 4) {
     return ffi::Unexpected(Fail("query and key must be [batch, seq, heads, head_dim]"));
@@ -79,7 +78,8 @@ ffi::ErrorOr<Broadcast4> BroadcastOf(const ffi::AnyBuffer& b, const AttnShape& s
   int64_t strides[4];
   for (int i = 3; i >= 0; --i) {
     if (d[i] != 1 && d[i] != full[i]) {
-      return ffi::Unexpected(Fail(std::string(name) + " is not broadcastable to [batch, heads, q_len, kv_len]"));
+      return ffi::Unexpected(
+          Fail(std::string(name) + " is not broadcastable to [batch, heads, q_len, kv_len]"));
     }
     r.dims[i] = d[i];
     strides[i] = d[i] == 1 ? 0 : stride;
@@ -99,7 +99,7 @@ struct Optionals {
 };
 
 ffi::ErrorOr<Optionals> ReadOptionals(ffi::RemainingArgs args, size_t& a, int32_t operands,
-                                        const AttnShape& s, AttnMaskParams& m) {
+                                      const AttnShape& s, AttnMaskParams& m) {
   Optionals o;
   if (operands & kHasBias) {
     JAXDNN_TRY(bias, Arg(args, a, "bias"));
@@ -140,8 +140,8 @@ ffi::ErrorOr<Optionals> ReadOptionals(ffi::RemainingArgs args, size_t& a, int32_
   return o;
 }
 
-ffi::ErrorOr<AttnMaskParams> MaskParams(float scale, float softcap, int32_t causal, int32_t wl,
-                                        int32_t wr, float dropout_rate) {
+ffi::ErrorOr<AttnMaskParams> MaskParams(float scale, float softcap, int32_t causal, int32_t wl, int32_t wr,
+                                        float dropout_rate) {
   if (wl < -1 || wr < -1) return ffi::Unexpected(Fail("window sides must be >= 0 (or -1: none)"));
   if (!(dropout_rate >= 0.f && dropout_rate < 1.f)) {
     return ffi::Unexpected(Fail("dropout_rate must be in [0, 1)"));
@@ -158,10 +158,9 @@ ffi::ErrorOr<AttnMaskParams> MaskParams(float scale, float softcap, int32_t caus
 
 }  // namespace
 
-ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                    int32_t operands, float scale, float softcap, int32_t causal,
-                                    int32_t window_left, int32_t window_right,
-                                    float dropout_rate) {
+ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
+                                      float scale, float softcap, int32_t causal, int32_t window_left,
+                                      int32_t window_right, float dropout_rate) {
   size_t a = 0, r = 0;
   AttnFwdArgs p{};
   JAXDNN_TRY(m, MaskParams(scale, softcap, causal, window_left, window_right, dropout_rate));
@@ -194,10 +193,9 @@ ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   return p;
 }
 
-ffi::ErrorOr<AttnBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                    int32_t operands, float scale, float softcap, int32_t causal,
-                                    int32_t window_left, int32_t window_right, float dropout_rate,
-                                    bool has_workspace) {
+ffi::ErrorOr<AttnBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
+                                      float scale, float softcap, int32_t causal, int32_t window_left,
+                                      int32_t window_right, float dropout_rate, bool has_workspace) {
   size_t a = 0, r = 0;
   AttnBwdArgs p{};
   JAXDNN_TRY(m, MaskParams(scale, softcap, causal, window_left, window_right, dropout_rate));

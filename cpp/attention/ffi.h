@@ -5,15 +5,15 @@
 
 // The attributes both directions take, on both platforms (the backward adds
 // "deterministic").
-#define JAXDNN_ATTENTION_ATTRS                 \
-  .RemainingArgs()                             \
-      .RemainingRets()                         \
-      .Attr<int32_t>("operands")               \
-      .Attr<float>("scale")                    \
-      .Attr<float>("softcap")                  \
-      .Attr<int32_t>("causal")                 \
-      .Attr<int32_t>("window_left")            \
-      .Attr<int32_t>("window_right")           \
+#define JAXDNN_ATTENTION_ATTRS       \
+  .RemainingArgs()                   \
+      .RemainingRets()               \
+      .Attr<int32_t>("operands")     \
+      .Attr<float>("scale")          \
+      .Attr<float>("softcap")        \
+      .Attr<int32_t>("causal")       \
+      .Attr<int32_t>("window_left")  \
+      .Attr<int32_t>("window_right") \
       .Attr<float>("dropout_rate")
 
 namespace jaxdnn::attention {

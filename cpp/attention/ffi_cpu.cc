@@ -7,20 +7,19 @@
 namespace jaxdnn::attention {
 namespace {
 
-ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
-                  float softcap, int32_t causal, int32_t window_left, int32_t window_right,
+ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
+                  float scale, float softcap, int32_t causal, int32_t window_left, int32_t window_right,
                   float dropout_rate) {
-  auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
-                     dropout_rate);
+  auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right, dropout_rate);
   if (!p.has_value()) return p.error();
   return RunCatching("jaxdnn attention forward", [&] { return AttentionFwdCpu(*p, &pool); });
 }
 
-ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands, float scale,
-                  float softcap, int32_t causal, int32_t window_left, int32_t window_right,
+ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
+                  float scale, float softcap, int32_t causal, int32_t window_left, int32_t window_right,
                   float dropout_rate, int32_t deterministic) {
-  auto p = ReadBwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
-                     dropout_rate, /*has_workspace=*/false);
+  auto p = ReadBwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right, dropout_rate,
+                       /*has_workspace=*/false);
   if (!p.has_value()) return p.error();
   // Always deterministic: a fixed order per item.
   return RunCatching("jaxdnn attention backward", [&] { return AttentionBwdCpu(*p, &pool); });
@@ -31,8 +30,8 @@ ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingR
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionFwdCpu, FwdCpu,
                               ffi::Ffi::Bind().Ctx<ffi::ThreadPool>() JAXDNN_ATTENTION_ATTRS);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionBwdCpu, BwdCpu,
-                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>() JAXDNN_ATTENTION_ATTRS
-                                  .Attr<int32_t>("deterministic"));
+                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>()
+                                  JAXDNN_ATTENTION_ATTRS.Attr<int32_t>("deterministic"));
 
 FamilyExports CpuExports() {
   return {{{"jaxdnn_attention_fwd", kAttentionFwdCpu}, {"jaxdnn_attention_bwd", kAttentionBwdCpu}}, {}};

@@ -28,11 +28,10 @@ ffi::Error CheckCudaProblem(const AttnShape& s, ffi::DataType dtype) {
   return ffi::Error::Success();
 }
 
-ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   int32_t operands, float scale, float softcap, int32_t causal, int32_t window_left,
-                   int32_t window_right, float dropout_rate) {
-  auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
-                     dropout_rate);
+ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
+                   float scale, float softcap, int32_t causal, int32_t window_left, int32_t window_right,
+                   float dropout_rate) {
+  auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right, dropout_rate);
   if (!p.has_value()) return p.error();
   if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
   if (cudaError_t err = StreamDevice(stream, &p->device); err != cudaSuccess) {
@@ -50,11 +49,11 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   return ffi::Error::Success();
 }
 
-ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   int32_t operands, float scale, float softcap, int32_t causal, int32_t window_left,
-                   int32_t window_right, float dropout_rate, int32_t deterministic) {
-  auto p = ReadBwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right,
-                     dropout_rate, /*has_workspace=*/true);
+ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
+                   float scale, float softcap, int32_t causal, int32_t window_left, int32_t window_right,
+                   float dropout_rate, int32_t deterministic) {
+  auto p = ReadBwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right, dropout_rate,
+                       /*has_workspace=*/true);
   if (!p.has_value()) return p.error();
   // Only the fused sm90 backward's opt-in atomic dQ mode uses this; every
   // other CUDA backward is deterministic whatever it says.
@@ -92,8 +91,8 @@ namespace {
 // A plan query's problem: the shapes, dtype and flags Python passes.
 AttnProblem QueryProblem(const QueryArgs& q) {
   AttnProblem p;
-  p.shape = {QueryArg(q, "batch"),   QueryArg(q, "q_len"),    QueryArg(q, "kv_len"),
-             QueryArg(q, "heads"),   QueryArg(q, "kv_heads"), QueryArg(q, "head_dim")};
+  p.shape = {QueryArg(q, "batch"), QueryArg(q, "q_len"),    QueryArg(q, "kv_len"),
+             QueryArg(q, "heads"), QueryArg(q, "kv_heads"), QueryArg(q, "head_dim")};
   p.dtype = DataTypeFromCode(QueryArg(q, "dtype"));
   p.operands = static_cast<int32_t>(QueryArg(q, "operands"));
   p.causal = QueryArg(q, "causal") != 0;
@@ -109,9 +108,11 @@ AttnProblem QueryProblem(const QueryArgs& q) {
 }  // namespace
 
 FamilyExports CudaExports() {
-  return {{{"jaxdnn_attention_fwd", kAttentionFwdCuda}, {"jaxdnn_attention_bwd", kAttentionBwdCuda}},
-          {{"attention_fwd_workspace", [](const QueryArgs& q) { return ForwardWorkspaceElems(QueryProblem(q)); }},
-           {"attention_bwd_workspace", [](const QueryArgs& q) { return BackwardWorkspaceElems(QueryProblem(q)); }}}};
+  return {
+      {{"jaxdnn_attention_fwd", kAttentionFwdCuda}, {"jaxdnn_attention_bwd", kAttentionBwdCuda}},
+      {{"attention_fwd_workspace", [](const QueryArgs& q) { return ForwardWorkspaceElems(QueryProblem(q)); }},
+       {"attention_bwd_workspace",
+        [](const QueryArgs& q) { return BackwardWorkspaceElems(QueryProblem(q)); }}}};
 }
 
 }  // namespace jaxdnn::attention

@@ -22,8 +22,8 @@ cudaError_t LaunchFwd(const AttnFwdArgs& p, cudaStream_t stream) {
   // Opting in to more than 48 KB of dynamic shared memory is a per-function,
   // per-device attribute: set on every launch (a host-side call, not a stream
   // operation, so safe under graph capture), as each GPU of a process needs it.
-  const cudaError_t configured = cudaFuncSetAttribute(
-      AttentionFwdKernel<T, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  const cudaError_t configured =
+      cudaFuncSetAttribute(AttentionFwdKernel<T, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (configured != cudaSuccess) return configured;
   const dim3 grid(unsigned((p.shape.q_len + kFwdBlockM - 1) / kFwdBlockM), unsigned(p.shape.heads),
                   unsigned(p.shape.batch));
@@ -123,7 +123,8 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 // one. The evidence for the thresholds is in docs/perf/attention.md.
 cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0) return cudaSuccess;
-  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && p.shape.heads > 0 && SwitchInt(Switch::kAttentionSm90Bwd, -1) != 0) {
+  if (p.shape.q_len > 0 && p.shape.kv_len > 0 && p.shape.heads > 0 &&
+      SwitchInt(Switch::kAttentionSm90Bwd, -1) != 0) {
     const bool fused_first = FusedBackwardFirst(p.shape.q_len, Sm90FusedBackwardOrdered(p));
     // The fused backward takes dense problems and segment ids alone (its
     // support check builds on Sm90BackwardSupports, which also takes the
@@ -138,10 +139,13 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
     const int64_t eb = p.dtype == ffi::DataType::F32 ? 4 : 2;
     const AttnShape& s = p.shape;
     cudaError_t err = cudaMemsetAsync(p.dq, 0, s.batch * s.q_len * s.heads * s.head_dim * eb, stream);
-    if (err == cudaSuccess) err = cudaMemsetAsync(p.dk, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
-    if (err == cudaSuccess) err = cudaMemsetAsync(p.dv, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
+    if (err == cudaSuccess)
+      err = cudaMemsetAsync(p.dk, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
+    if (err == cudaSuccess)
+      err = cudaMemsetAsync(p.dv, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
     if (err == cudaSuccess && p.dbias != nullptr) {
-      err = cudaMemsetAsync(p.dbias, 0, p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3] * 4, stream);
+      err = cudaMemsetAsync(p.dbias, 0, p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3] * 4,
+                            stream);
     }
     return err;
   }
@@ -155,9 +159,7 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
 // The Hopper kernel (TMA, wgmma, warp-specialized) takes the dense cases it
 // covers; JAXDNN_ATTENTION_SM90=0 keeps every case on the mma.sync kernel
 // (for A/B timing).
-static bool Sm90ForwardEnabled() {
-  return SwitchOn(Switch::kAttentionSm90);
-}
+static bool Sm90ForwardEnabled() { return SwitchOn(Switch::kAttentionSm90); }
 
 // The split-KV decode forward (cpp/attention/sm80/decode_split.cu) for a few query tokens
 // over a long key/value cache (self-test passed on an H200: 3.06 TB/s at
@@ -166,15 +168,14 @@ static bool Sm90ForwardEnabled() {
 // JAXDNN_ATTENTION_DECODE=0 turns it off (read once, at first use).
 // jaxdnn/attention/primitives.py reads the same variable to size the
 // workspace; without one large enough the forward goes on as before.
-static bool DecodeSplitEnabled() {
-  return SwitchOn(Switch::kAttentionDecode);
-}
+static bool DecodeSplitEnabled() { return SwitchOn(Switch::kAttentionDecode); }
 
 cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.q_len == 0 || p.shape.heads == 0) return cudaSuccess;
   if (DecodeSplitEnabled() && DecodeSplitSupports(p)) {
     DecodeSplitPlan plan;
-    if (cudaError_t err = FitDecodeSplitPlanToWaves(p, MakeDecodeSplitPlan(p.shape), &plan); err != cudaSuccess) {
+    if (cudaError_t err = FitDecodeSplitPlanToWaves(p, MakeDecodeSplitPlan(p.shape), &plan);
+        err != cudaSuccess) {
       return err;
     }
     return LaunchAttentionFwdDecodeSplit(p, plan, stream);

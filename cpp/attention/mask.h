@@ -43,8 +43,7 @@ JAXDNN_HD KeyRange AllowedKeys(const AttnMaskParams& m, const AttnShape& s, int6
   return r;
 }
 
-JAXDNN_HD bool SameSegment(const AttnMaskParams& m, const AttnShape& s, int64_t b, int64_t i,
-                           int64_t j) {
+JAXDNN_HD bool SameSegment(const AttnMaskParams& m, const AttnShape& s, int64_t b, int64_t i, int64_t j) {
   if (m.q_segments == nullptr) return true;
   return m.q_segments[b * s.q_len + i] == m.kv_segments[b * s.kv_len + j];
 }

@@ -66,16 +66,14 @@ bool FusedBackwardFirst(int64_t q_len, bool ordered) {
 }
 
 bool FusedBackwardShapeFits(const AttnProblem& p) {
-  constexpr int32_t kRefused = kHasBias | kHasMask | kHasQLengths | kHasKvLengths | kHasDropout |
-                               kHasDlse | kWantDbias;
+  constexpr int32_t kRefused =
+      kHasBias | kHasMask | kHasQLengths | kHasKvLengths | kHasDropout | kHasDlse | kWantDbias;
   const AttnShape& s = p.shape;
   return (s.head_dim == 64 || s.head_dim == 128) && !(p.operands & kRefused) && p.softcap == 0.f &&
          p.window_left < 0 && p.window_right < 0 && (!p.causal || s.q_len == s.kv_len);
 }
 
-int64_t ForwardWorkspaceElems(const AttnProblem& p) {
-  return std::max(Sm90ForwardElems(p), DecodeElems(p));
-}
+int64_t ForwardWorkspaceElems(const AttnProblem& p) { return std::max(Sm90ForwardElems(p), DecodeElems(p)); }
 
 int64_t BackwardWorkspaceElems(const AttnProblem& p) {
   const AttnShape& s = p.shape;

@@ -27,10 +27,10 @@ enum OperandBits : int32_t {
   kHasMask = 2,
   kHasQLengths = 4,
   kHasKvLengths = 8,
-  kHasSegments = 16,   // query and key/value segment ids, both
-  kHasDropout = 32,    // per-batch seeds [batch, 2] uint32
-  kHasDlse = 64,       // backward: a cotangent for the returned log-sum-exp
-  kWantDbias = 128,    // backward: produce dbias
+  kHasSegments = 16,  // query and key/value segment ids, both
+  kHasDropout = 32,   // per-batch seeds [batch, 2] uint32
+  kHasDlse = 64,      // backward: a cotangent for the returned log-sum-exp
+  kWantDbias = 128,   // backward: produce dbias
 };
 
 struct AttnShape {
@@ -51,27 +51,27 @@ struct Broadcast4 {
 // Everything that decides the logits and the mask, apart from q and k.
 struct AttnMaskParams {
   float scale = 1.f;
-  float softcap = 0.f;          // 0: no softcap; else logits = c * tanh(logits / c)
+  float softcap = 0.f;  // 0: no softcap; else logits = c * tanh(logits / c)
   bool causal = false;
-  int32_t window_left = -1;     // -1: unbounded
+  int32_t window_left = -1;  // -1: unbounded
   int32_t window_right = -1;
-  const int32_t* q_lengths = nullptr;   // [batch]
-  const int32_t* kv_lengths = nullptr;  // [batch]
-  const int32_t* q_segments = nullptr;  // [batch, q_len]
-  const int32_t* kv_segments = nullptr; // [batch, kv_len]
+  const int32_t* q_lengths = nullptr;    // [batch]
+  const int32_t* kv_lengths = nullptr;   // [batch]
+  const int32_t* q_segments = nullptr;   // [batch, q_len]
+  const int32_t* kv_segments = nullptr;  // [batch, kv_len]
   float dropout_rate = 0.f;
-  const uint32_t* seeds = nullptr;      // [batch, 2]
+  const uint32_t* seeds = nullptr;  // [batch, 2]
 };
 
 struct AttnFwdArgs {
   AttnShape shape;
-  ffi::DataType dtype;      // of q, k, v and out
+  ffi::DataType dtype;  // of q, k, v and out
   const void* q;
   const void* k;
   const void* v;
-  Broadcast4 bias;          // data null when absent
+  Broadcast4 bias;  // data null when absent
   ffi::DataType bias_dtype;
-  Broadcast4 mask;          // bool (one byte), data null when absent
+  Broadcast4 mask;  // bool (one byte), data null when absent
   AttnMaskParams mask_params;
   void* out;
   float* lse;
@@ -79,7 +79,7 @@ struct AttnFwdArgs {
   // sm90 forward's dynamic tile counter in its first element; may be absent.
   float* workspace = nullptr;
   int64_t workspace_elems = 0;
-  int device = -1;          // CUDA: the stream's device (-1: the current one)
+  int device = -1;  // CUDA: the stream's device (-1: the current one)
 };
 
 struct AttnBwdArgs {
@@ -91,7 +91,7 @@ struct AttnBwdArgs {
   const void* out;
   const float* lse;
   const void* dout;
-  const float* dlse;        // [batch, heads, q_len]; null when absent
+  const float* dlse;  // [batch, heads, q_len]; null when absent
   Broadcast4 bias;
   ffi::DataType bias_dtype;
   Broadcast4 mask;
@@ -99,24 +99,21 @@ struct AttnBwdArgs {
   void* dq;
   void* dk;
   void* dv;
-  float* dbias;             // float32 with bias's shape; null when not wanted
-  float* workspace;         // CUDA: float32 scratch; null on CPU
+  float* dbias;      // float32 with bias's shape; null when not wanted
+  float* workspace;  // CUDA: float32 scratch; null on CPU
   int64_t workspace_elems;
   // false: the backward may add dQ contributions in any order (float32
   // atomics), so reruns can differ in the last bits.
   bool deterministic = true;
-  int device = -1;          // CUDA: the stream's device (-1: the current one)
+  int device = -1;  // CUDA: the stream's device (-1: the current one)
 };
 
-ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                    int32_t operands, float scale, float softcap,
-                                    int32_t causal, int32_t window_left,
-                                    int32_t window_right, float dropout_rate);
+ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
+                                      float scale, float softcap, int32_t causal, int32_t window_left,
+                                      int32_t window_right, float dropout_rate);
 
-ffi::ErrorOr<AttnBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                    int32_t operands, float scale, float softcap,
-                                    int32_t causal, int32_t window_left,
-                                    int32_t window_right, float dropout_rate,
-                                    bool has_workspace);
+ffi::ErrorOr<AttnBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
+                                      float scale, float softcap, int32_t causal, int32_t window_left,
+                                      int32_t window_right, float dropout_rate, bool has_workspace);
 
 }  // namespace jaxdnn::attention

@@ -27,8 +27,8 @@ ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> NextRet(const List& list, size_t& i, c
 }  // namespace jaxdnn
 
 // `auto var = *expr`, returning the error from the enclosing ErrorOr function instead.
-#define JAXDNN_TRY(var, expr)                                           \
-  auto var##_or = (expr);                                               \
+#define JAXDNN_TRY(var, expr)                                          \
+  auto var##_or = (expr);                                              \
   if (!var##_or.has_value()) return ffi::Unexpected(var##_or.error()); \
   auto var = *var##_or;
 

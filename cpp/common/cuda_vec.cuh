@@ -8,24 +8,28 @@
 
 namespace jaxdnn {
 
-template <typename T> struct Vec16;
+template <typename T>
+struct Vec16;
 
-template <> struct Vec16<float> {
+template <>
+struct Vec16<float> {
   static constexpr int kElems = 4;
   __device__ static void Unpack(const uint4& r, float* f) {
-    f[0] = __uint_as_float(r.x); f[1] = __uint_as_float(r.y);
-    f[2] = __uint_as_float(r.z); f[3] = __uint_as_float(r.w);
+    f[0] = __uint_as_float(r.x);
+    f[1] = __uint_as_float(r.y);
+    f[2] = __uint_as_float(r.z);
+    f[3] = __uint_as_float(r.w);
   }
   __device__ static uint4 Pack(const float* f) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]),
-                      __float_as_uint(f[2]), __float_as_uint(f[3]));
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
   }
   __device__ static float Load1(const float* p) { return *p; }
   __device__ static void Store1(float* p, float v) { *p = v; }
 };
 
-template <typename Half, typename Half2, float2 (*ToF2)(Half2), Half2 (*FromF2)(float2),
-          float (*ToF)(Half), Half (*FromF)(float)>
+template <typename Half, typename Half2, float2 (*ToF2)(Half2), Half2 (*FromF2)(float2), float (*ToF)(Half),
+          Half (*FromF)(float)>
 struct Vec16Half {
   static constexpr int kElems = 8;
   __device__ static void Unpack(const uint4& r, float* f) {
@@ -57,9 +61,10 @@ __device__ inline __half2 F2ToH2(float2 v) { return __float22half2_rn(v); }
 __device__ inline float HToF(__half v) { return __half2float(v); }
 __device__ inline __half FToH(float v) { return __float2half_rn(v); }
 
-template <> struct Vec16<__nv_bfloat16>
-    : Vec16Half<__nv_bfloat16, __nv_bfloat162, Bf2ToF2, F2ToBf2, BfToF, FToBf> {};
-template <> struct Vec16<__half> : Vec16Half<__half, __half2, H2ToF2, F2ToH2, HToF, FToH> {};
+template <>
+struct Vec16<__nv_bfloat16> : Vec16Half<__nv_bfloat16, __nv_bfloat162, Bf2ToF2, F2ToBf2, BfToF, FToBf> {};
+template <>
+struct Vec16<__half> : Vec16Half<__half, __half2, H2ToF2, F2ToH2, HToF, FToH> {};
 
 // Streaming accesses: rows are touched once, so keep them from evicting the
 // parameters that every row re-reads.
@@ -116,7 +121,10 @@ __device__ inline float2 RowSum2OneBarrier(float2 v, float* scratch) {
   if (warps == 1) return v;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* s = scratch + threadIdx.y * 64;
-  if (lane == 0) { s[warp] = v.x; s[32 + warp] = v.y; }
+  if (lane == 0) {
+    s[warp] = v.x;
+    s[32 + warp] = v.y;
+  }
   __syncthreads();
   return WarpSum2(lane < warps ? make_float2(s[lane], s[32 + lane]) : make_float2(0.0f, 0.0f));
 }
@@ -171,8 +179,8 @@ __device__ inline float2 ShiftedSums(const uint4 (&raw)[kVpt], int64_t nvec, flo
 }
 
 template <typename T, int kVpt>
-__device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec, float shift,
-                                          float inv_dim, float* scratch) {
+__device__ inline float2 RowMeanM2Shifted(const uint4 (&raw)[kVpt], int64_t nvec, float shift, float inv_dim,
+                                          float* scratch) {
   // The forward reduces once per block: one barrier.
   const float2 t = RowSum2OneBarrier(ShiftedSums<T, kVpt>(raw, nvec, shift), scratch);
   const float mean_d = t.x * inv_dim;
@@ -217,10 +225,17 @@ __device__ inline float2 RowMeanM2(const uint4 (&raw)[kVpt], int64_t nvec, float
   if (warps == 1) return make_float2(warp_mean, q);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* s = scratch + threadIdx.y * 96;
-  if (lane == 0) { s[warp] = sc.y; s[32 + warp] = warp_mean; s[64 + warp] = q; }
+  if (lane == 0) {
+    s[warp] = sc.y;
+    s[32 + warp] = warp_mean;
+    s[64 + warp] = q;
+  }
   __syncthreads();
   float n = 0.0f, weighted = 0.0f;
-  for (int w = 0; w < warps; ++w) { n += s[w]; weighted += s[w] * s[32 + w]; }
+  for (int w = 0; w < warps; ++w) {
+    n += s[w];
+    weighted += s[w] * s[32 + w];
+  }
   const float mean = n > 0.0f ? weighted / n : 0.0f;
   float m2 = 0.0f;
   for (int w = 0; w < warps; ++w) {

@@ -52,8 +52,8 @@ ffi::Error CheckStat(const ffi::AnyBuffer& b, const NormShape& s, const char* na
 
 ffi::ErrorOr<NormShape> ShapeOf(const ffi::AnyBuffer& x, const ffi::AnyBuffer& scale) {
   if (!IsSupportedFloat(x.element_type())) {
-    return ffi::Unexpected(InvalidArg(kOp, std::string("x dtype ") + DtypeName(x.element_type()) +
-                                               " is not float32, bfloat16 or float16"));
+    return ffi::Unexpected(InvalidArg(
+        kOp, std::string("x dtype ") + DtypeName(x.element_type()) + " is not float32, bfloat16 or float16"));
   }
   NormShape s;
   s.dim = LastDim(x);
@@ -68,8 +68,8 @@ ffi::ErrorOr<NormShape> ShapeOf(const ffi::AnyBuffer& x, const ffi::AnyBuffer& s
 
 }  // namespace
 
-ffi::ErrorOr<NormFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                    int32_t kind, bool residual, float epsilon) {
+ffi::ErrorOr<NormFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+                                      bool residual, float epsilon) {
   if (kind != 0 && kind != 1) return ffi::Unexpected(InvalidArg(kOp, "unknown norm kind"));
   const bool layer = kind == int32_t(NormKind::kLayer);
   size_t a = 0, r = 0;
@@ -78,7 +78,10 @@ ffi::ErrorOr<NormFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   p.epsilon = epsilon;
   JAXDNN_TRY(x, Arg(args, a, "x"));
   ffi::AnyBuffer res = x;
-  if (residual) { JAXDNN_TRY(rr, Arg(args, a, "residual")); res = rr; }
+  if (residual) {
+    JAXDNN_TRY(rr, Arg(args, a, "residual"));
+    res = rr;
+  }
   JAXDNN_TRY(scale, Arg(args, a, "scale"));
   JAXDNN_TRY(shape, ShapeOf(x, scale));
   JAXDNN_CHECK(CheckParam(scale, shape, "scale"));
@@ -86,7 +89,10 @@ ffi::ErrorOr<NormFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   p.dtype = x.element_type();
   p.x = x.untyped_data();
   p.scale = static_cast<const float*>(scale.untyped_data());
-  if (residual) { JAXDNN_CHECK(CheckLike(x, res, "residual")); p.residual = res.untyped_data(); }
+  if (residual) {
+    JAXDNN_CHECK(CheckLike(x, res, "residual"));
+    p.residual = res.untyped_data();
+  }
   if (layer) {
     JAXDNN_TRY(bias, Arg(args, a, "bias"));
     JAXDNN_CHECK(CheckParam(bias, shape, "bias"));
@@ -111,8 +117,8 @@ ffi::ErrorOr<NormFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   return p;
 }
 
-ffi::ErrorOr<NormBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                    int32_t kind, bool residual, bool has_workspace) {
+ffi::ErrorOr<NormBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+                                      bool residual, bool has_workspace) {
   if (kind != 0 && kind != 1) return ffi::Unexpected(InvalidArg(kOp, "unknown norm kind"));
   const bool layer = kind == int32_t(NormKind::kLayer);
   size_t a = 0, r = 0;

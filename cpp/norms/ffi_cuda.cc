@@ -14,21 +14,22 @@
 namespace jaxdnn::norms {
 namespace {
 
-ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   int32_t kind, int32_t residual, float epsilon) {
+ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+                   int32_t residual, float epsilon) {
   auto p = ReadFwdCall(args, rets, kind, residual != 0, epsilon);
   if (!p.has_value()) return p.error();
   return NormFwdCuda(*p, stream);
 }
 
-ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   int32_t kind, int32_t residual) {
+ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+                   int32_t residual) {
   auto p = ReadBwdCall(args, rets, kind, residual != 0, /*has_workspace=*/true);
   if (!p.has_value()) return p.error();
   const NormBwdPlan plan = MakeNormBwdPlan(p->shape, p->dtype == ffi::DataType::F32 ? 4 : 2);
   if (p->num_partials != plan.partials) {
     return InvalidArg("jaxdnn norm backward", "the workspace holds " + std::to_string(p->num_partials) +
-                                                  " partials where the plan has " + std::to_string(plan.partials));
+                                                  " partials where the plan has " +
+                                                  std::to_string(plan.partials));
   }
   return NormBwdCuda(*p, stream);
 }
@@ -57,12 +58,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kNormBwdCuda, BwdCuda,
 FamilyExports CudaExports() {
   return {{{"jaxdnn_norm_fwd", kNormFwdCuda}, {"jaxdnn_norm_bwd", kNormBwdCuda}},
           {{"norm_bwd_partials", [](const QueryArgs& q) {
-             NormShape s;
-             s.rows = QueryArg(q, "rows");
-             s.dim = QueryArg(q, "dim");
-             s.groups = QueryArg(q, "groups");
-             return MakeNormBwdPlan(s, QueryArg(q, "itemsize")).partials;
-           }}}};
+              NormShape s;
+              s.rows = QueryArg(q, "rows");
+              s.dim = QueryArg(q, "dim");
+              s.groups = QueryArg(q, "groups");
+              return MakeNormBwdPlan(s, QueryArg(q, "itemsize")).partials;
+            }}}};
 }
 
 }  // namespace jaxdnn::norms

@@ -35,13 +35,13 @@ struct NormFwdArgs {
   NormShape shape;
   ffi::DataType dtype;
   const void* x;
-  const void* residual;   // null when no residual is fused
-  const float* scale;     // [groups, dim]
-  const float* bias;      // [groups, dim]; null for RMSNorm
+  const void* residual;  // null when no residual is fused
+  const float* scale;    // [groups, dim]
+  const float* bias;     // [groups, dim]; null for RMSNorm
   void* y;
-  void* z;                // residual sum, written only when residual != null
-  float* mean;            // [rows]; null for RMSNorm
-  float* rstd;            // [rows]
+  void* z;      // residual sum, written only when residual != null
+  float* mean;  // [rows]; null for RMSNorm
+  float* rstd;  // [rows]
 };
 
 // Backward from the saved z, mean and rstd:
@@ -54,13 +54,13 @@ struct NormBwdArgs {
   const void* dy;
   const void* z;
   const float* scale;
-  const float* mean;      // null for RMSNorm
+  const float* mean;  // null for RMSNorm
   const float* rstd;
-  const void* dsum;       // cotangent of the residual sum; may be null
+  const void* dsum;  // cotangent of the residual sum; may be null
   void* dx;
-  float* dscale;          // [groups, dim]
-  float* dbias;           // [groups, dim]; null for RMSNorm
-  float* partials;        // CUDA workspace [groups, num_partials, 2, dim]; null on CPU
+  float* dscale;    // [groups, dim]
+  float* dbias;     // [groups, dim]; null for RMSNorm
+  float* partials;  // CUDA workspace [groups, num_partials, 2, dim]; null on CPU
   int64_t num_partials;
 };
 
@@ -69,9 +69,9 @@ struct NormBwdArgs {
 //   bwd args: dy, z, scale, [mean], rstd, [dsum]  rets: dx, dscale, [dbias], [workspace]
 // Bracketed entries are present for LayerNorm (bias, mean, dbias), when a
 // residual is fused (residual, z, dsum), and on CUDA (workspace).
-ffi::ErrorOr<NormFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                    int32_t kind, bool residual, float epsilon);
-ffi::ErrorOr<NormBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                    int32_t kind, bool residual, bool has_workspace);
+ffi::ErrorOr<NormFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+                                      bool residual, float epsilon);
+ffi::ErrorOr<NormBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t kind,
+                                      bool residual, bool has_workspace);
 
 }  // namespace jaxdnn::norms

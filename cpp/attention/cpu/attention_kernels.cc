@@ -72,8 +72,7 @@ struct QueryTile {
   KeyRange row[kQBlock];
   int64_t lo = 0, hi = 0;  // union of the non-empty ranges, clipped to [k_lo, k_hi)
 
-  QueryTile(const AttnMaskParams& m, const AttnShape& s, int64_t b, int64_t i0_, int64_t k_lo,
-            int64_t k_hi)
+  QueryTile(const AttnMaskParams& m, const AttnShape& s, int64_t b, int64_t i0_, int64_t k_lo, int64_t k_hi)
       : i0(i0_), rows(std::min(kQBlock, s.q_len - i0_)), lo(k_hi), hi(k_lo) {
     for (int64_t r = 0; r < rows; ++r) {
       KeyRange kr = AllowedKeys(m, s, b, i0 + r);
@@ -197,9 +196,10 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
         for (int64_t d = 0; d < dim; ++d) {
           orow[d] = FromFloat<T>(poisoned ? std::numeric_limits<float>::quiet_NaN() : acc[r * dim + d] * inv);
         }
-        p.lse[(b * s.heads + h) * s.q_len + i] =
-            nan_logit[r] ? std::numeric_limits<float>::quiet_NaN()
-                         : pos_inf ? -kNegInf : empty ? kNegInf : run_max[r] + std::log(run_sum[r]);
+        p.lse[(b * s.heads + h) * s.q_len + i] = nan_logit[r] ? std::numeric_limits<float>::quiet_NaN()
+                                                 : pos_inf    ? -kNegInf
+                                                 : empty      ? kNegInf
+                                                              : run_max[r] + std::log(run_sum[r]);
       }
     }
   });
@@ -316,8 +316,9 @@ void Backward(const AttnBwdArgs& p, ffi::ThreadPool* pool) {
                 continue;
               }
               const float pr = std::exp(x - lse[r]);
-              const float keep =
-                  (drop.on && !DropoutKeep(row_state[r], uint32_t(j), drop.threshold)) ? 0.f : drop.keep_scale;
+              const float keep = (drop.on && !DropoutKeep(row_state[r], uint32_t(j), drop.threshold))
+                                     ? 0.f
+                                     : drop.keep_scale;
               const float dlogit = pr * (gt[t] * keep - delta[r]);
               if (p.dbias) p.dbias[p.bias.Offset(b, h, i, j)] += dlogit;
               pt[t] = pr * keep;
@@ -398,8 +399,7 @@ ffi::Error Dispatch(const Args& p, ffi::ThreadPool* pool, Kernel<Args> f32, Kern
     case ffi::DataType::F32: f32(p, pool); break;
     case ffi::DataType::BF16: bf16(p, pool); break;
     case ffi::DataType::F16: f16(p, pool); break;
-    default:
-      return InvalidArg("jaxdnn attention", std::string("unsupported dtype ") + DtypeName(p.dtype));
+    default: return InvalidArg("jaxdnn attention", std::string("unsupported dtype ") + DtypeName(p.dtype));
   }
   return ffi::Error::Success();
 }

@@ -14,8 +14,7 @@
 #ifndef JAXDNN_CPU_CLONES
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && defined(__GNUC__) && \
     !defined(__clang__) && __GNUC__ >= 12
-#define JAXDNN_CPU_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define JAXDNN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define JAXDNN_CPU_CLONES
 #endif
@@ -45,8 +44,7 @@ JAXDNN_CPU_CLONES void ScoreTile(const float* a, int64_t dim, const float* panel
 }
 
 // Sixteen accumulators of a row stay in registers over the keys.
-JAXDNN_CPU_CLONES void WeightedRowSum(float* acc, const float* w, const float* rows, int64_t n,
-                                      int64_t dim) {
+JAXDNN_CPU_CLONES void WeightedRowSum(float* acc, const float* w, const float* rows, int64_t n, int64_t dim) {
   int64_t dc = 0;
   for (; dc + 16 <= dim; dc += 16) {
     float a[16];
@@ -67,8 +65,8 @@ JAXDNN_CPU_CLONES void WeightedRowSum(float* acc, const float* w, const float* r
   }
 }
 
-JAXDNN_CPU_CLONES void WeightedColumnSum(float* out, const float* w, const float* a,
-                                         int64_t n_rows, int64_t n, int64_t dim) {
+JAXDNN_CPU_CLONES void WeightedColumnSum(float* out, const float* w, const float* a, int64_t n_rows,
+                                         int64_t n, int64_t dim) {
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * dim;
     int64_t dc = 0;
@@ -115,8 +113,7 @@ JAXDNN_CPU_CLONES float ScaleAndMax(float* x, int64_t n, float scale) {
 
 // Four rows by sixteen columns of accumulators: independent chains, so the
 // adds overlap rather than wait on each other.
-JAXDNN_CPU_CLONES void RowSumTile(float* acc, const float* w, const float* rows, int64_t n,
-                                  int64_t dim) {
+JAXDNN_CPU_CLONES void RowSumTile(float* acc, const float* w, const float* rows, int64_t n, int64_t dim) {
   int64_t dc = 0;
   for (; dc + 16 <= dim; dc += 16) {
     for (int64_t r = 0; r < kQBlock; r += 4) {
@@ -240,9 +237,8 @@ JAXDNN_CPU_CLONES float SoftmaxWeights(const float* x, int64_t n, float max, flo
   return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
-JAXDNN_CPU_CLONES void PlainGradients(float* pt, float* gt, int64_t n, float scale, float lse,
-                                      float delta, const DropoutPlan& drop, uint32_t row_state,
-                                      uint32_t j0) {
+JAXDNN_CPU_CLONES void PlainGradients(float* pt, float* gt, int64_t n, float scale, float lse, float delta,
+                                      const DropoutPlan& drop, uint32_t row_state, uint32_t j0) {
   const bool on = drop.on;
   const uint32_t threshold = drop.threshold;
   const float keep_scale = drop.keep_scale;

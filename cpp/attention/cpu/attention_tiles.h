@@ -20,8 +20,7 @@ constexpr int64_t kKeyBlock = 64;  // keys per tile (a multiple of 16)
 inline int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // Offsets of element [b, pos, head, 0] in a [batch, len, heads, D] array.
-inline int64_t RowOffset(int64_t b, int64_t pos, int64_t head, int64_t len, int64_t heads,
-                         int64_t dim) {
+inline int64_t RowOffset(int64_t b, int64_t pos, int64_t head, int64_t len, int64_t heads, int64_t dim) {
   return ((b * len + pos) * heads + head) * dim;
 }
 
@@ -61,8 +60,7 @@ void WeightedRowSum(float* acc, const float* w, const float* rows, int64_t n, in
 
 // out[t][d] += w[r][t] * a[r][d] for t < n, r < n_rows in order (r inner),
 // zero weights skipped; w is [kQBlock, kKeyBlock], a is [kQBlock, dim].
-void WeightedColumnSum(float* out, const float* w, const float* a, int64_t n_rows, int64_t n,
-                       int64_t dim);
+void WeightedColumnSum(float* out, const float* w, const float* a, int64_t n_rows, int64_t n, int64_t dim);
 
 // The same sums for a whole tile, zero weights included (so only for finite
 // rows, where a zero weight adds zero): acc[r][d] += w[r][t] * rows[t][d]

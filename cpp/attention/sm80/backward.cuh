@@ -16,18 +16,24 @@
 namespace jaxdnn::attention {
 
 constexpr int kBwdThreads = 128;
-constexpr int kDqBlockM = 64;    // query rows per dQ block (16 per warp)
-constexpr int kKvBlockN = 64;    // keys per dK/dV block (16 per warp)
-constexpr int kKvBlockQ = 32;    // query rows per step of the dK/dV loop
+constexpr int kDqBlockM = 64;  // query rows per dQ block (16 per warp)
+constexpr int kKvBlockN = 64;  // keys per dK/dV block (16 per warp)
+constexpr int kKvBlockQ = 32;  // query rows per step of the dK/dV loop
 
 template <int kD>
-constexpr int DqBlockN() { return kD <= 128 ? 32 : 16; }
+constexpr int DqBlockN() {
+  return kD <= 128 ? 32 : 16;
+}
 
 template <int kD>
-constexpr int DqSmemBytes() { return (2 * kDqBlockM * kD + 4 * DqBlockN<kD>() * kD) * 2; }
+constexpr int DqSmemBytes() {
+  return (2 * kDqBlockM * kD + 4 * DqBlockN<kD>() * kD) * 2;
+}
 
 template <int kD>
-constexpr int KvSmemBytes() { return (2 * kKvBlockN * kD + 4 * kKvBlockQ * kD) * 2; }
+constexpr int KvSmemBytes() {
+  return (2 * kKvBlockN * kD + 4 * kKvBlockQ * kD) * 2;
+}
 
 // Workspace carve-up (float32), shared with the host side.
 struct BwdWorkspace {
@@ -77,8 +83,8 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
   extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
   T* sdO = sQ + kDqBlockM * kD;
-  T* sK = sdO + kDqBlockM * kD;     // [2][kBlockN][kD]
-  T* sV = sK + 2 * kBlockN * kD;    // [2][kBlockN][kD]
+  T* sK = sdO + kDqBlockM * kD;   // [2][kBlockN][kD]
+  T* sV = sK + 2 * kBlockN * kD;  // [2][kBlockN][kD]
 
   const AttnShape& s = p.shape;
   const AttnMaskParams& m = p.mask_params;
@@ -143,8 +149,8 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
     const int buf = (t - tile_lo) & 1;
     const int n0 = t * kBlockN;
     if (t + 1 < tile_hi) {
-      LoadTilePair<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src,
-                                   v_src, kv_stride, n0 + kBlockN, int(s.kv_len));
+      LoadTilePair<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src, v_src,
+                                   kv_stride, n0 + kBlockN, int(s.kv_len));
     }
     sm80::CpAsyncCommit();
     sm80::CpAsyncWait<1>();
@@ -152,8 +158,8 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
     bool tile_elementwise = elementwise;
     // A skipped tile leaves its dS (and dbias, zeroed beforehand) at zero.
     if (m.q_segments != nullptr &&
-        !ApplySegmentVote<kBlockN>(p, m.kv_segments + int64_t(b) * s.kv_len, n0, int(s.kv_len),
-                                   seg_min, seg_max, tile_elementwise)) {
+        !ApplySegmentVote<kBlockN>(p, m.kv_segments + int64_t(b) * s.kv_len, n0, int(s.kv_len), seg_min,
+                                   seg_max, tile_elementwise)) {
       __syncthreads();
       continue;
     }
@@ -228,7 +234,7 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
 #pragma unroll
         for (int g4 = 0; g4 < kGroup; ++g4) {
           sm80::LdMatrixX4Trans(bk[g4], tK + Swz::Offset(kt * 16 + ((lane / 8) % 2) * 8 + (lane % 8),
-                                                      (db0 + g4) * 2 + lane / 16));
+                                                         (db0 + g4) * 2 + lane / 16));
         }
 #pragma unroll
         for (int g4 = 0; g4 < kGroup; ++g4) {
@@ -265,8 +271,8 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
   extern __shared__ __align__(128) unsigned char smem[];
   T* sK = reinterpret_cast<T*>(smem);
   T* sV = sK + kKvBlockN * kD;
-  T* sQ = sV + kKvBlockN * kD;                  // [2][kKvBlockQ][kD]
-  T* sdO = sQ + 2 * kKvBlockQ * kD;             // [2][kKvBlockQ][kD]
+  T* sQ = sV + kKvBlockN * kD;       // [2][kKvBlockQ][kD]
+  T* sdO = sQ + 2 * kKvBlockQ * kD;  // [2][kKvBlockQ][kD]
   __shared__ float s_lse[2][kKvBlockQ], s_delta[2][kKvBlockQ];
   __shared__ int s_lo[2][kKvBlockQ], s_hi[2][kKvBlockQ];
   __shared__ uint32_t s_drop[2][kKvBlockQ];
@@ -294,7 +300,7 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
   const int n_qtiles = (q_valid + kKvBlockQ - 1) / kKvBlockQ;
   auto tile_hits = [&](int qt) {
     const int first = qt * kKvBlockQ, last = min(first + kKvBlockQ, q_valid) - 1;
-    return int(AllowedKeys(m, s, b, first).lo) < n_end && int(AllowedKeys(m, s, b, last).hi) > n0;
+    return int(AllowedKeys(m, s, b, first).lo)<n_end&& int(AllowedKeys(m, s, b, last).hi)> n0;
   };
   int qt_lo = 0;  // the tiles that hit form one run: lo and hi both grow
   while (qt_lo < n_qtiles && !tile_hits(qt_lo)) ++qt_lo;
@@ -337,8 +343,8 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
     const int buf = (qt - qt_lo) & 1;
     const int i0 = qt * kKvBlockQ;
     if (qt + 1 < qt_hi) {
-      LoadTilePair<T, kD, kKvBlockQ>(sQ + (buf ^ 1) * kKvBlockQ * kD, sdO + (buf ^ 1) * kKvBlockQ * kD,
-                                     q_src, do_src, q_stride, i0 + kKvBlockQ, int(s.q_len));
+      LoadTilePair<T, kD, kKvBlockQ>(sQ + (buf ^ 1) * kKvBlockQ * kD, sdO + (buf ^ 1) * kKvBlockQ * kD, q_src,
+                                     do_src, q_stride, i0 + kKvBlockQ, int(s.q_len));
       stage_rows(qt + 1, buf ^ 1);
     }
     sm80::CpAsyncCommit();
@@ -346,8 +352,8 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
     __syncthreads();
     bool tile_elementwise = elementwise;
     if (m.q_segments != nullptr &&
-        !ApplySegmentVote<kKvBlockQ>(p, m.q_segments + int64_t(b) * s.q_len, i0, int(s.q_len),
-                                     kv_seg_min, kv_seg_max, tile_elementwise)) {
+        !ApplySegmentVote<kKvBlockQ>(p, m.q_segments + int64_t(b) * s.q_len, i0, int(s.q_len), kv_seg_min,
+                                     kv_seg_max, tile_elementwise)) {
       __syncthreads();
       continue;
     }
@@ -390,9 +396,9 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
         const int i = i0 + c;
         bool keep = (j >= s_lo[buf][c]) & (j < s_hi[buf][c]);
         if (tile_elementwise && keep) {
-          keep = SameSegment(m, s, b, i, j) &&
-                 (p.mask.data == nullptr ||
-                  static_cast<const uint8_t*>(p.mask.data)[p.mask.Offset(b, h, i, j)]);
+          keep =
+              SameSegment(m, s, b, i, j) &&
+              (p.mask.data == nullptr || static_cast<const uint8_t*>(p.mask.data)[p.mask.Offset(b, h, i, j)]);
         }
         const float raw = Logit(m, st[nb][e]);
         float x = raw;
@@ -448,10 +454,12 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
 #pragma unroll
     for (int i = 0; i < kDTiles; ++i) {
       if constexpr (kDoDk) {
-        *reinterpret_cast<float2*>(ws.dk_part + base + i * 8 + 2 * quad) = make_float2(dk[i][2 * r], dk[i][2 * r + 1]);
+        *reinterpret_cast<float2*>(ws.dk_part + base + i * 8 + 2 * quad) =
+            make_float2(dk[i][2 * r], dk[i][2 * r + 1]);
       }
       if constexpr (kDoDv) {
-        *reinterpret_cast<float2*>(ws.dv_part + base + i * 8 + 2 * quad) = make_float2(dv[i][2 * r], dv[i][2 * r + 1]);
+        *reinterpret_cast<float2*>(ws.dv_part + base + i * 8 + 2 * quad) =
+            make_float2(dv[i][2 * r], dv[i][2 * r + 1]);
       }
     }
   }

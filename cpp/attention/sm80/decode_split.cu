@@ -30,8 +30,8 @@ cudaError_t ResidentCtasPerSm(int device, int* ctas) {
     q.err = cudaFuncSetAttribute(DecodeSplitPartialKernel<T, kD, kRowTiles>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (q.err == cudaSuccess) {
-      q.err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&q.ctas, DecodeSplitPartialKernel<T, kD, kRowTiles>,
-                                                            kDecodeThreads, kSmem);
+      q.err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &q.ctas, DecodeSplitPartialKernel<T, kD, kRowTiles>, kDecodeThreads, kSmem);
     }
     return q;
   });
@@ -75,9 +75,9 @@ cudaError_t LaunchPhases(const DecodeSplitParams& dp, const DecodeSplitPlan& pla
   const int64_t rows = s.batch * s.heads * s.q_len;
   const int warps_per_row = DecodeCombineWarpsPerRow(dp.slots);
   const int64_t rows_per_block = kDecodeCombineWarps / warps_per_row;
-  DecodeCombineKernel<T, kD><<<unsigned((rows + rows_per_block - 1) / rows_per_block), kDecodeCombineThreads, 0,
-                               stream>>>(dp.partial_o, dp.partial_ml, dp.slots, warps_per_row, s,
-                                         static_cast<T*>(dp.args.out), dp.args.lse);
+  DecodeCombineKernel<T, kD>
+      <<<unsigned((rows + rows_per_block - 1) / rows_per_block), kDecodeCombineThreads, 0, stream>>>(
+          dp.partial_o, dp.partial_ml, dp.slots, warps_per_row, s, static_cast<T*>(dp.args.out), dp.args.lse);
   return cudaGetLastError();
 }
 
@@ -144,7 +144,8 @@ cudaError_t FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPla
   if (err != cudaSuccess) return err;
   err = p.dtype == ffi::DataType::F16
             ? ResidentByHeadDim<__half>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm)
-            : ResidentByHeadDim<__nv_bfloat16>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm);
+            : ResidentByHeadDim<__nv_bfloat16>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles,
+                                               &per_sm);
   if (err != cudaSuccess) return err;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
   const int64_t slots = static_cast<int64_t>(per_sm) * sms;

@@ -28,7 +28,9 @@ constexpr int DecodeWarpKeys() {
   return (64 / kKeyGroups) < (kD >= 128 ? 32 : 64) ? 64 / kKeyGroups : (kD >= 128 ? 32 : 64);
 }
 template <int kD, int kKeyGroups>
-constexpr int DecodeBlockKeys() { return DecodeWarpKeys<kD, kKeyGroups>() * kKeyGroups; }
+constexpr int DecodeBlockKeys() {
+  return DecodeWarpKeys<kD, kKeyGroups>() * kKeyGroups;
+}
 
 template <int kD, int kRowTiles>
 constexpr int DecodeSmemBytes() {
@@ -38,18 +40,18 @@ constexpr int DecodeSmemBytes() {
 
 struct DecodeSplitParams {
   AttnFwdArgs args;
-  int64_t rows;        // q_len * group
+  int64_t rows;  // q_len * group
   int64_t row_groups;
-  int64_t chunk;       // keys per split
-  int64_t slots;       // splits * key groups
-  float* partial_o;    // [batch * heads * q_len, slots, head_dim]
-  float* partial_ml;   // [batch * heads * q_len, slots, 2]: max (log2 units), sum
+  int64_t chunk;      // keys per split
+  int64_t slots;      // splits * key groups
+  float* partial_o;   // [batch * heads * q_len, slots, head_dim]
+  float* partial_ml;  // [batch * heads * q_len, slots, 2]: max (log2 units), sum
 };
 
 // kBlockN keys from `key0` of K and V (rows at or past kv_len zero-filled).
 template <typename T, int kD, int kBlockN>
-__device__ __forceinline__ void DecodeLoadKv(T* sk, T* sv, const T* k_src, const T* v_src,
-                                             int64_t stride, int64_t key0, int64_t kv_len) {
+__device__ __forceinline__ void DecodeLoadKv(T* sk, T* sv, const T* k_src, const T* v_src, int64_t stride,
+                                             int64_t key0, int64_t kv_len) {
   constexpr int kChunks = kD / 8;
   constexpr int kRowsPerPass = kDecodeThreads / kChunks;
   static_assert(kBlockN % kRowsPerPass == 0, "a block must be whole passes");
@@ -66,8 +68,7 @@ __device__ __forceinline__ void DecodeLoadKv(T* sk, T* sv, const T* k_src, const
 }
 
 template <typename T, int kD, int kRowTiles>
-__global__ void __launch_bounds__(kDecodeThreads)
-    DecodeSplitPartialKernel(const DecodeSplitParams dp) {
+__global__ void __launch_bounds__(kDecodeThreads) DecodeSplitPartialKernel(const DecodeSplitParams dp) {
   constexpr int kKeyGroups = kDecodeWarps / kRowTiles;
   constexpr int kWarpKeys = DecodeWarpKeys<kD, kKeyGroups>();
   constexpr int kBlockN = DecodeBlockKeys<kD, kKeyGroups>();
@@ -158,8 +159,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const int buf = int(t & 1);
     const int64_t n0 = union_lo + t * kBlockN;
     if (t + 1 < n_blocks) {
-      DecodeLoadKv<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src,
-                                   v_src, kv_stride, n0 + kBlockN, s.kv_len);
+      DecodeLoadKv<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src, v_src,
+                                   kv_stride, n0 + kBlockN, s.kv_len);
     }
     sm80::CpAsyncCommit();
     sm80::CpAsyncWait<1>();

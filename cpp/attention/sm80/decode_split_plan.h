@@ -35,12 +35,12 @@ constexpr int64_t kDecodeMinChunk = 512;
 constexpr int64_t kDecodeTargetCtas = 1024;
 
 struct DecodeSplitPlan {
-  int row_tiles = 1;       // 16-row tiles per CTA: 1, 2 or 4
-  int key_groups = 4;      // kDecodeWarps / row_tiles
-  int64_t rows = 0;        // q_len * group: rows of one (batch, kv head)
-  int64_t row_groups = 1;  // CTAs along the rows of one (batch, kv head)
-  int64_t chunk = 0;       // keys per split (a multiple of kDecodeChunkAlign)
-  int64_t splits = 1;      // CTAs along the key/value length
+  int row_tiles = 1;                                     // 16-row tiles per CTA: 1, 2 or 4
+  int key_groups = 4;                                    // kDecodeWarps / row_tiles
+  int64_t rows = 0;                                      // q_len * group: rows of one (batch, kv head)
+  int64_t row_groups = 1;                                // CTAs along the rows of one (batch, kv head)
+  int64_t chunk = 0;                                     // keys per split (a multiple of kDecodeChunkAlign)
+  int64_t splits = 1;                                    // CTAs along the key/value length
   int64_t slots() const { return splits * key_groups; }  // partials per output row
 };
 

@@ -27,10 +27,14 @@ constexpr int kFwdThreads = 128;
 // Keys per tile. 48 at head dim 128 keeps a block under 75 KB of shared
 // memory (and 170 registers), so three blocks (12 warps) fit on an SM.
 template <int kD>
-constexpr int FwdBlockN() { return kD <= 64 ? 64 : (kD <= 128 ? 48 : 32); }
+constexpr int FwdBlockN() {
+  return kD <= 64 ? 64 : (kD <= 128 ? 48 : 32);
+}
 
 template <int kD>
-constexpr int FwdMinBlocks() { return kD <= 128 ? 3 : 2; }
+constexpr int FwdMinBlocks() {
+  return kD <= 128 ? 3 : 2;
+}
 
 template <int kD>
 constexpr int FwdSmemBytes() {
@@ -111,8 +115,8 @@ __device__ __forceinline__ bool ApplySegmentVote(const Args& p, const int32_t* i
 }
 
 // The segment-id range [min, max] of rows [first, last] (block-wide; needs 4 ints of smem).
-__device__ __forceinline__ void SegmentRange(const int32_t* ids, int first, int last, int* smem4,
-                                             int& lo, int& hi) {
+__device__ __forceinline__ void SegmentRange(const int32_t* ids, int first, int last, int* smem4, int& lo,
+                                             int& hi) {
   if (threadIdx.x < 2) smem4[threadIdx.x] = threadIdx.x ? INT_MIN : INT_MAX;
   __syncthreads();
   for (int r = first + int(threadIdx.x); r <= last; r += int(blockDim.x)) {
@@ -127,13 +131,13 @@ __device__ __forceinline__ void SegmentRange(const int32_t* ids, int first, int 
 template <typename T, int kD>
 __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdKernel(const AttnFwdArgs p) {
   constexpr int kBlockN = FwdBlockN<kD>();
-  constexpr int kNTiles = kBlockN / 8;   // n8 blocks of S per warp
-  constexpr int kDTiles = kD / 8;        // n8 blocks of O per warp
+  constexpr int kNTiles = kBlockN / 8;  // n8 blocks of S per warp
+  constexpr int kDTiles = kD / 8;       // n8 blocks of O per warp
   using Swz = sm80::SwizzledTile<kD>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
-  T* sK = sQ + kFwdBlockM * kD;          // [2][kBlockN][kD]
-  T* sV = sK + 2 * kBlockN * kD;         // [2][kBlockN][kD]
+  T* sK = sQ + kFwdBlockM * kD;   // [2][kBlockN][kD]
+  T* sV = sK + 2 * kBlockN * kD;  // [2][kBlockN][kD]
 
   const AttnShape& s = p.shape;
   const AttnMaskParams& m = p.mask_params;
@@ -202,8 +206,8 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
     const int buf = (t - tile_lo) & 1;
     const int n0 = t * kBlockN;
     if (t + 1 < tile_hi) {
-      LoadTilePair<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src,
-                                   v_src, kv_stride, n0 + kBlockN, int(s.kv_len));
+      LoadTilePair<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src, v_src,
+                                   kv_stride, n0 + kBlockN, int(s.kv_len));
     }
     sm80::CpAsyncCommit();
     sm80::CpAsyncWait<1>();
@@ -211,8 +215,8 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
 
     bool tile_elementwise = elementwise;
     if (m.q_segments != nullptr &&
-        !ApplySegmentVote<kBlockN>(p, m.kv_segments + int64_t(b) * s.kv_len, n0, int(s.kv_len),
-                                   seg_min, seg_max, tile_elementwise)) {
+        !ApplySegmentVote<kBlockN>(p, m.kv_segments + int64_t(b) * s.kv_len, n0, int(s.kv_len), seg_min,
+                                   seg_max, tile_elementwise)) {
       __syncthreads();
       continue;
     }

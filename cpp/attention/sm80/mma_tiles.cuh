@@ -23,7 +23,8 @@ __device__ __forceinline__ void WarpScores(float (&sc)[kKeys / 8][4], const T* s
     sm80::LdMatrixX4(a, sQ + Swz::Offset(q_row0 + (lane % 16), kk * 2 + lane / 16));
 #pragma unroll
     for (int nb = 0; nb < kKeys / 16; ++nb) {
-      sm80::LdMatrixX4(bk[nb], tK + Swz::Offset(nb * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2));
+      sm80::LdMatrixX4(bk[nb],
+                       tK + Swz::Offset(nb * 16 + (lane / 16) * 8 + (lane % 8), kk * 2 + (lane / 8) % 2));
     }
 #pragma unroll
     for (int nb = 0; nb < kKeys / 16; ++nb) {
@@ -53,7 +54,7 @@ __device__ __forceinline__ void WarpAccumulatePV(float (&o)[kD / 8][4], const fl
 #pragma unroll
       for (int g4 = 0; g4 < kGroup; ++g4) {
         sm80::LdMatrixX4Trans(bv[g4], tV + Swz::Offset(kt * 16 + ((lane / 8) % 2) * 8 + (lane % 8),
-                                                    (db0 + g4) * 2 + lane / 16));
+                                                       (db0 + g4) * 2 + lane / 16));
       }
 #pragma unroll
       for (int g4 = 0; g4 < kGroup; ++g4) {

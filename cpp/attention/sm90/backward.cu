@@ -17,18 +17,14 @@ bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 
 // The extended cases are on unless JAXDNN_ATTENTION_SM90_BWD_EXT=0, which
 // sends them back to the mma.sync backward (A/B timing, or a way out).
-bool ExtEnabled() {
-  return SwitchOn(Switch::kAttentionSm90BwdExt);
-}
+bool ExtEnabled() { return SwitchOn(Switch::kAttentionSm90BwdExt); }
 
 // Head dim 256 (attention/sm90/backward_d256.cuh, the dQ kernel at 32-key
 // steps; self-test passed on an H200, 245-409 TFLOP/s) is on unless
 // JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps the mma.sync backward
 // (docs/perf/attention.md, Standing decisions: d256 on the two-kernel sm90
 // backward).
-bool D256Enabled() {
-  return SwitchOn(Switch::kAttentionSm90BwdD256);
-}
+bool D256Enabled() { return SwitchOn(Switch::kAttentionSm90BwdD256); }
 
 // The dK/dV kernel and its configuration per head dim (a function, so that
 // the kernel is instantiated where it is launched, in the order it was before).
@@ -44,8 +40,7 @@ struct DkDvKernelFor<256, kF16, kOverlapKV, kExt> {
 };
 
 template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ, bool kExt>
-cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq,
-                   bool head_major) {
+cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq, bool head_major) {
   using DkDvCfg = typename DkDvKernelFor<kD, kF16, kOverlapKV, kExt>::Cfg;
   using DqCfg = sm90::DqConfig<kD, kDqBlockN>;
   const AttnShape& s = a.shape;
@@ -99,10 +94,18 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
   // 2. dK / dV.
   if (run_dkdv) {
     CUtensorMap tq, tk, tv, tdo;
-    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DkDvCfg::kBlockN)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DkDvCfg::kBlockM)) !=
+        cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD,
+                                       DkDvCfg::kBlockM)) != cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD,
+                                       DkDvCfg::kBlockN)) != cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD,
+                                       DkDvCfg::kBlockN)) != cudaSuccess)
+      return err;
     auto kernel = DkDvKernelFor<kD, kF16, kOverlapKV, kExt>::Kernel();
     const int smem_bytes = kExt ? DkDvCfg::kSmemBytesExt : DkDvCfg::kSmemBytes;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
@@ -119,10 +122,18 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
   // 3. dQ.
   if (run_dq) {
     CUtensorMap tq, tk, tv, tdo;
-    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) !=
+        cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, DqCfg::kBlockM)) !=
+        cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) !=
+        cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) !=
+        cudaSuccess)
+      return err;
     auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlapQ, kExt>;
     const int smem_bytes = kExt ? DqCfg::kSmemBytesExt : DqCfg::kSmemBytes;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
@@ -174,9 +185,9 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
     if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
     if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30)) return false;
   }
-  if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||
-      !Aligned16(p.dout) || !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) ||
-      !Aligned16(p.workspace) || p.lse == nullptr || p.workspace == nullptr) {
+  if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) || !Aligned16(p.dout) ||
+      !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) || !Aligned16(p.workspace) ||
+      p.lse == nullptr || p.workspace == nullptr) {
     return false;
   }
   int64_t need = s.batch * s.heads * s.q_len;
@@ -217,12 +228,12 @@ cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t str
 #undef JAXDNN_SM90_BWD_EXT_CASE
     if (d != 256) return cudaErrorInvalidValue;
   }
-#define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                       \
-  if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                              \
-    return f16 ? Launch<D, true, BN, OK, OQ, false>(p, stream, run_dkdv, run_dq, head_major)      \
-               : Launch<D, false, BN, OK, OQ, false>(p, stream, run_dkdv, run_dq, head_major);    \
+#define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                    \
+  if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                           \
+    return f16 ? Launch<D, true, BN, OK, OQ, false>(p, stream, run_dkdv, run_dq, head_major)   \
+               : Launch<D, false, BN, OK, OQ, false>(p, stream, run_dkdv, run_dq, head_major); \
   }
-#define JAXDNN_SM90_BWD_CASES(OK, OQ)     \
+#define JAXDNN_SM90_BWD_CASES(OK, OQ)    \
   JAXDNN_SM90_BWD_CASE(128, 128, OK, OQ) \
   JAXDNN_SM90_BWD_CASE(128, 64, OK, OQ)  \
   JAXDNN_SM90_BWD_CASE(64, 128, OK, OQ)  \

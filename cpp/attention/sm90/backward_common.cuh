@@ -27,7 +27,7 @@ struct BwdParams {
   void* dq;          // [batch, q_len, heads, D]
   void* dk;          // [batch, kv_len, kv_heads, D]
   void* dv;
-  float* dk_part;    // [batch, kv_len, heads, D] float32, group > 1 only
+  float* dk_part;  // [batch, kv_len, heads, D] float32, group > 1 only
   float* dv_part;
 };
 
@@ -56,8 +56,8 @@ __device__ __forceinline__ float BwdLoad(const uint16_t* p) {
 // with no bytes; it ends the consumers' step loop (the two-kernel dK/dV
 // kernel and the fused kernel's segment path).
 template <int kStages>
-__device__ __forceinline__ void PublishEndSlot(uint64_t* q_empty, uint64_t* q_full, int32_t* info_smem, int it,
-                                               int lane) {
+__device__ __forceinline__ void PublishEndSlot(uint64_t* q_empty, uint64_t* q_full, int32_t* info_smem,
+                                               int it, int lane) {
   const int st = it % kStages;
   MbarWait(&q_empty[st], ((it / kStages) & 1) ^ 1);
   if (lane == 0) info_smem[st] = -1;

@@ -99,8 +99,8 @@ struct DkDvD256Config {
 // Per store instruction a warp's 32 lanes hit 8 rows x 4 words of distinct
 // chunks: no bank conflicts.
 template <bool kF16>
-__device__ __forceinline__ void StoreScoreHalf(const float (&v)[16], uint8_t* panel, int col0, int warp, int g,
-                                               int t) {
+__device__ __forceinline__ void StoreScoreHalf(const float (&v)[16], uint8_t* panel, int col0, int warp,
+                                               int g, int t) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
 #pragma unroll
@@ -182,8 +182,9 @@ __global__ void __launch_bounds__(384, 1)
       BwdKeyBlockQueryBlocks<kBlockN, kBlockM>(p.mask, geo, p.causal, n0, m_lo, m_hi);
       int full_lo, full_hi;
       BwdFullColumns<kBlockN>(
-          n0, geo.kv_valid, [&](int key, int& lo, int& hi) { BwdKeyQueries(p.mask, geo, p.causal, key, lo, hi); },
-          full_lo, full_hi);
+          n0, geo.kv_valid,
+          [&](int key, int& lo, int& hi) { BwdKeyQueries(p.mask, geo, p.causal, key, lo, hi); }, full_lo,
+          full_hi);
       const bool has_seg = p.mask.q_segments != nullptr;
       int seg_min = 0, seg_max = 0;  // of the block's valid keys
       if (has_seg && m_hi > m_lo) {
@@ -206,10 +207,12 @@ __global__ void __launch_bounds__(384, 1)
           const int kind = ((same_bits >> k) & 1u) ? (in_full ? 0 : 1) : 2;
           int ids[kBlockM / 32];
           if (kind == 2) BwdLoadSegments<kBlockM>(q_ids, m * kBlockM, geo.q_valid, lane, ids);
-          load_block(it, m, [](float l) { return BwdLse2(l); }, [&](int st) {
-            if (kind == 2) BwdStoreSegments<kBlockM>(ids, lane, seg_smem + st * kBlockM);
-            if (lane == 0) info_smem[st] = m * 4 + kind;
-          });
+          load_block(
+              it, m, [](float l) { return BwdLse2(l); },
+              [&](int st) {
+                if (kind == 2) BwdStoreSegments<kBlockM>(ids, lane, seg_smem + st * kBlockM);
+                if (lane == 0) info_smem[st] = m * 4 + kind;
+              });
           ++it;
         }
       }
@@ -243,7 +246,7 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t do_cols = SmemAddr(sm.dout) + cw * 2 * Cfg::kPanelBytes;
     const float scale_log2 = p.scale_log2;
     const int key0 = cta.n_block * kBlockN + warp * 16 + g;  // +8 for r = 1
-    const int col0 = cw * kHalfM;                        // this consumer's score columns
+    const int col0 = cw * kHalfM;                            // this consumer's score columns
 
     float dv[kHalfD / 2];
     float dk[kHalfD / 2];

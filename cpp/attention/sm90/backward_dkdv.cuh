@@ -33,7 +33,8 @@ struct DkDvConfig {
   static constexpr int kOffBar = kOffDelta + kStages * kBlockM * 4;
   static constexpr int kNumBars = 1 + 2 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;
-  static constexpr int kProducerRegs = 24;  // 24 + 2 x 240: the whole register file (setmaxnreg.inc would block otherwise)
+  static constexpr int kProducerRegs =
+      24;  // 24 + 2 x 240: the whole register file (setmaxnreg.inc would block otherwise)
   static constexpr int kConsumerRegs = 240;
   // Extended path: per ring stage, the query block's info word (m * 4 +
   // kind, -1 = the terminator; kind 0: no mask, 1: the range mask, 2: range
@@ -98,8 +99,9 @@ __global__ void __launch_bounds__(384, 1)
         // The query columns all 128 keys see (kind 0 there, unless segments differ).
         int full_lo, full_hi;
         BwdFullColumns<kBlockN>(
-            n0, geo.kv_valid, [&](int key, int& lo, int& hi) { BwdKeyQueries(p.mask, geo, p.causal, key, lo, hi); },
-            full_lo, full_hi);
+            n0, geo.kv_valid,
+            [&](int key, int& lo, int& hi) { BwdKeyQueries(p.mask, geo, p.causal, key, lo, hi); }, full_lo,
+            full_hi);
         const bool has_seg = p.mask.q_segments != nullptr;
         int seg_min = 0, seg_max = 0;  // of the block's valid keys
         if (has_seg && m_hi > m_lo) {

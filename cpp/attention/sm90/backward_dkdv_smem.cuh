@@ -13,10 +13,10 @@ struct DkDvSmem {
   uint8_t* base;  // the 1024-aligned dynamic shared memory; Cfg's offsets are from here
   uint8_t* k;
   uint8_t* v;
-  uint8_t* q;     // kStages x kQBytes
-  uint8_t* dout;  // kStages x kQBytes
-  float* lse;     // kStages x kBlockM, lse * log2(e)
-  float* delta;   // kStages x kBlockM
+  uint8_t* q;         // kStages x kQBytes
+  uint8_t* dout;      // kStages x kQBytes
+  float* lse;         // kStages x kBlockM, lse * log2(e)
+  float* delta;       // kStages x kBlockM
   uint64_t* kv_full;  // K and V landed
   uint64_t* q_full;   // per stage: Q, dO (TMA) and lse, delta (producer lanes) landed
   uint64_t* q_empty;  // per stage: every consumer warp is done with it
@@ -37,8 +37,8 @@ struct DkDvSmem {
   // Stage st's Q and dO tiles: query rows [row, row + kBlockM) of head h,
   // batch b, by TMA, completing on the stage's q_full barrier (whose expected
   // bytes the caller has set).
-  __device__ __forceinline__ void LoadQdo(int st, const CUtensorMap* tm_q, const CUtensorMap* tm_do, int h, int row,
-                                          int b) const {
+  __device__ __forceinline__ void LoadQdo(int st, const CUtensorMap* tm_q, const CUtensorMap* tm_do, int h,
+                                          int row, int b) const {
     TmaLoadHeadRows<Cfg::kDBlocks, Cfg::kBlockM>(q + st * Cfg::kQBytes, tm_q, &q_full[st], h, row, b);
     TmaLoadHeadRows<Cfg::kDBlocks, Cfg::kBlockM>(dout + st * Cfg::kQBytes, tm_do, &q_full[st], h, row, b);
   }

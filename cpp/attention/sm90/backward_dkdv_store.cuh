@@ -15,15 +15,16 @@ namespace jaxdnn::attention::sm90 {
 // generated code stays what it was when each kernel had its own copy.)
 template <int kD, int kCols, bool kF16>
 __device__ __forceinline__ void StoreDkDvRows(const BwdParams& p, const float (&dk)[kCols / 2],
-                                              const float (&dv)[kCols / 2], int b, int h, int hk, int key0, int t,
-                                              int col_block) {
+                                              const float (&dv)[kCols / 2], int b, int h, int hk, int key0,
+                                              int t, int col_block) {
   const float scale = p.scale;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = key0 + 8 * r;
     if (key >= p.kv_len) continue;
     if (p.group == 1) {
-      const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.kv_heads + hk) * kD + col_block * kCols;
+      const int64_t base =
+          ((static_cast<int64_t>(b) * p.kv_len + key) * p.kv_heads + hk) * kD + col_block * kCols;
       uint16_t* gk = static_cast<uint16_t*>(p.dk) + base;
       uint16_t* gv = static_cast<uint16_t*>(p.dv) + base;
 #pragma unroll
@@ -34,7 +35,8 @@ __device__ __forceinline__ void StoreDkDvRows(const BwdParams& p, const float (&
         *reinterpret_cast<uint32_t*>(gv + col) = PackPair<kF16>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
       }
     } else {
-      const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.heads + h) * kD + col_block * kCols;
+      const int64_t base =
+          ((static_cast<int64_t>(b) * p.kv_len + key) * p.heads + h) * kD + col_block * kCols;
       float* gk = p.dk_part + base;
       float* gv = p.dv_part + base;
 #pragma unroll

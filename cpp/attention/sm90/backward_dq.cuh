@@ -80,7 +80,8 @@ __global__ void __launch_bounds__(384, 1)
   const int b = bh / p.heads;
   const int hk = h / p.group;
   const int kv_blocks = (p.kv_len + kBlockN - 1) / kBlockN;
-  const int n_blocks = p.causal ? min(kv_blocks, ((m_block + 1) * kBlockM + kBlockN - 1) / kBlockN) : kv_blocks;
+  const int n_blocks =
+      p.causal ? min(kv_blocks, ((m_block + 1) * kBlockM + kBlockN - 1) / kBlockN) : kv_blocks;
 
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 
@@ -134,8 +135,10 @@ __global__ void __launch_bounds__(384, 1)
             __syncwarp();
             if (lane == 0) {
               MbarArriveExpectTx(&kv_full[st], 2 * Cfg::kKVBytes);
-              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &kv_full[st], hk, n * kBlockN, b);
-              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &kv_full[st], hk, n * kBlockN, b);
+              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &kv_full[st], hk,
+                                                 n * kBlockN, b);
+              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &kv_full[st], hk,
+                                                 n * kBlockN, b);
             }
             ++it;
           }
@@ -157,8 +160,10 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t ph = (it / kStages) & 1;
         MbarWait(&kv_empty[st], ph ^ 1);
         MbarArriveExpectTx(&kv_full[st], 2 * Cfg::kKVBytes);
-        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &kv_full[st], hk, it * kBlockN, b);
-        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &kv_full[st], hk, it * kBlockN, b);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &kv_full[st], hk, it * kBlockN,
+                                           b);
+        TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &kv_full[st], hk, it * kBlockN,
+                                           b);
       }
     }
   } else {
@@ -212,8 +217,8 @@ __global__ void __launch_bounds__(384, 1)
           s[4 * j + 2 * r + 1] = exp2f(fmaf(s[4 * j + 2 * r + 1], scale_log2, -lse2[r]));
         }
       }
-      const bool need_mask = (it + 1) * kBlockN > p.kv_len ||
-                             (p.causal && (it + 1) * kBlockN - 1 > m_block * kBlockM);
+      const bool need_mask =
+          (it + 1) * kBlockN > p.kv_len || (p.causal && (it + 1) * kBlockN - 1 > m_block * kBlockM);
       if (need_mask) {
 #pragma unroll
         for (int j = 0; j < kBlockN / 8; ++j) {
@@ -372,7 +377,8 @@ __global__ void __launch_bounds__(384, 1)
     for (int r = 0; r < 2; ++r) {
       const int row = row0 + 8 * r;
       if (row >= p.q_len) continue;
-      uint16_t* gq = static_cast<uint16_t*>(p.dq) + ((static_cast<int64_t>(b) * p.q_len + row) * p.heads + h) * kD;
+      uint16_t* gq =
+          static_cast<uint16_t*>(p.dq) + ((static_cast<int64_t>(b) * p.q_len + row) * p.heads + h) * kD;
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j) {
         *reinterpret_cast<uint32_t*>(gq + 8 * j + 2 * t) =

@@ -26,9 +26,7 @@ int64_t Round64(int64_t x) { return (x + 63) / 64 * 64; }
 // the key-block-major order at seq 4096-8192 (docs/perf/attention.md,
 // Standing decisions: Head-major grid). JAXDNN_ATTENTION_SM90_BWD_ORDER=key
 // (read once) keeps the key-block-major order.
-bool FusedHeadMajor() {
-  return SwitchText(Switch::kAttentionSm90BwdOrder) != "key";
-}
+bool FusedHeadMajor() { return SwitchText(Switch::kAttentionSm90BwdOrder) != "key"; }
 
 // FusedBwdParams::head_group. Causal and packed-document key blocks differ
 // in length, and with every (batch, head)'s key blocks in a row the last
@@ -52,7 +50,9 @@ int FusedHeadGroup(bool uneven_key_blocks, int64_t key_blocks) {
 // unset (the defaults below).
 int EnvFusedVariant() {
   const int64_t v = SwitchInt(Switch::kAttentionSm90BwdFusedVariant, -1);
-  return v < 0 ? -1 : static_cast<int>(v) & (kFusedThreeStages | kFusedDqFirst | kFusedTmaFirst | kFusedWideSteps | kFusedQ80Diag | kFusedDqRot | kFusedQ80);
+  return v < 0 ? -1
+               : static_cast<int>(v) & (kFusedThreeStages | kFusedDqFirst | kFusedTmaFirst | kFusedWideSteps |
+                                        kFusedQ80Diag | kFusedDqRot | kFusedQ80);
 }
 
 // Defaults, unordered mode (docs/perf/attention.md, Standing decisions:
@@ -81,18 +81,14 @@ int DefaultFusedVariant(const AttnBwdArgs& p, bool ordered) {
 // JAXDNN_ATTENTION_SM90_BWD_Q80_CAUSAL=0 (read once) drops bit 128 for causal
 // calls (37 runs, 64-query steps), for A/Bs. Explicit variants (self-tests)
 // honour bit 128 for causal calls either way.
-bool Q80CausalEnabled() {
-  return SwitchOn(Switch::kAttentionSm90BwdQ80Causal);
-}
+bool Q80CausalEnabled() { return SwitchOn(Switch::kAttentionSm90BwdQ80Causal); }
 
 // The default launch with segment ids takes 80-query steps (variant bits
 // 256 | 128; head dim 128, unordered): packed documents fwd+bwd GPU-busy
 // 456 -> 473 TFLOP/s over unmasked blocks (docs/perf/attention.md, Standing
 // decisions: 80-query steps at d128).
 // JAXDNN_ATTENTION_SM90_BWD_Q80_SEG=0 (read once) restores 64-query steps.
-bool Q80SegEnabled() {
-  return SwitchOn(Switch::kAttentionSm90BwdQ80Seg);
-}
+bool Q80SegEnabled() { return SwitchOn(Switch::kAttentionSm90BwdQ80Seg); }
 
 template <int kD, bool kF16, int kStages, int kDqBufs, bool kOrdered, int kOpts>
 cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
@@ -163,7 +159,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     err = cudaMemsetAsync(fp.counters, 0, static_cast<size_t>(num_counters) * sizeof(int), stream);
     if (err != cudaSuccess) return err;
     if constexpr (kSeg) {
-      if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream, fp.dq_accum, num_m * 64)) != cudaSuccess) return err;
+      if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream, fp.dq_accum, num_m * 64)) != cudaSuccess)
+        return err;
     } else if ((err = sm90::LaunchBwdDelta<kD, kF16>(p, stream)) != cudaSuccess) {
       return err;
     }
@@ -175,8 +172,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   //     loaders' votes, the ordered writers' ranks).
   //     80-query steps: 16-row groups instead of 64-query steps.
   if constexpr (kSeg && kQ80) {
-    const int64_t steps = s.batch * ((s.q_len + sm90::kSegQ80GroupRows - 1) / sm90::kSegQ80GroupRows +
-                                     (s.kv_len + 127) / 128);
+    const int64_t steps =
+        s.batch * ((s.q_len + sm90::kSegQ80GroupRows - 1) / sm90::kSegQ80GroupRows + (s.kv_len + 127) / 128);
     sm90::AttnBwdFusedSegRangeQ80Kernel<<<static_cast<unsigned>((steps + 255) / 256), 256, 0, stream>>>(fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   } else if constexpr (kSeg) {
@@ -188,10 +185,18 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
   // 2. Fused dK / dV / dQ.
   {
     CUtensorMap tq, tk, tv, tdo;
-    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
-    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) !=
+        cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tdo, a.dout, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) !=
+        cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) !=
+        cudaSuccess)
+      return err;
+    if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, Cfg::kBlockN)) !=
+        cudaSuccess)
+      return err;
     auto kernel = sm90::AttnBwdFusedSm90Kernel<kD, kF16, kStages, kDqBufs, kOrdered, kOpts>;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes)) !=
         cudaSuccess) {
@@ -203,8 +208,9 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     const int64_t nb = (s.kv_len + Cfg::kBlockN - 1) / Cfg::kBlockN;
     fp.head_major = !kOrdered && FusedHeadMajor() && nb * s.batch * s.heads <= int64_t{0x7fffffff} ? 1 : 0;
     fp.head_group = FusedHeadGroup(p.causal != 0 || kSeg, nb);
-    const dim3 grid = fp.head_major ? dim3(static_cast<unsigned>(nb * s.batch * s.heads))
-                                    : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
+    const dim3 grid = fp.head_major
+                          ? dim3(static_cast<unsigned>(nb * s.batch * s.heads))
+                          : dim3(static_cast<unsigned>(s.batch * s.heads), static_cast<unsigned>(nb));
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(tq, tk, tv, tdo, fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
@@ -216,7 +222,8 @@ cudaError_t LaunchFused(const AttnBwdArgs& a, cudaStream_t stream) {
     const int64_t blocks = (total4 + threads - 1) / threads;
     // 80-query steps stage dQ with the unrotated key (Q80DqOffset).
     constexpr bool kRot = (kOpts & sm90::kFusedOptDqRot) != 0 && !kQ80;
-    sm90::AttnBwdFusedDqConvertKernel<kD, kF16, kRot><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
+    sm90::AttnBwdFusedDqConvertKernel<kD, kF16, kRot>
+        <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fp);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
@@ -248,9 +255,7 @@ namespace {
 // on the two-kernel backward (A/Bs). Packed-document fwd+bwd 401 -> 456
 // TFLOP/s GPU-busy (docs/perf/attention.md, Standing decisions: Segment ids on
 // the fused kernel).
-bool FusedSegEnabled() {
-  return SwitchOn(Switch::kAttentionSm90BwdFusedSeg);
-}
+bool FusedSegEnabled() { return SwitchOn(Switch::kAttentionSm90BwdFusedSeg); }
 
 // The masked problems the fused kernel takes: segment ids on both sides and
 // nothing else (no lengths, window or softcap; causal only top-left with
@@ -314,7 +319,8 @@ cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int va
       constexpr int kDiag = sm90::kFusedOptQ80Diag;
       const bool diag = causal && (variant & kDiag) != 0;
       if (variant & sm90::kFusedOptTmaFirst) {
-        if (diag) return LaunchFused<128, kF16, 2, 1, false, kQ80 | kDiag | sm90::kFusedOptTmaFirst>(p, stream);
+        if (diag)
+          return LaunchFused<128, kF16, 2, 1, false, kQ80 | kDiag | sm90::kFusedOptTmaFirst>(p, stream);
         return LaunchFused<128, kF16, 2, 1, false, kQ80 | sm90::kFusedOptTmaFirst>(p, stream);
       }
       if (diag) return LaunchFused<128, kF16, 2, 1, false, kQ80 | kDiag>(p, stream);
@@ -362,7 +368,8 @@ cudaError_t LaunchFusedSeg(const AttnBwdArgs& p, cudaStream_t stream) {
 // layout; the stages' query ids and info words fit in the remaining 1 KB).
 template <bool kF16>
 cudaError_t LaunchFusedSegQ80(const AttnBwdArgs& p, cudaStream_t stream) {
-  constexpr int kOpts = sm90::kFusedOptSeg | sm90::kFusedOptQ80 | sm90::kFusedOptQ80Diag | sm90::kFusedOptTmaFirst;
+  constexpr int kOpts =
+      sm90::kFusedOptSeg | sm90::kFusedOptQ80 | sm90::kFusedOptQ80Diag | sm90::kFusedOptTmaFirst;
   return LaunchFused<128, kF16, 2, 1, false, kOpts>(p, stream);
 }
 
@@ -378,8 +385,9 @@ cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int
     }
     return LaunchFusedSeg<kOrdered, kF16>(p, stream);
   }
-  return (variant & sm90::kFusedOptDqRot) ? LaunchFusedVariant<kOrdered, kF16, sm90::kFusedOptDqRot>(p, stream, variant)
-                                          : LaunchFusedVariant<kOrdered, kF16, 0>(p, stream, variant);
+  return (variant & sm90::kFusedOptDqRot)
+             ? LaunchFusedVariant<kOrdered, kF16, sm90::kFusedOptDqRot>(p, stream, variant)
+             : LaunchFusedVariant<kOrdered, kF16, 0>(p, stream, variant);
 }
 
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {

@@ -184,7 +184,7 @@ struct FusedBwdConfig {
   static_assert(!kWide || kD == 64, "128-query steps at head dim 64 only");
   static_assert(!kQ80 || kD == 128, "80-query steps at head dim 128 only");
   static constexpr int kThreads = 384;
-  static constexpr int kBlockN = 128;             // keys per CTA (2 consumers x 64)
+  static constexpr int kBlockN = 128;                           // keys per CTA (2 consumers x 64)
   static constexpr int kBlockM = kWide ? 128 : kQ80 ? 80 : 64;  // queries per step
   static constexpr int kStages = kStages_;
   static constexpr int kDqBufs = kDqBufs_;
@@ -196,8 +196,8 @@ struct FusedBwdConfig {
   // [128 keys][kBlockM queries] 16-bit, as kBlockM / 64 panels of [128 keys][64 queries].
   static constexpr int kDsBytes = kBlockN * kBlockM * 2;
   static constexpr int kDsPanelBytes = kBlockN * 64 * 2;
-  static constexpr int kDqBytes = kBlockM * kD * 4;       // [kBlockM queries][D] float32
-  static constexpr int kDqBlockBytes = 64 * kD * 4;       // one 64-row accumulator block
+  static constexpr int kDqBytes = kBlockM * kD * 4;  // [kBlockM queries][D] float32
+  static constexpr int kDqBlockBytes = 64 * kD * 4;  // one 64-row accumulator block
   static constexpr int kOffK = 0;
   static constexpr int kOffV = kOffK + kKBytes;
   static constexpr int kOffQ = kOffV + kKBytes;
@@ -326,9 +326,9 @@ __device__ __forceinline__ void StoreSegLoaderBlockVals(const BwdParams& p, cons
 // slot (-1, no data). Within the warpgroup's 24 registers (one load per lane
 // per 32 steps; offsets kept, pointers formed where used).
 template <class Cfg, bool kTmaFirst>
-__device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBwdParams& fp, const DkDvSmem<Cfg>& sm,
-                                               uint8_t* smem, const BwdKeyBlock& cta, const CUtensorMap* tm_q,
-                                               const CUtensorMap* tm_do, int lane) {
+__device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBwdParams& fp,
+                                               const DkDvSmem<Cfg>& sm, uint8_t* smem, const BwdKeyBlock& cta,
+                                               const CUtensorMap* tm_q, const CUtensorMap* tm_do, int lane) {
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   static_assert(kBlockM == 64, "64-query steps (fp.q_seg_range)");
   int32_t* info_smem = reinterpret_cast<int32_t*>(smem + Cfg::kOffInfo);
@@ -373,8 +373,8 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
       const int kind = ((static_cast<uint32_t>(vals[7]) >> k) & 1u) ? 0 : 2;
       int ids[kBlockM / 32];
       if (kind == 2) {
-        const int64_t qid_off = static_cast<int64_t>(static_cast<uint32_t>(vals[4])) |
-                                (static_cast<int64_t>(vals[5]) << 32);
+        const int64_t qid_off =
+            static_cast<int64_t>(static_cast<uint32_t>(vals[4])) | (static_cast<int64_t>(vals[5]) << 32);
         BwdLoadSegments<kBlockM>(fp.q_segments + qid_off, m * kBlockM, p.q_len, lane, ids);
       }
       const int st = it % kStages;
@@ -385,8 +385,8 @@ __device__ __forceinline__ void FusedSegLoader(const BwdParams& p, const FusedBw
           sm.LoadQdo(st, tm_q, tm_do, cta.h, m * kBlockM, cta.b);
         }
       }
-      const int64_t row_off = static_cast<int64_t>(static_cast<uint32_t>(vals[2])) |
-                              (static_cast<int64_t>(vals[3]) << 32);
+      const int64_t row_off =
+          static_cast<int64_t>(static_cast<uint32_t>(vals[2])) | (static_cast<int64_t>(vals[3]) << 32);
 #pragma unroll
       for (int e = 0; e < kBlockM / 32; ++e) {
         const int qi = m * kBlockM + lane + 32 * e;
@@ -443,7 +443,8 @@ __device__ __forceinline__ void FusedSegWriter(const BwdParams& p, const FusedBw
       const int2 qr = fp.q_seg_range[cta.b * cta.num_m + m];
 #pragma unroll 1
       for (int n0 = 0; n0 < cta.n_block; n0 += 32) {
-        const bool took = n0 + lane < cta.n_block && FusedSegMay(qr, fp.kv_seg_range[cta.b * num_n + n0 + lane]);
+        const bool took =
+            n0 + lane < cta.n_block && FusedSegMay(qr, fp.kv_seg_range[cta.b * num_n + n0 + lane]);
         rank += __popc(__ballot_sync(0xffffffffu, took));
       }
     }
@@ -461,8 +462,8 @@ __device__ __forceinline__ void FusedSegWriter(const BwdParams& p, const FusedBw
 #endif
         FenceProxyAsyncGlobal();  // the acquire above before the async-proxy reduction
       }
-      BulkReduceAddF32S2G(fp.dq_accum + (first_m + m) * 64 * kD, SmemAddr(smem + Cfg::kOffDq) + bq * Cfg::kDqBytes,
-                          Cfg::kDqBytes);
+      BulkReduceAddF32S2G(fp.dq_accum + (first_m + m) * 64 * kD,
+                          SmemAddr(smem + Cfg::kOffDq) + bq * Cfg::kDqBytes, Cfg::kDqBytes);
       BulkCommitGroup();
       BulkWaitGroupRead<0>();
       MbarArrive(&dq_empty[bq]);
@@ -490,8 +491,9 @@ __device__ __forceinline__ void FusedSegWriter(const BwdParams& p, const FusedBw
 // rows are 2.5 per lane.
 template <class Cfg, bool kTmaFirst>
 __device__ __forceinline__ void FusedSegLoaderQ80(const BwdParams& p, const FusedBwdParams& fp,
-                                                  const DkDvSmem<Cfg>& sm, uint8_t* smem, const BwdKeyBlock& cta,
-                                                  int row_begin, const CUtensorMap* tm_q, const CUtensorMap* tm_do,
+                                                  const DkDvSmem<Cfg>& sm, uint8_t* smem,
+                                                  const BwdKeyBlock& cta, int row_begin,
+                                                  const CUtensorMap* tm_q, const CUtensorMap* tm_do,
                                                   int lane) {
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   constexpr int kG = kSegQ80GroupRows, kRounds = (kBlockM + 31) / 32;
@@ -553,8 +555,8 @@ __device__ __forceinline__ void FusedSegLoaderQ80(const BwdParams& p, const Fuse
           sm.LoadQdo(st, tm_q, tm_do, cta.h, row, cta.b);
         }
       }
-      const int64_t row_off = static_cast<int64_t>(static_cast<uint32_t>(vals[2])) |
-                              (static_cast<int64_t>(vals[3]) << 32);
+      const int64_t row_off =
+          static_cast<int64_t>(static_cast<uint32_t>(vals[2])) | (static_cast<int64_t>(vals[3]) << 32);
 #pragma unroll
       for (int e = 0; e < kRounds; ++e) {
         if (lane + 32 * e >= kBlockM) break;  // 2.5 rounds
@@ -589,8 +591,8 @@ __device__ __forceinline__ void FusedSegLoaderQ80(const BwdParams& p, const Fuse
 // ceil(q_len / 80) * 80 rows).
 template <class Cfg>
 __device__ __forceinline__ void FusedSegWriterQ80(const BwdParams& p, const FusedBwdParams& fp, uint8_t* smem,
-                                                  const BwdKeyBlock& cta, uint64_t* dq_full, uint64_t* dq_empty,
-                                                  int lane) {
+                                                  const BwdKeyBlock& cta, uint64_t* dq_full,
+                                                  uint64_t* dq_empty, int lane) {
   constexpr int kD = Cfg::kDBlocks * 64, kDqBufs = Cfg::kDqBufs, kBlockM = Cfg::kBlockM;
   if (lane != 0) return;
   float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * fp.num_m * 64 * kD;
@@ -600,7 +602,8 @@ __device__ __forceinline__ void FusedSegWriterQ80(const BwdParams& p, const Fuse
     MbarWait(&dq_full[bq], (it / kDqBufs) & 1);
     const int row = reinterpret_cast<const volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq];
     if (row < 0) break;
-    BulkReduceAddF32S2G(accum + static_cast<int64_t>(row) * kD, SmemAddr(smem + Cfg::kOffDq) + bq * Cfg::kDqBytes,
+    BulkReduceAddF32S2G(accum + static_cast<int64_t>(row) * kD,
+                        SmemAddr(smem + Cfg::kOffDq) + bq * Cfg::kDqBytes,
                         static_cast<uint32_t>(min(kBlockM, p.q_len - row)) * (kD * 4));
     BulkCommitGroup();
     BulkWaitGroupRead<0>();
@@ -615,14 +618,15 @@ __device__ __forceinline__ void FusedSegWriterQ80(const BwdParams& p, const Fuse
 template <int kD, bool kF16, int kStages_, int kDqBufs_, bool kOrdered = true, int kOpts = 0>
 __global__ void __launch_bounds__(384, 1)
     AttnBwdFusedSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-                           const FusedBwdParams fp) {
+                           const __grid_constant__ CUtensorMap tm_v,
+                           const __grid_constant__ CUtensorMap tm_do, const FusedBwdParams fp) {
   constexpr bool kWide = (kOpts & kFusedOptWideSteps) != 0;
   constexpr bool kQ80 = (kOpts & kFusedOptQ80) != 0;
   constexpr bool kQ80Diag = kQ80 && (kOpts & kFusedOptQ80Diag) != 0;
   constexpr bool kSeg = (kOpts & kFusedOptSeg) != 0;
   static_assert(!kQ80 || !kOrdered, "80-query steps: unordered dQ only");
-  static_assert(!kSeg || !(kWide || (kOpts & kFusedOptDqFirst)), "segments: 64- or 80-query steps, default order");
+  static_assert(!kSeg || !(kWide || (kOpts & kFusedOptDqFirst)),
+                "segments: 64- or 80-query steps, default order");
   // FlashAttention-3's step order (dV after dS^T): wide and 80-query steps.
   constexpr bool kFa3Order = kWide || kQ80;
   using Cfg = FusedBwdConfig<kD, kStages_, kDqBufs_, kWide, kQ80, kSeg>;
@@ -653,14 +657,13 @@ __global__ void __launch_bounds__(384, 1)
     grid_n = r / group_size;
     grid_bh = group0 + r % group_size;
   }
-  const BwdKeyBlock cta = Q80DiagSteps<kQ80Diag, kBlockN, kBlockM>(
-      p, BwdKeyBlockAt<kBlockN, kBlockM>(
-             p, grid_n, grid_bh, [&] {
-               // fp.num_m counts 64-row blocks; wide steps are 128 rows; 80-query
-               // steps cover q_len (fp.num_m may count more rows).
-               if constexpr (kQ80) return (p.q_len + kBlockM - 1) / kBlockM;
-               return kWide ? (fp.num_m + 1) / 2 : fp.num_m;
-             }));
+  const BwdKeyBlock cta =
+      Q80DiagSteps<kQ80Diag, kBlockN, kBlockM>(p, BwdKeyBlockAt<kBlockN, kBlockM>(p, grid_n, grid_bh, [&] {
+                                                 // fp.num_m counts 64-row blocks; wide steps are 128 rows;
+                                                 // 80-query steps cover q_len (fp.num_m may count more rows).
+                                                 if constexpr (kQ80) return (p.q_len + kBlockM - 1) / kBlockM;
+                                                 return kWide ? (fp.num_m + 1) / 2 : fp.num_m;
+                                               }));
   // The query block (step) of `it` (loader, dQ writer and consumers alike).
   const int m_rot = head_major && cta.m_count > 0 ? cta.n_block % cta.m_count : 0;
   auto m_of = [&](int it) {
@@ -700,8 +703,8 @@ __global__ void __launch_bounds__(384, 1)
       const float* lse_row = p.lse + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
       const float* delta_row = p.delta + (static_cast<int64_t>(cta.b) * p.heads + cta.h) * p.q_len;
       if constexpr (kSeg && kQ80) {
-        FusedSegLoaderQ80<Cfg, (kOpts & kFusedOptTmaFirst) != 0>(p, fp, sm, smem, cta, row_of(cta.m_begin), &tm_q,
-                                                                 &tm_do, lane);
+        FusedSegLoaderQ80<Cfg, (kOpts & kFusedOptTmaFirst) != 0>(p, fp, sm, smem, cta, row_of(cta.m_begin),
+                                                                 &tm_q, &tm_do, lane);
       } else if constexpr (kSeg) {
         FusedSegLoader<Cfg, (kOpts & kFusedOptTmaFirst) != 0>(p, fp, sm, smem, cta, &tm_q, &tm_do, lane);
       }
@@ -742,7 +745,8 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (kSeg && kQ80) {
         FusedSegWriterQ80<Cfg>(p, fp, smem, cta, dq_full, dq_empty, static_cast<int>(threadIdx.x) - 32);
       } else if constexpr (kSeg) {
-        FusedSegWriter<Cfg, kOrdered>(p, fp, smem, cta, dq_full, dq_empty, static_cast<int>(threadIdx.x) - 32);
+        FusedSegWriter<Cfg, kOrdered>(p, fp, smem, cta, dq_full, dq_empty,
+                                      static_cast<int>(threadIdx.x) - 32);
       } else if constexpr (kQ80) {
         // Unordered only: step m is accumulator rows 80m .. 80m + 79, one
         // contiguous reduce-add (rows past q_len add zeros inside fp.num_m * 64).
@@ -756,8 +760,8 @@ __global__ void __launch_bounds__(384, 1)
             BulkReduceAddF32S2G(accum + static_cast<int64_t>(row) * kD, dq_smem + bq * Cfg::kDqBytes,
                                 static_cast<uint32_t>(min(kBlockM, p.q_len - row)) * (kD * 4));
           } else {
-            BulkReduceAddF32S2G(accum + static_cast<int64_t>(m_of(it)) * kBlockM * kD, dq_smem + bq * Cfg::kDqBytes,
-                                Cfg::kDqBytes);
+            BulkReduceAddF32S2G(accum + static_cast<int64_t>(m_of(it)) * kBlockM * kD,
+                                dq_smem + bq * Cfg::kDqBytes, Cfg::kDqBytes);
           }
           BulkCommitGroup();
           BulkWaitGroupRead<0>();
@@ -886,7 +890,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int key = key0 + 8 * r;
-        seg_kid[r] = key < p.kv_len ? __ldg(fp.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len + key) : INT_MIN;
+        seg_kid[r] =
+            key < p.kv_len ? __ldg(fp.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len + key) : INT_MIN;
       }
     }
 
@@ -926,19 +931,22 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
             const int key = key0 + 8 * r;
-            kid[r] = key < p.kv_len ? __ldg(fp.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len + key) : INT_MIN;
+            kid[r] = key < p.kv_len ? __ldg(fp.kv_segments + static_cast<int64_t>(cta.b) * p.kv_len + key)
+                                    : INT_MIN;
           }
           const int lo[2] = {0, 0}, hi[2] = {kBlockM, kBlockM};
-          FwdMaskBlock<true>(s, 0, lo, hi, t, reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg) +
-                                                  (it % kStages) * kBlockM, kid);
+          FwdMaskBlock<true>(s, 0, lo, hi, t,
+                             reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg) + (it % kStages) * kBlockM,
+                             kid);
         }
       } else if constexpr (kSeg) {
         // Mixed segments: -inf before the exp where the key's and query's ids
         // differ (P = 0, so dS = 0), as the two-kernel extended path.
         if (seg_kind == 2) {
           const int lo[2] = {0, 0}, hi[2] = {kBlockM, kBlockM};
-          FwdMaskBlock<true>(s, 0, lo, hi, t, reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg) +
-                                                  (it % kStages) * kBlockM, seg_kid);
+          FwdMaskBlock<true>(s, 0, lo, hi, t,
+                             reinterpret_cast<const int32_t*>(smem + Cfg::kOffSeg) + (it % kStages) * kBlockM,
+                             seg_kid);
         }
       }
       ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
@@ -976,7 +984,8 @@ __global__ void __launch_bounds__(384, 1)
         for (int q = 0; q < 4; ++q) {
           const int j = 2 * kk + (q >> 1);
           if constexpr (kQ80) {
-            StShared32(ds_tile + Q80DsOffset(cw * 64 + warp * 16 + g + 8 * (q & 1), 8 * j + 2 * t), dsa[kk][q]);
+            StShared32(ds_tile + Q80DsOffset(cw * 64 + warp * 16 + g + 8 * (q & 1), 8 * j + 2 * t),
+                       dsa[kk][q]);
           } else {
             StShared32(ds_tile + (j >> 3) * Cfg::kDsPanelBytes + (q & 1) * 8 * 128 + (((j & 7) ^ g) << 4),
                        dsa[kk][q]);
@@ -1028,7 +1037,8 @@ __global__ void __launch_bounds__(384, 1)
         // single panel, MN-major); 16 keys = 16 rows = 2048 bytes per k step.
 #pragma unroll
         for (int kk = 0; kk < kBlockN / 16; ++kk) {
-          const uint64_t da = MakeDescSw128(ds_tile + cw * Cfg::kDsPanelBytes + kk * 2048, Cfg::kDsPanelBytes, 1024);
+          const uint64_t da =
+              MakeDescSw128(ds_tile + cw * Cfg::kDsPanelBytes + kk * 2048, Cfg::kDsPanelBytes, 1024);
           const uint64_t db = MakeDescSw128(k_all + kk * 2048, kBlockN * 128, 1024);
           WgmmaSSTT64<kF16>(dqa, da, db, kk > 0 ? 1 : 0);
         }
@@ -1089,7 +1099,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
 #pragma unroll
-            for (int r = 0; r < 2; ++r) StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);
+            for (int r = 0; r < 2; ++r)
+              StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);
           }
         }
         NamedBarrierSync(kFusedBarDqXchg, 256);
@@ -1113,7 +1124,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);
+          for (int r = 0; r < 2; ++r)
+            StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);
         }
         if constexpr (kSeg) {
           if (cw == 0 && tid == 0) reinterpret_cast<volatile int32_t*>(smem + Cfg::kOffDqInfo)[bq] = seg_m;

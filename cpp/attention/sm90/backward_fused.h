@@ -116,10 +116,10 @@ enum Sm90FusedBwdVariantBits : int {
   kFusedQ80Seg = 256,     // with kFusedQ80: segment ids on 80-query steps
 };
 constexpr int kFusedD128Default = kFusedThreeStages | kFusedTmaFirst | kFusedDqRot;  // 37
-constexpr int kFusedD128Q80 = kFusedD128Default | kFusedQ80;                            // 165
-constexpr int kFusedD128Q80Causal = kFusedD128Q80 | kFusedQ80Diag;                      // 181
-constexpr int kFusedD64Wide = kFusedWideSteps | kFusedTmaFirst | kFusedDqRot;           // 44
-constexpr int kFusedD128Ordered = kFusedDqRot;                                          // 32
+constexpr int kFusedD128Q80 = kFusedD128Default | kFusedQ80;                         // 165
+constexpr int kFusedD128Q80Causal = kFusedD128Q80 | kFusedQ80Diag;                   // 181
+constexpr int kFusedD64Wide = kFusedWideSteps | kFusedTmaFirst | kFusedDqRot;        // 44
+constexpr int kFusedD128Ordered = kFusedDqRot;                                       // 32
 
 cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 

@@ -24,8 +24,8 @@ namespace jaxdnn::attention::sm90 {
 // The queries q_lo <= q < q_hi that may attend to key `key` (the inverse of
 // FwdRowKeys: with diag = q + offset, causal needs key <= diag, the left window
 // key >= diag - window_left, the right window key <= diag + window_right).
-__device__ __forceinline__ void BwdKeyQueries(const FwdMaskParams& m, const FwdRowGeom& g, int causal, int key,
-                                              int& q_lo, int& q_hi) {
+__device__ __forceinline__ void BwdKeyQueries(const FwdMaskParams& m, const FwdRowGeom& g, int causal,
+                                              int key, int& q_lo, int& q_hi) {
   if (key >= g.kv_valid) {
     q_lo = q_hi = 0;
     return;
@@ -45,8 +45,8 @@ __device__ __forceinline__ void BwdKeyQueries(const FwdMaskParams& m, const FwdR
 // band runs from the first key's q_lo to the last valid key's q_hi). Empty:
 // m_lo == m_hi.
 template <int kBlockN, int kBlockM>
-__device__ __forceinline__ void BwdKeyBlockQueryBlocks(const FwdMaskParams& m, const FwdRowGeom& g, int causal,
-                                                       int n0, int& m_lo, int& m_hi) {
+__device__ __forceinline__ void BwdKeyBlockQueryBlocks(const FwdMaskParams& m, const FwdRowGeom& g,
+                                                       int causal, int n0, int& m_lo, int& m_hi) {
   const int last = min(n0 + kBlockN, g.kv_valid) - 1;
   m_lo = m_hi = 0;
   if (last < n0) return;
@@ -65,7 +65,8 @@ __device__ __forceinline__ void BwdKeyBlockQueryBlocks(const FwdMaskParams& m, c
 // is past its valid length. `range(row, lo, hi)` is FwdRowKeys or
 // BwdKeyQueries (both non-decreasing in the row).
 template <int kRows, typename RangeFn>
-__device__ __forceinline__ void BwdFullColumns(int r0, int valid_rows, RangeFn range, int& full_lo, int& full_hi) {
+__device__ __forceinline__ void BwdFullColumns(int r0, int valid_rows, RangeFn range, int& full_lo,
+                                               int& full_hi) {
   full_lo = INT_MAX;
   full_hi = 0;
   if (r0 + kRows - 1 >= valid_rows) return;
@@ -116,8 +117,9 @@ __device__ __forceinline__ float BwdSoftcapFactor(float p, float lse2, float inv
 // attention/sm90/backward_scores.cuh (columns = queries; `lse_s`: the block's
 // log2-scaled lse per query).
 template <int kBlockM>
-__device__ __forceinline__ void BwdSoftcapDsTransposed(float (&ds)[kBlockM / 2], const float (&p)[kBlockM / 2],
-                                                       const float* lse_s, int t, float inv_cap_log2e) {
+__device__ __forceinline__ void BwdSoftcapDsTransposed(float (&ds)[kBlockM / 2],
+                                                       const float (&p)[kBlockM / 2], const float* lse_s,
+                                                       int t, float inv_cap_log2e) {
 #pragma unroll
   for (int j = 0; j < kBlockM / 8; ++j) {
     const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);

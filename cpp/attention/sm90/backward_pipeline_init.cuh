@@ -12,10 +12,10 @@ namespace jaxdnn::attention::sm90 {
 // whatever more_init adds - fences them and prefetches the four tensor maps;
 // then the whole CTA waits for it.
 template <int kStages, typename MoreInit>
-__device__ __forceinline__ void InitBwdPipeline(uint64_t* once, uint64_t* full, int full_arrivals, uint64_t* empty,
-                                                const CUtensorMap* tm_q, const CUtensorMap* tm_k,
-                                                const CUtensorMap* tm_v, const CUtensorMap* tm_do,
-                                                MoreInit more_init) {
+__device__ __forceinline__ void InitBwdPipeline(uint64_t* once, uint64_t* full, int full_arrivals,
+                                                uint64_t* empty, const CUtensorMap* tm_q,
+                                                const CUtensorMap* tm_k, const CUtensorMap* tm_v,
+                                                const CUtensorMap* tm_do, MoreInit more_init) {
   if (threadIdx.x == 0) {
     MbarInit(once, 1);
 #pragma unroll

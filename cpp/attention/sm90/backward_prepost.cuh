@@ -27,14 +27,15 @@ __global__ void __launch_bounds__(256)
   if (row >= rows) return;
   // row = (b * q_len + i) * heads + h
   const uint4 ov = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.out) + row * kD + lane * 8);
-  const uint4 dv = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.dout) + row * kD + lane * 8);
+  const uint4 dv =
+      *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.dout) + row * kD + lane * 8);
   const uint16_t* oe = reinterpret_cast<const uint16_t*>(&ov);
   const uint16_t* de = reinterpret_cast<const uint16_t*>(&dv);
   float acc = 0.f;
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc += BwdLoad<kF16>(oe + e) * BwdLoad<kF16>(de + e);
-  const unsigned group_mask = kLanes == 32 ? 0xffffffffu
-                                           : ((1u << kLanes) - 1) << (threadIdx.x % 32 / kLanes * kLanes);
+  const unsigned group_mask =
+      kLanes == 32 ? 0xffffffffu : ((1u << kLanes) - 1) << (threadIdx.x % 32 / kLanes * kLanes);
 #pragma unroll
   for (int off = kLanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(group_mask, acc, off);
   const int h = static_cast<int>(row % p.heads);
@@ -58,7 +59,8 @@ cudaError_t LaunchBwdDelta(const BwdParams& p, cudaStream_t stream, float* dq_ac
   const int64_t threads_total = static_cast<int64_t>(p.batch) * p.q_len * p.heads * (kD / 8);
   const int threads = 256;
   const int64_t blocks = (threads_total + threads - 1) / threads;
-  AttnBwdDeltaKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p, dq_accum, accum_rows);
+  AttnBwdDeltaKernel<kD, kF16>
+      <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p, dq_accum, accum_rows);
   return cudaGetLastError();
 }
 
@@ -80,8 +82,14 @@ __global__ void __launch_bounds__(256) AttnBwdGroupReduceKernel(const BwdParams 
   for (int gi = 0; gi < p.group; ++gi) {
     const float4 a = *reinterpret_cast<const float4*>(p.dk_part + src0 + static_cast<int64_t>(gi) * kD);
     const float4 c = *reinterpret_cast<const float4*>(p.dv_part + src0 + static_cast<int64_t>(gi) * kD);
-    sk.x += a.x; sk.y += a.y; sk.z += a.z; sk.w += a.w;
-    sv.x += c.x; sv.y += c.y; sv.z += c.z; sv.w += c.w;
+    sk.x += a.x;
+    sk.y += a.y;
+    sk.z += a.z;
+    sk.w += a.w;
+    sv.x += c.x;
+    sv.y += c.y;
+    sv.z += c.z;
+    sv.w += c.w;
   }
   uint2 ok, ov;
   ok.x = PackPair<kF16>(sk.x, sk.y);

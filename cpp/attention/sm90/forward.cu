@@ -22,8 +22,8 @@ bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 // Whether the workspace holds the segment ranges after the claim counter.
 bool SegmentRangesFit(const AttnFwdArgs& a) {
   return a.workspace != nullptr &&
-         a.workspace_elems >= kSm90TileCounterElems + sm90::SegmentRangeInts(a.shape.batch, a.shape.q_len,
-                                                                              a.shape.kv_len);
+         a.workspace_elems >=
+             kSm90TileCounterElems + sm90::SegmentRangeInts(a.shape.batch, a.shape.q_len, a.shape.kv_len);
 }
 
 // The extended cases (lengths, bottom-right causal, window, softcap, segment
@@ -31,9 +31,7 @@ bool SegmentRangesFit(const AttnFwdArgs& a) {
 // H200 (docs/perf/attention.md, Standing decisions: sm_90a TMA/wgmma kernel
 // for everything it can take); JAXDNN_ATTENTION_SM90_EXT=0 sends them back to
 // the mma.sync kernel (for A/B timing).
-bool ExtEnabled() {
-  return SwitchOn(Switch::kAttentionSm90Ext);
-}
+bool ExtEnabled() { return SwitchOn(Switch::kAttentionSm90Ext); }
 
 // The dynamic tile scheduler for uneven tiles (causal, window, segment ids).
 // It needs the FFI workspace (its first element is the claim counter);
@@ -77,9 +75,7 @@ int DefaultDynamicBits(const AttnFwdArgs& p) {
 // Standing decisions: Late tile claim).
 // JAXDNN_ATTENTION_SM90_DYNAMIC_CLAIM=early (read once) restores the claim at
 // Q load, for A/Bs.
-bool DynamicClaimLate() {
-  return SwitchText(Switch::kAttentionSm90DynamicClaim) != "early";
-}
+bool DynamicClaimLate() { return SwitchText(Switch::kAttentionSm90DynamicClaim) != "early"; }
 
 // The L2-chunked order's chunk: (batch, head) pairs whose K/V take about half
 // the L2 (query heads of one kv head share theirs), at least 1.
@@ -99,26 +95,20 @@ cudaError_t LptChunkPairs(const AttnShape& s, int device, int* chunk) {
 // 10-15% faster than 64-key blocks (docs/perf/attention.md, Standing
 // decisions: d256 on 80-key blocks).
 // JAXDNN_ATTENTION_SM90_D256_BLOCKN=64 (read once) keeps 64-key blocks.
-bool D256BlockN80() {
-  return SwitchInt(Switch::kAttentionSm90D256BlockN) != 64;
-}
+bool D256BlockN80() { return SwitchInt(Switch::kAttentionSm90D256BlockN) != 64; }
 
 // The same for head dim 256 dense causal calls (one CTA per tile; a tile's
 // top three 80-key blocks masked): +6-13% from seq 2048
 // (docs/perf/attention.md, Standing decisions: d256 on 80-key blocks).
 // JAXDNN_ATTENTION_SM90_D256_CAUSAL_BLOCKN=64 (read once) keeps 64-key blocks.
-bool D256CausalBlockN80() {
-  return SwitchInt(Switch::kAttentionSm90D256CausalBlockN) != 64;
-}
+bool D256CausalBlockN80() { return SwitchInt(Switch::kAttentionSm90D256CausalBlockN) != 64; }
 
 // Three consumer warpgroups (192-row tiles) for head dim 64 dense non-causal
 // calls: 6% faster at seq 1024 and 15-18% at 2048-16384 than two
 // (docs/perf/attention.md, Standing decisions: d64 on three consumer
 // warpgroups).
 // JAXDNN_ATTENTION_SM90_D64_WG3=0 (read once) keeps two.
-bool D64ThreeConsumers() {
-  return SwitchOn(Switch::kAttentionSm90D64Wg3);
-}
+bool D64ThreeConsumers() { return SwitchOn(Switch::kAttentionSm90D64Wg3); }
 
 // Lazy O rescaling in the forward's online softmax (see FwdParams):
 // JAXDNN_ATTENTION_SM90_FWD_RESCALE (read once) = the threshold in log2
@@ -150,8 +140,8 @@ bool NeedsExt(const AttnFwdArgs& a) {
 // JAXDNN_ATTENTION_SM90_D64_WG3_CAUSAL=0 (read once) keeps two warpgroups.
 constexpr int64_t kD64CausalThreeConsumersMinKeys = 2048;
 bool D64ThreeConsumersCausal(const AttnFwdArgs& p) {
-  return SwitchOn(Switch::kAttentionSm90D64Wg3Causal) && p.shape.head_dim == 64 && p.mask_params.causal && !NeedsExt(p) &&
-         p.shape.kv_len >= kD64CausalThreeConsumersMinKeys;
+  return SwitchOn(Switch::kAttentionSm90D64Wg3Causal) && p.shape.head_dim == 64 && p.mask_params.causal &&
+         !NeedsExt(p) && p.shape.kv_len >= kD64CausalThreeConsumersMinKeys;
 }
 
 // Whether a launch may run in clusters of two with K/V multicast (variant bit
@@ -236,15 +226,22 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   }
   CUtensorMap tq, tk, tv, to = {};
   cudaError_t err;
-  if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) != cudaSuccess) return err;
+  if ((err = sm90::MakeBhsdTensorMap(&tq, a.q, kF16, s.batch, s.q_len, s.heads, kD, Cfg::kBlockM)) !=
+      cudaSuccess)
+    return err;
   if constexpr (Cfg::kTmaStoreO) {
     // O: stored per warpgroup, 64 rows at a time (see the kernel's epilogue).
-    if ((err = sm90::MakeBhsdTensorMap(&to, a.out, kF16, s.batch, s.q_len, s.heads, kD, 64)) != cudaSuccess) return err;
+    if ((err = sm90::MakeBhsdTensorMap(&to, a.out, kF16, s.batch, s.q_len, s.heads, kD, 64)) != cudaSuccess)
+      return err;
   }
   // Clusters: each CTA loads half of every K/V block (for both).
   constexpr int kKvBoxRows = Cfg::kBlockN / (kCluster == 2 && JAXDNN_SM90_FWD_CLUSTER_MODE == 0 ? 2 : 1);
-  if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) != cudaSuccess) return err;
-  if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) != cudaSuccess) return err;
+  if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) !=
+      cudaSuccess)
+    return err;
+  if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) !=
+      cudaSuccess)
+    return err;
 
   sm90::FwdParams p;
   p.batch = static_cast<int>(s.batch);
@@ -274,18 +271,20 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     if (p.mask.q_segments != nullptr) {
       if (!SegmentRangesFit(a)) return cudaErrorInvalidValue;
       int2* ranges = reinterpret_cast<int2*>(a.workspace + kSm90TileCounterElems);
-      if ((err = sm90::LaunchSegmentRanges(p.mask, p.batch, p.q_len, p.kv_len, ranges, stream)) != cudaSuccess) {
+      if ((err = sm90::LaunchSegmentRanges(p.mask, p.batch, p.q_len, p.kv_len, ranges, stream)) !=
+          cudaSuccess) {
         return err;
       }
     }
   }
-  const int smem_bytes = kExt ? Cfg::kSmemBytesExt
-                       : kDynamic ? (kCluster == 2 ? Cfg::kSmemBytesDynamicPairs : Cfg::kSmemBytesDynamic)
-                                  : Cfg::kSmemBytes;
+  const int smem_bytes = kExt       ? Cfg::kSmemBytesExt
+                         : kDynamic ? (kCluster == 2 ? Cfg::kSmemBytesDynamicPairs : Cfg::kSmemBytesDynamic)
+                                    : Cfg::kSmemBytes;
 
-  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt, kConsumers, kCluster>;
-  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  smem_bytes)) != cudaSuccess) {
+  auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt,
+                                        kConsumers, kCluster>;
+  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
+      cudaSuccess) {
     return err;
   }
   const int64_t tiles = static_cast<int64_t>(p.num_m_blocks) * p.heads * p.batch;
@@ -367,8 +366,7 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
     if (m.q_segments != nullptr && !SegmentRangesFit(p)) return false;
     if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
   }
-  if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) ||
-      p.lse == nullptr) {
+  if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) || p.lse == nullptr) {
     return false;
   }
   return sm90::Sm90DeviceReady(p.device);
@@ -387,7 +385,9 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     const bool uneven = m.causal || m.window_left >= 0 || m.window_right >= 0 || m.q_segments != nullptr;
     const int switch_bits = DynamicVariantBits();
     const bool wg3_causal = D64ThreeConsumersCausal(p);
-    const int bits = switch_bits >= 0 ? switch_bits : wg3_causal ? kFwdDynamic | kFwdLptOrder : DefaultDynamicBits(p);
+    const int bits = switch_bits >= 0 ? switch_bits
+                     : wg3_causal     ? kFwdDynamic | kFwdLptOrder
+                                      : DefaultDynamicBits(p);
     const bool dynamic = uneven && bits != 0 && p.workspace != nullptr && p.workspace_elems >= 1;
     variant = dynamic ? bits | kFwdPingpong : (uneven ? kFwdPingpong : kFwdPingpong | kFwdPersistent);
     // Ignored below unless dense d256 (and, causal, not persistent).
@@ -419,14 +419,14 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
       return f16 ? Launch<128, true, true, true, false, true, 0, 2, 2>(p, stream, chunk)
                  : Launch<128, false, true, true, false, true, 0, 2, 2>(p, stream, chunk);
     }
-#define JAXDNN_SM90_DYNAMIC_CASE(D)                                                                   \
-  if (d == D) {                                                                                       \
-    if (ext) {                                                                                        \
-      return f16 ? Launch<D, true, true, true, true, true>(p, stream, chunk)                          \
-                 : Launch<D, false, true, true, true, true>(p, stream, chunk);                        \
-    }                                                                                                 \
-    return f16 ? Launch<D, true, true, true, false, true>(p, stream, chunk)                           \
-               : Launch<D, false, true, true, false, true>(p, stream, chunk);                         \
+#define JAXDNN_SM90_DYNAMIC_CASE(D)                                            \
+  if (d == D) {                                                                \
+    if (ext) {                                                                 \
+      return f16 ? Launch<D, true, true, true, true, true>(p, stream, chunk)   \
+                 : Launch<D, false, true, true, true, true>(p, stream, chunk); \
+    }                                                                          \
+    return f16 ? Launch<D, true, true, true, false, true>(p, stream, chunk)    \
+               : Launch<D, false, true, true, false, true>(p, stream, chunk);  \
   }
     JAXDNN_SM90_DYNAMIC_CASE(128)
     JAXDNN_SM90_DYNAMIC_CASE(64)
@@ -453,16 +453,17 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   // Bit 32, 80-key blocks: head dim 256, dense (no ext), static schedule,
   // causal only without persistence (the kernels with causal masking);
   // ignored (64-key blocks) for every other launch.
-  const bool blockn80 = (variant & kFwdBlockN80) != 0 && d == 256 && !ext && (!m.causal || (variant & kFwdPersistent) == 0);
+  const bool blockn80 =
+      (variant & kFwdBlockN80) != 0 && d == 256 && !ext && (!m.causal || (variant & kFwdPersistent) == 0);
   // Bit 64 on the static schedule: non-causal persistent launches only (the
   // instantiated ones); ignored otherwise.
   const bool wg3 = wg3_bit && !m.causal && (variant & kFwdPersistent) != 0;
   variant &= 3;
   if (wg3) {
-#define JAXDNN_SM90_WG3_CASE(PP, PERS)                                                               \
-  if (variant == (PP) + 2 * (PERS)) {                                                                \
-    return f16 ? Launch<64, true, PP, PERS, false, false, 0, 3>(p, stream)                           \
-               : Launch<64, false, PP, PERS, false, false, 0, 3>(p, stream);                         \
+#define JAXDNN_SM90_WG3_CASE(PP, PERS)                                       \
+  if (variant == (PP) + 2 * (PERS)) {                                        \
+    return f16 ? Launch<64, true, PP, PERS, false, false, 0, 3>(p, stream)   \
+               : Launch<64, false, PP, PERS, false, false, 0, 3>(p, stream); \
   }
     JAXDNN_SM90_WG3_CASE(false, true)
     JAXDNN_SM90_WG3_CASE(true, true)
@@ -470,10 +471,10 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     return cudaErrorInvalidValue;
   }
   if (blockn80) {
-#define JAXDNN_SM90_N80_CASE(PP, PERS)                                                               \
-  if (variant == (PP) + 2 * (PERS)) {                                                                \
-    return f16 ? Launch<256, true, PP, PERS, false, false, 80>(p, stream)                            \
-               : Launch<256, false, PP, PERS, false, false, 80>(p, stream);                          \
+#define JAXDNN_SM90_N80_CASE(PP, PERS)                                      \
+  if (variant == (PP) + 2 * (PERS)) {                                       \
+    return f16 ? Launch<256, true, PP, PERS, false, false, 80>(p, stream)   \
+               : Launch<256, false, PP, PERS, false, false, 80>(p, stream); \
   }
     JAXDNN_SM90_N80_CASE(false, false)
     JAXDNN_SM90_N80_CASE(true, false)
@@ -482,12 +483,11 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
 #undef JAXDNN_SM90_N80_CASE
     return cudaErrorInvalidValue;
   }
-#define JAXDNN_SM90_CASE(D, PP, PERS)                                                       \
-  if (d == D && variant == (PP) + 2 * (PERS)) {                                             \
-    if (ext) {                                                                              \
-      return f16 ? Launch<D, true, PP, PERS, true>(p, stream)                               \
-                 : Launch<D, false, PP, PERS, true>(p, stream);                             \
-    }                                                                                       \
+#define JAXDNN_SM90_CASE(D, PP, PERS)                                                                        \
+  if (d == D && variant == (PP) + 2 * (PERS)) {                                                              \
+    if (ext) {                                                                                               \
+      return f16 ? Launch<D, true, PP, PERS, true>(p, stream) : Launch<D, false, PP, PERS, true>(p, stream); \
+    }                                                                                                        \
     return f16 ? Launch<D, true, PP, PERS, false>(p, stream) : Launch<D, false, PP, PERS, false>(p, stream); \
   }
   JAXDNN_SM90_CASE(128, false, false)

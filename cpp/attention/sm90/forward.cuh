@@ -34,8 +34,8 @@
 // three blocks (kDiagBlocks), all masked; the extended and dynamic paths keep 64.
 // Head dim 64, three consumer warpgroups (kConsumers = 3; the default for
 // dense non-causal launches, and for dense causal ones from 2048 keys on the dynamic
-// scheduler): 192-row query tiles, 512 threads, consumers at 160 registers. At head dim 64 the gemms are half as long per key as at 128
-// while the softmax is not; a third warpgroup gives the tensor cores another
+// scheduler): 192-row query tiles, 512 threads, consumers at 160 registers. At head dim 64 the gemms are half
+// as long per key as at 128 while the softmax is not; a third warpgroup gives the tensor cores another
 // warpgroup's gemms to run while two are in their softmax (FA3's d64 tile).
 // Extended path (template flag kExt; checked on an H200): padding
 // lengths, causal with the bottom-right alignment when q_len < kv_len, a
@@ -321,7 +321,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             MbarWait(&q_empty[qb], q_phase(local) ^ 1);
             if constexpr (kDynamic) tile_slot[qb] = tile;  // read by the consumers after q_full
             MbarArriveExpectTx(&q_full[qb], Cfg::kQBytes);
-            TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + qb * Cfg::kQBytes, &tm_q, &q_full[qb], tl.h, q0, tl.b);
+            TmaLoadHeadRows<kDBlocks, kBlockM>(smem_q + qb * Cfg::kQBytes, &tm_q, &q_full[qb], tl.h, q0,
+                                               tl.b);
             if constexpr (kDynamic) {
               if (!p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
             }
@@ -350,10 +351,12 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             __syncwarp();
             if (lane == 0) {
               MbarArriveExpectTx(&k_full[st], Cfg::kKVBytes);
-              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
+              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk,
+                                                 n * kBlockN, tl.b);
               MbarWait(&v_empty[st], ph ^ 1);
               MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
+              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk,
+                                                 n * kBlockN, tl.b);
             }
             ++kv_it;
           }
@@ -372,7 +375,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             ++kv_it;
           }
           if constexpr (kDynamic) {
-            if (lane == 0 && p.claim_late) claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
+            if (lane == 0 && p.claim_late)
+              claimed = static_cast<int>(gridDim.x) + atomicAdd(p.tile_counter, 1);
           }
           __syncwarp();
         }
@@ -417,9 +421,12 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         order(pair, p.num_m_blocks / 2, m_rev_pair, bh);
         return bh * p.num_m_blocks + 2 * m_rev_pair + static_cast<int>(cta_rank);
       };
-      for (int tile = kCausalPairs ? pair_tile(0, static_cast<int>(blockIdx.x) / 2) : static_cast<int>(blockIdx.x);
-           kCausalPairs ? tile >= 0 : tile < num_tiles;
-           tile = kCausalPairs ? pair_tile(local + 1, claimed) : kDynamic ? claimed : tile + tile_stride, ++local) {
+      for (int tile = kCausalPairs ? pair_tile(0, static_cast<int>(blockIdx.x) / 2)
+                                   : static_cast<int>(blockIdx.x);
+           kCausalPairs ? tile >= 0 : tile < num_tiles; tile = kCausalPairs ? pair_tile(local + 1, claimed)
+                                                               : kDynamic   ? claimed
+                                                                            : tile + tile_stride,
+               ++local) {
         const Tile tl = decode(tile);
         const int hk = tl.h / p.group;
         const int qb = q_buf(local);
@@ -457,17 +464,17 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             constexpr int kHalf = kBlockN / 2;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-              TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_k + st * Cfg::kKVBytes + half * kHalf * 128,
-                                                                 &tm_k, &k_full[st], hk, n * kBlockN + half * kHalf,
-                                                                 tl.b, static_cast<uint16_t>(1u << cta_rank));
+              TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(
+                  smem_k + st * Cfg::kKVBytes + half * kHalf * 128, &tm_k, &k_full[st], hk,
+                  n * kBlockN + half * kHalf, tl.b, static_cast<uint16_t>(1u << cta_rank));
             }
             MbarWait(&v_empty[st], ph ^ 1);
             MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-              TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_v + st * Cfg::kKVBytes + half * kHalf * 128,
-                                                                 &tm_v, &v_full[st], hk, n * kBlockN + half * kHalf,
-                                                                 tl.b, static_cast<uint16_t>(1u << cta_rank));
+              TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(
+                  smem_v + st * Cfg::kKVBytes + half * kHalf * 128, &tm_v, &v_full[st], hk,
+                  n * kBlockN + half * kHalf, tl.b, static_cast<uint16_t>(1u << cta_rank));
             }
           } else if constexpr (kShareLoads) {
             constexpr int kHalf = kBlockN / 2;
@@ -479,10 +486,12 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_v + st * Cfg::kKVBytes + off * 128, &tm_v,
                                                                &v_full[st], hk, n * kBlockN + off, tl.b, 0x3);
           } else {
-            TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk, n * kBlockN, tl.b);
+            TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk,
+                                               n * kBlockN, tl.b);
             MbarWait(&v_empty[st], ph ^ 1);
             MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-            TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk, n * kBlockN, tl.b);
+            TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk,
+                                               n * kBlockN, tl.b);
           }
         }
         if constexpr (kDynamic) {
@@ -630,9 +639,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         o[4 * j + 3] *= corr[1];
       }
     };
-    auto convert_p = [&]() {
-      PackFragments<kF16, kBlockN>(s, pa);
-    };
+    auto convert_p = [&]() { PackFragments<kF16, kBlockN>(s, pa); };
 
     // Named barriers: 1 + cw for the epilogue, kSchedBar + cw for the turns.
     constexpr int kSchedBar = 1 + kConsumers;
@@ -641,7 +648,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     };
     auto sched_arrive = [&]() {
       // (1 - cw for two: the instructions measured before three existed.)
-      if constexpr (kPingpong) NamedBarrierArrive(kSchedBar + (kConsumers == 2 ? 1 - cw : (cw + 1) % kConsumers), 256);
+      if constexpr (kPingpong)
+        NamedBarrierArrive(kSchedBar + (kConsumers == 2 ? 1 - cw : (cw + 1) % kConsumers), 256);
     };
     if constexpr (kPingpong) {
       // Turns go round the consumers; consumer 0 goes first.
@@ -656,7 +664,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     };
     int kv_it = 0;
     int local = 0;
-    for (int tile = kDynamic ? posted_tile(0) : static_cast<int>(blockIdx.x); kDynamic ? tile >= 0 : tile < num_tiles;
+    for (int tile = kDynamic ? posted_tile(0) : static_cast<int>(blockIdx.x);
+         kDynamic ? tile >= 0 : tile < num_tiles;
          tile = kDynamic ? posted_tile(local + 1) : tile + tile_stride, ++local) {
       const Tile tl = decode(tile);
       if constexpr (kQBufs > 1) {
@@ -709,7 +718,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           release(&k_empty[st]);
         };
 
-        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
+        if constexpr (!kDynamic)
+          MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
         load_q();
         int prev = kv_it;
         int st = prev % kStages;
@@ -776,7 +786,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         // launcher never asks for it).
         const bool causal = kCausal && p.causal;
         // First block (the highest kv block): the only one that may need a mask.
-        if constexpr (!kDynamic) MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
+        if constexpr (!kDynamic)
+          MbarWait(q_full, local & 1);  // kDynamic: waited in posted_tile (kQBufs 1 here)
         load_q();
         if constexpr (kCausalPairs) {
           // The peer's own top blocks: dummy stages, released in both CTAs.
@@ -903,8 +914,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         if (tid == 0) {
 #pragma unroll
           for (int panel = 0; panel < kD / 64; ++panel) {
-            TmaStore4d(&tm_o, o_smem + panel * kBlockM * 128, panel * 64, tl.h, tl.m_block * kBlockM + cw * 64,
-                       tl.b);
+            TmaStore4d(&tm_o, o_smem + panel * kBlockM * 128, panel * 64, tl.h,
+                       tl.m_block * kBlockM + cw * 64, tl.b);
           }
           BulkCommitGroup();
         }

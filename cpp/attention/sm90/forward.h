@@ -59,14 +59,14 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 constexpr int kSm90DefaultVariant = -1;
 // The variant bits above, by name (a variant is their OR).
 enum Sm90FwdVariantBits : int {
-  kFwdPingpong = 1,      // pingpong scheduling of the consumer warpgroups
-  kFwdPersistent = 2,    // persistent CTAs, one per SM
-  kFwdForceExt = 4,      // the extended (masked) kernel path even when dense
-  kFwdDynamic = 8,       // the dynamic tile scheduler (persistent, pingpong)
-  kFwdLptOrder = 16,     // with kFwdDynamic: L2-chunked longest-first order
-  kFwdBlockN80 = 32,     // head dim 256: 80-key blocks
+  kFwdPingpong = 1,         // pingpong scheduling of the consumer warpgroups
+  kFwdPersistent = 2,       // persistent CTAs, one per SM
+  kFwdForceExt = 4,         // the extended (masked) kernel path even when dense
+  kFwdDynamic = 8,          // the dynamic tile scheduler (persistent, pingpong)
+  kFwdLptOrder = 16,        // with kFwdDynamic: L2-chunked longest-first order
+  kFwdBlockN80 = 32,        // head dim 256: 80-key blocks
   kFwdThreeConsumers = 64,  // head dim 64: three consumer warpgroups (192-row tiles)
-  kFwdCluster = 128,     // clusters of two CTAs sharing K/V (TMA multicast)
+  kFwdCluster = 128,        // clusters of two CTAs sharing K/V (TMA multicast)
 };
 cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
 

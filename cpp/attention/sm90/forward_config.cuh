@@ -23,8 +23,8 @@ struct FwdParams {
   // final normalization, harmless in float32 and 16-bit P). Negative: rescale
   // on every block (the classic online softmax).
   float rescale_threshold;
-  void* out;         // [batch, q_len, heads, head_dim]
-  float* lse;        // [batch, heads, q_len]
+  void* out;           // [batch, q_len, heads, head_dim]
+  float* lse;          // [batch, heads, q_len]
   FwdMaskParams mask;  // the extended path's features (kExt); unused by the dense path
   int* tile_counter;   // kDynamic: zeroed global claim counter; unused otherwise
   int lpt_chunk_bh;    // kDynamic: > 0 takes the L2-chunked longest-first order (see decode)
@@ -74,7 +74,7 @@ struct FwdConfig {
                                                                         : -1;
   static_assert(kDiagBlocks > 0, "kDiagBlocks known for this tile");
   static constexpr int kStages = 2;
-  static constexpr int kDBlocks = kD / 64;   // 128-byte column blocks
+  static constexpr int kDBlocks = kD / 64;  // 128-byte column blocks
   static constexpr int kQBytes = kBlockM * kD * 2;
   static constexpr int kKVBytes = kBlockN * kD * 2;
   // O is staged for the epilogue in its own buffer, or (head dim 256: no room
@@ -110,15 +110,15 @@ struct FwdConfig {
   static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
   // Extended path: its producer warp (segment votes of 32 blocks at once,
   // band limits) needs more than 24 registers (ptxas spilled at 24 and, for
-  // head dim 64, at 32); the consumers fit in 232 without spills. setmaxnreg moves registers within the 168 x 384 of
-  // the launch: producer + 2 x consumer must stay within 3 x 168.
-  // Head dim 256 (64-key blocks): the producer spilled at 40 and the
-  // consumers fit in 224 without spills, so the split there is 56 / 224.
+  // head dim 64, at 32); the consumers fit in 232 without spills. setmaxnreg moves registers within the 168 x
+  // 384 of the launch: producer + 2 x consumer must stay within 3 x 168. Head dim 256 (64-key blocks): the
+  // producer spilled at 40 and the consumers fit in 224 without spills, so the split there is 56 / 224.
   static constexpr int kProducerRegsExt = kD == 256 ? 56 : 40;
   static constexpr int kConsumerRegsExt = kD == 256 ? 224 : 232;
   // setmaxnreg moves registers within the launch's (a multiple of 8 per thread).
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * kLaunchRegs, "register split");
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * kLaunchRegs,
+                "register split");
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
   static_assert(kSmemBytesExt <= 227 * 1024, "shared memory per CTA");
   // 80-key blocks at head dim 256: 224 KB of tiles + barriers = 230480 bytes.

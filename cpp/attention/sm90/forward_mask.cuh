@@ -29,10 +29,10 @@ struct FwdMaskParams {
   const int2* kv_seg_ranges = nullptr;
   const int2* q_seg_ranges = nullptr;
   int kv_groups = 0, q_groups = 0;
-  int window_left = -1;                  // -1: unbounded (the host clamps huge windows to -1)
+  int window_left = -1;  // -1: unbounded (the host clamps huge windows to -1)
   int window_right = -1;
-  float softcap = 0.f;                   // 0: none; else s = softcap * tanh(s * softcap_scale)
-  float softcap_scale = 0.f;             // softmax scale / softcap
+  float softcap = 0.f;        // 0: none; else s = softcap * tanh(s * softcap_scale)
+  float softcap_scale = 0.f;  // softmax scale / softcap
 };
 
 __device__ __forceinline__ int FwdClampLength(const int32_t* lengths, int b, int size) {
@@ -162,8 +162,8 @@ __device__ __forceinline__ int2 FwdRangeOfGroupPair(const int2* ranges, int i) {
 // tile's one segment) is exact. Bit k of may_bits / same_bits: block n_top - k.
 template <int kBlockN>
 __device__ __forceinline__ void FwdVoteSegmentChunk(const int32_t* kv_ids, int n_top, int n_lo, int kv_len,
-                                                    int seg_min, int seg_max, int lane,
-                                                    unsigned& may_bits, unsigned& same_bits) {
+                                                    int seg_min, int seg_max, int lane, unsigned& may_bits,
+                                                    unsigned& same_bits) {
   const int n = n_top - lane;
   int mn = INT_MAX, mx = INT_MIN;
   if (n >= n_lo) {

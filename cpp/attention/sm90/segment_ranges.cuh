@@ -23,9 +23,9 @@ namespace jaxdnn::attention::sm90 {
 constexpr int kSegGroup = 64;  // keys or query rows per range
 
 // One warp per group (two ids per lane): kv groups first, then query groups.
-__global__ void __launch_bounds__(256) SegmentRangesKernel(const int32_t* __restrict__ kv_ids,
-                                                           const int32_t* __restrict__ q_ids, int batch, int kv_len,
-                                                           int q_len, int kv_groups, int q_groups, int2* ranges) {
+__global__ void __launch_bounds__(256)
+    SegmentRangesKernel(const int32_t* __restrict__ kv_ids, const int32_t* __restrict__ q_ids, int batch,
+                        int kv_len, int q_len, int kv_groups, int q_groups, int2* ranges) {
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   const int64_t kv_total = static_cast<int64_t>(batch) * kv_groups;
@@ -54,13 +54,14 @@ __global__ void __launch_bounds__(256) SegmentRangesKernel(const int32_t* __rest
 
 // Launches the kernel into `ranges` (SegmentRangeInts ints, 8-byte aligned)
 // and points the mask parameters' range fields at it.
-inline cudaError_t LaunchSegmentRanges(FwdMaskParams& m, int batch, int q_len, int kv_len, int2* ranges, cudaStream_t stream) {
+inline cudaError_t LaunchSegmentRanges(FwdMaskParams& m, int batch, int q_len, int kv_len, int2* ranges,
+                                       cudaStream_t stream) {
   const int kv_groups = static_cast<int>(SegmentRangeGroups(kv_len));
   const int q_groups = static_cast<int>(SegmentRangeGroups(q_len));
   const int64_t warps = static_cast<int64_t>(batch) * (kv_groups + q_groups);
   const int blocks = static_cast<int>((warps * 32 + 255) / 256);
-  SegmentRangesKernel<<<blocks, 256, 0, stream>>>(m.kv_segments, m.q_segments, batch, kv_len, q_len, kv_groups,
-                                                  q_groups, ranges);
+  SegmentRangesKernel<<<blocks, 256, 0, stream>>>(m.kv_segments, m.q_segments, batch, kv_len, q_len,
+                                                  kv_groups, q_groups, ranges);
   if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   m.kv_seg_ranges = ranges;
   m.q_seg_ranges = ranges + static_cast<int64_t>(batch) * kv_groups;

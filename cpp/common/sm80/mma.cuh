@@ -35,8 +35,10 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* sm
                : "r"(SmemAddr(smem)));
 }
 
-template <typename T> struct MmaOp;
-template <> struct MmaOp<__nv_bfloat16> {
+template <typename T>
+struct MmaOp;
+template <>
+struct MmaOp<__nv_bfloat16> {
   __device__ __forceinline__ static void Run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
     asm volatile(
@@ -46,7 +48,8 @@ template <> struct MmaOp<__nv_bfloat16> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
-template <> struct MmaOp<__half> {
+template <>
+struct MmaOp<__half> {
   __device__ __forceinline__ static void Run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
     asm volatile(
@@ -58,12 +61,15 @@ template <> struct MmaOp<__half> {
 };
 
 // Two floats -> one register of two 16-bit values (low half = first).
-template <typename T> __device__ __forceinline__ uint32_t Pack2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t Pack2<__nv_bfloat16>(float lo, float hi) {
+template <typename T>
+__device__ __forceinline__ uint32_t Pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t Pack2<__nv_bfloat16>(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
 }
-template <> __device__ __forceinline__ uint32_t Pack2<__half>(float lo, float hi) {
+template <>
+__device__ __forceinline__ uint32_t Pack2<__half>(float lo, float hi) {
   __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
 }

@@ -14,9 +14,7 @@ namespace jaxdnn::sm90 {
 using ::jaxdnn::sm80::LdMatrixX4;
 
 // ---- warpgroup MMA ordering ----
-__device__ __forceinline__ void WgmmaFence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void WgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
@@ -74,71 +72,73 @@ __device__ __forceinline__ uint64_t MakeDescSw32(uint32_t smem_addr, uint32_t lb
 // A from registers, B from shared memory MN-major (tnsp-b 1). The operand
 // lists are spelled out once by the macros below; one line instantiates a
 // shape (m64 nN k16) and element type.
-#define JAXDNN_WG_ACC8(i)                                                             \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),          \
-      "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define JAXDNN_WG_ACC8(i)                                                                     \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
 #define JAXDNN_WG_ACC32 JAXDNN_WG_ACC8(0), JAXDNN_WG_ACC8(8), JAXDNN_WG_ACC8(16), JAXDNN_WG_ACC8(24)
-#define JAXDNN_WG_ACC64 JAXDNN_WG_ACC32, JAXDNN_WG_ACC8(32), JAXDNN_WG_ACC8(40), JAXDNN_WG_ACC8(48), \
-                        JAXDNN_WG_ACC8(56)
-#define JAXDNN_WG_ACC128 JAXDNN_WG_ACC64, JAXDNN_WG_ACC8(64), JAXDNN_WG_ACC8(72), JAXDNN_WG_ACC8(80), \
-                         JAXDNN_WG_ACC8(88), JAXDNN_WG_ACC8(96), JAXDNN_WG_ACC8(104), JAXDNN_WG_ACC8(112), \
-                         JAXDNN_WG_ACC8(120)
-#define JAXDNN_WG_REGS32                                                               \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"             \
+#define JAXDNN_WG_ACC64 \
+  JAXDNN_WG_ACC32, JAXDNN_WG_ACC8(32), JAXDNN_WG_ACC8(40), JAXDNN_WG_ACC8(48), JAXDNN_WG_ACC8(56)
+#define JAXDNN_WG_ACC128                                                                           \
+  JAXDNN_WG_ACC64, JAXDNN_WG_ACC8(64), JAXDNN_WG_ACC8(72), JAXDNN_WG_ACC8(80), JAXDNN_WG_ACC8(88), \
+      JAXDNN_WG_ACC8(96), JAXDNN_WG_ACC8(104), JAXDNN_WG_ACC8(112), JAXDNN_WG_ACC8(120)
+#define JAXDNN_WG_REGS32                                                  \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define JAXDNN_WG_REGS64                                                               \
-  JAXDNN_WG_REGS32 ","                                                                  \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"    \
+#define JAXDNN_WG_REGS64                                                            \
+  JAXDNN_WG_REGS32                                                                  \
+  ","                                                                               \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define JAXDNN_WG_REGS128                                                              \
-  JAXDNN_WG_REGS64 ","                                                                  \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95," \
+#define JAXDNN_WG_REGS128                                                                       \
+  JAXDNN_WG_REGS64                                                                              \
+  ","                                                                                           \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"             \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"             \
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
 // NACC accumulator registers; the operand numbers after them are spelled
 // out per count (SS: desc_a, desc_b, scale_d; RS: a0..a3, desc_b, scale_d).
-#define JAXDNN_WGMMA_PAIR(N, NACC, SUFFIX, SS_TAIL, RS_TAIL)                           \
-  __device__ __forceinline__ void WgmmaSS_m64n##N##k16_##SUFFIX(                        \
-      float (&d)[NACC], uint64_t desc_a, uint64_t desc_b, int scale_d) {                \
-    asm volatile("{\n.reg .pred p;\n" SS_TAIL                                           \
-                 : JAXDNN_WG_ACC##NACC                                                  \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                             \
-  }                                                                                     \
-  __device__ __forceinline__ void WgmmaRS_m64n##N##k16_##SUFFIX(                        \
-      float (&d)[NACC], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {         \
-    asm volatile("{\n.reg .pred p;\n" RS_TAIL                                           \
-                 : JAXDNN_WG_ACC##NACC                                                  \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)); \
+#define JAXDNN_WGMMA_PAIR(N, NACC, SUFFIX, SS_TAIL, RS_TAIL)                                              \
+  __device__ __forceinline__ void WgmmaSS_m64n##N##k16_##SUFFIX(float (&d)[NACC], uint64_t desc_a,        \
+                                                                uint64_t desc_b, int scale_d) {           \
+    asm volatile("{\n.reg .pred p;\n" SS_TAIL                                                             \
+                 : JAXDNN_WG_ACC##NACC                                                                    \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                               \
+  }                                                                                                       \
+  __device__ __forceinline__ void WgmmaRS_m64n##N##k16_##SUFFIX(float (&d)[NACC], const uint32_t (&a)[4], \
+                                                                uint64_t desc_b, int scale_d) {           \
+    asm volatile("{\n.reg .pred p;\n" RS_TAIL                                                             \
+                 : JAXDNN_WG_ACC##NACC                                                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                \
   }
 
-#define JAXDNN_WGMMA_N64(TY, SUFFIX)                                                    \
-  JAXDNN_WGMMA_PAIR(64, 32, SUFFIX,                                                     \
-      "setp.ne.b32 p, %34, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" JAXDNN_WG_REGS32     \
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n",                                               \
-      "setp.ne.b32 p, %37, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" JAXDNN_WG_REGS32     \
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n")
-#define JAXDNN_WGMMA_N128(TY, SUFFIX)                                                   \
-  JAXDNN_WGMMA_PAIR(128, 64, SUFFIX,                                                    \
-      "setp.ne.b32 p, %66, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" JAXDNN_WG_REGS64    \
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n",                                               \
-      "setp.ne.b32 p, %69, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" JAXDNN_WG_REGS64    \
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n")
+#define JAXDNN_WGMMA_N64(TY, SUFFIX)                                                              \
+  JAXDNN_WGMMA_PAIR(64, 32, SUFFIX,                                                               \
+                    "setp.ne.b32 p, %34, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" JAXDNN_WG_REGS32 \
+                    "}, %32, %33, p, 1, 1, 0, 0;\n}\n",                                           \
+                    "setp.ne.b32 p, %37, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" JAXDNN_WG_REGS32 \
+                    "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n")
+#define JAXDNN_WGMMA_N128(TY, SUFFIX)                                                              \
+  JAXDNN_WGMMA_PAIR(128, 64, SUFFIX,                                                               \
+                    "setp.ne.b32 p, %66, 0;\n"                                                     \
+                    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" JAXDNN_WG_REGS64 \
+                    "}, %64, %65, p, 1, 1, 0, 0;\n}\n",                                            \
+                    "setp.ne.b32 p, %69, 0;\n"                                                     \
+                    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" JAXDNN_WG_REGS64 \
+                    "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n")
 
 // Head dim 256: O += P V (128 accumulator registers per thread).
-#define JAXDNN_WGMMA_N256(TY, SUFFIX)                                                   \
-  JAXDNN_WGMMA_PAIR(256, 128, SUFFIX,                                                   \
-      "setp.ne.b32 p, %130, 0;\n"                                                       \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" JAXDNN_WG_REGS128   \
-      "}, %128, %129, p, 1, 1, 0, 0;\n}\n",                                             \
-      "setp.ne.b32 p, %133, 0;\n"                                                       \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" JAXDNN_WG_REGS128   \
-      "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n")
+#define JAXDNN_WGMMA_N256(TY, SUFFIX)                                                               \
+  JAXDNN_WGMMA_PAIR(256, 128, SUFFIX,                                                               \
+                    "setp.ne.b32 p, %130, 0;\n"                                                     \
+                    "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" JAXDNN_WG_REGS128 \
+                    "}, %128, %129, p, 1, 1, 0, 0;\n}\n",                                           \
+                    "setp.ne.b32 p, %133, 0;\n"                                                     \
+                    "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" JAXDNN_WG_REGS128 \
+                    "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n")
 
 JAXDNN_WGMMA_N64("bf16", bf16)
 JAXDNN_WGMMA_N128("bf16", bf16)
@@ -149,14 +149,15 @@ JAXDNN_WGMMA_N256("f16", f16)
 
 // RS with B K-major (tnsp-b 0): S = Q K^T with Q's fragments in registers
 // (the forward's kQRegs).
-#define JAXDNN_WGMMA_RS_KMAJOR(N, NACC, TY, SUFFIX, REGS, A0, DB, SC)                   \
-  __device__ __forceinline__ void WgmmaRSKm_m64n##N##k16_##SUFFIX(                      \
-      float (&d)[NACC], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {         \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\n"                       \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS   \
-                 "}, " A0 ", " DB ", p, 1, 1, 0;\n}\n"                                  \
-                 : JAXDNN_WG_ACC##NACC                                                  \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)); \
+#define JAXDNN_WGMMA_RS_KMAJOR(N, NACC, TY, SUFFIX, REGS, A0, DB, SC)                                       \
+  __device__ __forceinline__ void WgmmaRSKm_m64n##N##k16_##SUFFIX(float (&d)[NACC], const uint32_t (&a)[4], \
+                                                                  uint64_t desc_b, int scale_d) {           \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SC                                                     \
+                 ", 0;\n"                                                                                   \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS "}, " A0 ", " DB     \
+                 ", p, 1, 1, 0;\n}\n"                                                                       \
+                 : JAXDNN_WG_ACC##NACC                                                                      \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                  \
   }
 JAXDNN_WGMMA_RS_KMAJOR(128, 64, "bf16", bf16, JAXDNN_WG_REGS64, "{%64, %65, %66, %67}", "%68", "%69")
 JAXDNN_WGMMA_RS_KMAJOR(128, 64, "f16", f16, JAXDNN_WG_REGS64, "{%64, %65, %66, %67}", "%68", "%69")
@@ -172,16 +173,15 @@ __device__ __forceinline__ void WgmmaRSKm128(float (&d)[64], const uint32_t (&a)
 // Dispatch on N and the element type (bf16 or f16).
 template <int N, bool kF16>
 struct Wgmma;
-#define JAXDNN_WGMMA_DISPATCH(N, NACC, F16, SUFFIX)                                         \
-  template <>                                                                               \
-  struct Wgmma<N, F16> {                                                                    \
-    static __device__ __forceinline__ void SS(float (&d)[NACC], uint64_t a, uint64_t b, int s) { \
-      WgmmaSS_m64n##N##k16_##SUFFIX(d, a, b, s);                                            \
-    }                                                                                       \
-    static __device__ __forceinline__ void RS(float (&d)[NACC], const uint32_t (&a)[4],     \
-                                              uint64_t b, int s) {                          \
-      WgmmaRS_m64n##N##k16_##SUFFIX(d, a, b, s);                                            \
-    }                                                                                       \
+#define JAXDNN_WGMMA_DISPATCH(N, NACC, F16, SUFFIX)                                                          \
+  template <>                                                                                                \
+  struct Wgmma<N, F16> {                                                                                     \
+    static __device__ __forceinline__ void SS(float (&d)[NACC], uint64_t a, uint64_t b, int s) {             \
+      WgmmaSS_m64n##N##k16_##SUFFIX(d, a, b, s);                                                             \
+    }                                                                                                        \
+    static __device__ __forceinline__ void RS(float (&d)[NACC], const uint32_t (&a)[4], uint64_t b, int s) { \
+      WgmmaRS_m64n##N##k16_##SUFFIX(d, a, b, s);                                                             \
+    }                                                                                                        \
   };
 JAXDNN_WGMMA_DISPATCH(64, 32, false, bf16)
 JAXDNN_WGMMA_DISPATCH(128, 64, false, bf16)
@@ -196,14 +196,14 @@ JAXDNN_WGMMA_DISPATCH(256, 128, true, f16)
 // dK += dS^T Q with P^T / dS^T shared through shared memory).
 #define JAXDNN_WG_ACC16 JAXDNN_WG_ACC8(0), JAXDNN_WG_ACC8(8)
 #define JAXDNN_WG_REGS16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-#define JAXDNN_WGMMA_N32(TY, SUFFIX)                                                    \
-  JAXDNN_WGMMA_PAIR(32, 16, SUFFIX,                                                     \
-      "setp.ne.b32 p, %18, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" JAXDNN_WG_REGS16     \
-      "}, %16, %17, p, 1, 1, 0, 0;\n}\n",                                               \
-      "setp.ne.b32 p, %21, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" JAXDNN_WG_REGS16     \
-      "}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n")
+#define JAXDNN_WGMMA_N32(TY, SUFFIX)                                                              \
+  JAXDNN_WGMMA_PAIR(32, 16, SUFFIX,                                                               \
+                    "setp.ne.b32 p, %18, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" JAXDNN_WG_REGS16 \
+                    "}, %16, %17, p, 1, 1, 0, 0;\n}\n",                                           \
+                    "setp.ne.b32 p, %21, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" JAXDNN_WG_REGS16 \
+                    "}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n")
 JAXDNN_WGMMA_N32("bf16", bf16)
 JAXDNN_WGMMA_N32("f16", f16)
 JAXDNN_WGMMA_DISPATCH(32, 16, false, bf16)
@@ -213,28 +213,29 @@ JAXDNN_WGMMA_DISPATCH(32, 16, true, f16)
 // dP^T over 80 queries: 40 accumulator registers).
 #define JAXDNN_WG_ACC40 JAXDNN_WG_ACC32, JAXDNN_WG_ACC8(32)
 #define JAXDNN_WG_REGS40 JAXDNN_WG_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39"
-#define JAXDNN_WGMMA_N80(TY, SUFFIX)                                                    \
-  JAXDNN_WGMMA_PAIR(80, 40, SUFFIX,                                                     \
-      "setp.ne.b32 p, %42, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " {" JAXDNN_WG_REGS40     \
-      "}, %40, %41, p, 1, 1, 0, 0;\n}\n",                                               \
-      "setp.ne.b32 p, %45, 0;\n"                                                        \
-      "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " {" JAXDNN_WG_REGS40     \
-      "}, {%40, %41, %42, %43}, %44, p, 1, 1, 1;\n}\n")
+#define JAXDNN_WGMMA_N80(TY, SUFFIX)                                                              \
+  JAXDNN_WGMMA_PAIR(80, 40, SUFFIX,                                                               \
+                    "setp.ne.b32 p, %42, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " {" JAXDNN_WG_REGS40 \
+                    "}, %40, %41, p, 1, 1, 0, 0;\n}\n",                                           \
+                    "setp.ne.b32 p, %45, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " {" JAXDNN_WG_REGS40 \
+                    "}, {%40, %41, %42, %43}, %44, p, 1, 1, 1;\n}\n")
 JAXDNN_WGMMA_N80("bf16", bf16)
 JAXDNN_WGMMA_N80("f16", f16)
 JAXDNN_WGMMA_DISPATCH(80, 40, false, bf16)
 JAXDNN_WGMMA_DISPATCH(80, 40, true, f16)
 
 // SS, A K-major and B MN-major: WgmmaSSBt_m64nNk16_<type>.
-#define JAXDNN_WGMMA_SS_BT(N, NACC, TY, SUFFIX, REGS, DA, DB, SC)                        \
-  __device__ __forceinline__ void WgmmaSSBt_m64n##N##k16_##SUFFIX(                      \
-      float (&d)[NACC], uint64_t desc_a, uint64_t desc_b, int scale_d) {                \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\n"                       \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS   \
-                 "}, " DA ", " DB ", p, 1, 1, 0, 1;\n}\n"                                \
-                 : JAXDNN_WG_ACC##NACC                                                  \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                             \
+#define JAXDNN_WGMMA_SS_BT(N, NACC, TY, SUFFIX, REGS, DA, DB, SC)                                       \
+  __device__ __forceinline__ void WgmmaSSBt_m64n##N##k16_##SUFFIX(float (&d)[NACC], uint64_t desc_a,    \
+                                                                  uint64_t desc_b, int scale_d) {       \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SC                                                 \
+                 ", 0;\n"                                                                               \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS "}, " DA ", " DB \
+                 ", p, 1, 1, 0, 1;\n}\n"                                                                \
+                 : JAXDNN_WG_ACC##NACC                                                                  \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                             \
   }
 JAXDNN_WGMMA_SS_BT(128, 64, "bf16", bf16, JAXDNN_WG_REGS64, "%64", "%65", "%66")
 JAXDNN_WGMMA_SS_BT(128, 64, "f16", f16, JAXDNN_WG_REGS64, "%64", "%65", "%66")
@@ -300,8 +301,8 @@ __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
 }
 
 // ---- TMA: 4-D tiled tensor load into shared memory, completing on an mbarrier ----
-__device__ __forceinline__ void TmaLoad4d(void* smem_dst, const void* tmap, uint64_t* bar, int c0,
-                                          int c1, int c2, int c3) {
+__device__ __forceinline__ void TmaLoad4d(void* smem_dst, const void* tmap, uint64_t* bar, int c0, int c1,
+                                          int c2, int c3) {
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(SmemAddr(smem_dst)),
@@ -412,7 +413,9 @@ __device__ __forceinline__ void TmaStore4d(const void* tmap, const void* smem_sr
                "r"(SmemAddr(smem_src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 }
-__device__ __forceinline__ void BulkCommitGroup() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void BulkCommitGroup() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
 // Waits until at most kPending of this thread's bulk groups still read their
 // shared-memory source.
 template <int kPending>
@@ -420,7 +423,9 @@ __device__ __forceinline__ void BulkWaitGroupRead() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
 // Waits until this thread's bulk groups are complete (their writes done).
-__device__ __forceinline__ void BulkWaitGroupAll() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void BulkWaitGroupAll() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
 
 __device__ __forceinline__ void PrefetchTmaDescriptor(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
@@ -451,15 +456,17 @@ __device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
 // (imm-trans-a = imm-trans-b = 1; 16-bit types only): N = 64 (dQ^T of the
 // 64-query steps) and N = 80 (dQ^T = K^T dS^T, kFusedOptQ80). IA/IB/IS are the
 // descriptor and scale operand numbers after the N/2 accumulators.
-#define JAXDNN_WGMMA_SS_TT(N, REGS, ACC, IA, IB, IS, TY, SUFFIX)                                 \
+#define JAXDNN_WGMMA_SS_TT(N, REGS, ACC, IA, IB, IS, TY, SUFFIX)                                      \
   __device__ __forceinline__ void WgmmaSSTT_m64n##N##k16_##SUFFIX(float (&d)[N / 2], uint64_t desc_a, \
-                                                                 uint64_t desc_b, int scale_d) {   \
-    asm volatile("{\n.reg .pred p;\n"                                                            \
-                 "setp.ne.b32 p, %" IS ", 0;\n"                                                  \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS           \
-                 "}, %" IA ", %" IB ", p, 1, 1, 1, 1;\n}\n"                                      \
-                 : ACC                                                                           \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                      \
+                                                                  uint64_t desc_b, int scale_d) {     \
+    asm volatile(                                                                                     \
+        "{\n.reg .pred p;\n"                                                                          \
+        "setp.ne.b32 p, %" IS                                                                         \
+        ", 0;\n"                                                                                      \
+        "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS "}, %" IA ", %" IB      \
+        ", p, 1, 1, 1, 1;\n}\n"                                                                       \
+        : ACC                                                                                         \
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                    \
   }
 JAXDNN_WGMMA_SS_TT(64, JAXDNN_WG_REGS32, JAXDNN_WG_ACC32, "32", "33", "34", "bf16", bf16)
 JAXDNN_WGMMA_SS_TT(64, JAXDNN_WG_REGS32, JAXDNN_WG_ACC32, "32", "33", "34", "f16", f16)
@@ -518,6 +525,5 @@ __device__ __forceinline__ float2 LdShared64F(uint32_t addr) {
   asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
   return v;
 }
-
 
 }  // namespace jaxdnn::sm90

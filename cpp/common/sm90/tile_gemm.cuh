@@ -41,8 +41,7 @@ __device__ __forceinline__ void PackFragments(const float (&v)[kK / 2], uint32_t
 // contracting over the head dim kD; both tiles K-major (head dim contiguous):
 // S = Q K^T, dP = dO V^T and their transposes. `accumulate` 0 overwrites acc.
 template <int kN, int kD, bool kF16, int kRowsA, int kRowsB>
-__device__ __forceinline__ void TileGemmKMajor(float (&acc)[kN / 2], uint32_t a_base,
-                                               uint32_t b_base) {
+__device__ __forceinline__ void TileGemmKMajor(float (&acc)[kN / 2], uint32_t a_base, uint32_t b_base) {
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const uint64_t da = MakeDescSw128(a_base + (kk / 4) * kRowsA * 128 + (kk % 4) * 32, 16, 1024);

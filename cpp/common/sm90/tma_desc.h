@@ -21,8 +21,8 @@ inline EncodeTiledFn GetEncodeTiled() {
   static EncodeTiledFn fn = []() -> EncodeTiledFn {
     void* ptr = nullptr;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
         q != cudaDriverEntryPointSuccess) {
       return nullptr;
     }
@@ -36,22 +36,20 @@ inline EncodeTiledFn GetEncodeTiled() {
 // (64 elements of head_dim = 128 bytes, 1 head, box_rows rows, 1 batch), landing
 // in shared memory as box_rows rows of 128 bytes with the 128-byte swizzle.
 // Rows past seq are zero-filled on load.
-inline cudaError_t MakeBhsdTensorMap(CUtensorMap* map, const void* base, bool f16, int64_t batch,
-                                     int64_t seq, int64_t heads, int64_t head_dim,
-                                     uint32_t box_rows) {
+inline cudaError_t MakeBhsdTensorMap(CUtensorMap* map, const void* base, bool f16, int64_t batch, int64_t seq,
+                                     int64_t heads, int64_t head_dim, uint32_t box_rows) {
   EncodeTiledFn encode = GetEncodeTiled();
   if (encode == nullptr) return cudaErrorNotSupported;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(heads),
                               static_cast<cuuint64_t>(seq), static_cast<cuuint64_t>(batch)};
   const cuuint64_t elem = 2;
-  const cuuint64_t strides[3] = {head_dim * elem, heads * head_dim * elem,
-                                 seq * heads * head_dim * elem};
+  const cuuint64_t strides[3] = {head_dim * elem, heads * head_dim * elem, seq * heads * head_dim * elem};
   const cuuint32_t box[4] = {64, 1, box_rows, 1};
   const cuuint32_t estr[4] = {1, 1, 1, 1};
-  const CUresult r = encode(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                            4, const_cast<void*>(base), dims, strides, box, estr,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                            const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 

@@ -69,7 +69,8 @@ void FwdRows(const NormFwdArgs& p, ffi::ThreadPool* pool) {
       // The centred values are (v - shift) - shifted_mean, never v - mean: a
       // float32 mean near 1e6 is itself 0.03 off.
       const float shift = layer ? v[0] : 0.0f;
-      const float shifted_mean = layer ? LaneSum(dim, [&](int64_t j) { return v[j] - shift; }) * inv_dim : 0.0f;
+      const float shifted_mean =
+          layer ? LaneSum(dim, [&](int64_t j) { return v[j] - shift; }) * inv_dim : 0.0f;
       const float mean = shift + shifted_mean;
       auto centred = [&](int64_t j) { return (v[j] - shift) - shifted_mean; };
       const float var = LaneSum(dim, [&](int64_t j) { return centred(j) * centred(j); }) * inv_dim;
@@ -155,20 +156,18 @@ ffi::Error Dispatch(const Args& p, ffi::ThreadPool* pool) {
   return ffi::Error::Success();
 }
 
-template <typename T> struct FwdFn {
+template <typename T>
+struct FwdFn {
   static void Run(const NormFwdArgs& p, ffi::ThreadPool* pool) { FwdRows<T>(p, pool); }
 };
-template <typename T> struct BwdFn {
+template <typename T>
+struct BwdFn {
   static void Run(const NormBwdArgs& p, ffi::ThreadPool* pool) { BwdRows<T>(p, pool); }
 };
 
 }  // namespace
 
-ffi::Error NormFwdCpu(const NormFwdArgs& p, ffi::ThreadPool* pool) {
-  return Dispatch<FwdFn>(p, pool);
-}
-ffi::Error NormBwdCpu(const NormBwdArgs& p, ffi::ThreadPool* pool) {
-  return Dispatch<BwdFn>(p, pool);
-}
+ffi::Error NormFwdCpu(const NormFwdArgs& p, ffi::ThreadPool* pool) { return Dispatch<FwdFn>(p, pool); }
+ffi::Error NormBwdCpu(const NormBwdArgs& p, ffi::ThreadPool* pool) { return Dispatch<BwdFn>(p, pool); }
 
 }  // namespace jaxdnn::norms

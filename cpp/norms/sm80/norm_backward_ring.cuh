@@ -27,7 +27,9 @@ inline size_t BwdRingSmemBytes(int stages, int tpr, int rpc, int vpt, int64_t di
 // Register budget by vectors per thread: 1 -> up to 1024 threads at <= 64
 // registers; 2 -> 768 at <= 85; 4 -> 512 at <= 128.
 template <int kVpt>
-constexpr int BwdRingMaxThreads() { return kVpt == 1 ? 1024 : kVpt == 2 ? 768 : 512; }
+constexpr int BwdRingMaxThreads() {
+  return kVpt == 1 ? 1024 : kVpt == 2 ? 768 : 512;
+}
 
 // kKeep (the default for 1 vector per thread; JAXDNN_NORM_BWD=reload turns it off): each row's
 // x-hat and dy * scale stay in registers from the row sums to dx, instead of

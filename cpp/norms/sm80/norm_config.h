@@ -54,7 +54,10 @@ inline RowLaunch ChooseBwdLaunch(int64_t dim, int elems_per_vec, bool aligned) {
   RowLaunch l;
   const int max_threads[3] = {1024, 768, 512};
   for (int i = 0, vpt = 1; i < 3; ++i, vpt *= 2) {
-    if (RoundUp32((nvec + vpt - 1) / vpt) <= max_threads[i]) { l.vpt = vpt; break; }
+    if (RoundUp32((nvec + vpt - 1) / vpt) <= max_threads[i]) {
+      l.vpt = vpt;
+      break;
+    }
   }
   if (l.vpt == 0) return ScalarLaunch(dim);
   l.tpr = RoundUp32((nvec + l.vpt - 1) / l.vpt);

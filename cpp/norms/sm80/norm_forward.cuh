@@ -55,10 +55,13 @@ __device__ inline float RowShift(const NormFwdArgs& p, int64_t base) {
 // lost: 8192x8192 86% -> 78%; docs/perf/norms.md, Standing decisions: At most
 // 4 vectors per thread.)
 template <typename T, bool kLayer, int kVpt>
-constexpr int FwdMaxRegisters() { return kLayer && sizeof(T) == 2 && kVpt <= 4 ? 48 : 128; }
+constexpr int FwdMaxRegisters() {
+  return kLayer && sizeof(T) == 2 && kVpt <= 4 ? 48 : 128;
+}
 
 template <typename T, bool kLayer, bool kResidual, int kVpt, bool kKeepParams = false>
-__global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, kVpt>())) NormFwdVecKernel(NormFwdArgs p) {
+__global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, kVpt>()))
+    NormFwdVecKernel(NormFwdArgs p) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
   __shared__ float scratch[16 * 96];
@@ -72,8 +75,8 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
 #pragma unroll
   for (int k = 0; k < kVpt; ++k) {
     const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-    raw[k] = (live && j < nvec) ? LoadStream(static_cast<const T*>(p.x) + base + j * N)
-                                : make_uint4(0, 0, 0, 0);
+    raw[k] =
+        (live && j < nvec) ? LoadStream(static_cast<const T*>(p.x) + base + j * N) : make_uint4(0, 0, 0, 0);
   }
   if constexpr (kResidual) {
 #pragma unroll
@@ -139,7 +142,10 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
       if constexpr (kLayer) {
         const float4 b4 = kKeepParams ? LoadParamKeep(p.bias + prow + j * N + 4 * q)
                                       : LoadParam(p.bias + prow + j * N + 4 * q);
-        bi[0] = b4.x; bi[1] = b4.y; bi[2] = b4.z; bi[3] = b4.w;
+        bi[0] = b4.x;
+        bi[1] = b4.y;
+        bi[2] = b4.z;
+        bi[3] = b4.w;
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[4 * q + e] - mean) * rstd * sc[e] + bi[e];

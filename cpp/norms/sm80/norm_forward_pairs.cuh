@@ -33,9 +33,9 @@ __device__ inline float4 BlockSum4OneBarrier(float4 v, float* scratch) {
     scratch[96 + warp] = v.w;
   }
   __syncthreads();
-  return WarpSum4(lane < warps ? make_float4(scratch[lane], scratch[32 + lane], scratch[64 + lane],
-                                             scratch[96 + lane])
-                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+  return WarpSum4(lane < warps
+                      ? make_float4(scratch[lane], scratch[32 + lane], scratch[64 + lane], scratch[96 + lane])
+                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
 }
 
 // Where the pair kernel serves a launch: 16-bit LayerNorm without a fused

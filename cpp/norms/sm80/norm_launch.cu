@@ -23,9 +23,7 @@ constexpr int kFwdMaxVpt = 4;
 // JAXDNN_NORM_FWD_VPT=1|2|4|8 overrides how many 16-byte vectors per thread
 // the forward starts from (fewer threads and more rows resident per SM with
 // more), for A/Bs.
-int FwdStartVpt() {
-  return static_cast<int>(SwitchInt(Switch::kNormFwdVpt, kFwdMaxVpt));
-}
+int FwdStartVpt() { return static_cast<int>(SwitchInt(Switch::kNormFwdVpt, kFwdMaxVpt)); }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -38,8 +36,7 @@ bool UsePairKernel(const NormShape& s, int elems_per_vec, bool aligned) {
 }
 
 template <typename T, bool kLayer, bool kResidual>
-void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t stream,
-                  const NormFwdArgs& p) {
+void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t stream, const NormFwdArgs& p) {
   // LayerNorm reads scale and bias with an L1 evict-last hint (70 -> 73% of
   // copy at 32768x4096); RMSNorm (scale only) lost 7% with it, so it keeps the
   // plain read (docs/perf/norms.md, Standing decisions: L1 evict-last parameter
@@ -56,8 +53,8 @@ void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t str
 
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
-  const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
-                       (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
+  const bool aligned =
+      Aligned16(p.x) && Aligned16(p.y) && (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
   if constexpr (kLayer && !kResidual && sizeof(T) == 2) {
     if (UsePairKernel(p.shape, Vec16<T>::kElems, aligned)) {
       const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
@@ -67,8 +64,8 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
       return CheckLaunch("jaxdnn norm forward (row pairs) launch");
     }
   }
-  const RowLaunch l = ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(),
-                                      kFwdBlockThreads);
+  const RowLaunch l =
+      ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(), kFwdBlockThreads);
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
   LaunchFwdVec<T, kLayer, kResidual>(l.vpt, grid, block, stream, p);
@@ -86,9 +83,7 @@ constexpr size_t kMaxSmem = 227 * 1024;
 // copy at 32768x4096 (docs/perf/norms.md, Standing decisions: Keep x-hat and
 // dy * scale in registers).
 // JAXDNN_NORM_BWD=reload selects the two-read form, for A/Bs.
-bool BwdKeepEnabled() {
-  return SwitchText(Switch::kNormBwd) != "reload";
-}
+bool BwdKeepEnabled() { return SwitchText(Switch::kNormBwd) != "reload"; }
 
 template <typename T, bool kLayer, bool kResidual, int kVpt, int kStages>
 void LaunchBwdRing(const dim3& grid, const dim3& block, size_t smem, cudaStream_t stream,
@@ -124,14 +119,12 @@ bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p,
 // 2.50 TB/s; 1024 threads and twice the blocks per SM lost (docs/perf/norms.md,
 // Standing decisions: 512-thread backward blocks for short rows).
 // JAXDNN_NORM_BWD_BLOCK_THREADS=256|1024 (read once) overrides it, for A/Bs.
-int BwdBlockThreads() {
-  return static_cast<int>(SwitchInt(Switch::kNormBwdBlockThreads, 512));
-}
+int BwdBlockThreads() { return static_cast<int>(SwitchInt(Switch::kNormBwdBlockThreads, 512)); }
 
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
-  const bool aligned = Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) &&
-                       (!kResidual || Aligned16(p.dsum));
+  const bool aligned =
+      Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) && (!kResidual || Aligned16(p.dsum));
   RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
   if (l.vpt == 1 && l.tpr < BwdBlockThreads()) l.rpc = BwdBlockThreads() / l.tpr;
   const int64_t rpg = p.shape.rows_per_group();

@@ -35,7 +35,6 @@ using namespace sm90_selftest;
 
 namespace {
 
-
 struct Case {
   const char* name;
   int B, Sq, Skv, H, Hk, D;
@@ -108,7 +107,10 @@ bool CheckOne(const Case& c, const AttnFwdArgs& a, const ja::DecodeSplitPlan& pl
   long long nonfinite = 0, bad_inf = 0, empty_rows = 0, nonzero_empty = 0;
   for (size_t i = 0; i < nq; ++i) {
     const float g = HostToF(gout[i], c.f16);
-    if (!std::isfinite(g)) { ++nonfinite; continue; }
+    if (!std::isfinite(g)) {
+      ++nonfinite;
+      continue;
+    }
     const double d = double(g) - hro[i];
     out_max = std::max(out_max, std::fabs(d));
     out_l2 += d * d;
@@ -117,8 +119,14 @@ bool CheckOne(const Case& c, const AttnFwdArgs& a, const ja::DecodeSplitPlan& pl
   for (size_t i = 0; i < nl; ++i) {
     const bool ref_empty = std::isinf(hrl[i]) && hrl[i] < 0;
     const bool got_empty = std::isinf(glse[i]) && glse[i] < 0;
-    if (std::isnan(glse[i])) { ++nonfinite; continue; }
-    if (ref_empty != got_empty) { ++bad_inf; continue; }
+    if (std::isnan(glse[i])) {
+      ++nonfinite;
+      continue;
+    }
+    if (ref_empty != got_empty) {
+      ++bad_inf;
+      continue;
+    }
     if (ref_empty) {
       ++empty_rows;  // its output row must be exact zeros: lse row i = (b, h, qi)
       const size_t qi = i % c.Sq, h = (i / c.Sq) % c.H, b = i / (size_t(c.Sq) * c.H);
@@ -132,13 +140,14 @@ bool CheckOne(const Case& c, const AttnFwdArgs& a, const ja::DecodeSplitPlan& pl
   }
   out_l2 = std::sqrt(out_l2 / std::max(out_ref, 1e-30));
   lse_l2 = std::sqrt(lse_l2 / std::max(lse_ref, 1e-30));
-  const bool ok = nonfinite == 0 && bad_inf == 0 && nonzero_empty == 0 && out_l2 <= 1e-2 &&
-                  out_max <= 5e-2 && lse_l2 <= 1e-3 && lse_max <= 5e-2;
-  std::printf("%-34s %-5s %s splits %5lld slots %5lld  out max %8.3g relL2 %8.3g  lse max %8.3g relL2 %8.3g"
-              "  empty %lld (nonzero %lld, bad -inf %lld) %s%s\n",
-              c.name, c.f16 ? "f16" : "bf16", label, (long long)plan.splits, (long long)plan.slots(), out_max,
-              out_l2, lse_max, lse_l2, empty_rows, nonzero_empty, bad_inf, ok ? "PASS" : "FAIL",
-              nonfinite ? " (non-finite outputs)" : "");
+  const bool ok = nonfinite == 0 && bad_inf == 0 && nonzero_empty == 0 && out_l2 <= 1e-2 && out_max <= 5e-2 &&
+                  lse_l2 <= 1e-3 && lse_max <= 5e-2;
+  std::printf(
+      "%-34s %-5s %s splits %5lld slots %5lld  out max %8.3g relL2 %8.3g  lse max %8.3g relL2 %8.3g"
+      "  empty %lld (nonzero %lld, bad -inf %lld) %s%s\n",
+      c.name, c.f16 ? "f16" : "bf16", label, (long long)plan.splits, (long long)plan.slots(), out_max, out_l2,
+      lse_max, lse_l2, empty_rows, nonzero_empty, bad_inf, ok ? "PASS" : "FAIL",
+      nonfinite ? " (non-finite outputs)" : "");
   std::fflush(stdout);
   return ok;
 }
@@ -158,10 +167,9 @@ bool RunCase(const Case& c, Buffers& buf, cudaStream_t stream) {
     const int threads = 256;
     const unsigned blocks = unsigned((nl * 32 + threads - 1) / threads);
     if (c.f16) {
-      ReferenceFwd<__half><<<blocks, threads, 0, stream>>>(static_cast<const __half*>(buf.q),
-                                                           static_cast<const __half*>(buf.k),
-                                                           static_cast<const __half*>(buf.v), buf.rout,
-                                                           buf.rlse, a.shape, a.mask_params);
+      ReferenceFwd<__half><<<blocks, threads, 0, stream>>>(
+          static_cast<const __half*>(buf.q), static_cast<const __half*>(buf.k),
+          static_cast<const __half*>(buf.v), buf.rout, buf.rlse, a.shape, a.mask_params);
     } else {
       ReferenceFwd<__nv_bfloat16><<<blocks, threads, 0, stream>>>(
           static_cast<const __nv_bfloat16*>(buf.q), static_cast<const __nv_bfloat16*>(buf.k),
@@ -191,7 +199,8 @@ bool RunCase(const Case& c, Buffers& buf, cudaStream_t stream) {
   CHECK_CUDA(cudaMemcpyAsync(o2.data(), a.out, nq * 2, cudaMemcpyDeviceToHost, stream));
   CHECK_CUDA(cudaMemcpyAsync(l2.data(), a.lse, nl * 4, cudaMemcpyDeviceToHost, stream));
   CHECK_CUDA(cudaStreamSynchronize(stream));
-  const bool same = std::memcmp(o1.data(), o2.data(), nq * 2) == 0 && std::memcmp(l1.data(), l2.data(), nl * 4) == 0;
+  const bool same =
+      std::memcmp(o1.data(), o2.data(), nq * 2) == 0 && std::memcmp(l1.data(), l2.data(), nl * 4) == 0;
   if (!same) std::printf("%-34s FAIL: two runs differ\n", c.name);
   return ok && same;
 }
@@ -231,23 +240,48 @@ int main(int argc, char** argv) {
   const float kNo = 0.f;
   const std::vector<Case> cases = {
       // name                          B  Sq    Skv   H  Hk   D  f16   causal  wl   wr  cap  qlen  kvlen
-      {"mha q1 kv16384",               1, 1, 16384, 16, 16, 128, false, false, -1, -1, kNo, {}, {}},
-      {"mha q1 kv16384 f16",           1, 1, 16384, 16, 16, 128, true, false, -1, -1, kNo, {}, {}},
-      {"kv len 1",                    16, 1, 1, 16, 16, 128, false, false, -1, -1, kNo, {}, {}},
-      {"kv len 7 q16 mqa causal(TL)",  2, 16, 7, 16, 1, 64, true, true, -1, -1, kNo, {}, {}},
-      {"kv len 7 q4 d256",             1, 4, 7, 16, 16, 256, true, false, -1, -1, kNo, {}, {}},
-      {"gqa4 q4 kv1000 causal",        2, 4, 1000, 16, 4, 64, false, true, -1, -1, kNo, {}, {}},
+      {"mha q1 kv16384", 1, 1, 16384, 16, 16, 128, false, false, -1, -1, kNo, {}, {}},
+      {"mha q1 kv16384 f16", 1, 1, 16384, 16, 16, 128, true, false, -1, -1, kNo, {}, {}},
+      {"kv len 1", 16, 1, 1, 16, 16, 128, false, false, -1, -1, kNo, {}, {}},
+      {"kv len 7 q16 mqa causal(TL)", 2, 16, 7, 16, 1, 64, true, true, -1, -1, kNo, {}, {}},
+      {"kv len 7 q4 d256", 1, 4, 7, 16, 16, 256, true, false, -1, -1, kNo, {}, {}},
+      {"gqa4 q4 kv1000 causal", 2, 4, 1000, 16, 4, 64, false, true, -1, -1, kNo, {}, {}},
       {"gqa4 q16 kv1000 causal d256", 16, 16, 1000, 16, 4, 256, false, true, -1, -1, kNo, {}, {}},
-      {"gqa4 q4 kv16384 lens causal", 16, 4, 16384, 16, 4, 128, true, true, -1, -1, kNo, {},
+      {"gqa4 q4 kv16384 lens causal",
+       16,
+       4,
+       16384,
+       16,
+       4,
+       128,
+       true,
+       true,
+       -1,
+       -1,
+       kNo,
+       {},
        {16384, 1, 0, 5000, 16383, 3, 777, 16000, 64, 65, 8191, 8192, 4, 100, 12345, 2}},
-      {"mqa q16 kv65536 causal cap",   1, 16, 65536, 16, 1, 256, false, true, -1, -1, 30.f, {}, {}},
-      {"mha q16 kv16384 window",       2, 16, 16384, 16, 16, 256, true, true, 127, 0, kNo, {}, {}},
-      {"mqa q4 kv65536 lens window",   2, 4, 65536, 16, 1, 128, false, false, 1000, -1, kNo, {3, 4}, {65536, 40000}},
-      {"gqa4 q1 kv65536 softcap",      1, 1, 65536, 16, 4, 64, false, false, -1, -1, 30.f, {}, {}},
-      {"mha q4 kv1000 empty rows",     2, 4, 1000, 16, 16, 128, false, true, -1, -1, kNo, {2, 0}, {0, 999}},
-      {"mqa q1 kv16384 qlens f16",     2, 1, 16384, 16, 1, 64, true, false, -1, -1, kNo, {1, 0}, {}},
-      {"mha q16 kv16384 window q>w",   1, 16, 16384, 16, 16, 64, false, true, 5, 0, kNo, {}, {}},
-      {"gqa4 q16 kv65536 d128 bf16",   1, 16, 65536, 16, 4, 128, false, true, -1, -1, kNo, {}, {}},
+      {"mqa q16 kv65536 causal cap", 1, 16, 65536, 16, 1, 256, false, true, -1, -1, 30.f, {}, {}},
+      {"mha q16 kv16384 window", 2, 16, 16384, 16, 16, 256, true, true, 127, 0, kNo, {}, {}},
+      {"mqa q4 kv65536 lens window",
+       2,
+       4,
+       65536,
+       16,
+       1,
+       128,
+       false,
+       false,
+       1000,
+       -1,
+       kNo,
+       {3, 4},
+       {65536, 40000}},
+      {"gqa4 q1 kv65536 softcap", 1, 1, 65536, 16, 4, 64, false, false, -1, -1, 30.f, {}, {}},
+      {"mha q4 kv1000 empty rows", 2, 4, 1000, 16, 16, 128, false, true, -1, -1, kNo, {2, 0}, {0, 999}},
+      {"mqa q1 kv16384 qlens f16", 2, 1, 16384, 16, 1, 64, true, false, -1, -1, kNo, {1, 0}, {}},
+      {"mha q16 kv16384 window q>w", 1, 16, 16384, 16, 16, 64, false, true, 5, 0, kNo, {}, {}},
+      {"gqa4 q16 kv65536 d128 bf16", 1, 16, 65536, 16, 4, 128, false, true, -1, -1, kNo, {}, {}},
   };
 
   bool all_ok = true;
@@ -258,7 +292,8 @@ int main(int argc, char** argv) {
       max_kv = std::max(max_kv, size_t(c.B) * c.Skv * c.Hk * c.D);
       ja::AttnShape s{c.B, c.Sq, c.Skv, c.H, c.Hk, c.D};
       for (int64_t splits : {int64_t(0), int64_t(1), int64_t(64)}) {
-        const ja::DecodeSplitPlan plan = splits ? ja::DecodeSplitPlanWithSplits(s, splits) : ja::MakeDecodeSplitPlan(s);
+        const ja::DecodeSplitPlan plan =
+            splits ? ja::DecodeSplitPlanWithSplits(s, splits) : ja::MakeDecodeSplitPlan(s);
         max_ws = std::max(max_ws, size_t(ja::DecodeWorkspaceElemsForPlan(s, plan)));
       }
     }
@@ -307,16 +342,18 @@ int main(int argc, char** argv) {
         CHECK_CUDA(ja::FitDecodeSplitPlanToWaves(a, ja::MakeDecodeSplitPlan(s), &plan));
         const double bytes = 2.0 * nkv * 2;
         const float ms = MedianMs([&] { return ja::LaunchAttentionFwdDecodeSplit(a, plan, stream); }, stream);
-        std::printf("timing B=%-2d H=16 kv=%-6d d128 bf16: split-KV %8.1f us  %5.2f TB/s  (splits %lld, supports %d)",
-                    B, Skv, ms * 1e3, bytes / (ms * 1e-3) / 1e12, (long long)plan.splits,
-                    int(ja::DecodeSplitSupports(a)));
+        std::printf(
+            "timing B=%-2d H=16 kv=%-6d d128 bf16: split-KV %8.1f us  %5.2f TB/s  (splits %lld, supports %d)",
+            B, Skv, ms * 1e3, bytes / (ms * 1e-3) / 1e12, (long long)plan.splits,
+            int(ja::DecodeSplitSupports(a)));
         if (mode == "sweep") {
           // Every split count the workspace holds, in steps: which fills the GPU best.
           const int64_t most = ja::MakeDecodeSplitPlan(s).splits;
           std::printf("\n  sweep:");
           for (int64_t want = most; want >= 1; want = want > 8 ? want - (want > 32 ? 8 : 2) : want - 1) {
             const ja::DecodeSplitPlan cand = ja::DecodeSplitPlanWithSplits(s, want);
-            const float cms = MedianMs([&] { return ja::LaunchAttentionFwdDecodeSplit(a, cand, stream); }, stream);
+            const float cms =
+                MedianMs([&] { return ja::LaunchAttentionFwdDecodeSplit(a, cand, stream); }, stream);
             std::printf(" %lld=%.1f", (long long)cand.splits, cms * 1e3);
           }
         }
@@ -326,7 +363,8 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
         std::fflush(stdout);
-        for (void* p : {buf.q, buf.out, buf.k, buf.v, static_cast<void*>(buf.lse), static_cast<void*>(buf.ws)}) {
+        for (void* p :
+             {buf.q, buf.out, buf.k, buf.v, static_cast<void*>(buf.lse), static_cast<void*>(buf.ws)}) {
           CHECK_CUDA(cudaFree(p));
         }
       }

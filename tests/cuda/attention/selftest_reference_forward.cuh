@@ -36,7 +36,8 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
     const int64_t kvo = ((b * Skv + j) * Hk + hk) * D + lane * per;
     float dot = 0.f;
 #pragma unroll
-    for (int d = 0; d < kMaxPer; ++d) if (d < per) dot += qr[d] * ToF(k[kvo + d]);
+    for (int d = 0; d < kMaxPer; ++d)
+      if (d < per) dot += qr[d] * ToF(k[kvo + d]);
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     const float x = ja::Logit(m, dot);
     const float mn = fmaxf(mx, x);
@@ -44,12 +45,14 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
     const float pj = expf(x - mn);
     l = l * c + pj;
 #pragma unroll
-    for (int d = 0; d < kMaxPer; ++d) if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
+    for (int d = 0; d < kMaxPer; ++d)
+      if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
     mx = mn;
   }
   float* op = out + ((b * Sq + i) * H + h) * D + lane * per;
 #pragma unroll
-  for (int d = 0; d < kMaxPer; ++d) if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
+  for (int d = 0; d < kMaxPer; ++d)
+    if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
   if (lane == 0) lse[(b * H + h) * Sq + i] = l > 0.f ? mx + logf(l) : -INFINITY;
 }
 

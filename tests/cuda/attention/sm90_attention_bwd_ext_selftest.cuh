@@ -145,12 +145,12 @@ struct ExtCase {
   int B, Sq, Skv, H, Hk, D;
   bool causal, f16;
   int window_left = -1, window_right = -1;
-  float softcap = 0.f, scale = 0.f;  // scale 0: 1 / sqrt(D)
+  float softcap = 0.f, scale = 0.f;        // scale 0: 1 / sqrt(D)
   std::vector<int> q_lengths, kv_lengths;  // per batch; empty: none
   std::vector<int> docs;                   // document lengths (segment ids, q and kv alike); empty: none
   bool check = true;                       // reference comparison; else finite + determinism + timing
   bool scattered_ids = false;              // with docs: ids 3..5 in short runs, not contiguous documents
-  int variant = -1;                        // fused paths: the launcher's variant (404: 80-query segment steps)
+  int variant = -1;  // fused paths: the launcher's variant (404: 80-query segment steps)
 };
 
 // Segment ids of one batch row: document d gets id 10 * d + 3 (ids need not
@@ -235,9 +235,8 @@ struct ExtBuffers {
   int32_t *qlen = nullptr, *kvlen = nullptr, *qseg = nullptr, *kvseg = nullptr;
   ~ExtBuffers() {
     for (void* p : {q, k, v, o, dout, dq, dk, dv, static_cast<void*>(lse), static_cast<void*>(ws),
-                    static_cast<void*>(fwd_ws),
-                    static_cast<void*>(qlen), static_cast<void*>(kvlen), static_cast<void*>(qseg),
-                    static_cast<void*>(kvseg)}) {
+                    static_cast<void*>(fwd_ws), static_cast<void*>(qlen), static_cast<void*>(kvlen),
+                    static_cast<void*>(qseg), static_cast<void*>(kvseg)}) {
       if (p != nullptr) cudaFree(p);
     }
   }
@@ -255,7 +254,8 @@ void UploadInts(int32_t** dst, const std::vector<T>& v) {
 enum class BwdPath { kTwoKernel, kFusedOrdered, kFusedUnordered };
 
 inline cudaError_t LaunchPath(const AttnBwdArgs& a, cudaStream_t stream, BwdPath path, int variant = -1) {
-  if (path == BwdPath::kTwoKernel) return jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant);
+  if (path == BwdPath::kTwoKernel)
+    return jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant);
   return jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, variant);
 }
 
@@ -385,8 +385,8 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
   fa.lse = d.lse;
   // The forward's workspace as the plan sizes it (cpp/attention/plan.cc): the
   // tile counter, then the segment ranges its producer votes from.
-  fa.workspace_elems = jaxdnn::attention::kSm90TileCounterElems +
-                       jaxdnn::attention::sm90::SegmentRangeInts(c.B, c.Sq, c.Skv);
+  fa.workspace_elems =
+      jaxdnn::attention::kSm90TileCounterElems + jaxdnn::attention::sm90::SegmentRangeInts(c.B, c.Sq, c.Skv);
   CHECK_CUDA(cudaMalloc(&d.fwd_ws, fa.workspace_elems * 4));
   CHECK_CUDA(cudaMemset(d.fwd_ws, 0, fa.workspace_elems * 4));
   fa.workspace = d.fwd_ws;
@@ -420,7 +420,8 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
   if (fused && (!jaxdnn::attention::Sm90FusedBackwardSupports(a) ||
                 jaxdnn::attention::Sm90FusedBackwardOrdered(a) == unordered)) {
     std::printf("%-44s FAIL: Sm90FusedBackwardSupports() %d, Sm90FusedBackwardOrdered() %d\n", c.name.c_str(),
-                jaxdnn::attention::Sm90FusedBackwardSupports(a), jaxdnn::attention::Sm90FusedBackwardOrdered(a));
+                jaxdnn::attention::Sm90FusedBackwardSupports(a),
+                jaxdnn::attention::Sm90FusedBackwardOrdered(a));
     return false;
   }
 
@@ -474,8 +475,8 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
       using T = decltype(tag);
       RefDqMasked<T><<<bq, threads, 0, stream>>>((const T*)d.q, (const T*)d.k, (const T*)d.v, (const T*)d.o,
                                                  (const T*)d.dout, d.lse, rdelta, rdq, fa.shape, m);
-      RefDkDvMasked<T><<<bk, threads, 0, stream>>>((const T*)d.q, (const T*)d.k, (const T*)d.v, (const T*)d.dout,
-                                                   d.lse, rdelta, rdk, rdv, fa.shape, m);
+      RefDkDvMasked<T><<<bk, threads, 0, stream>>>((const T*)d.q, (const T*)d.k, (const T*)d.v,
+                                                   (const T*)d.dout, d.lse, rdelta, rdk, rdv, fa.shape, m);
     };
     if (f16) {
       launch_ref(__half{});
@@ -507,8 +508,8 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
         std::snprintf(buf, sizeof(buf),
                       "\n    variant %d: relL2 dq %.3g dk %.3g dv %.3g, non-finite %lld/%lld/%lld, "
                       "unmasked %lld/%lld/%lld FAIL",
-                      var, xq.rel_l2, xk.rel_l2, xv.rel_l2, xq.nonfinite, xk.nonfinite, xv.nonfinite, xq.unmasked,
-                      xk.unmasked, xv.unmasked);
+                      var, xq.rel_l2, xk.rel_l2, xv.rel_l2, xq.nonfinite, xk.nonfinite, xv.nonfinite,
+                      xq.unmasked, xk.unmasked, xv.unmasked);
         notes += buf;
         ok = false;
       }
@@ -516,7 +517,8 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
     std::printf("%-44s %-4s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %5s %s", label.c_str(), f16 ? "f16" : "bf16",
                 eq.MaxRel(), eq.rel_l2, ek.MaxRel(), ek.rel_l2, ev.MaxRel(), ev.rel_l2, det ? "yes" : "NO",
                 ok ? "ok" : "FAIL");
-    const long long nf = eq.nonfinite + ek.nonfinite + ev.nonfinite, um = eq.unmasked + ek.unmasked + ev.unmasked;
+    const long long nf = eq.nonfinite + ek.nonfinite + ev.nonfinite,
+                    um = eq.unmasked + ek.unmasked + ev.unmasked;
     if (nf + um > 0) {
       std::printf(" (non-finite dq %lld dk %lld dv %lld; unmasked dq %lld dk %lld dv %lld)", eq.nonfinite,
                   ek.nonfinite, ev.nonfinite, eq.unmasked, ek.unmasked, ev.unmasked);
@@ -552,12 +554,13 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
       const double bflops = 10.0 * c.H * c.D * 128.0 * 128.0 * blocks;
       const double ms = TimeBackward(a, stream, path, variant);
       const double ms2 = TimeBackward(a, stream, BwdPath::kTwoKernel);
-      std::printf("%-44s %-4s %s det %s, finite %s: fused %.3f ms (%.0f TFLOP/s over %.0f live 128x128 blocks, "
-                  "%.0f over allowed pairs); two-kernel %.3f ms (%.0f, %.0f); fused x%.2f %s\n",
-                  (c.name + (c.variant >= 0 ? " v" + std::to_string(c.variant) : "")).c_str(), f16 ? "f16" : "bf16",
-                  unordered ? "unordered" : "ordered", det ? "yes" : "NO",
-                  nf == 0 ? "yes" : "NO", ms, bflops / (ms * 1e-3) / 1e12, blocks, flops / (ms * 1e-3) / 1e12, ms2,
-                  bflops / (ms2 * 1e-3) / 1e12, flops / (ms2 * 1e-3) / 1e12, ms2 / ms, ok ? "ok" : "FAIL");
+      std::printf(
+          "%-44s %-4s %s det %s, finite %s: fused %.3f ms (%.0f TFLOP/s over %.0f live 128x128 blocks, "
+          "%.0f over allowed pairs); two-kernel %.3f ms (%.0f, %.0f); fused x%.2f %s\n",
+          (c.name + (c.variant >= 0 ? " v" + std::to_string(c.variant) : "")).c_str(), f16 ? "f16" : "bf16",
+          unordered ? "unordered" : "ordered", det ? "yes" : "NO", nf == 0 ? "yes" : "NO", ms,
+          bflops / (ms * 1e-3) / 1e12, blocks, flops / (ms * 1e-3) / 1e12, ms2, bflops / (ms2 * 1e-3) / 1e12,
+          flops / (ms2 * 1e-3) / 1e12, ms2 / ms, ok ? "ok" : "FAIL");
       std::fflush(stdout);
       return ok;
     }
@@ -568,11 +571,12 @@ bool RunExtCase(const ExtCase& c, cudaStream_t stream, BwdPath path = BwdPath::k
     dense.mask_params.scale = m.scale;
     dense.mask_params.causal = c.Sq == c.Skv;
     const double ms_dense = TimeBackward(dense, stream);
-    std::printf("%-44s %-4s det %s, finite %s: %.3f ms (%.0f TFLOP/s over allowed pairs, %.1f%% of the causal "
-                "pairs); dense causal %.3f ms (x%.2f) %s\n",
-                c.name.c_str(), f16 ? "f16" : "bf16", det ? "yes" : "NO", nf == 0 ? "yes" : "NO", ms,
-                flops / (ms * 1e-3) / 1e12, 100.0 * pairs / (0.5 * c.B * double(c.Sq) * (c.Sq + 1)), ms_dense,
-                ms_dense / ms, ok ? "ok" : "FAIL");
+    std::printf(
+        "%-44s %-4s det %s, finite %s: %.3f ms (%.0f TFLOP/s over allowed pairs, %.1f%% of the causal "
+        "pairs); dense causal %.3f ms (x%.2f) %s\n",
+        c.name.c_str(), f16 ? "f16" : "bf16", det ? "yes" : "NO", nf == 0 ? "yes" : "NO", ms,
+        flops / (ms * 1e-3) / 1e12, 100.0 * pairs / (0.5 * c.B * double(c.Sq) * (c.Sq + 1)), ms_dense,
+        ms_dense / ms, ok ? "ok" : "FAIL");
   }
   std::fflush(stdout);
   return ok;
@@ -737,8 +741,8 @@ inline std::vector<ExtCase> ExtCasesD256() {
 }
 
 inline bool RunExtD256Cases(cudaStream_t stream) {
-  std::printf("%-44s %-4s %9s %9s %9s %9s %9s %9s %5s\n", "ext case", "dt", "dq_maxrel", "dq_relL2", "dk_maxrel",
-              "dk_relL2", "dv_maxrel", "dv_relL2", "det");
+  std::printf("%-44s %-4s %9s %9s %9s %9s %9s %9s %5s\n", "ext case", "dt", "dq_maxrel", "dq_relL2",
+              "dk_maxrel", "dk_relL2", "dv_maxrel", "dv_relL2", "det");
   bool all_ok = true;
   for (const ExtCase& c : ExtCasesD256()) all_ok = RunExtCase(c, stream) && all_ok;
   return all_ok;
@@ -838,8 +842,15 @@ inline std::vector<ExtCase> SegQ80Cases() {
     const std::vector<int> edges = {16, 80, 15, 81, 17, 79, 48, 1, 160, 47, 65, 200, 33, 96, 127, 129};
     for (int causal = 0; causal < 2; ++causal) {
       for (int f16 = 0; f16 < 2; ++f16) {
-        ExtCase c{std::string("seg q80 edges ") + (causal ? "causal " : "") + "1537 d128", 1 + f16, 1537, 1537, 4,
-                  2, 128, causal != 0, f16 != 0};
+        ExtCase c{std::string("seg q80 edges ") + (causal ? "causal " : "") + "1537 d128",
+                  1 + f16,
+                  1537,
+                  1537,
+                  4,
+                  2,
+                  128,
+                  causal != 0,
+                  f16 != 0};
         c.docs = edges;
         c.variant = 404;
         v.push_back(c);
@@ -911,8 +922,8 @@ inline bool RunSegCases(cudaStream_t stream, bool ordered, bool unordered, bool 
 inline int RunExtMode() {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
-  std::printf("%-44s %-4s %9s %9s %9s %9s %9s %9s %5s\n", "ext case", "dt", "dq_maxrel", "dq_relL2", "dk_maxrel",
-              "dk_relL2", "dv_maxrel", "dv_relL2", "det");
+  std::printf("%-44s %-4s %9s %9s %9s %9s %9s %9s %5s\n", "ext case", "dt", "dq_maxrel", "dq_relL2",
+              "dk_maxrel", "dk_relL2", "dv_maxrel", "dv_relL2", "det");
   bool all_ok = true;
   for (const ExtCase& c : ExtCases()) all_ok = RunExtCase(c, stream) && all_ok;
   all_ok = RunExtCase(PackedTimingCase(), stream) && all_ok;

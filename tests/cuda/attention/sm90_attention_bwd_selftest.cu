@@ -62,14 +62,12 @@
 #include "attention/sm90/backward_fused.h"
 #include "attention/sm90/forward.h"
 
-
 using jaxdnn::attention::AttnBwdArgs;
 using jaxdnn::attention::AttnFwdArgs;
 
 using namespace sm90_selftest;
 
 namespace {
-
 
 __device__ __forceinline__ float WarpSum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -78,9 +76,9 @@ __device__ __forceinline__ float WarpSum(float x) {
 
 // One warp per (b, h, i) query row: delta and dq (fp32).
 template <typename T>
-__global__ void RefDq(const T* q, const T* k, const T* v, const T* out, const T* dout,
-                      const float* lse, float* delta, float* dq, int B, int Sq, int Skv, int H,
-                      int Hk, int D, float scale, int causal) {
+__global__ void RefDq(const T* q, const T* k, const T* v, const T* out, const T* dout, const float* lse,
+                      float* delta, float* dq, int B, int Sq, int Skv, int H, int Hk, int D, float scale,
+                      int causal) {
   const int64_t row_id = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row_id >= static_cast<int64_t>(B) * H * Sq) return;
@@ -113,17 +111,19 @@ __global__ void RefDq(const T* q, const T* k, const T* v, const T* out, const T*
     pd = WarpSum(pd);
     const float pj = expf(sd * scale - l);
     const float ds = pj * (pd - dl);
-    for (int d = 0; d < 8; ++d) if (d < per) acc[d] += ds * ToF(k[kvo + d]);
+    for (int d = 0; d < 8; ++d)
+      if (d < per) acc[d] += ds * ToF(k[kvo + d]);
   }
-  for (int d = 0; d < 8; ++d) if (d < per) dq[qo + d] = acc[d] * scale;
+  for (int d = 0; d < 8; ++d)
+    if (d < per) dq[qo + d] = acc[d] * scale;
   if (lane == 0) delta[(static_cast<int64_t>(b) * H + h) * Sq + i] = dl;
 }
 
 // One warp per (b, hk, j) key row: dk, dv (fp32), summing the group's heads.
 template <typename T>
 __global__ void RefDkDv(const T* q, const T* k, const T* v, const T* dout, const float* lse,
-                        const float* delta, float* dk, float* dv, int B, int Sq, int Skv, int H,
-                        int Hk, int D, float scale, int causal) {
+                        const float* delta, float* dk, float* dv, int B, int Sq, int Skv, int H, int Hk,
+                        int D, float scale, int causal) {
   const int64_t row_id = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row_id >= static_cast<int64_t>(B) * Hk * Skv) return;
@@ -176,7 +176,6 @@ struct Case {
   bool check;  // reference comparison (small cases); else finite + determinism only
 };
 
-
 struct Err {
   double max_abs = 0, rel_l2 = 0;
   long long nonfinite = 0;
@@ -221,8 +220,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaSetDevice(dev));
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
-  std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
-              prop.multiProcessorCount);
+  std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
   if (mode == "probe") return 0;
   if (mode == "ext") return sm90_bwd_ext::RunExtMode();
   if (mode == "seg") {
@@ -284,16 +282,11 @@ int main(int argc, char** argv) {
   if (d256) {
     cases = {
         // B, S, H, Hk, D, causal, f16, check
-        {1, 1, 2, 2, 256, 0, false, true},
-        {1, 1, 2, 1, 256, 1, true, true},
-        {1, 7, 2, 1, 256, 1, true, true},
-        {1, 7, 2, 2, 256, 0, false, true},
-        {1, 128, 1, 1, 256, 1, false, true},
-        {2, 1000, 4, 1, 256, 0, false, true},
-        {2, 1000, 4, 1, 256, 1, true, true},
-        {1, 1537, 2, 2, 256, 1, false, true},
-        {1, 1537, 4, 1, 256, 0, true, true},
-        {1, 1537, 4, 1, 256, 1, false, true},
+        {1, 1, 2, 2, 256, 0, false, true},   {1, 1, 2, 1, 256, 1, true, true},
+        {1, 7, 2, 1, 256, 1, true, true},    {1, 7, 2, 2, 256, 0, false, true},
+        {1, 128, 1, 1, 256, 1, false, true}, {2, 1000, 4, 1, 256, 0, false, true},
+        {2, 1000, 4, 1, 256, 1, true, true}, {1, 1537, 2, 2, 256, 1, false, true},
+        {1, 1537, 4, 1, 256, 0, true, true}, {1, 1537, 4, 1, 256, 1, false, true},
     };
   }
   if (mode == "all" || mode == "fused" || mode == "atomic") {
@@ -324,9 +317,8 @@ int main(int argc, char** argv) {
       for (auto& bs : seqs) cases.push_back({bs[0], bs[1], 16, 16, 256, c, false, false});
     }
   }
-  std::printf("%-30s %-4s %10s %10s %10s %10s %10s %10s %5s %9s %8s\n", "case (B,S,H,Hk,D,causal)",
-              "dt", "dq_max", "dq_relL2", "dk_max", "dk_relL2", "dv_max", "dv_relL2", "det", "ms",
-              "TFLOP/s");
+  std::printf("%-30s %-4s %10s %10s %10s %10s %10s %10s %5s %9s %8s\n", "case (B,S,H,Hk,D,causal)", "dt",
+              "dq_max", "dq_relL2", "dk_max", "dk_relL2", "dv_max", "dv_relL2", "det", "ms", "TFLOP/s");
   std::fflush(stdout);
   for (const Case& c : cases) {
     const bool f16 = c.f16;
@@ -431,8 +423,7 @@ int main(int argc, char** argv) {
       continue;
     }
 
-    auto run_poisoned = [&](std::vector<uint16_t>& gq, std::vector<uint16_t>& gk,
-                            std::vector<uint16_t>& gv) {
+    auto run_poisoned = [&](std::vector<uint16_t>& gq, std::vector<uint16_t>& gk, std::vector<uint16_t>& gv) {
       CHECK_CUDA(cudaMemsetAsync(dq, 0xFF, nq * 2, stream));
       CHECK_CUDA(cudaMemsetAsync(dk, 0xFF, nkv * 2, stream));
       CHECK_CUDA(cudaMemsetAsync(dv, 0xFF, nkv * 2, stream));
@@ -478,16 +469,15 @@ int main(int argc, char** argv) {
                                                   (const __half*)o, (const __half*)dout, lse, rdelta, rdq,
                                                   c.B, c.S, c.S, c.H, c.Hk, c.D, sc, c.causal);
         RefDkDv<__half><<<bk, threads, 0, stream>>>((const __half*)q, (const __half*)k, (const __half*)v,
-                                                    (const __half*)dout, lse, rdelta, rdk, rdv, c.B, c.S,
-                                                    c.S, c.H, c.Hk, c.D, sc, c.causal);
+                                                    (const __half*)dout, lse, rdelta, rdk, rdv, c.B, c.S, c.S,
+                                                    c.H, c.Hk, c.D, sc, c.causal);
       } else {
         using T = __nv_bfloat16;
         RefDq<T><<<bq, threads, 0, stream>>>((const T*)q, (const T*)k, (const T*)v, (const T*)o,
-                                             (const T*)dout, lse, rdelta, rdq, c.B, c.S, c.S, c.H, c.Hk,
-                                             c.D, sc, c.causal);
+                                             (const T*)dout, lse, rdelta, rdq, c.B, c.S, c.S, c.H, c.Hk, c.D,
+                                             sc, c.causal);
         RefDkDv<T><<<bk, threads, 0, stream>>>((const T*)q, (const T*)k, (const T*)v, (const T*)dout, lse,
-                                               rdelta, rdk, rdv, c.B, c.S, c.S, c.H, c.Hk, c.D, sc,
-                                               c.causal);
+                                               rdelta, rdk, rdv, c.B, c.S, c.S, c.H, c.Hk, c.D, sc, c.causal);
       }
       CHECK_CUDA(cudaGetLastError());
       CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -518,7 +508,8 @@ int main(int argc, char** argv) {
         // The rotated dQ swizzle (bit 32) on the defaults: 37 / 32 at d128, 44 at d64
         // (workspace poisoned: the delta pass must zero the accumulator rows it reads).
         const bool rot = fused && (c.D == 128 ? (var == 37 || var == 32) : (c.D == 64 && var == 44));
-        if (fused ? ((var > 7 && !wide && !rot && !q80) || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0) continue;
+        if (fused ? ((var > 7 && !wide && !rot && !q80) || (c.D != 128 && (var & 1) != 0)) : (var & 6) != 0)
+          continue;
         if (c.D == 256 && (var & ~8) != 0) continue;  // d256 has bit 8 only
         std::vector<uint16_t> vq(nq), vk(nkv), vv(nkv);
         auto run_var = [&] {
@@ -571,7 +562,8 @@ int main(int argc, char** argv) {
 
     // Timing: median of 10 after 3 warm-ups, per variant.
     auto time_variant = [&](int variant) {
-      for (int i = 0; i < 3; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant));
+      for (int i = 0; i < 3; ++i)
+        CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant));
       std::vector<float> ms(10);
       for (int i = 0; i < 10; ++i) {
         CHECK_CUDA(cudaEventRecord(e0, stream));
@@ -584,7 +576,8 @@ int main(int argc, char** argv) {
       return 0.5 * (ms[4] + ms[5]);
     };
     auto time_fused = [&](int variant) {
-      for (int i = 0; i < 3; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, variant));
+      for (int i = 0; i < 3; ++i)
+        CHECK_CUDA(jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, variant));
       std::vector<float> ms(10);
       for (int i = 0; i < 10; ++i) {
         CHECK_CUDA(cudaEventRecord(e0, stream));
@@ -608,7 +601,9 @@ int main(int argc, char** argv) {
       a.deterministic = true;
       const double t_ordered = time_fused(-1);
       a.deterministic = false;
-      std::snprintf(buf, sizeof(buf), "\n    two-kernel %.3fms %.0fTF | fused ordered %.3fms %.0fTF | unordered x%.2f vs two-kernel, x%.2f vs ordered",
+      std::snprintf(buf, sizeof(buf),
+                    "\n    two-kernel %.3fms %.0fTF | fused ordered %.3fms %.0fTF | unordered x%.2f vs "
+                    "two-kernel, x%.2f vs ordered",
                     t2, flops / (t2 * 1e-3) / 1e12, t_ordered, flops / (t_ordered * 1e-3) / 1e12, t2 / med,
                     t_ordered / med);
       breakdown += buf;
@@ -632,13 +627,15 @@ int main(int argc, char** argv) {
       // The fused variants next to the two-kernel backward (default variant).
       char buf[160];
       const double t2 = time_variant(-1);
-      std::snprintf(buf, sizeof(buf), "\n    two-kernel %.3fms %.0fTF | fused", t2, flops / (t2 * 1e-3) / 1e12);
+      std::snprintf(buf, sizeof(buf), "\n    two-kernel %.3fms %.0fTF | fused", t2,
+                    flops / (t2 * 1e-3) / 1e12);
       breakdown += buf;
       for (int var : {0, 1, 2, 4, 6, 8, 12}) {
         if (var == 1 && c.D != 128) continue;
         if ((var & 8) != 0 && c.D != 64) continue;
         const double t = time_fused(var);
-        std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF (x%.2f)", var, t, flops / (t * 1e-3) / 1e12, t2 / t);
+        std::snprintf(buf, sizeof(buf), " v%d %.3fms %.0fTF (x%.2f)", var, t, flops / (t * 1e-3) / 1e12,
+                      t2 / t);
         breakdown += buf;
       }
     } else if (!c.check && c.D == 256) {
@@ -646,8 +643,9 @@ int main(int argc, char** argv) {
       char buf[96];
       for (int var : {0, 8}) {
         const double tk = time_variant(var | 4), tq = time_variant(var | 2), tt = time_variant(var);
-        std::snprintf(buf, sizeof(buf), "\n    v%d: dkdv %.3fms %.0fTF, dq %.3fms %.0fTF, total %.3fms %.0fTF", var,
-                      tk, flops * 0.8 / (tk * 1e-3) / 1e12, tq, flops * 0.6 / (tq * 1e-3) / 1e12, tt,
+        std::snprintf(buf, sizeof(buf),
+                      "\n    v%d: dkdv %.3fms %.0fTF, dq %.3fms %.0fTF, total %.3fms %.0fTF", var, tk,
+                      flops * 0.8 / (tk * 1e-3) / 1e12, tq, flops * 0.6 / (tq * 1e-3) / 1e12, tt,
                       flops / (tt * 1e-3) / 1e12);
         breakdown += buf;
       }
@@ -677,14 +675,15 @@ int main(int argc, char** argv) {
     const long long nonfin = eq.nonfinite + ek.nonfinite + ev.nonfinite;
     if (c.check) {
       std::printf("%-30s %-4s %10.3g %10.3g %10.3g %10.3g %10.3g %10.3g %5s %9.3f %8.1f %s", name,
-                  f16 ? "f16" : "bf16", eq.max_abs, eq.rel_l2, ek.max_abs, ek.rel_l2, ev.max_abs,
-                  ev.rel_l2, det ? "yes" : "NO", med, tflops, case_ok ? "ok" : "FAIL");
+                  f16 ? "f16" : "bf16", eq.max_abs, eq.rel_l2, ek.max_abs, ek.rel_l2, ev.max_abs, ev.rel_l2,
+                  det ? "yes" : "NO", med, tflops, case_ok ? "ok" : "FAIL");
     } else {
-      std::printf("%-30s %-4s %10s %10s %10s %10s %10s %10s %5s %9.3f %8.1f %s", name,
-                  f16 ? "f16" : "bf16", "-", "-", "-", "-", "-", "-", det ? "yes" : "NO", med, tflops,
+      std::printf("%-30s %-4s %10s %10s %10s %10s %10s %10s %5s %9.3f %8.1f %s", name, f16 ? "f16" : "bf16",
+                  "-", "-", "-", "-", "-", "-", det ? "yes" : "NO", med, tflops,
                   case_ok ? "ok (finite+det)" : "FAIL");
     }
-    if (nonfin) std::printf(" (non-finite: dq %lld dk %lld dv %lld)", eq.nonfinite, ek.nonfinite, ev.nonfinite);
+    if (nonfin)
+      std::printf(" (non-finite: dq %lld dk %lld dv %lld)", eq.nonfinite, ek.nonfinite, ev.nonfinite);
     std::printf("%s\n", breakdown.c_str());
     std::fflush(stdout);
     all_ok = all_ok && case_ok;

@@ -25,18 +25,16 @@
 #include "sm90_selftest_util.cuh"
 #include "attention/sm90/forward.h"
 
-
 using jaxdnn::attention::AttnFwdArgs;
 
 using namespace sm90_selftest;
 
 namespace {
 
-
 // One warp per (b, h, i) query row, fp32 online softmax over keys in order.
 template <typename T>
-__global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, float* lse, int B,
-                             int Sq, int Skv, int H, int Hk, int D, float scale, int causal) {
+__global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, float* lse, int B, int Sq,
+                             int Skv, int H, int Hk, int D, float scale, int causal) {
   const int64_t row_id = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row_id >= static_cast<int64_t>(B) * H * Sq) return;
@@ -48,28 +46,31 @@ __global__ void ReferenceFwd(const T* q, const T* k, const T* v, float* out, flo
   const int per = D / 32;     // 2, 4 or 8
   float qr[kMaxPer], acc[kMaxPer] = {};
   const T* qp = q + ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
-  #pragma unroll
+#pragma unroll
   for (int d = 0; d < kMaxPer; ++d) qr[d] = d < per ? ToF(qp[d]) : 0.f;
   float m = -INFINITY, l = 0.f;
   const int hi = causal ? min(Skv, i + 1) : Skv;
   for (int j = 0; j < hi; ++j) {
     const int64_t kvo = ((static_cast<int64_t>(b) * Skv + j) * Hk + hk) * D + lane * per;
     float dot = 0.f;
-    #pragma unroll
-    for (int d = 0; d < kMaxPer; ++d) if (d < per) dot += qr[d] * ToF(k[kvo + d]);
+#pragma unroll
+    for (int d = 0; d < kMaxPer; ++d)
+      if (d < per) dot += qr[d] * ToF(k[kvo + d]);
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     const float x = dot * scale;
     const float mn = fmaxf(m, x);
     const float c = expf(m - mn);
     const float pj = expf(x - mn);
     l = l * c + pj;
-    #pragma unroll
-    for (int d = 0; d < kMaxPer; ++d) if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
+#pragma unroll
+    for (int d = 0; d < kMaxPer; ++d)
+      if (d < per) acc[d] = acc[d] * c + pj * ToF(v[kvo + d]);
     m = mn;
   }
   float* op = out + ((static_cast<int64_t>(b) * Sq + i) * H + h) * D + lane * per;
-  #pragma unroll
-  for (int d = 0; d < kMaxPer; ++d) if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
+#pragma unroll
+  for (int d = 0; d < kMaxPer; ++d)
+    if (d < per) op[d] = l > 0.f ? acc[d] / l : 0.f;
   if (lane == 0) lse[(static_cast<int64_t>(b) * H + h) * Sq + i] = l > 0.f ? m + logf(l) : -INFINITY;
 }
 
@@ -81,7 +82,7 @@ struct Case {
 // The FFI's size for the dynamic scheduler's counter (SM90_TILE_COUNTER_ELEMS
 // in jaxdnn/attention/primitives.py).
 constexpr int64_t kWorkspaceElems = 64;
-constexpr int kDynamicVariant = 9;  // 8: dynamic scheduler (+1 pingpong)
+constexpr int kDynamicVariant = 9;      // 8: dynamic scheduler (+1 pingpong)
 constexpr int kDynamicLptVariant = 25;  // + 16: L2-chunked longest-first tile order
 
 // Device buffers sized for the largest case, a stream and timing events.
@@ -144,9 +145,8 @@ Errors CheckLaunch(const Case& c, bool f16, int variant, bool check, const Buffe
   const int blocks = static_cast<int>((rows * 32 + threads - 1) / threads);
   if (f16) {
     ReferenceFwd<__half><<<blocks, threads, 0, b.stream>>>(
-        static_cast<const __half*>(b.q), static_cast<const __half*>(b.k),
-        static_cast<const __half*>(b.v), b.ref_out, b.ref_lse, c.B, c.Sq, c.Skv, c.H, c.Hk, c.D,
-        a.mask_params.scale, c.causal);
+        static_cast<const __half*>(b.q), static_cast<const __half*>(b.k), static_cast<const __half*>(b.v),
+        b.ref_out, b.ref_lse, c.B, c.Sq, c.Skv, c.H, c.Hk, c.D, a.mask_params.scale, c.causal);
   } else {
     ReferenceFwd<__nv_bfloat16><<<blocks, threads, 0, b.stream>>>(
         static_cast<const __nv_bfloat16*>(b.q), static_cast<const __nv_bfloat16*>(b.k),
@@ -178,7 +178,8 @@ Errors CheckLaunch(const Case& c, bool f16, int variant, bool check, const Buffe
 
 // Median of 20 timed launches after 5 warm-ups, in ms.
 double MedianMs(const AttnFwdArgs& a, int variant, const Buffers& b) {
-  for (int i = 0; i < 5; ++i) CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, b.stream, variant));
+  for (int i = 0; i < 5; ++i)
+    CHECK_CUDA(jaxdnn::attention::LaunchAttentionFwdSm90Variant(a, b.stream, variant));
   std::vector<float> ms(20);
   for (int i = 0; i < 20; ++i) {
     CHECK_CUDA(cudaEventRecord(b.e0, b.stream));
@@ -244,7 +245,6 @@ void FreeBuffers(Buffers& b) {
   CHECK_CUDA(cudaEventDestroy(b.e0));
   CHECK_CUDA(cudaEventDestroy(b.e1));
 }
-
 
 // The dynamic tile scheduler against the default (one CTA per tile) on causal
 // grids, batch x seq = 16k tokens, 16 heads, head dim 128 and 64 (plus odd
@@ -332,55 +332,87 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaSetDevice(dev));
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
-  std::printf("device: %s (sm_%d%d, %d SMs), dtype %s, variant %d\n", prop.name, prop.major,
-              prop.minor, prop.multiProcessorCount, f16 ? "f16" : "bf16", variant);
+  std::printf("device: %s (sm_%d%d, %d SMs), dtype %s, variant %d\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount, f16 ? "f16" : "bf16", variant);
 
   std::vector<Case> cases = {
-      {1, 128, 128, 1, 1, 128, 0, true},      {1, 128, 128, 1, 1, 128, 1, true},
-      {2, 1000, 1000, 3, 1, 128, 1, true},    {2, 1000, 1000, 3, 1, 128, 0, true},
-      {2, 200, 1000, 4, 2, 128, 0, true},     {2, 1000, 1000, 4, 2, 64, 1, true},
-      {2, 200, 1000, 4, 2, 64, 0, true},      {8, 2048, 2048, 16, 16, 128, 0, true},
-      {8, 2048, 2048, 16, 16, 128, 1, true},  {4, 4096, 4096, 16, 16, 128, 0, true},
-      {4, 4096, 4096, 16, 16, 128, 1, true},  {2, 8192, 8192, 16, 16, 128, 0, false},
-      {2, 8192, 8192, 16, 16, 128, 1, false}, {1, 16384, 16384, 16, 16, 128, 0, false},
-      {1, 16384, 16384, 16, 16, 128, 1, true}, {8, 2048, 2048, 16, 16, 64, 0, true},
-      {8, 2048, 2048, 16, 16, 64, 1, true},   {2, 8192, 8192, 16, 16, 64, 1, false},
+      {1, 128, 128, 1, 1, 128, 0, true},
+      {1, 128, 128, 1, 1, 128, 1, true},
+      {2, 1000, 1000, 3, 1, 128, 1, true},
+      {2, 1000, 1000, 3, 1, 128, 0, true},
+      {2, 200, 1000, 4, 2, 128, 0, true},
+      {2, 1000, 1000, 4, 2, 64, 1, true},
+      {2, 200, 1000, 4, 2, 64, 0, true},
+      {8, 2048, 2048, 16, 16, 128, 0, true},
+      {8, 2048, 2048, 16, 16, 128, 1, true},
+      {4, 4096, 4096, 16, 16, 128, 0, true},
+      {4, 4096, 4096, 16, 16, 128, 1, true},
+      {2, 8192, 8192, 16, 16, 128, 0, false},
+      {2, 8192, 8192, 16, 16, 128, 1, false},
+      {1, 16384, 16384, 16, 16, 128, 0, false},
+      {1, 16384, 16384, 16, 16, 128, 1, true},
+      {8, 2048, 2048, 16, 16, 64, 0, true},
+      {8, 2048, 2048, 16, 16, 64, 1, true},
+      {2, 8192, 8192, 16, 16, 64, 1, false},
       // Head dim 256 (64-key blocks, O staged in Q's buffer): odd lengths,
       // GQA, a causal diagonal that crosses two kv blocks per query tile.
-      {1, 1, 1, 1, 1, 256, 0, true},          {1, 1, 1, 1, 1, 256, 1, true},
-      {2, 7, 7, 4, 2, 256, 0, true},          {2, 7, 7, 4, 2, 256, 1, true},
-      {2, 1000, 1000, 3, 1, 256, 0, true},    {2, 1000, 1000, 3, 1, 256, 1, true},
-      {1, 1537, 1537, 4, 2, 256, 0, true},    {1, 1537, 1537, 4, 2, 256, 1, true},
-      {2, 200, 1000, 4, 2, 256, 0, true},     {2, 1000, 7, 4, 1, 256, 0, true},
+      {1, 1, 1, 1, 1, 256, 0, true},
+      {1, 1, 1, 1, 1, 256, 1, true},
+      {2, 7, 7, 4, 2, 256, 0, true},
+      {2, 7, 7, 4, 2, 256, 1, true},
+      {2, 1000, 1000, 3, 1, 256, 0, true},
+      {2, 1000, 1000, 3, 1, 256, 1, true},
+      {1, 1537, 1537, 4, 2, 256, 0, true},
+      {1, 1537, 1537, 4, 2, 256, 1, true},
+      {2, 200, 1000, 4, 2, 256, 0, true},
+      {2, 1000, 7, 4, 1, 256, 0, true},
       // Around 80 keys (variant bit 32, 80-key blocks: a partial last block
       // of 79, 1, 1 and 41 keys; one block exactly; q_len != kv_len; GQA).
-      {2, 79, 79, 4, 2, 256, 0, true},        {2, 81, 81, 3, 1, 256, 0, true},
-      {1, 161, 161, 4, 4, 256, 0, true},      {2, 80, 80, 4, 2, 256, 0, true},
-      {2, 200, 161, 4, 2, 256, 0, true},      {1, 81, 1001, 4, 1, 256, 0, true},
+      {2, 79, 79, 4, 2, 256, 0, true},
+      {2, 81, 81, 3, 1, 256, 0, true},
+      {1, 161, 161, 4, 4, 256, 0, true},
+      {2, 80, 80, 4, 2, 256, 0, true},
+      {2, 200, 161, 4, 2, 256, 0, true},
+      {1, 81, 1001, 4, 1, 256, 0, true},
       {2, 81, 81, 3, 1, 256, 1, true},
       // Head dim 64 around 192-row tiles (variant bit 64, three consumer
       // warpgroups: partial last tiles of 191, 1, 1 and 8 rows; q_len !=
       // kv_len; GQA), then the head dim 64 benchmark grid.
-      {2, 191, 191, 4, 2, 64, 0, true},       {2, 193, 193, 3, 1, 64, 0, true},
-      {1, 385, 385, 4, 4, 64, 0, true},       {2, 200, 1001, 4, 2, 64, 0, true},
-      {1, 7, 7, 4, 1, 64, 0, true},           {2, 1000, 200, 4, 2, 64, 0, true},
-      {32, 512, 512, 16, 16, 64, 0, true},    {16, 1024, 1024, 16, 16, 64, 0, true},
-      {4, 4096, 4096, 16, 16, 64, 0, true},   {1, 16384, 16384, 16, 16, 64, 0, false},
+      {2, 191, 191, 4, 2, 64, 0, true},
+      {2, 193, 193, 3, 1, 64, 0, true},
+      {1, 385, 385, 4, 4, 64, 0, true},
+      {2, 200, 1001, 4, 2, 64, 0, true},
+      {1, 7, 7, 4, 1, 64, 0, true},
+      {2, 1000, 200, 4, 2, 64, 0, true},
+      {32, 512, 512, 16, 16, 64, 0, true},
+      {16, 1024, 1024, 16, 16, 64, 0, true},
+      {4, 4096, 4096, 16, 16, 64, 0, true},
+      {1, 16384, 16384, 16, 16, 64, 0, false},
       // Causal around 192-row tiles (variant bit 64 with the dynamic
       // scheduler, 89 = 25 + 64: each tile's diagonal crosses two 128-key
       // blocks at 1.5 blocks per tile; last tiles of 191, 1, 1, 1 rows).
-      {2, 191, 191, 4, 2, 64, 1, true},       {1, 385, 385, 4, 4, 64, 1, true},
-      {1, 7, 7, 4, 1, 64, 1, true},           {1, 577, 577, 4, 2, 64, 1, true},
-      {2, 193, 193, 3, 1, 64, 1, true},       {32, 512, 512, 16, 16, 64, 1, true},
-      {16, 1024, 1024, 16, 16, 64, 1, true},  {4, 4096, 4096, 16, 16, 64, 1, true},
+      {2, 191, 191, 4, 2, 64, 1, true},
+      {1, 385, 385, 4, 4, 64, 1, true},
+      {1, 7, 7, 4, 1, 64, 1, true},
+      {1, 577, 577, 4, 2, 64, 1, true},
+      {2, 193, 193, 3, 1, 64, 1, true},
+      {32, 512, 512, 16, 16, 64, 1, true},
+      {16, 1024, 1024, 16, 16, 64, 1, true},
+      {4, 4096, 4096, 16, 16, 64, 1, true},
       {1, 16384, 16384, 16, 16, 64, 1, false},
       // Head dim 256 benchmark grid: batch x seq = 16384 tokens, 16 heads.
-      {32, 512, 512, 16, 16, 256, 0, true},   {32, 512, 512, 16, 16, 256, 1, true},
-      {16, 1024, 1024, 16, 16, 256, 0, true}, {16, 1024, 1024, 16, 16, 256, 1, true},
-      {8, 2048, 2048, 16, 16, 256, 0, true},  {8, 2048, 2048, 16, 16, 256, 1, true},
-      {4, 4096, 4096, 16, 16, 256, 0, true},  {4, 4096, 4096, 16, 16, 256, 1, true},
-      {2, 8192, 8192, 16, 16, 256, 0, false}, {2, 8192, 8192, 16, 16, 256, 1, true},
-      {1, 16384, 16384, 16, 16, 256, 0, false}, {1, 16384, 16384, 16, 16, 256, 1, false},
+      {32, 512, 512, 16, 16, 256, 0, true},
+      {32, 512, 512, 16, 16, 256, 1, true},
+      {16, 1024, 1024, 16, 16, 256, 0, true},
+      {16, 1024, 1024, 16, 16, 256, 1, true},
+      {8, 2048, 2048, 16, 16, 256, 0, true},
+      {8, 2048, 2048, 16, 16, 256, 1, true},
+      {4, 4096, 4096, 16, 16, 256, 0, true},
+      {4, 4096, 4096, 16, 16, 256, 1, true},
+      {2, 8192, 8192, 16, 16, 256, 0, false},
+      {2, 8192, 8192, 16, 16, 256, 1, true},
+      {1, 16384, 16384, 16, 16, 256, 0, false},
+      {1, 16384, 16384, 16, 16, 256, 1, false},
   };
   if (only_d != 0) {
     cases.erase(std::remove_if(cases.begin(), cases.end(), [&](const Case& c) { return c.D != only_d; }),
@@ -410,9 +442,8 @@ int main(int argc, char** argv) {
                   e.lse_max, e.lse_l2, med, tflops, case_ok ? "ok" : "FAIL",
                   e.nonfinite ? " (non-finite outputs)" : "");
     } else {
-      std::printf("%-34s %10s %10s %10s %10s %9.3f %8.1f %s%s\n", name, "-", "-", "-", "-", med,
-                  tflops, case_ok ? "ok (finite only)" : "FAIL",
-                  e.nonfinite ? " (non-finite outputs)" : "");
+      std::printf("%-34s %10s %10s %10s %10s %9.3f %8.1f %s%s\n", name, "-", "-", "-", "-", med, tflops,
+                  case_ok ? "ok (finite only)" : "FAIL", e.nonfinite ? " (non-finite outputs)" : "");
     }
     std::fflush(stdout);
     all_ok = all_ok && case_ok;

@@ -13,14 +13,13 @@
 #include <cstring>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                      \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
-                   __LINE__, #x);                                                          \
-      std::exit(2);                                                                        \
-    }                                                                                      \
+#define CHECK_CUDA(x)                                                                                       \
+  do {                                                                                                      \
+    cudaError_t e_ = (x);                                                                                   \
+    if (e_ != cudaSuccess) {                                                                                \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
+      std::exit(2);                                                                                         \
+    }                                                                                                       \
   } while (0)
 
 namespace sm90_selftest {
@@ -28,9 +27,13 @@ namespace sm90_selftest {
 template <typename T>
 __device__ __forceinline__ float ToF(T x);
 template <>
-__device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float ToF(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 template <>
-__device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ToF(__half x) {
+  return __half2float(x);
+}
 
 inline uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
