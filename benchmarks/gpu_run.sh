@@ -33,16 +33,20 @@ if has tests; then
   echo "== tests"
   # From outside the source tree, so the installed package is imported; in
   # SHARDS processes side by side (the suite is bound by host-side compiles).
+  # Shard logs outside OUT (a device call brings back few files), joined after.
   shards=${SHARDS:-6}
   t=$(left 480)
+  logs=$(mktemp -d)
   for i in $(seq 0 $((shards - 1))); do
     ( cd /tmp && TEST_SHARD=$i/$shards timeout "$t" python3 -m pytest "$repo/tests" -q -p no:cacheprovider "$@" ) \
-      > "$out/tests-$i.log" 2>&1 &
+      > "$logs/tests-$i.log" 2>&1 &
   done
   wait
-  cat "$out"/tests-*.log > "$out/tests.log"
+  for i in $(seq 0 $((shards - 1))); do echo "== shard $i/$shards"; cat "$logs/tests-$i.log"; done > "$out/tests.log"
   grep -E "^FAILED|^ERROR" "$out/tests.log" | head -30
-  for i in $(seq 0 $((shards - 1))); do echo "shard $i: $(tail -1 "$out/tests-$i.log")"; done
+  for i in $(seq 0 $((shards - 1))); do
+    echo "shard $i: $(grep -E "(passed|failed|error).* in [0-9.]+s" "$logs/tests-$i.log" | tail -1)"
+  done
 fi
 if has selftests; then
   echo "== CUDA self-tests"

@@ -54,6 +54,7 @@ def pytest_terminal_summary(terminalreporter):
 
   if hasattr(terminalreporter.config, "workerinput"):
     return  # an xdist worker: the controller has every outcome and prints the table
+  _fuzz_summary(terminalreporter)
   text = conformance.table()
   if text is None:
     return
@@ -62,7 +63,6 @@ def pytest_terminal_summary(terminalreporter):
   terminalreporter.write_sep("=", "composability (tests/conformance.py)")
   terminalreporter.write_line(text)
   terminalreporter.write_line(f"(also in {path})")
-  _fuzz_summary(terminalreporter)
 
 
 def _fuzz_summary(terminalreporter):
