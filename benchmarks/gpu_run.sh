@@ -6,7 +6,7 @@
 #   build tests selftests norms attention
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
-# ATTENTION_ARGS: arguments of `python -m jaxdnn.bench attention` (default: the
+# TESTS: the test paths (default: all of tests/). ATTENTION_ARGS: arguments of `python -m jaxdnn.bench attention` (default: the
 # head-dim-128 grid, seq 512-16k). BUDGET: seconds this call may take (540).
 set -uo pipefail
 out=${1:-${OUT:?give an output folder}}
@@ -33,12 +33,15 @@ if has tests; then
   echo "== tests"
   # From outside the source tree, so the installed package is imported; in
   # SHARDS processes side by side (the suite is bound by host-side compiles).
-  # Shard logs outside OUT (a device call brings back few files), joined after.
+  # Shard logs outside OUT (a device call brings back few files), joined after;
+  # -v, so a shard cut by the time limit still names every test it ran. The
+  # whole suite needs about 15 minutes of an H200 at 6-8 shards (16 shards
+  # contend and run slower): split it over calls with pytest arguments.
   shards=${SHARDS:-6}
   t=$(left 480)
   logs=$(mktemp -d)
   for i in $(seq 0 $((shards - 1))); do
-    ( cd /tmp && TEST_SHARD=$i/$shards timeout "$t" python3 -m pytest "$repo/tests" -q -p no:cacheprovider "$@" ) \
+    ( cd /tmp && TEST_SHARD=$i/$shards timeout "$t" python3 -m pytest ${TESTS:-$repo/tests} -v -p no:cacheprovider "$@" ) \
       > "$logs/tests-$i.log" 2>&1 &
   done
   wait
