@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -106,8 +106,40 @@ class FfiOp:
     with jax.debug_infs(False), jax.debug_nans(False):
       return self._jitted(self.primitive, tuple(sorted(params.items())))(*args)
 
+  def launch_split(self, platform: str, avals_in, **params):
+    """Where one launch cannot take a whole call on `platform` (a CUDA grid
+    dimension past 65535, say): a `LaunchSplit` saying how to cut it into
+    calls that can, or None."""
+    return None
+
   def _ffi_call(self, platform, params, *args):
-    """The FFI call itself, on whole or per-shard operands."""
+    """The FFI call itself, on whole or per-shard operands, in pieces where
+    `launch_split` asks for them."""
+    avals = [jax.core.ShapedArray(np.shape(a), a.dtype) for a in args]
+    split = self.launch_split(platform, avals, **params)
+    if split is None or split.size <= split.limit:
+      return self._ffi_call_once(platform, params, *args)
+    pieces = []
+    for start in range(0, split.size, split.limit):
+      stop = min(split.size, start + split.limit)
+      part = [
+        a if ax is None else jax.lax.slice_in_dim(a, start, stop, axis=ax)
+        for a, ax in zip(args, split.in_axes)
+      ]
+      pieces.append(self._ffi_call_once(platform, params, *part))
+    results = []
+    for i, ax in enumerate(split.out_axes):
+      parts = [p[i] for p in pieces]
+      if ax == "sum":  # a reduction over the split axis: summed in piece order
+        total = parts[0]
+        for x in parts[1:]:
+          total = total + x
+        results.append(total)
+      else:
+        results.append(jax.numpy.concatenate(parts, axis=ax))
+    return tuple(results)
+
+  def _ffi_call_once(self, platform, params, *args):
     avals = [jax.core.ShapedArray(np.shape(a), a.dtype) for a in args]
     outs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in self.abstract_eval(*avals, **params)]
     scratch = self.workspace(platform, avals, **params)
@@ -159,6 +191,21 @@ def _single_device(ctx) -> bool:
   # needs a device assignment that such a lowering may not carry).
   num_devices = getattr(ctx.module_context.axis_context, "num_devices", None)
   return num_devices is not None and num_devices <= 1
+
+
+class LaunchSplit(NamedTuple):
+  """A call cut along one axis into pieces of at most `limit`: each operand's
+  axis of that dim (None: passed whole), each result's axis to concatenate
+  on (or "sum": a reduction over the cut dim, added up in piece order)."""
+
+  size: int
+  limit: int
+  in_axes: tuple
+  out_axes: tuple
+
+
+# The largest grid y/z dimension a CUDA launch takes.
+CUDA_GRID_YZ_LIMIT = 65535
 
 
 def shaped(shape, dtype) -> jax.core.ShapedArray:

@@ -17,7 +17,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _extension
-from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
+from jaxdnn._primitive import (
+  CUDA_GRID_YZ_LIMIT,
+  FfiOp,
+  LaunchSplit,
+  batch_size,
+  not_mapped,
+  shaped,
+  to_front,
+)
 from jaxdnn.attention import reference
 from jaxdnn.attention.sharding import BatchHeadsSharding
 
@@ -82,6 +90,27 @@ def _unfold(x, size):
   return x.reshape((size, x.shape[0] // size) + x.shape[1:])
 
 
+# The CUDA kernels put batch (after vmap folds into it) on a grid dimension
+# that stops at 65535: larger calls run in pieces along the batch.
+SPLIT_LIMITS = {"cuda": CUDA_GRID_YZ_LIMIT}
+
+
+def _batch_split(platform, avals_in, kinds, out_kinds):
+  """Cut along the batch (every operand's first axis) where it is past the
+  platform's limit; a bias or mask broadcast over the batch goes whole to
+  every piece, and its gradient (dbias) is summed over the pieces."""
+  limit = SPLIT_LIMITS.get(platform)
+  batch = avals_in[0].shape[0]
+  if limit is None or batch <= limit:
+    return None
+  whole = {
+    kind for kind, a in zip(kinds, avals_in) if kind in ("bias", "mask") and a.shape[0] != batch
+  }
+  in_axes = tuple(None if kind in whole else 0 for kind in kinds)
+  out_axes = tuple("sum" if kind == "dbias" and "bias" in whole else 0 for kind in out_kinds)
+  return LaunchSplit(batch, limit, in_axes, out_axes)
+
+
 class AttentionForward(FfiOp):
   name = "jaxdnn_attention_fwd"
   target = "jaxdnn_attention_fwd"
@@ -103,6 +132,9 @@ class AttentionForward(FfiOp):
       "attention_fwd_workspace", **plan_args(avals_in, FORWARD_FIXED, **params)
     )
     return [jax.ShapeDtypeStruct((elems,), jnp.float32)] if elems > 0 else []
+
+  def launch_split(self, platform, avals_in, *, operands, **_):
+    return _batch_split(platform, avals_in, operand_kinds(FORWARD_FIXED, operands), ("out", "lse"))
 
   def sharding(self, avals_in, avals_out, *, operands, dropout_rate, **_):
     kinds = operand_kinds(FORWARD_FIXED, operands)
@@ -148,6 +180,10 @@ class AttentionBackward(FfiOp):
     if platform == "cuda" and not _extension.has_cuda_target(self.target):
       return lambda *args: _composed_backward(*args, **params)
     return None
+
+  def launch_split(self, platform, avals_in, *, operands, **_):
+    outs = ("dq", "dk", "dv") + (("dbias",) if operands & OPERAND_BITS["dbias"] else ())
+    return _batch_split(platform, avals_in, operand_kinds(BACKWARD_FIXED, operands), outs)
 
   def sharding(self, avals_in, avals_out, *, operands, **_):
     kinds = operand_kinds(BACKWARD_FIXED, operands)

@@ -15,10 +15,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _extension
-from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
+from jaxdnn._primitive import (
+  CUDA_GRID_YZ_LIMIT,
+  FfiOp,
+  LaunchSplit,
+  batch_size,
+  not_mapped,
+  shaped,
+  to_front,
+)
 from jaxdnn._sharding import PARAM, ROW, STAT, LeadingDimsSharding
 
 KINDS = {"layer": 0, "rms": 1}
+
+
+# Where one launch cannot take every parameter group (see launch_split).
+SPLIT_LIMITS = {"cuda": CUDA_GRID_YZ_LIMIT}
 
 
 class NormForward(FfiOp):
@@ -106,6 +118,19 @@ class NormBackward(FfiOp):
       itemsize=np.dtype(z.dtype).itemsize,
     )
     return [jax.ShapeDtypeStruct((groups, partials, 2, z.shape[-1]), jnp.float32)]
+
+  def launch_split(self, platform, avals_in, *, kind, residual, **_):
+    """The CUDA backward puts the parameter groups (per-example gradients
+    under vmap) on a grid dimension that stops at 65535: more groups run in
+    pieces along the leading group axis, which every operand and result has."""
+    limit = SPLIT_LIMITS.get(platform)
+    scale = avals_in[2]
+    groups = int(np.prod(scale.shape[:-1], dtype=np.int64))
+    if limit is None or groups <= limit:
+      return None
+    inner = int(np.prod(scale.shape[1:-1], dtype=np.int64))
+    ins, outs = self.roles(kind, residual)
+    return LaunchSplit(scale.shape[0], max(1, limit // inner), (0,) * len(ins), (0,) * len(outs))
 
   def sharding(self, avals_in, avals_out, *, kind, residual, **_):
     z, scale = avals_in[1], avals_in[2]
