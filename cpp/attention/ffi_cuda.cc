@@ -7,6 +7,7 @@
 #include "attention/launch_cuda.h"
 #include "attention/ffi.h"
 #include "attention/plan.h"
+#include "common/cuda_check.h"
 #include "common/cuda_device.h"
 #include "common/ffi_registry.h"
 
@@ -23,7 +24,9 @@ ffi::Error CheckCudaProblem(const AttnShape& s, ffi::DataType dtype) {
     return InvalidArg("jaxdnn attention", "the CUDA kernel takes bfloat16 or float16");
   }
   if (s.batch > 65535 || s.heads > 65535) {
-    return InvalidArg("jaxdnn attention", "batch and heads must be at most 65535 on CUDA");
+    // Python cuts a larger batch into calls of at most 65535 (primitives.SPLIT_LIMITS).
+    return InvalidArg("jaxdnn attention",
+                      "batch and heads must be at most 65535 per CUDA call, got " + ShapeText(s));
   }
   return ffi::Error::Success();
 }
@@ -38,13 +41,14 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
     return ffi::Error::Internal(std::string("jaxdnn attention forward: the stream's device: ") +
                                 cudaGetErrorString(err));
   }
+  ClearStaleLaunchError();
   if (p->workspace_elems < ForwardWorkspaceElems(ProblemOf(*p, operands))) {
     return InvalidArg("jaxdnn attention", "the forward workspace is smaller than the plan's");
   }
   const cudaError_t err = AttentionFwdCuda(*p, stream);
   if (err != cudaSuccess) {
-    return ffi::Error::Internal(std::string("jaxdnn attention forward launch failed: ") +
-                                cudaGetErrorString(err));
+    return ffi::Error::Internal("jaxdnn attention forward launch " + ShapeText(p->shape) +
+                                " failed: " + cudaGetErrorString(err));
   }
   return ffi::Error::Success();
 }
@@ -63,13 +67,14 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
     return ffi::Error::Internal(std::string("jaxdnn attention backward: the stream's device: ") +
                                 cudaGetErrorString(err));
   }
+  ClearStaleLaunchError();
   if (p->workspace_elems < BackwardWorkspaceElems(ProblemOf(*p, operands))) {
     return InvalidArg("jaxdnn attention", "the backward workspace is smaller than the plan's");
   }
   const cudaError_t err = AttentionBwdCuda(*p, stream);
   if (err != cudaSuccess) {
-    return ffi::Error::Internal(std::string("jaxdnn attention backward launch failed: ") +
-                                cudaGetErrorString(err));
+    return ffi::Error::Internal("jaxdnn attention backward launch " + ShapeText(p->shape) +
+                                " failed: " + cudaGetErrorString(err));
   }
   return ffi::Error::Success();
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "common/ffi_util.h"
 
@@ -37,6 +38,13 @@ struct AttnShape {
   int64_t batch = 0, q_len = 0, kv_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
   JAXDNN_HD int64_t group() const { return heads / kv_heads; }
 };
+
+// "(batch B, q_len T, kv_len S, heads N/K, head_dim D)": the shape in error messages.
+inline std::string ShapeText(const AttnShape& s) {
+  return "(batch " + std::to_string(s.batch) + ", q_len " + std::to_string(s.q_len) + ", kv_len " +
+         std::to_string(s.kv_len) + ", heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) +
+         ", head_dim " + std::to_string(s.head_dim) + ")";
+}
 
 // A broadcastable 4-D operand [B, H, T, S]: element strides, 0 where broadcast.
 struct Broadcast4 {

@@ -28,6 +28,12 @@ struct NormShape {
   JAXDNN_HOST_DEVICE int64_t rows_per_group() const { return groups ? rows / groups : 0; }
 };
 
+// "(rows x dim, groups G)": the shape in error messages.
+inline std::string ShapeText(const NormShape& s) {
+  return "(" + std::to_string(s.rows) + " x " + std::to_string(s.dim) + ", groups " +
+         std::to_string(s.groups) + ")";
+}
+
 // Forward: z = x (+ residual); y = normalize(z) * scale (+ bias).
 struct NormFwdArgs {
   NormKind kind;

@@ -61,7 +61,7 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
       const dim3 block(RoundUp32((nvec + kPairVpt - 1) / kPairVpt));
       const dim3 grid(unsigned((p.shape.rows + 1) / 2));
       NormFwdPairKernel<T><<<grid, block, 0, stream>>>(p);
-      return CheckLaunch("jaxdnn norm forward (row pairs) launch");
+      return CheckLaunch("jaxdnn norm forward (row pairs) launch " + ShapeText(p.shape));
     }
   }
   const RowLaunch l =
@@ -69,7 +69,7 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
   LaunchFwdVec<T, kLayer, kResidual>(l.vpt, grid, block, stream, p);
-  return CheckLaunch("jaxdnn norm forward launch");
+  return CheckLaunch("jaxdnn norm forward launch " + ShapeText(p.shape));
 }
 
 // Three ring stages (two rows in flight per slot) while that leaves room
@@ -93,8 +93,11 @@ void LaunchBwdRing(const dim3& grid, const dim3& block, size_t smem, cudaStream_
     if (BwdKeepEnabled()) kernel = NormBwdRingKernel<T, kLayer, kResidual, kVpt, kStages, true>;
   }
   // The dynamic shared-memory limit is a function attribute, not a stream
-  // operation, so raising it is safe under graph capture.
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  // operation, so raising it is safe under graph capture. If it fails, the
+  // launch is skipped and CheckLaunch reports that error.
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) {
+    return;
+  }
   kernel<<<grid, block, smem, stream>>>(p, bg);
 }
 
@@ -141,11 +144,11 @@ ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
     const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
     NormBwdScalarKernel<T, kLayer, kResidual><<<grid, dim3(l.tpr, l.rpc), 0, stream>>>(p, bg);
   }
-  if (auto e = CheckLaunch("jaxdnn norm backward launch"); e.failure()) return e;
+  if (auto e = CheckLaunch("jaxdnn norm backward launch " + ShapeText(p.shape)); e.failure()) return e;
   const dim3 rblock(32, kReduceWarps);
   const dim3 rgrid(unsigned((p.shape.dim + 31) / 32), unsigned(p.shape.groups));
   NormReducePartialsKernel<kLayer><<<rgrid, rblock, 0, stream>>>(p);
-  return CheckLaunch("jaxdnn norm backward reduction launch");
+  return CheckLaunch("jaxdnn norm backward reduction launch " + ShapeText(p.shape));
 }
 
 template <typename T, typename Args, typename Fn>
@@ -177,6 +180,7 @@ ffi::Error BwdTyped(const NormBwdArgs& p, cudaStream_t stream) {
 
 ffi::Error NormFwdCuda(const NormFwdArgs& p, cudaStream_t stream) {
   if (p.shape.rows == 0) return ffi::Error::Success();
+  ClearStaleLaunchError();
   switch (p.dtype) {
     case ffi::DataType::F32: return FwdTyped<float>(p, stream);
     case ffi::DataType::BF16: return FwdTyped<__nv_bfloat16>(p, stream);
@@ -186,6 +190,7 @@ ffi::Error NormFwdCuda(const NormFwdArgs& p, cudaStream_t stream) {
 }
 
 ffi::Error NormBwdCuda(const NormBwdArgs& p, cudaStream_t stream) {
+  ClearStaleLaunchError();
   if (p.shape.rows == 0) {
     // No rows: the parameter gradients are zero; nothing else to do.
     const size_t bytes = size_t(p.shape.groups * p.shape.dim) * sizeof(float);
