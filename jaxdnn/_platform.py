@@ -31,17 +31,26 @@ def lowering_platform_error(op: str, implementation, platform: str) -> Exception
   )
 
 
-def resolve(implementation, op: str, cuda_unsupported=None):
+def resolve(implementation, op: str, cuda_unsupported=None, no_kernel=None):
   """Which implementation serves a call, for every family.
 
   `implementation` as the user gave it (checked here); `cuda_unsupported`, a
   family's "can CUDA serve this call" predicate: a function of no arguments
-  returning None when it can, else the reason it cannot. None resolves to
-  the kernel for the platform (returned as None: the lowering picks CPU or
-  CUDA), or to "xla" with a warning where no jaxdnn kernel covers the call;
-  "cuda" raises instead of falling back.
+  returning None when it can, else the reason it cannot; `no_kernel`, what
+  no kernel of any platform covers (e.g. "float64 inputs"), or None. None
+  resolves to the kernel for the platform (returned as None: the lowering
+  picks CPU or CUDA), or to "xla" with a warning where no jaxdnn kernel
+  covers the call; "cuda" and "cpu" raise instead of falling back.
   """
   check_implementation(implementation, op)
+  if no_kernel is not None:
+    if implementation in ("cpu", "cuda"):
+      raise ValueError(f"{op}: implementation={implementation!r} has no kernel for {no_kernel}")
+    if implementation is None:
+      warnings.warn(
+        f"{op}: no jaxdnn kernel for {no_kernel}; using the XLA composition", stacklevel=3
+      )
+      return "xla"
   backend = jax.default_backend()
   if implementation == "cuda" or (implementation is None and backend == "gpu"):
     reason = None

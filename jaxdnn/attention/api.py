@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -217,8 +216,7 @@ def dot_product_attention(
   return_logsumexp = validation.check_flag("return_logsumexp", return_logsumexp)
   return_residual = validation.check_flag("return_residual", return_residual)
   deterministic = validation.check_flag("deterministic", deterministic)
-  # Calls no kernel serves run on the XLA composition, with one warning:
-  # float64 inputs and head dims over 256.
+  # What no kernel serves (resolve sends it to XLA with one warning).
   uncovered = (
     f"{query.dtype} inputs"
     if query.dtype == jnp.float64
@@ -226,8 +224,6 @@ def dot_product_attention(
     if query.shape[-1] > validation.MAX_HEAD_DIM
     else None
   )
-  if uncovered is not None and implementation in ("cpu", "cuda"):
-    raise ValueError(f"{_OP}: implementation={implementation!r} has no kernel for {uncovered}")
   unbatched = query.ndim == 3
   if unbatched:
     query, key, value = query[None], key[None], value[None]
@@ -263,12 +259,9 @@ def dot_product_attention(
   scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
   rate = float(dropout_rate)
   seeds = dropout.seeds_from_rng(dropout_rng, batch) if rate > 0.0 else None
-  if uncovered is not None and implementation is None:
-    warnings.warn(
-      f"{_OP}: no jaxdnn kernel for {uncovered}; using the XLA composition", stacklevel=2
-    )
-    implementation = "xla"
-  impl = _platform.resolve(implementation, _OP, lambda: cuda_supports(query, bias, mask))
+  impl = _platform.resolve(
+    implementation, _OP, lambda: cuda_supports(query, bias, mask), no_kernel=uncovered
+  )
 
   if impl == "xla":
     out, lse = reference.attention(
