@@ -8,7 +8,11 @@ for _folder in sorted(pathlib.Path(__file__).parent.iterdir()):
     sys.path.append(str(_folder))
 
 # Several CPU devices for the sharding tests; must be set before jax starts.
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+# No GEMM autotuning: the tests check values, not speed, and on a GPU the
+# oracles' autotuned compiles were most of the suite's time.
+os.environ.setdefault(
+  "XLA_FLAGS", "--xla_force_host_platform_device_count=4 --xla_gpu_autotune_level=0"
+)
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
