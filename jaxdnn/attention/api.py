@@ -119,6 +119,31 @@ def cuda_supports(query, bias, mask) -> str | None:
   return None
 
 
+@functools.partial(
+  jax.jit, static_argnames=("scale", "is_causal", "window", "softcap", "dropout_rate", "with_lse")
+)
+def _xla_attention(
+  q, k, v, bias, mask, q_lens, kv_lens, q_seg, kv_seg, seeds, *, with_lse, **static
+):
+  """The reference as one compiled call, returning only what the caller asked
+  for: under jax.debug_infs a fully masked row's -inf logits and lse are
+  intermediates then, as they are inside the kernels, not eager results."""
+  out, lse = reference.attention(
+    q,
+    k,
+    v,
+    bias,
+    mask,
+    q_lengths=q_lens,
+    kv_lengths=kv_lens,
+    q_segment_ids=q_seg,
+    kv_segment_ids=kv_seg,
+    seeds=seeds,
+    **static,
+  )
+  return out, (lse if with_lse else None)
+
+
 def _padded_head_dim(head_dim):
   return next(d for d in CUDA_HEAD_DIMS if d >= head_dim)
 
@@ -264,22 +289,23 @@ def dot_product_attention(
   )
 
   if impl == "xla":
-    out, lse = reference.attention(
+    out, lse = _xla_attention(
       query,
       key,
       value,
       bias,
       mask,
+      q_len_arr,
+      kv_len_arr,
+      q_seg,
+      kv_seg,
+      seeds,
       scale=scale,
       is_causal=bool(is_causal),
       window=None if window == (-1, -1) else window,
-      q_lengths=q_len_arr,
-      kv_lengths=kv_len_arr,
-      q_segment_ids=q_seg,
-      kv_segment_ids=kv_seg,
-      softcap=softcap,
+      softcap=None if softcap is None else float(softcap),
       dropout_rate=rate,
-      seeds=seeds,
+      with_lse=bool(return_logsumexp or return_residual),
     )
   else:
     run_on_cuda = impl == "cuda" or (impl is None and jax.default_backend() == "gpu")

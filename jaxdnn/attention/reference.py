@@ -86,9 +86,9 @@ def attention(
   # float32 means float32 products (on a GPU XLA's default would be TF32,
   # ~1e-3 off): the same numbers as the CPU kernel and a true oracle.
   precision = jax.lax.Precision.HIGHEST if query.dtype == jnp.float32 else None
-  logits = jnp.einsum(
-    "btkgd,bskd->bkgts", q, key, preferred_element_type=jnp.float32, precision=precision
-  )
+  # float64 accumulates in float64: cuBLAS has no float64 x float64 -> float32 GEMM.
+  acc = jnp.float64 if query.dtype == jnp.float64 else jnp.float32
+  logits = jnp.einsum("btkgd,bskd->bkgts", q, key, preferred_element_type=acc, precision=precision)
   logits = logits.reshape(batch, heads, q_len, kv_len) * jnp.float32(scale)
   if softcap:
     logits = softcap * jnp.tanh(logits / softcap)
@@ -120,6 +120,6 @@ def attention(
     probs = jnp.where(keep, probs / (1.0 - dropout_rate), 0.0)
   probs = probs.reshape(batch, kv_heads, group, q_len, kv_len).astype(value.dtype)
   out = jnp.einsum(
-    "bkgts,bskd->btkgd", probs, value, preferred_element_type=jnp.float32, precision=precision
+    "bkgts,bskd->btkgd", probs, value, preferred_element_type=acc, precision=precision
   )
-  return out.reshape(batch, q_len, heads, dim).astype(query.dtype), lse
+  return out.reshape(batch, q_len, heads, dim).astype(query.dtype), lse.astype(jnp.float32)

@@ -12,6 +12,14 @@ flax = pytest.importorskip("flax")
 from flax import linen, nnx  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _full_float32_products():
+  # On a GPU XLA's float32 matmuls default to TF32 (~1e-3 off); both layers
+  # then differ by that, not by the attention under test.
+  with jax.default_matmul_precision("highest"):
+    yield
+
+
 def _inputs(batch=(2,), q_len=7, kv_len=9, features=32):
   keys = jax.random.split(jax.random.key(7), 2)
   q = jax.random.normal(keys[0], batch + (q_len, features))

@@ -197,9 +197,14 @@ def attention_cases(dtype=np.float32):
     v=v.astype(jnp.float64),
   )
   add("query head_dim 0", "head_dim", q=q[..., :0], k=k[..., :0], v=v[..., :0])
-  add("query heads not divisible", "heads", q=rand((2, 5, 3, 8)))
-  add("key batch mismatch", "batch", k=rand((3, 6, 2, 8)), v=rand((3, 6, 2, 8)))
-  add("value shape", "value", v=rand((2, 7, 2, 8)))
+  add("query heads not divisible", "heads", q=rand((2, 5, 3, 8)).astype(dtype))
+  add(
+    "key batch mismatch",
+    "batch",
+    k=rand((3, 6, 2, 8)).astype(dtype),
+    v=rand((3, 6, 2, 8)).astype(dtype),
+  )
+  add("value shape", "value", v=rand((2, 7, 2, 8)).astype(dtype))
   add("query large logits", "query", q=q * 1e4, k=k * 1e4)
   add("bias rank 5", "bias", bias=rand((1, 2, 4, 5, 6)))
   add("bias wrong dim", "bias", bias=rand((2, 3, 5, 6)))

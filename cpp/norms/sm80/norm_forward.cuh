@@ -96,20 +96,35 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
   }
 
   const float inv_dim = 1.0f / float(dim);
-  float mean = 0.0f, rstd;
+  // centre: what the output subtracts from the values in raw. It is the mean,
+  // except for float32 LayerNorm, whose raw holds v - shift (below).
+  float mean = 0.0f, centre = 0.0f, rstd;
   if constexpr (kLayer && sizeof(T) == 2) {
     // The shift: the mean of the row's first vector (of x + residual when
     // fused), read by every thread of the row (one broadcast line), so that
     // a single outlier moves it by 1/8 of its size.
     const float shift = live ? RowShift<T, kResidual>(p, base) : 0.0f;
     const float2 mm2 = RowMeanM2Shifted<T, kVpt>(raw, nvec, shift, inv_dim, scratch);
-    mean = mm2.x;
+    mean = centre = mm2.x;
     rstd = rsqrtf(mm2.y * inv_dim + p.epsilon);
   } else if constexpr (kLayer) {
     // Exact two-pass mean and M2 per warp (shuffles only), merged across the
-    // row's warps in one barrier round.
+    // row's warps in one barrier round, of v - shift: with a large offset
+    // (1e6 + N(0, 1)) the shifted values are exact and small, and the output
+    // is (v - shift) - shifted mean, never v - mean (a float32 mean near 1e6
+    // is itself 0.03 off). 16-bit rows cannot hold such offsets.
+    const float shift = live ? RowShift<T, kResidual>(p, base) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVpt; ++k) {
+      float v[N];
+      V::Unpack(raw[k], v);
+#pragma unroll
+      for (int e = 0; e < N; ++e) v[e] -= shift;
+      raw[k] = V::Pack(v);
+    }
     const float2 mm2 = RowMeanM2<T, kVpt>(raw, nvec, scratch);
-    mean = mm2.x;
+    centre = mm2.x;
+    mean = shift + mm2.x;
     rstd = rsqrtf(mm2.y * inv_dim + p.epsilon);
   } else {
     float sq = 0.0f;
@@ -148,7 +163,7 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
         bi[3] = b4.w;
       }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[4 * q + e] - mean) * rstd * sc[e] + bi[e];
+      for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[4 * q + e] - centre) * rstd * sc[e] + bi[e];
     }
     StoreStream(static_cast<T*>(p.y) + base + j * N, V::Pack(out));
   }
@@ -167,6 +182,14 @@ __global__ void __launch_bounds__(256) NormFwdScalarKernel(NormFwdArgs p) {
   const T* x = static_cast<const T*>(p.x);
   const T* src = kResidual ? static_cast<const T*>(p.z) : x;
 
+  // LayerNorm statistics about a shift, the row's first element (every
+  // thread reads it: one broadcast), so a large common offset cancels
+  // exactly: see the vector kernel.
+  float shift = 0.0f;
+  if (kLayer && live) {
+    shift = V::Load1(x + base);
+    if constexpr (kResidual) shift += V::Load1(static_cast<const T*>(p.residual) + base);
+  }
   float s = 0.0f;
   if (live) {
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
@@ -176,25 +199,25 @@ __global__ void __launch_bounds__(256) NormFwdScalarKernel(NormFwdArgs p) {
         V::Store1(z, v + V::Load1(static_cast<const T*>(p.residual) + base + j));
         v = V::Load1(z);
       }
-      s += v;
+      s += v - shift;
     }
   }
   const float inv_dim = 1.0f / float(dim);
-  const float mean = kLayer ? RowSum(s, scratch) * inv_dim : 0.0f;
+  const float centre = kLayer ? RowSum(s, scratch) * inv_dim : 0.0f;  // mean of v - shift
   float sq = 0.0f;
   if (live) {
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-      const float d = V::Load1(src + base + j) - mean;
+      const float d = (V::Load1(src + base + j) - shift) - centre;
       sq += d * d;
     }
   }
   const float rstd = rsqrtf(RowSum(sq, scratch) * inv_dim + p.epsilon);
   if (!live) return;
-  SaveRowStats<kLayer>(p, row, mean, rstd);
+  SaveRowStats<kLayer>(p, row, shift + centre, rstd);
   const int64_t prow = (row / p.shape.rows_per_group()) * dim;
   T* y = static_cast<T*>(p.y);
   for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-    float out = (V::Load1(src + base + j) - mean) * rstd * p.scale[prow + j];
+    float out = ((V::Load1(src + base + j) - shift) - centre) * rstd * p.scale[prow + j];
     if constexpr (kLayer) out += p.bias[prow + j];
     V::Store1(y + base + j, out);
   }
