@@ -10,6 +10,7 @@ import os
 import sys
 
 import jax
+import jax.numpy as jnp
 
 from jaxdnn.bench import ceilings, timing
 from jaxdnn.bench.ratios import add_ratios
@@ -50,6 +51,7 @@ def main(family, run, argv=None):
   ap.add_argument(
     "--impls", help="comma-separated anchors to run besides jaxdnn (xla,pallas,torch)"
   )
+  ap.add_argument("--dtype", help="the inputs' dtype (default: the family's, bfloat16)")
   ap.add_argument(
     "--chain", type=int, default=1, help="applications per jit call (1: one call per application)"
   )
@@ -67,6 +69,8 @@ def main(family, run, argv=None):
   kw = dict(cases=[(256, 1024)], with_torch=False) if args.quick else {}
   if args.cases:
     kw["cases"] = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")]
+  if args.dtype:
+    kw["dtype"] = jnp.dtype(args.dtype)
   if args.impls is not None:
     kw["impls"] = set(filter(None, args.impls.split(",")))
   records = run(**kw)

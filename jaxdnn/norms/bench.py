@@ -125,10 +125,11 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
 
     if not torch.cuda.is_available():
       return []
-    tx = torch.from_numpy(np.array(x.astype(jnp.float32))).cuda().to(torch.bfloat16)
-    tdy = torch.from_numpy(np.array(dy.astype(jnp.float32))).cuda().to(torch.bfloat16)
-    ts = torch.from_numpy(np.asarray(s)).cuda().to(torch.bfloat16)
-    tb = torch.from_numpy(np.asarray(b)).cuda().to(torch.bfloat16)
+    dtype = getattr(torch, np.dtype(x.dtype).name)  # torch's parameters in x's dtype
+    tx = torch.from_numpy(np.array(x.astype(jnp.float32))).cuda().to(dtype)
+    tdy = torch.from_numpy(np.array(dy.astype(jnp.float32))).cuda().to(dtype)
+    ts = torch.from_numpy(np.asarray(s)).cuda().to(dtype)
+    tb = torch.from_numpy(np.asarray(b)).cuda().to(dtype)
     dim = tx.shape[-1]
     if kind == "layer":
       fwd = lambda x: F.layer_norm(x, (dim,), ts, tb, 1e-5)
