@@ -119,3 +119,53 @@ print("ok")
     [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/"
   )
   assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("where", ["query", "key", "value", "bias", "query_inf"])
+def test_cuda_nan_and_inf_propagate_as_the_reference(where, dtype):
+  q, k, v = _qkv(dtype, shape=(2, 40, 4, 64))
+  bias = jax.random.normal(jax.random.key(5), (1, 4, 40, 41))
+  if where == "query":
+    q = q.at[1, 2, 0, 3].set(jnp.nan)
+  elif where == "key":
+    k = k.at[0, 4, 1, 0].set(jnp.nan)
+  elif where == "value":
+    v = v.at[0, 1, 0, 5].set(jnp.nan)
+  elif where == "bias":
+    bias = bias.at[0, 2, 3, 4].set(jnp.nan)
+  else:
+    q = q.at[1, 2, 0, 3].set(jnp.inf)
+
+  def run(implementation):
+    f = lambda q, k, v, b: jaxdnn.dot_product_attention(
+      q, k, v, b, return_logsumexp=True, implementation=implementation
+    )
+    out, lse = f(q, k, v, bias)
+    weights = jnp.arange(64.0) / 64
+    loss = lambda q, k, v, b: jnp.sum(f(q, k, v, b)[0].astype(jnp.float32) * weights)
+    return (out, lse) + tuple(jax.grad(loss, argnums=(0, 1, 2, 3))(q, k, v, bias))
+
+  names = ("out", "lse", "dq", "dk", "dv", "dbias")
+  for name, got, want in zip(names, run("cuda"), run("xla")):
+    try:
+      _same_nans_and_close(got, want, 5e-2)
+    except AssertionError as e:
+      raise AssertionError(f"{name}: {e}") from None
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a CUDA GPU")
+def test_cuda_float16_large_logits_stay_finite_where_the_reference_does():
+  q, k, v = _qkv(jnp.float16, shape=(2, 40, 4, 64))
+  q, k = q * 1e4, k * 1e4  # logits around 1e9, far past float16's range
+
+  def run(implementation):
+    f = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, implementation=implementation)
+    loss = lambda q, k, v: jnp.sum(f(q, k, v).astype(jnp.float32))
+    return (f(q, k, v),) + tuple(jax.grad(loss, argnums=(0, 1, 2))(q, k, v))
+
+  for name, got, want in zip(("out", "dq", "dk", "dv"), run("cuda"), run("xla")):
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    finite = np.isfinite(want)
+    assert np.isfinite(got[finite]).all(), f"{name}: {np.sum(~np.isfinite(got[finite]))} not finite"

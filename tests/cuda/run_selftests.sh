@@ -5,7 +5,7 @@
 # beforehand (on a development machine: cmake -DJAXDNN_CUDA_SELFTESTS=ON, then
 # carry the folder, so the device call spends its time running); without
 # them this builds them into BINDIR/build first. Logs and a summary line per
-# run go to OUT.
+# run go to OUT. ONLY="name ..." runs just those (names as in the summary).
 #   bash tests/cuda/run_selftests.sh OUT [BINDIR]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,6 +15,7 @@ mkdir -p "$out"
 deadline=${DEADLINE:-100000}
 run() {  # log name, timeout, command...
   local log=$1 limit=$2; shift 2
+  [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $log "* ]] && return
   local left=$((deadline - SECONDS))
   [ "$left" -lt "$limit" ] && limit=$left
   [ "$limit" -le 5 ] && { echo "$log: skipped, past the deadline"; return; }
@@ -42,5 +43,9 @@ run decode-check 120 "$b/decode_split_selftest" check
 if [ -n "${SANITIZE:-}" ]; then
   run memcheck-decode 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/decode_split_selftest" check
   run memcheck-bwd 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/sm90_attention_bwd_selftest" check
+  # Through jax (memcheck only: racecheck through jax does not finish), from
+  # outside the source tree so that the installed package is imported.
+  run memcheck-jax 300 bash -c "cd /tmp && compute-sanitizer --tool memcheck --error-exitcode 9 \
+    python3 $PWD/tests/cuda/memcheck_smoke.py"
   run racecheck-decode 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$b/decode_split_selftest" check
 fi
