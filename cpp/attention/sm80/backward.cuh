@@ -12,6 +12,7 @@
 #pragma once
 
 #include "attention/sm80/forward.cuh"
+#include "common/sm80/min_nan.cuh"
 
 namespace jaxdnn::attention {
 
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDqKernel(const AttnBwdAr
         const float raw = Logit(m, sc[nb][e]);
         float x = raw;
         if (tile_elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, row[r], j);
-        const float pr = keep ? __expf(x - lse[r]) : 0.f;
+        const float pr = keep ? MinNaN(__expf(x - lse[r]), 1.f) : 0.f;  // P <= 1: sm90/backward_scores.cuh
         float kd = 1.f;
         if (dropout) kd = DropoutKeep(drop_state[r], uint32_t(j), drop_threshold) ? keep_scale : 0.f;
         const float dlogit = pr * (dp[nb][e] * kd - delta[r]);
@@ -403,7 +404,7 @@ __global__ void __launch_bounds__(kBwdThreads) AttentionDkDvKernel(const AttnBwd
         const float raw = Logit(m, st[nb][e]);
         float x = raw;
         if (tile_elementwise && keep && p.bias.data != nullptr) x += LoadBias(p, b, h, i, j);
-        const float pr = keep ? __expf(x - s_lse[buf][c]) : 0.f;
+        const float pr = keep ? MinNaN(__expf(x - s_lse[buf][c]), 1.f) : 0.f;
         float kd = 1.f;
         if (dropout) kd = DropoutKeep(s_drop[buf][c], uint32_t(j), drop_threshold) ? keep_scale : 0.f;
         const float dlogit = pr * (dpt[nb][e] * kd - s_delta[buf][c]);

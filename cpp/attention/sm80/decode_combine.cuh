@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kDecodeCombineThreads)
   }
   if (!live) return;
   // The slot holding the maximum has sum >= 1, so `sum` > 0 whenever a key was seen.
-  const bool empty = !(sum > 0.f);
+  const bool empty = sum == 0.f;  // a NaN sum (NaN or inf logits) gives NaN, as the reference
   const float inv = empty ? 0.f : 1.f / sum;
 
   const int64_t qi = row % s.q_len, h = (row / s.q_len) % s.heads, b = row / (s.q_len * s.heads);

@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
     if (row[r] >= s.q_len) continue;
-    const bool empty = !(row_sum[r] > 0.f);
+    const bool empty = row_sum[r] == 0.f;  // a NaN sum gives NaN, as the reference
     const float inv = empty ? 0.f : 1.f / row_sum[r];
     T* dst = out + (int64_t(b) * s.q_len + row[r]) * q_stride + int64_t(h) * kD;
 #pragma unroll

@@ -11,6 +11,7 @@
 
 #include "attention/sm90/forward_mask.cuh"
 #include "attention/sm90/blocks.cuh"
+#include "common/sm80/min_nan.cuh"
 
 namespace jaxdnn::attention::sm90 {
 

@@ -881,7 +881,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         float sum = row_sum[r];
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const bool empty = !(sum > 0.f);
+        const bool empty = sum == 0.f;  // a NaN sum (NaN or inf logits) gives NaN, as the reference
         inv[r] = empty ? 0.f : 1.f / sum;
         const int row = row0 + 8 * r;
         if (t == 0 && row < p.q_len) {
