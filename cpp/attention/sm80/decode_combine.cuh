@@ -96,7 +96,9 @@ __global__ void __launch_bounds__(kDecodeCombineThreads)
   for (int c = 0; c < kPer; c += 2) {
     *reinterpret_cast<uint32_t*>(dst + c) = sm80::Pack2<T>(acc[c] * inv, acc[c + 1] * inv);
   }
-  if (lane == 0) lse[row] = empty ? -INFINITY : (row_max + __log2f(sum)) * 0.69314718055994531f;
+  if (lane == 0)
+    lse[row] = empty ? -INFINITY
+                     : (row_max == INFINITY ? INFINITY : (row_max + __log2f(sum)) * 0.69314718055994531f);
 }
 
 }  // namespace jaxdnn::attention

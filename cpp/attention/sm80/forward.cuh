@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(kFwdThreads, FwdMinBlocks<kD>()) AttentionFwdK
     }
     if (quad == 0) {
       p.lse[(int64_t(b) * s.heads + h) * s.q_len + row[r]] =
-          empty ? -INFINITY : row_max[r] + __logf(row_sum[r]);
+          empty ? -INFINITY : (row_max[r] == INFINITY ? INFINITY : row_max[r] + __logf(row_sum[r]));
     }
   }
 }

@@ -886,7 +886,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         const int row = row0 + 8 * r;
         if (t == 0 && row < p.q_len) {
           p.lse[(static_cast<int64_t>(tl.b) * p.heads + tl.h) * p.q_len + row] =
-              empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
+              empty                    ? -INFINITY
+              : row_max[r] == INFINITY ? INFINITY  // an inf logit: +inf as the reference (sum is NaN)
+                                       : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
         }
       }
       // Stage O (16-bit) in this warpgroup's 64 rows of the O buffer, with the
