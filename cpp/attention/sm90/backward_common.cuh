@@ -15,6 +15,20 @@
 
 namespace jaxdnn::attention::sm90 {
 
+// P = exp2(x), x = s * scale_log2 - lse_log2. With float16 inputs P is also
+// clamped to 1 (it can only exceed 1 through rounding): with logits near 1e9
+// the float32 lse is tens of units off, and exp2 of that error would overflow
+// dS and float16's gradients. The clamp passes NaN. bfloat16 has float32's
+// range and skips it (about 1% of the backward; docs/perf/attention.md).
+template <bool kF16>
+__device__ __forceinline__ float ProbFromLogit(float x) {
+  if constexpr (kF16) {
+    return MinNaN(exp2f(x), 1.f);
+  } else {
+    return exp2f(x);
+  }
+}
+
 struct BwdParams {
   int batch, q_len, kv_len, heads, kv_heads, group;
   int causal;

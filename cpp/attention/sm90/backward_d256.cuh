@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(384, 1)
           mask_block(std::false_type{}, q0, seg_smem);
         }
         const float* lse_s = sm.lse + st * kBlockM + col0;
-        ProbsTransposed<kHalfM>(s, lse_s, t, scale_log2);
+        ProbsTransposed<kHalfM, kF16>(s, lse_s, t, scale_log2);
         publish(s, p_panel(it), Cfg::kBarP);
         gemm_dv(it);
         WgmmaWait<1>();  // dP^T (dV may still run)
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(384, 1)
         gemm_s_dp(it);
         WgmmaWait<1>();  // S^T
         FenceRegs(s);
-        ProbsTransposed<kHalfM>(s, sm.lse + st * kBlockM + col0, t, scale_log2);
+        ProbsTransposed<kHalfM, kF16>(s, sm.lse + st * kBlockM + col0, t, scale_log2);
         if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
           MaskEarlierQueries<kHalfM>(s, m * kBlockM + col0, t, key0);
         }

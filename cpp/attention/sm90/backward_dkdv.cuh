@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(384, 1)
     auto compute_p = [&](int it) {
       const int m = cta.m_begin + it;
       const float* lse_s = sm.lse + (it % kStages) * kBlockM;
-      ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
+      ProbsTransposed<kBlockM, kF16>(s, lse_s, t, scale_log2);
       if (p.causal && m * kBlockM < (cta.n_block + 1) * kBlockN) {
         MaskEarlierQueries<kBlockM>(s, m * kBlockM, t, key0);
       }
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(384, 1)
           mask_block(std::false_type{}, q0, seg_smem);
         }
         const float* lse_s = sm.lse + st * kBlockM;
-        ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
+        ProbsTransposed<kBlockM, kF16>(s, lse_s, t, scale_log2);
         // Unlike the dense loop, dS^T comes before the dV gemm, so P^T (s)
         // and its packed copy are not live together with dS^T: at 232
         // registers (the producer's votes need 40) the dense order spilled.

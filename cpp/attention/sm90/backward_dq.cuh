@@ -213,8 +213,8 @@ __global__ void __launch_bounds__(384, 1)
       for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          s[4 * j + 2 * r + 0] = MinNaN(exp2f(fmaf(s[4 * j + 2 * r + 0], scale_log2, -lse2[r])), 1.f);
-          s[4 * j + 2 * r + 1] = MinNaN(exp2f(fmaf(s[4 * j + 2 * r + 1], scale_log2, -lse2[r])), 1.f);
+          s[4 * j + 2 * r + 0] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 0], scale_log2, -lse2[r]));
+          s[4 * j + 2 * r + 1] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 1], scale_log2, -lse2[r]));
         }
       }
       const bool need_mask =
@@ -301,8 +301,8 @@ __global__ void __launch_bounds__(384, 1)
         for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            s[4 * j + 2 * r + 0] = MinNaN(exp2f(fmaf(s[4 * j + 2 * r + 0], scale_log2, -lse2[r])), 1.f);
-            s[4 * j + 2 * r + 1] = MinNaN(exp2f(fmaf(s[4 * j + 2 * r + 1], scale_log2, -lse2[r])), 1.f);
+            s[4 * j + 2 * r + 0] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 0], scale_log2, -lse2[r]));
+            s[4 * j + 2 * r + 1] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 1], scale_log2, -lse2[r]));
           }
         }
         WgmmaWait<0>();

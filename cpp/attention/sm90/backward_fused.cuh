@@ -949,7 +949,7 @@ __global__ void __launch_bounds__(384, 1)
                              seg_kid);
         }
       }
-      ProbsTransposed<kBlockM>(s, lse_s, t, scale_log2);
+      ProbsTransposed<kBlockM, kF16>(s, lse_s, t, scale_log2);
       if constexpr (kSeg && kQ80) {
         const int row = seg_info(it) >> 2;  // the step's first row (FusedSegLoaderQ80)
         if (p.causal && row < (cta.n_block + 1) * kBlockN) MaskEarlierQueries<kBlockM>(s, row, t, key0);

@@ -9,10 +9,8 @@
 namespace jaxdnn::attention::sm90 {
 
 // P^T = exp2(S^T * scale_log2 - lse_log2[query]), in place; `lse_s` holds the
-// block's kBlockM log2-scaled log-sum-exps. P is at most 1, enforced: with
-// logits near 1e9 the float32 lse is tens of units off, and an unclamped
-// exp2 of that error overflows dS and float16 gradients (NaN still passes).
-template <int kBlockM>
+// block's kBlockM log2-scaled log-sum-exps.
+template <int kBlockM, bool kF16>
 __device__ __forceinline__ void ProbsTransposed(float (&s)[kBlockM / 2], const float* lse_s, int t,
                                                 float scale_log2) {
 #pragma unroll
@@ -20,8 +18,8 @@ __device__ __forceinline__ void ProbsTransposed(float (&s)[kBlockM / 2], const f
     const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      s[4 * j + 2 * r + 0] = MinNaN(exp2f(fmaf(s[4 * j + 2 * r + 0], scale_log2, -l2.x)), 1.f);
-      s[4 * j + 2 * r + 1] = MinNaN(exp2f(fmaf(s[4 * j + 2 * r + 1], scale_log2, -l2.y)), 1.f);
+      s[4 * j + 2 * r + 0] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 0], scale_log2, -l2.x));
+      s[4 * j + 2 * r + 1] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 1], scale_log2, -l2.y));
     }
   }
 }
