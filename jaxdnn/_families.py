@@ -8,4 +8,5 @@ runs); its C++ half is registered by one jaxdnn_family() line in CMakeLists.txt.
 FAMILIES = (
   "norms",
   "attention",
+  "softmax",
 )

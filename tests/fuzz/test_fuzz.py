@@ -13,7 +13,7 @@ import pytest
 from conftest import on_gpu
 
 RUNNER = pathlib.Path(__file__).with_name("fuzz_runner.py")
-OPS = ["layer_norm", "rms_norm", "dot_product_attention"]
+OPS = ["layer_norm", "rms_norm", "dot_product_attention", "softmax", "log_softmax"]
 IMPLS = ["None", "xla"] + (["cuda"] if on_gpu() else ["cpu"])
 FUZZ_COUNTS = {}  # (op, impl) -> counts, printed by conftest's terminal summary
 

@@ -1,0 +1,104 @@
+// Turns the FFI call frames into SoftmaxFwdArgs / SoftmaxBwdArgs, checking
+// every shape and dtype so that a malformed call fails with a message.
+#include <string>
+
+#include "common/call_frame.h"
+#include "softmax/problem.h"
+
+namespace jaxdnn::softmax {
+namespace {
+
+constexpr const char* kFwd = "jaxdnn softmax forward";
+constexpr const char* kBwd = "jaxdnn softmax backward";
+
+bool IsSupportedFloat(ffi::DataType t) {
+  return t == ffi::DataType::F32 || t == ffi::DataType::BF16 || t == ffi::DataType::F16;
+}
+
+// Rows x cols of a buffer whose last axis is the softmax axis.
+ffi::ErrorOr<SoftmaxShape> ShapeOf(const ffi::AnyBuffer& b, const char* op) {
+  auto dims = b.dimensions();
+  if (dims.size() < 1) return ffi::Unexpected(InvalidArg(op, "x must have at least one axis"));
+  SoftmaxShape s;
+  s.cols = dims.back();
+  s.rows = s.cols == 0 ? 0 : int64_t(b.element_count()) / s.cols;
+  return s;
+}
+
+ffi::Error SameAs(const ffi::AnyBuffer& ref, const ffi::AnyBuffer& b, const char* op, const char* name,
+                  bool same_dtype) {
+  if (b.element_count() != ref.element_count() || b.dimensions().size() != ref.dimensions().size() ||
+      (b.dimensions().size() > 0 && b.dimensions().back() != ref.dimensions().back())) {
+    return InvalidArg(op, std::string(name) + " must have x's shape");
+  }
+  if (same_dtype && b.element_type() != ref.element_type()) {
+    return InvalidArg(op, std::string(name) + " must have x's dtype");
+  }
+  if (!same_dtype && b.element_type() != ffi::DataType::PRED) {
+    return InvalidArg(op, std::string(name) + " must be bool, got " + DtypeName(b.element_type()));
+  }
+  return ffi::Error::Success();
+}
+
+ffi::Error CheckFloat(const ffi::AnyBuffer& b, const char* op, const char* name) {
+  if (IsSupportedFloat(b.element_type())) return ffi::Error::Success();
+  return InvalidArg(op, std::string(name) + " dtype " + DtypeName(b.element_type()) +
+                            " is not float32, bfloat16 or float16");
+}
+
+}  // namespace
+
+ffi::ErrorOr<SoftmaxFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, bool log,
+                                         bool masked) {
+  size_t a = 0, r = 0;
+  JAXDNN_TRY(x, NextArg(args, a, kFwd, "x"));
+  JAXDNN_CHECK(CheckFloat(x, kFwd, "x"));
+  SoftmaxFwdArgs p;
+  if (masked) {
+    JAXDNN_TRY(where, NextArg(args, a, kFwd, "where"));
+    JAXDNN_CHECK(SameAs(x, where, kFwd, "where", false));
+    p.where = static_cast<const bool*>(where.untyped_data());
+  }
+  JAXDNN_TRY(y, NextRet(rets, r, kFwd, "y"));
+  JAXDNN_CHECK(SameAs(x, *y, kFwd, "y", true));
+  if (a != args.size() || r != rets.size()) {
+    return ffi::Unexpected(InvalidArg(kFwd, "unexpected number of operands or results"));
+  }
+  JAXDNN_TRY(shape, ShapeOf(x, kFwd));
+  p.shape = shape;
+  p.dtype = x.element_type();
+  p.log = log;
+  p.x = x.untyped_data();
+  p.y = y->untyped_data();
+  return p;
+}
+
+ffi::ErrorOr<SoftmaxBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, bool log,
+                                         bool masked) {
+  size_t a = 0, r = 0;
+  JAXDNN_TRY(y, NextArg(args, a, kBwd, "y"));
+  JAXDNN_CHECK(CheckFloat(y, kBwd, "y"));
+  JAXDNN_TRY(dy, NextArg(args, a, kBwd, "dy"));
+  JAXDNN_CHECK(SameAs(y, dy, kBwd, "dy", true));
+  SoftmaxBwdArgs p;
+  if (masked) {
+    JAXDNN_TRY(where, NextArg(args, a, kBwd, "where"));
+    JAXDNN_CHECK(SameAs(y, where, kBwd, "where", false));
+    p.where = static_cast<const bool*>(where.untyped_data());
+  }
+  JAXDNN_TRY(dx, NextRet(rets, r, kBwd, "dx"));
+  JAXDNN_CHECK(SameAs(y, *dx, kBwd, "dx", true));
+  if (a != args.size() || r != rets.size()) {
+    return ffi::Unexpected(InvalidArg(kBwd, "unexpected number of operands or results"));
+  }
+  JAXDNN_TRY(shape, ShapeOf(y, kBwd));
+  p.shape = shape;
+  p.dtype = y.element_type();
+  p.log = log;
+  p.y = y.untyped_data();
+  p.dy = dy.untyped_data();
+  p.dx = dx->untyped_data();
+  return p;
+}
+
+}  // namespace jaxdnn::softmax

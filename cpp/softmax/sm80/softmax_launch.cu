@@ -1,0 +1,146 @@
+// First CUDA kernels of the softmax family: one warp per row, rows
+// grid-strided (no grid limit), float32 throughout. The forward reads its row
+// twice (an online max and sum, then the write), the backward twice (the dot,
+// then the write); every reduction runs in a fixed lane order, so results are
+// deterministic. Correct for every width; the one-pass, 16-byte-vector
+// kernels of issue 27's bandwidth targets replace them where rows fit on chip.
+#include <cmath>
+
+#include "common/cuda_vec.cuh"
+#include "softmax/sm80/softmax_launch.h"
+
+namespace jaxdnn::softmax {
+namespace {
+
+constexpr int kWarps = 8;  // rows per block
+
+// Merges two (max, sum of exp(x - max)) pairs. An empty part (sum 0) adds 0;
+// exp(-inf - -inf) stays NaN otherwise, as jax.nn's exp(x - max) does.
+__device__ inline void Merge(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  const float a = s == 0.f ? 0.f : s * __expf(m - mm);
+  const float b = s2 == 0.f ? 0.f : s2 * __expf(m2 - mm);
+  m = mm;
+  s = a + b;
+}
+
+template <typename T, bool kLog>
+__global__ void __launch_bounds__(32 * kWarps) SoftmaxFwdKernel(SoftmaxFwdArgs p) {
+  using V = Vec16<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t cols = p.shape.cols;
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  for (int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); row < p.shape.rows;
+       row += int64_t(gridDim.x) * kWarps) {
+    const int64_t off = row * cols;
+    float m = -INFINITY, s = 0.f;
+    for (int64_t j = lane; j < cols; j += 32) {
+      if (p.where != nullptr && !p.where[off + j]) continue;
+      const float v = V::Load1(x + off + j);
+      if (v > m) {
+        s = s * __expf(m - v) + 1.f;  // s is 0 while m is -inf
+        m = v;
+      } else {
+        s += __expf(v - m);  // NaN v, or -inf with m -inf: NaN, as jax.nn
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      Merge(m, s, m2, s2);
+    }
+    if (m == INFINITY) s = NAN;  // exp(inf - inf) is in jax.nn's sum
+    const float inv = 1.f / s, log_s = __logf(s);
+    for (int64_t j = lane; j < cols; j += 32) {
+      const bool kept = p.where == nullptr || p.where[off + j];
+      const float d = V::Load1(x + off + j) - m;
+      float out;
+      if constexpr (kLog) {
+        out = kept ? d - log_s : -INFINITY;
+      } else {
+        out = kept ? __expf(d) * inv : 0.f;
+      }
+      V::Store1(y + off + j, out);
+    }
+  }
+}
+
+template <typename T, bool kLog>
+__global__ void __launch_bounds__(32 * kWarps) SoftmaxBwdKernel(SoftmaxBwdArgs p) {
+  using V = Vec16<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t cols = p.shape.cols;
+  const T* y = static_cast<const T*>(p.y);
+  const T* dy = static_cast<const T*>(p.dy);
+  T* dx = static_cast<T*>(p.dx);
+  for (int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); row < p.shape.rows;
+       row += int64_t(gridDim.x) * kWarps) {
+    const int64_t off = row * cols;
+    float dot = 0.f;  // softmax: sum(dy * y); log-softmax: sum(dy)
+    for (int64_t j = lane; j < cols; j += 32) {
+      if (p.where != nullptr && !p.where[off + j]) continue;
+      const float g = V::Load1(dy + off + j);
+      dot += kLog ? g : g * V::Load1(y + off + j);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    for (int64_t j = lane; j < cols; j += 32) {
+      const bool kept = p.where == nullptr || p.where[off + j];
+      const float g = V::Load1(dy + off + j), v = V::Load1(y + off + j);
+      const float out = !kept ? 0.f : kLog ? g - __expf(v) * dot : v * (g - dot);
+      V::Store1(dx + off + j, out);
+    }
+  }
+}
+
+unsigned Blocks(int64_t rows) {
+  const int64_t want = (rows + kWarps - 1) / kWarps;
+  return unsigned(want < 65535 * 8 ? want : 65535 * 8);  // then grid-stride
+}
+
+}  // namespace
+
+cudaError_t SoftmaxFwdCuda(const SoftmaxFwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
+  const dim3 grid(Blocks(p.shape.rows)), block(32 * kWarps);
+  switch (p.dtype) {
+    case ffi::DataType::F32:
+      p.log ? SoftmaxFwdKernel<float, true><<<grid, block, 0, stream>>>(p)
+            : SoftmaxFwdKernel<float, false><<<grid, block, 0, stream>>>(p);
+      break;
+    case ffi::DataType::BF16:
+      p.log ? SoftmaxFwdKernel<__nv_bfloat16, true><<<grid, block, 0, stream>>>(p)
+            : SoftmaxFwdKernel<__nv_bfloat16, false><<<grid, block, 0, stream>>>(p);
+      break;
+    case ffi::DataType::F16:
+      p.log ? SoftmaxFwdKernel<__half, true><<<grid, block, 0, stream>>>(p)
+            : SoftmaxFwdKernel<__half, false><<<grid, block, 0, stream>>>(p);
+      break;
+    default: return cudaErrorInvalidValue;  // ReadFwdCall admits only these
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t SoftmaxBwdCuda(const SoftmaxBwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
+  const dim3 grid(Blocks(p.shape.rows)), block(32 * kWarps);
+  switch (p.dtype) {
+    case ffi::DataType::F32:
+      p.log ? SoftmaxBwdKernel<float, true><<<grid, block, 0, stream>>>(p)
+            : SoftmaxBwdKernel<float, false><<<grid, block, 0, stream>>>(p);
+      break;
+    case ffi::DataType::BF16:
+      p.log ? SoftmaxBwdKernel<__nv_bfloat16, true><<<grid, block, 0, stream>>>(p)
+            : SoftmaxBwdKernel<__nv_bfloat16, false><<<grid, block, 0, stream>>>(p);
+      break;
+    case ffi::DataType::F16:
+      p.log ? SoftmaxBwdKernel<__half, true><<<grid, block, 0, stream>>>(p)
+            : SoftmaxBwdKernel<__half, false><<<grid, block, 0, stream>>>(p);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace jaxdnn::softmax

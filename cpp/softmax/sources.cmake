@@ -1,0 +1,9 @@
+# The softmax family's sources, relative to this folder (read by jaxdnn_family).
+set(FAMILY_CPU_SOURCES
+  call_frame.cc
+  ffi_cpu.cc
+  cpu/softmax_kernels.cc)
+set(FAMILY_CUDA_SOURCES
+  call_frame.cc
+  ffi_cuda.cc
+  sm80/softmax_launch.cu)

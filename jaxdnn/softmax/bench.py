@@ -1,0 +1,109 @@
+"""softmax / log_softmax: jaxdnn against XLA and PyTorch in one process.
+
+Bytes counted (the minimum traffic): forward reads x and writes y; backward
+reads y and dy and writes dx. Backward time is (fwd+bwd) - fwd, as for the
+norms (jaxdnn/norms/bench.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxdnn
+from jaxdnn.bench import memory_bound, timing
+from jaxdnn.bench.timing import time_jax_chained, time_torch
+
+# Issue 27's grid: 32768 x {4096, 32768} and 8192 x {32000, 128256, 256000}.
+CASES = [(32768, 4096), (32768, 32768), (8192, 32000), (8192, 128256), (8192, 256000)]
+
+
+def _row(name, direction, seconds, nbytes, busy=None):
+  r = dict(impl=name, direction=direction, time_us=seconds * 1e6, tbps=nbytes / seconds / 1e12)
+  if busy:
+    r.update(gpu_us=busy * 1e6, gpu_tbps=nbytes / busy / 1e12)
+  return r
+
+
+def _rows(name, t_f, t_fb, nb_f, nb_b, b_f=None, b_fb=None):
+  rows = [_row(name, "fwd", t_f, nb_f, b_f)]
+  if t_fb - t_f < 0.2 * t_f:
+    rows.append(dict(impl=name, direction="bwd", error="unreliable: fwd+bwd close to fwd"))
+  else:
+    busy = b_fb - b_f if b_fb and b_f else None
+    rows.append(_row(name, "bwd", t_fb - t_f, nb_b, busy))
+  rows.append(_row(name, "fwd+bwd", t_fb, nb_f + nb_b, b_fb))
+  return rows
+
+
+def _jax_rows(name, f, x, dy, nb_f, nb_b):
+  def fwd_bwd(state):
+    x, dy = state
+    y, vjp = jax.vjp(f, x)
+    return y, vjp(dy)[0]
+
+  try:
+    t_f = time_jax_chained(f, x)
+    t_fb = time_jax_chained(fwd_bwd, (x, dy))
+    b_f = timing.busy_jax(jax.jit(f), x)
+    b_fb = timing.busy_jax(jax.jit(fwd_bwd), (x, dy))
+  except Exception as e:  # noqa: BLE001 - reported in the table
+    return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
+  return _rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+
+
+def _torch_rows(log, x, dy, nb_f, nb_b):
+  try:
+    import torch
+
+    if not torch.cuda.is_available():
+      return []
+    dtype = getattr(torch, np.dtype(x.dtype).name)
+    tx = torch.from_numpy(np.array(x.astype(jnp.float32))).cuda().to(dtype)
+    tdy = torch.from_numpy(np.array(dy.astype(jnp.float32))).cuda().to(dtype)
+    fwd = (lambda x: torch.log_softmax(x, -1)) if log else (lambda x: torch.softmax(x, -1))
+    with torch.no_grad():
+      t_f = time_torch(lambda: fwd(tx))
+      b_f = timing.busy_torch(lambda: fwd(tx))
+    txg = tx.clone().requires_grad_(True)
+
+    def fb():
+      fwd(txg).backward(tdy)
+      txg.grad = None
+
+    t_fb = time_torch(fb)
+    b_fb = timing.busy_torch(fb)
+  except Exception as e:  # noqa: BLE001
+    return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
+  return _rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+
+
+def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
+  records = []
+  on_gpu = jax.default_backend() == "gpu"
+  want = lambda name: impls is None or name in impls
+  for log in (False, True):
+    op = jaxdnn.log_softmax if log else jaxdnn.softmax
+    for rows, cols in cases:
+      k = jax.random.split(jax.random.key(rows + cols), 2)
+      x = (3.0 * jax.random.normal(k[0], (rows, cols), jnp.float32)).astype(dtype)
+      dy = jax.random.normal(k[1], (rows, cols), dtype)
+      item = np.dtype(dtype).itemsize
+      nb_f, nb_b = 2 * rows * cols * item, 3 * rows * cols * item
+      rs = _jax_rows("jaxdnn", lambda x: op(x), x, dy, nb_f, nb_b)
+      if want("xla"):
+        rs += _jax_rows("xla", lambda x: op(x, implementation="xla"), x, dy, nb_f, nb_b)
+      if on_gpu and with_torch and want("torch"):
+        rs += _torch_rows(log, x, dy, nb_f, nb_b)
+      for r in rs:
+        r.update(
+          op="log_softmax" if log else "softmax", case=f"{rows}x{cols}", dtype=np.dtype(dtype).name
+        )
+      records += rs
+      del x, dy
+  return records
+
+
+def main(argv=None):
+  return memory_bound.main("softmax", run, argv)
