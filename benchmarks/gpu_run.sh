@@ -3,9 +3,11 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   build tests selftests norms attention
+#   build tests selftests norms attention softmax upstream
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
+# upstream: JAX's own attention tests (tests/upstream/), given JAX's
+# tests/nn_test.py carried as build/upstream/nn_test.py.
 # TESTS: the test paths (default: all of tests/). ATTENTION_ARGS: arguments of `python -m jaxdnn.bench attention` (default: the
 # head-dim-128 grid, seq 512-16k). BUDGET: seconds this call may take (540).
 set -uo pipefail
@@ -14,7 +16,7 @@ shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-steps=" ${STEPS:-build tests selftests norms attention} "
+steps=" ${STEPS:-build tests selftests norms attention softmax upstream} "
 budget=${BUDGET:-540}
 left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
 has() { [[ "$steps" == *" $1 "* ]]; }
@@ -67,4 +69,16 @@ if has attention; then
   ( cd /tmp && timeout "$(left 420)" python3 -m jaxdnn.bench attention --gpu-busy \
       ${ATTENTION_ARGS:---dims 128} --out "$out/attention.json" ) > "$out/attention.txt" 2>&1
   grep -vE "WARNING|warn|^ *tq, tk" "$out/attention.txt" | tail -60
+fi
+if has softmax; then
+  echo "== softmax benchmark"
+  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench softmax --gpu-busy --out "$out/softmax.json" ) \
+    > "$out/softmax.txt" 2>&1
+  grep -E "^(softmax|log_)|ceiling" "$out/softmax.txt" | head -40
+fi
+if has upstream && [ -f "$repo/build/upstream/nn_test.py" ]; then
+  echo "== JAX's attention tests against jaxdnn"
+  ( cd /tmp && timeout "$(left 300)" python3 "$repo/tests/upstream/run_jax_attention_tests.py" \
+      "$repo/build/upstream/nn_test.py" -rfs ) > "$out/upstream.txt" 2>&1
+  grep -E "^(FAILED|SKIPPED|ERROR)|passed|failed" "$out/upstream.txt" | tail -20
 fi
