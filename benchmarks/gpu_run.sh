@@ -43,11 +43,12 @@ if has tests; then
   t=$(left 480)
   logs=$(mktemp -d)
   for i in $(seq 0 $((shards - 1))); do
-    ( cd /tmp && TEST_SHARD=$i/$shards timeout "$t" python3 -m pytest ${TESTS:-$repo/tests} -v -p no:cacheprovider "$@" ) \
-      > "$logs/tests-$i.log" 2>&1 &
+    ( cd /tmp && TEST_SHARD=$i/$shards RESULTS_JSON=$logs/tables-$i.json timeout "$t" \
+      python3 -m pytest ${TESTS:-$repo/tests} -v -p no:cacheprovider "$@" ) > "$logs/tests-$i.log" 2>&1 &
   done
   wait
   for i in $(seq 0 $((shards - 1))); do echo "== shard $i/$shards"; cat "$logs/tests-$i.log"; done > "$out/tests.log"
+  python3 "$repo/tests/merge_tables.py" "$logs"/tables-*.json > "$out/tables.md" 2>&1
   grep -E "^FAILED|^ERROR" "$out/tests.log" | head -30
   for i in $(seq 0 $((shards - 1))); do
     echo "shard $i: $(grep -E "(passed|failed|error).* in [0-9.]+s" "$logs/tests-$i.log" | tail -1)"

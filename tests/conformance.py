@@ -555,3 +555,17 @@ def table():
   return "\n".join(
     [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
   )
+
+
+def dump():
+  """This process's outcomes as JSON-able data (a shard of a split run)."""
+  return dict(ops=list(_ops), outcomes=[[op, col, dict(c)] for (op, col), c in _outcomes.items()])
+
+
+def load(data):
+  """Adds a shard's dump() to this process's outcomes (merging split runs)."""
+  for op in data["ops"]:
+    if op not in _ops:
+      _ops.append(op)
+  for op, col, counts in data["outcomes"]:
+    _outcomes[(op, col)].update(counts)

@@ -58,6 +58,7 @@ def pytest_terminal_summary(terminalreporter):
 
   if hasattr(terminalreporter.config, "workerinput"):
     return  # an xdist worker: the controller has every outcome and prints the table
+  _dump_for_merge()
   _fuzz_summary(terminalreporter)
   text = conformance.table()
   if text is None:
@@ -81,3 +82,23 @@ def _fuzz_summary(terminalreporter):
     terminalreporter.write_line(
       f"| {op} | {impl} | {c['tried']} | {c['clean']} | {c['wrong']} | {c['crash']} |"
     )
+
+
+def _dump_for_merge():
+  """With RESULTS_JSON set (a shard of a split run, benchmarks/gpu_run.sh),
+  this process's composability and fuzz counts go there as JSON, for
+  tests/merge_tables.py to join."""
+  import json
+
+  import conformance
+
+  path = os.environ.get("RESULTS_JSON")
+  if not path:
+    return
+  fuzz = {}
+  for module in list(sys.modules.values()):
+    fuzz.update(getattr(module, "FUZZ_COUNTS", None) or {})
+  data = dict(
+    conformance=conformance.dump(), fuzz=[[op, impl, c] for (op, impl), c in fuzz.items()]
+  )
+  pathlib.Path(path).write_text(json.dumps(data))
