@@ -14,8 +14,8 @@ namespace {
 
 constexpr int kWarps = 8;  // rows per block
 
-// Merges two (max, sum of exp(x - max)) pairs. An empty part (sum 0) adds 0;
-// exp(-inf - -inf) stays NaN otherwise, as jax.nn's exp(x - max) does.
+// Merges two (max, sum of exp(x - max)) pairs; an empty part (sum 0, max
+// -inf) adds 0.
 __device__ inline void Merge(float& m, float& s, float m2, float s2) {
   const float mm = fmaxf(m, m2);
   const float a = s == 0.f ? 0.f : s * __expf(m - mm);
@@ -35,22 +35,28 @@ __global__ void __launch_bounds__(32 * kWarps) SoftmaxFwdKernel(SoftmaxFwdArgs p
        row += int64_t(gridDim.x) * kWarps) {
     const int64_t off = row * cols;
     float m = -INFINITY, s = 0.f;
+    int kept = 0;  // whether this lane saw a kept entry
     for (int64_t j = lane; j < cols; j += 32) {
       if (p.where != nullptr && !p.where[off + j]) continue;
       const float v = V::Load1(x + off + j);
+      kept = 1;
+      if (v == -INFINITY) continue;  // exp(-inf - max) = 0, unless the row's max is -inf (below)
       if (v > m) {
         s = s * __expf(m - v) + 1.f;  // s is 0 while m is -inf
         m = v;
       } else {
-        s += __expf(v - m);  // NaN v, or -inf with m -inf: NaN, as jax.nn
+        s += __expf(v - m);  // a NaN v makes the sum NaN, as in jax.nn
       }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
       Merge(m, s, m2, s2);
+      kept |= __shfl_xor_sync(0xffffffffu, kept, o);
     }
-    if (m == INFINITY) s = NAN;  // exp(inf - inf) is in jax.nn's sum
+    // jax.nn's sum holds exp(inf - inf) when the max is +inf, and
+    // exp(-inf - -inf) when every kept entry is -inf: NaN both times.
+    if (m == INFINITY || (m == -INFINITY && kept)) s = NAN;
     const float inv = 1.f / s, log_s = __logf(s);
     for (int64_t j = lane; j < cols; j += 32) {
       const bool kept = p.where == nullptr || p.where[off + j];
