@@ -77,7 +77,7 @@ def test_every_family_is_registered_once():
 def test_bench_lists_every_benchmarked_family():
   from jaxdnn.bench.__main__ import benchmarked_families
 
-  assert benchmarked_families() == ["norms", "attention"]
+  assert benchmarked_families() == ["norms", "attention", "softmax"]
 
 
 requires_cuda_build = pytest.mark.skipif(
