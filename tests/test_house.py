@@ -77,7 +77,9 @@ def test_every_family_is_registered_once():
 def test_bench_lists_every_benchmarked_family():
   from jaxdnn.bench.__main__ import benchmarked_families
 
-  assert benchmarked_families() == ["norms", "attention", "softmax"]
+  package = pathlib.Path(jaxdnn.__file__).parent
+  with_bench = [f for f in _families.FAMILIES if (package / f / "bench.py").exists()]
+  assert benchmarked_families() == with_bench and "norms" in with_bench
 
 
 requires_cuda_build = pytest.mark.skipif(

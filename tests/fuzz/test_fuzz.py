@@ -11,9 +11,10 @@ import sys
 
 import pytest
 from conftest import on_gpu
+from fuzz_base import fuzz_ops
 
 RUNNER = pathlib.Path(__file__).with_name("fuzz_runner.py")
-OPS = ["layer_norm", "rms_norm", "dot_product_attention", "softmax", "log_softmax"]
+OPS = list(fuzz_ops())  # every family's tests/<family>/fuzz_<family>.py
 IMPLS = ["None", "xla"] + (["cuda"] if on_gpu() else ["cpu"])
 FUZZ_COUNTS = {}  # (op, impl) -> counts, printed by conftest's terminal summary
 
