@@ -13,12 +13,7 @@
 #include <string>
 
 #include "common/ffi_util.h"
-
-#if defined(__CUDACC__)
-#define JAXDNN_HD __host__ __device__ __forceinline__
-#else
-#define JAXDNN_HD inline
-#endif
+#include "common/host_device.h"
 
 namespace jaxdnn::attention {
 

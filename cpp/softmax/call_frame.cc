@@ -101,4 +101,90 @@ ffi::ErrorOr<SoftmaxBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::Remaining
   return p;
 }
 
+namespace {
+
+constexpr const char* kCeFwd = "jaxdnn cross-entropy forward";
+constexpr const char* kCeBwd = "jaxdnn cross-entropy backward";
+
+// A per-row buffer of `dtype` with one element per row of `logits`.
+ffi::Error PerRow(const ffi::AnyBuffer& logits, const ffi::AnyBuffer& b, ffi::DataType dtype, const char* op,
+                  const char* name) {
+  const auto dims = logits.dimensions();
+  const int64_t cols = dims.size() ? dims.back() : 0;
+  const int64_t rows = cols ? int64_t(logits.element_count()) / cols : 0;
+  if (b.element_type() != dtype) {
+    return InvalidArg(
+        op, std::string(name) + " must be " + DtypeName(dtype) + ", got " + DtypeName(b.element_type()));
+  }
+  if (int64_t(b.element_count()) != rows || b.dimensions().size() + 1 != dims.size()) {
+    return InvalidArg(op, std::string(name) + " must have one element per row of logits");
+  }
+  return ffi::Error::Success();
+}
+
+template <typename Args>
+void SetAttrs(Args& p, const CrossEntropyAttrs& a) {
+  p.smoothing = a.smoothing;
+  p.z_loss = a.z_loss;
+  p.has_ignore = a.has_ignore;
+  p.ignore_index = a.ignore_index;
+}
+
+}  // namespace
+
+ffi::ErrorOr<CrossEntropyFwdArgs> ReadCrossEntropyFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                                          const CrossEntropyAttrs& attrs) {
+  size_t a = 0, r = 0;
+  JAXDNN_TRY(logits, NextArg(args, a, kCeFwd, "logits"));
+  JAXDNN_CHECK(CheckFloat(logits, kCeFwd, "logits"));
+  JAXDNN_TRY(labels, NextArg(args, a, kCeFwd, "labels"));
+  JAXDNN_CHECK(PerRow(logits, labels, ffi::DataType::S32, kCeFwd, "labels"));
+  JAXDNN_TRY(loss, NextRet(rets, r, kCeFwd, "loss"));
+  JAXDNN_CHECK(PerRow(logits, *loss, ffi::DataType::F32, kCeFwd, "loss"));
+  JAXDNN_TRY(lse, NextRet(rets, r, kCeFwd, "lse"));
+  JAXDNN_CHECK(PerRow(logits, *lse, ffi::DataType::F32, kCeFwd, "lse"));
+  if (a != args.size() || r != rets.size()) {
+    return ffi::Unexpected(InvalidArg(kCeFwd, "unexpected number of operands or results"));
+  }
+  JAXDNN_TRY(shape, ShapeOf(logits, kCeFwd));
+  CrossEntropyFwdArgs p;
+  p.shape = shape;
+  p.dtype = logits.element_type();
+  SetAttrs(p, attrs);
+  p.logits = logits.untyped_data();
+  p.labels = static_cast<const int32_t*>(labels.untyped_data());
+  p.loss = static_cast<float*>(loss->untyped_data());
+  p.lse = static_cast<float*>(lse->untyped_data());
+  return p;
+}
+
+ffi::ErrorOr<CrossEntropyBwdArgs> ReadCrossEntropyBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                                          const CrossEntropyAttrs& attrs) {
+  size_t a = 0, r = 0;
+  JAXDNN_TRY(logits, NextArg(args, a, kCeBwd, "logits"));
+  JAXDNN_CHECK(CheckFloat(logits, kCeBwd, "logits"));
+  JAXDNN_TRY(labels, NextArg(args, a, kCeBwd, "labels"));
+  JAXDNN_CHECK(PerRow(logits, labels, ffi::DataType::S32, kCeBwd, "labels"));
+  JAXDNN_TRY(lse, NextArg(args, a, kCeBwd, "lse"));
+  JAXDNN_CHECK(PerRow(logits, lse, ffi::DataType::F32, kCeBwd, "lse"));
+  JAXDNN_TRY(g, NextArg(args, a, kCeBwd, "g"));
+  JAXDNN_CHECK(PerRow(logits, g, ffi::DataType::F32, kCeBwd, "g"));
+  JAXDNN_TRY(dlogits, NextRet(rets, r, kCeBwd, "dlogits"));
+  JAXDNN_CHECK(SameAs(logits, *dlogits, kCeBwd, "dlogits", true));
+  if (a != args.size() || r != rets.size()) {
+    return ffi::Unexpected(InvalidArg(kCeBwd, "unexpected number of operands or results"));
+  }
+  JAXDNN_TRY(shape, ShapeOf(logits, kCeBwd));
+  CrossEntropyBwdArgs p;
+  p.shape = shape;
+  p.dtype = logits.element_type();
+  SetAttrs(p, attrs);
+  p.logits = logits.untyped_data();
+  p.labels = static_cast<const int32_t*>(labels.untyped_data());
+  p.lse = static_cast<const float*>(lse.untyped_data());
+  p.g = static_cast<const float*>(g.untyped_data());
+  p.dlogits = dlogits->untyped_data();
+  return p;
+}
+
 }  // namespace jaxdnn::softmax

@@ -1,4 +1,5 @@
-// Handler symbols of the softmax family, one per direction and platform.
+// Handler symbols of the softmax family (softmax and cross-entropy), one per
+// op, direction and platform.
 #pragma once
 
 #include "xla/ffi/api/ffi.h"
@@ -9,5 +10,9 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(kSoftmaxFwdCpu);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kSoftmaxBwdCpu);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kSoftmaxFwdCuda);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kSoftmaxBwdCuda);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kCrossEntropyFwdCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kCrossEntropyBwdCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kCrossEntropyFwdCuda);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kCrossEntropyBwdCuda);
 
 }  // namespace jaxdnn::softmax

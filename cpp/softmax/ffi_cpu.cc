@@ -1,5 +1,6 @@
 // XLA FFI handlers for the CPU softmax family: decode the call frame, run the kernel.
 #include "common/ffi_registry.h"
+#include "softmax/cpu/cross_entropy_kernels.h"
 #include "softmax/cpu/softmax_kernels.h"
 #include "softmax/ffi.h"
 
@@ -20,6 +21,20 @@ ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingR
   return RunCatching("jaxdnn softmax backward", [&] { return SoftmaxBwdCpu(*p, &pool); });
 }
 
+ffi::Error CeFwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, float smoothing,
+                    float z_loss, int32_t has_ignore, int32_t ignore_index) {
+  auto p = ReadCrossEntropyFwdCall(args, rets, {smoothing, z_loss, has_ignore != 0, ignore_index});
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn cross-entropy forward", [&] { return CrossEntropyFwdCpu(*p, &pool); });
+}
+
+ffi::Error CeBwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, float smoothing,
+                    float z_loss, int32_t has_ignore, int32_t ignore_index) {
+  auto p = ReadCrossEntropyBwdCall(args, rets, {smoothing, z_loss, has_ignore != 0, ignore_index});
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn cross-entropy backward", [&] { return CrossEntropyBwdCpu(*p, &pool); });
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kSoftmaxFwdCpu, FwdCpu,
@@ -38,8 +53,26 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kSoftmaxBwdCpu, BwdCpu,
                                   .Attr<int32_t>("log")
                                   .Attr<int32_t>("masked"));
 
+#define JAXDNN_CE_ATTRS            \
+  .Attr<float>("label_smoothing")  \
+      .Attr<float>("z_loss")       \
+      .Attr<int32_t>("has_ignore") \
+      .Attr<int32_t>("ignore_index")
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kCrossEntropyFwdCpu, CeFwdCpu,
+                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>().RemainingArgs().RemainingRets()
+                                  JAXDNN_CE_ATTRS);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kCrossEntropyBwdCpu, CeBwdCpu,
+                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>().RemainingArgs().RemainingRets()
+                                  JAXDNN_CE_ATTRS);
+
 FamilyExports CpuExports() {
-  return {{{"jaxdnn_softmax_fwd", kSoftmaxFwdCpu}, {"jaxdnn_softmax_bwd", kSoftmaxBwdCpu}}, {}};
+  return {{{"jaxdnn_softmax_fwd", kSoftmaxFwdCpu},
+           {"jaxdnn_softmax_bwd", kSoftmaxBwdCpu},
+           {"jaxdnn_cross_entropy_fwd", kCrossEntropyFwdCpu},
+           {"jaxdnn_cross_entropy_bwd", kCrossEntropyBwdCpu}},
+          {}};
 }
 
 }  // namespace jaxdnn::softmax

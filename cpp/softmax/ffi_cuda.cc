@@ -6,6 +6,7 @@
 #include "common/cuda_check.h"
 #include "common/ffi_registry.h"
 #include "softmax/ffi.h"
+#include "softmax/sm80/cross_entropy_launch.h"
 #include "softmax/sm80/softmax_launch.h"
 
 namespace jaxdnn::softmax {
@@ -41,6 +42,29 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   return ffi::Error::Success();
 }
 
+template <typename Args>
+ffi::Error Launched(cudaError_t err, const Args& p, const char* what) {
+  if (err == cudaSuccess) return ffi::Error::Success();
+  return ffi::Error::Internal(std::string(what) + " launch (" + ShapeText(p.shape) +
+                              "): " + cudaGetErrorString(err));
+}
+
+ffi::Error CeFwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, float smoothing,
+                     float z_loss, int32_t has_ignore, int32_t ignore_index) {
+  auto p = ReadCrossEntropyFwdCall(args, rets, {smoothing, z_loss, has_ignore != 0, ignore_index});
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  return Launched(CrossEntropyFwdCuda(*p, stream), *p, "jaxdnn cross-entropy forward");
+}
+
+ffi::Error CeBwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, float smoothing,
+                     float z_loss, int32_t has_ignore, int32_t ignore_index) {
+  auto p = ReadCrossEntropyBwdCall(args, rets, {smoothing, z_loss, has_ignore != 0, ignore_index});
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  return Launched(CrossEntropyBwdCuda(*p, stream), *p, "jaxdnn cross-entropy backward");
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kSoftmaxFwdCuda, FwdCuda,
@@ -61,8 +85,28 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kSoftmaxBwdCuda, BwdCuda,
                                   .Attr<int32_t>("masked"),
                               {ffi::Traits::kCmdBufferCompatible});
 
+#define JAXDNN_CE_ATTRS            \
+  .Attr<float>("label_smoothing")  \
+      .Attr<float>("z_loss")       \
+      .Attr<int32_t>("has_ignore") \
+      .Attr<int32_t>("ignore_index")
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    kCrossEntropyFwdCuda, CeFwdCuda,
+    ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs().RemainingRets() JAXDNN_CE_ATTRS,
+    {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    kCrossEntropyBwdCuda, CeBwdCuda,
+    ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs().RemainingRets() JAXDNN_CE_ATTRS,
+    {ffi::Traits::kCmdBufferCompatible});
+
 FamilyExports CudaExports() {
-  return {{{"jaxdnn_softmax_fwd", kSoftmaxFwdCuda}, {"jaxdnn_softmax_bwd", kSoftmaxBwdCuda}}, {}};
+  return {{{"jaxdnn_softmax_fwd", kSoftmaxFwdCuda},
+           {"jaxdnn_softmax_bwd", kSoftmaxBwdCuda},
+           {"jaxdnn_cross_entropy_fwd", kCrossEntropyFwdCuda},
+           {"jaxdnn_cross_entropy_bwd", kCrossEntropyBwdCuda}},
+          {}};
 }
 
 }  // namespace jaxdnn::softmax

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "common/ffi_util.h"
+#include "common/host_device.h"
 
 namespace jaxdnn::softmax {
 
@@ -37,6 +38,45 @@ struct SoftmaxBwdArgs {
   void* dx = nullptr;
 };
 
+// Cross-entropy over the last axis with integer labels, per row r (label y):
+//   lse  = m + log sum exp(x - m)
+//   loss = lse - (1 - eps) x_y - eps mean(x) + z lse^2   (the eps term only when eps > 0)
+//   dx_j = g_r (p_j (1 + 2 z lse) - (1 - eps) [j == y] - eps / cols),  p_j = exp(x_j - lse)
+// eps = label_smoothing, z = z_loss, g the loss's cotangent. A row whose
+// label is ignore_index has loss 0 and gradient 0; a label outside
+// [0, cols) otherwise gives NaN loss and gradient.
+struct CrossEntropyFwdArgs {
+  SoftmaxShape shape;
+  ffi::DataType dtype;
+  float smoothing = 0.f, z_loss = 0.f;
+  bool has_ignore = false;
+  int32_t ignore_index = 0;
+  const void* logits = nullptr;
+  const int32_t* labels = nullptr;  // [rows]
+  float* loss = nullptr;            // [rows]
+  float* lse = nullptr;             // [rows]
+};
+
+struct CrossEntropyBwdArgs {
+  SoftmaxShape shape;
+  ffi::DataType dtype;
+  float smoothing = 0.f, z_loss = 0.f;
+  bool has_ignore = false;
+  int32_t ignore_index = 0;
+  const void* logits = nullptr;
+  const int32_t* labels = nullptr;
+  const float* lse = nullptr;  // the forward's
+  const float* g = nullptr;    // [rows]
+  void* dlogits = nullptr;
+};
+
+// Whether row r's label counts, is ignored, or is invalid.
+enum class LabelKind { kValid, kIgnored, kInvalid };
+JAXDNN_HD LabelKind KindOf(int32_t y, int64_t cols, bool has_ignore, int32_t ignore_index) {
+  if (has_ignore && y == ignore_index) return LabelKind::kIgnored;
+  return y >= 0 && y < cols ? LabelKind::kValid : LabelKind::kInvalid;
+}
+
 // Buffer order (the Python primitives follow it):
 //   forward  args: x, [where]      rets: y
 //   backward args: y, dy, [where]  rets: dx
@@ -46,5 +86,19 @@ ffi::ErrorOr<SoftmaxFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::Remaining
                                          bool masked);
 ffi::ErrorOr<SoftmaxBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, bool log,
                                          bool masked);
+
+// Cross-entropy buffers: forward args logits [..., cols], labels [...] int32;
+// rets loss, lse [...] float32. Backward args logits, labels, lse, g; ret
+// dlogits (logits' shape and dtype). Attributes: label_smoothing, z_loss
+// (float32), has_ignore, ignore_index (int32).
+struct CrossEntropyAttrs {
+  float smoothing, z_loss;
+  bool has_ignore;
+  int32_t ignore_index;
+};
+ffi::ErrorOr<CrossEntropyFwdArgs> ReadCrossEntropyFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                                          const CrossEntropyAttrs& attrs);
+ffi::ErrorOr<CrossEntropyBwdArgs> ReadCrossEntropyBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                                          const CrossEntropyAttrs& attrs);
 
 }  // namespace jaxdnn::softmax

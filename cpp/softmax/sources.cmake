@@ -2,8 +2,10 @@
 set(FAMILY_CPU_SOURCES
   call_frame.cc
   ffi_cpu.cc
-  cpu/softmax_kernels.cc)
+  cpu/softmax_kernels.cc
+  cpu/cross_entropy_kernels.cc)
 set(FAMILY_CUDA_SOURCES
   call_frame.cc
   ffi_cuda.cc
-  sm80/softmax_launch.cu)
+  sm80/softmax_launch.cu
+  sm80/cross_entropy_launch.cu)

@@ -57,7 +57,7 @@ def _apply(op, x, axis, where, implementation, log):
     implementation,
     op,
     _cuda_unsupported,
-    no_kernel="float64 inputs" if x.dtype == jnp.float64 else None,
+    no_kernel="a float64 x" if x.dtype == jnp.float64 else None,
   )
   if where is not None:
     where = jnp.broadcast_to(where, x.shape)

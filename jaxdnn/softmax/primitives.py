@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxdnn._primitive import FfiOp, batch_size, shaped, to_front
-from jaxdnn._sharding import ROW, LeadingDimsSharding
+from jaxdnn._sharding import ROW, STAT, LeadingDimsSharding
 
 
 class _RowOp(FfiOp):
@@ -51,3 +51,58 @@ class SoftmaxBackward(_RowOp):
 
 softmax_forward = SoftmaxForward()
 softmax_backward = SoftmaxBackward()
+
+
+class _CrossEntropyOp(FfiOp):
+  """Cross-entropy primitives: per-row results over leading dims (rows)."""
+
+  def ffi_attributes(self, *, smoothing, z_loss, ignore_index, implementation):
+    return dict(
+      label_smoothing=np.float32(smoothing),
+      z_loss=np.float32(z_loss),
+      has_ignore=np.int32(ignore_index is not None),
+      ignore_index=np.int32(0 if ignore_index is None else ignore_index),
+    )
+
+  def batch(self, args, dims, **params):
+    size = batch_size(args, dims)
+    outs = self.bind(*(to_front(a, d, size) for a, d in zip(args, dims)), **params)
+    return outs, [0] * len(outs)
+
+
+class CrossEntropyForward(_CrossEntropyOp):
+  """logits [..., V], labels [...] int32 -> loss, lse [...] float32."""
+
+  name = "jaxdnn_cross_entropy_fwd"
+  target = "jaxdnn_cross_entropy_fwd"
+
+  def abstract_eval(self, logits, labels, **_):
+    return [shaped(labels.shape, np.float32), shaped(labels.shape, np.float32)]
+
+  def sharding(self, avals_in, avals_out, **_):
+    logits = avals_in[0]
+    if logits.ndim < 2:
+      return None
+    return LeadingDimsSharding(logits.ndim - 1, 0, (ROW, STAT), (STAT, STAT), reduces_params=False)
+
+
+class CrossEntropyBackward(_CrossEntropyOp):
+  """logits, labels, lse, g -> dlogits (logits' shape and dtype)."""
+
+  name = "jaxdnn_cross_entropy_bwd"
+  target = "jaxdnn_cross_entropy_bwd"
+
+  def abstract_eval(self, logits, labels, lse, g, **_):
+    return [shaped(logits.shape, logits.dtype)]
+
+  def sharding(self, avals_in, avals_out, **_):
+    logits = avals_in[0]
+    if logits.ndim < 2:
+      return None
+    return LeadingDimsSharding(
+      logits.ndim - 1, 0, (ROW, STAT, STAT, STAT), (ROW,), reduces_params=False
+    )
+
+
+cross_entropy_forward = CrossEntropyForward()
+cross_entropy_backward = CrossEntropyBackward()

@@ -24,3 +24,23 @@ def softmax(x, where=None, *, log=False):
     out = jnp.exp(shifted) / total
     out = out if where is None else jnp.where(where, out, 0.0)
   return out.astype(x.dtype)
+
+
+def cross_entropy(logits, labels, *, smoothing=0.0, z_loss=0.0, ignore_index=None):
+  """Per-row loss (float32; float64 for float64 logits) and the log-sum-exp,
+  by the formulas of cpp/softmax/problem.h: ignore_index rows 0, labels
+  outside [0, classes) NaN."""
+  acc = jnp.float64 if logits.dtype == jnp.float64 else jnp.float32
+  x = logits.astype(acc)
+  classes = x.shape[-1]
+  m = jax.lax.stop_gradient(jnp.max(x, -1, keepdims=True))
+  lse = (m + jnp.log(jnp.sum(jnp.exp(x - m), -1, keepdims=True)))[..., 0]
+  valid = (labels >= 0) & (labels < classes)
+  picked = jnp.take_along_axis(x, jnp.clip(labels, 0, classes - 1)[..., None], -1)[..., 0]
+  loss = lse - (1.0 - smoothing) * picked + z_loss * lse * lse
+  if smoothing:  # (only then: a -inf logit would make 0 * mean NaN)
+    loss = loss - smoothing * jnp.mean(x, -1)
+  loss = jnp.where(valid, loss, jnp.nan)
+  if ignore_index is not None:
+    loss = jnp.where(labels == ignore_index, 0.0, loss)
+  return loss, lse

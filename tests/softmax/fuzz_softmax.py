@@ -1,5 +1,8 @@
 """The softmax family's fuzz table (tests/fuzz): invalid and edge-case
-arguments of softmax and log_softmax, and their float64 oracle."""
+arguments of softmax, log_softmax and softmax_cross_entropy, and their
+float64 oracles."""
+
+import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -85,3 +88,87 @@ FUZZ_OPS = {
   )
   for name in ("softmax", "log_softmax")
 }
+
+
+def cross_entropy_oracle(
+  logits, labels, label_smoothing=0.0, ignore_index=None, z_loss=0.0, reduction="mean"
+):
+  x, y = np.asarray(logits, np.float64), np.asarray(labels)
+  classes = x.shape[-1]
+  with np.errstate(all="ignore"):
+    m = x.max(-1, keepdims=True, initial=-np.inf)
+    lse = (m + np.log(np.exp(x - m).sum(-1, keepdims=True)))[..., 0]
+    picked = np.take_along_axis(x, np.clip(y, 0, classes - 1)[..., None], -1)[..., 0]
+    loss = lse - (1 - label_smoothing) * picked + z_loss * lse * lse
+    if label_smoothing:
+      loss = loss - label_smoothing * x.mean(-1)
+    loss = np.where((y >= 0) & (y < classes), loss, np.nan)
+    counted = np.ones(y.shape, bool)
+    if ignore_index is not None:
+      loss = np.where(y == ignore_index, 0.0, loss)
+      counted = y != ignore_index
+    if reduction == "none":
+      return loss
+    return loss.sum() if reduction == "sum" else loss.sum() / counted.sum()
+
+
+def cross_entropy_cases():
+  x = rand((4, 13), lo=-4.0, hi=4.0)
+  y = jnp.asarray(np.random.default_rng(2).integers(0, 13, size=4), jnp.int32)
+  base = dict(logits=x, labels=y)
+  cases = []
+
+  def add(name, arg, **changes):
+    cases.append((name, arg, base | changes))
+
+  for bad, label in ((None, "none"), ("x", "str"), ({}, "dict"), (3.0, "scalar")):
+    add(f"logits {label}", "logits", logits=bad)
+  add("logits int32", "logits", logits=jnp.ones((4, 13), jnp.int32))
+  add("logits float64", "logits", logits=x.astype(jnp.float64))
+  add("logits bfloat16", "logits", logits=x.astype(jnp.bfloat16))
+  add("logits no classes", "logits", logits=jnp.ones((4, 0), jnp.float32))
+  add("logits no rows", "logits", logits=jnp.ones((0, 13), jnp.float32), labels=y[:0])
+  add("logits one class", "logits", logits=rand((4, 1)), labels=jnp.zeros(4, jnp.int32))
+  add("logits nan", "logits", logits=x.at[1, 3].set(jnp.nan))
+  add("logits inf", "logits", logits=x.at[1, 3].set(jnp.inf))
+  add("logits -inf", "logits", logits=x.at[1, 3].set(-jnp.inf))
+  add("logits large", "logits", logits=x * 1e4)
+  add("logits long rows", "logits", logits=rand((2, 70000)), labels=jnp.array([5, 69999]))
+  add("labels float", "labels", labels=y.astype(jnp.float32))
+  add("labels bool", "labels", labels=y > 3)
+  add("labels str", "labels", labels="y")
+  add("labels wrong shape", "labels", labels=y[:3])
+  add("labels with class axis", "labels", labels=y[:, None])
+  add("labels int64 huge", "labels", labels=y.astype(jnp.int64).at[0].set(2**40))
+  add("labels negative", "labels", labels=y.at[0].set(-5))
+  add("labels past classes", "labels", labels=y.at[0].set(13))
+  add("labels uint8", "labels", labels=y.astype(jnp.uint8))
+  for v, label in (
+    (-0.1, "negative"),
+    (1.5, "over 1"),
+    (math.nan, "nan"),
+    ("a", "str"),
+    (True, "bool"),
+  ):
+    add(f"label_smoothing {label}", "label_smoothing", label_smoothing=v)
+  add("label_smoothing 1", "label_smoothing", label_smoothing=1.0)
+  for v, label in ((-1.0, "negative"), (math.inf, "inf"), (math.nan, "nan"), (1e39, "overflow")):
+    add(f"z_loss {label}", "z_loss", z_loss=v)
+  for v, label in ((1.5, "float"), (True, "bool"), (2**40, "huge"), ("a", "str")):
+    add(f"ignore_index {label}", "ignore_index", ignore_index=v)
+  add("ignore_index hits", "ignore_index", ignore_index=int(y[0]))
+  add("ignore_index every row", "ignore_index", ignore_index=7, labels=jnp.full((4,), 7))
+  for v in ("mean", "sum", "none"):
+    add(f"reduction {v}", "reduction", reduction=v)
+  add("reduction bad", "reduction", reduction="avg")
+  add("reduction None", "reduction", reduction=None)
+  add("implementation bad", "implementation", implementation="triton")
+  return cases
+
+
+FUZZ_OPS["softmax_cross_entropy"] = FuzzOp(
+  cases=lambda impl: cross_entropy_cases(),
+  inputs=("logits", "labels"),
+  fn=jaxdnn.softmax_cross_entropy,
+  oracle=cross_entropy_oracle,
+)

@@ -1,0 +1,121 @@
+// First CUDA kernels of the cross-entropy (formulas in softmax/problem.h),
+// built like the softmax's (sm80/softmax_launch.cu): one warp per row, rows
+// grid-strided, float32, fixed-order warp reductions. The forward reads each
+// row once (online max and sum) and writes two floats per row; the backward
+// reads it once and writes dlogits. Not yet tuned (issue 27's targets).
+#include <cmath>
+
+#include "common/cuda_vec.cuh"
+#include "softmax/sm80/cross_entropy_launch.h"
+
+namespace jaxdnn::softmax {
+namespace {
+
+constexpr int kWarps = 8;  // rows per block
+
+template <typename T>
+__global__ void __launch_bounds__(32 * kWarps) CrossEntropyFwdKernel(CrossEntropyFwdArgs p) {
+  using V = Vec16<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t cols = p.shape.cols;
+  const T* x = static_cast<const T*>(p.logits);
+  for (int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); row < p.shape.rows;
+       row += int64_t(gridDim.x) * kWarps) {
+    const int64_t off = row * cols;
+    float m = -INFINITY, s = 0.f, total = 0.f;
+    for (int64_t j = lane; j < cols; j += 32) {
+      const float v = V::Load1(x + off + j);
+      total += v;
+      if (v == -INFINITY) continue;  // adds exp(-inf - max) = 0
+      if (v > m) {
+        s = s * __expf(m - v) + 1.f;
+        m = v;
+      } else {
+        s += __expf(v - m);  // NaN v: NaN
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      const float mm = fmaxf(m, m2);
+      s = (s == 0.f ? 0.f : s * __expf(m - mm)) + (s2 == 0.f ? 0.f : s2 * __expf(m2 - mm));
+      m = mm;
+      total += __shfl_xor_sync(0xffffffffu, total, o);
+    }
+    if (m == INFINITY || m == -INFINITY) s = NAN;  // exp(inf - inf), or every logit -inf
+    if (lane != 0) continue;
+    const float lse = m + __logf(s);
+    p.lse[row] = lse;
+    const int32_t y = p.labels[row];
+    switch (KindOf(y, cols, p.has_ignore, p.ignore_index)) {
+      case LabelKind::kIgnored: p.loss[row] = 0.f; break;
+      case LabelKind::kInvalid: p.loss[row] = NAN; break;
+      case LabelKind::kValid:
+        p.loss[row] = lse - (1.f - p.smoothing) * V::Load1(x + off + y) -
+                      (p.smoothing != 0.f ? p.smoothing * (total / float(cols)) : 0.f) + p.z_loss * lse * lse;
+        break;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(32 * kWarps) CrossEntropyBwdKernel(CrossEntropyBwdArgs p) {
+  using V = Vec16<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t cols = p.shape.cols;
+  const T* x = static_cast<const T*>(p.logits);
+  T* dx = static_cast<T*>(p.dlogits);
+  const float keep = 1.f - p.smoothing, spread = p.smoothing / float(cols);
+  for (int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); row < p.shape.rows;
+       row += int64_t(gridDim.x) * kWarps) {
+    const int64_t off = row * cols;
+    const int32_t y = p.labels[row];
+    const LabelKind kind = KindOf(y, cols, p.has_ignore, p.ignore_index);
+    const float g = p.g[row], lse = p.lse[row];
+    const float pscale = g * (1.f + 2.f * p.z_loss * lse);
+    for (int64_t j = lane; j < cols; j += 32) {
+      float out;
+      if (kind == LabelKind::kIgnored) {
+        out = 0.f;
+      } else if (kind == LabelKind::kInvalid) {
+        out = NAN;
+      } else {
+        out = pscale * __expf(V::Load1(x + off + j) - lse) - g * (spread + (j == y ? keep : 0.f));
+      }
+      V::Store1(dx + off + j, out);
+    }
+  }
+}
+
+unsigned Blocks(int64_t rows) {
+  const int64_t want = (rows + kWarps - 1) / kWarps;
+  return unsigned(want < 65535 * 8 ? want : 65535 * 8);  // then grid-stride
+}
+
+}  // namespace
+
+cudaError_t CrossEntropyFwdCuda(const CrossEntropyFwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
+  const dim3 grid(Blocks(p.shape.rows)), block(32 * kWarps);
+  switch (p.dtype) {
+    case ffi::DataType::F32: CrossEntropyFwdKernel<float><<<grid, block, 0, stream>>>(p); break;
+    case ffi::DataType::BF16: CrossEntropyFwdKernel<__nv_bfloat16><<<grid, block, 0, stream>>>(p); break;
+    case ffi::DataType::F16: CrossEntropyFwdKernel<__half><<<grid, block, 0, stream>>>(p); break;
+    default: return cudaErrorInvalidValue;  // ReadCrossEntropyFwdCall admits only these
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t CrossEntropyBwdCuda(const CrossEntropyBwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
+  const dim3 grid(Blocks(p.shape.rows)), block(32 * kWarps);
+  switch (p.dtype) {
+    case ffi::DataType::F32: CrossEntropyBwdKernel<float><<<grid, block, 0, stream>>>(p); break;
+    case ffi::DataType::BF16: CrossEntropyBwdKernel<__nv_bfloat16><<<grid, block, 0, stream>>>(p); break;
+    case ffi::DataType::F16: CrossEntropyBwdKernel<__half><<<grid, block, 0, stream>>>(p); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace jaxdnn::softmax
