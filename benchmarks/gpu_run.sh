@@ -75,7 +75,7 @@ if has softmax; then
   echo "== softmax benchmark"
   ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench softmax --gpu-busy --out "$out/softmax.json" ) \
     > "$out/softmax.txt" 2>&1
-  grep -E "^(softmax|log_)|ceiling" "$out/softmax.txt" | head -40
+  grep -E "^(softmax|log_|cross)|ceiling" "$out/softmax.txt" | head -60
 fi
 if has upstream && [ -f "$repo/build/upstream/nn_test.py" ]; then
   echo "== JAX's attention tests against jaxdnn"

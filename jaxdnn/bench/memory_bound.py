@@ -20,12 +20,12 @@ def print_table(records, copy_tbps, busy_tbps=None):
   print(f"\nmemory ceiling (read+write, best of the measurements above): {copy_tbps:.2f} TB/s")
   if busy_tbps:
     print(f"GPU-busy ceiling (the same copies, CUPTI kernel time): {busy_tbps:.2f} TB/s")
-  hdr = f"{'op':<11}{'case':<12}{'dir':<11}{'impl':<8}{'us':>9}{'TB/s':>7}{'%copy':>7}  speedup"
+  hdr = f"{'op':<14}{'case':<12}{'dir':<11}{'impl':<8}{'us':>9}{'TB/s':>7}{'%copy':>7}  speedup"
   print(hdr)
   print("-" * len(hdr))
   for r in records:
     if "error" in r:
-      print(f"{r['op']:<11}{r['case']:<12}{'':<11}{r['impl']:<8} failed: {r['error'][:60]}")
+      print(f"{r['op']:<14}{r['case']:<12}{'':<11}{r['impl']:<8} failed: {r['error'][:60]}")
       continue
     sp = " ".join(f"{k}:{v:.2f}x" for k, v in r.get("speedup_vs", {}).items())
     busy = ""
@@ -36,7 +36,7 @@ def print_table(records, copy_tbps, busy_tbps=None):
         f"{100 * r['gpu_tbps'] / busy_tbps:.0f}% {gsp}"
       )
     print(
-      f"{r['op']:<11}{r['case']:<12}{r['direction']:<11}{r['impl']:<8}"
+      f"{r['op']:<14}{r['case']:<12}{r['direction']:<11}{r['impl']:<8}"
       f"{r['time_us']:>9.1f}{r['tbps']:>7.2f}{100 * r['tbps'] / copy_tbps:>6.0f}%  {sp}{busy}"
     )
 

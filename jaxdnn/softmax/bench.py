@@ -79,6 +79,45 @@ def _torch_rows(log, x, dy, nb_f, nb_b):
   return _rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
+def _loss_jax_rows(name, f, x, labels, nb_f, nb_b):
+  """Cross-entropy: forward is the mean loss, backward its dlogits."""
+  try:
+    t_f = time_jax_chained(lambda x: f(x, labels), x)
+    g = jax.grad(lambda x: f(x, labels))
+    t_fb = time_jax_chained(g, x)
+    b_f = timing.busy_jax(jax.jit(lambda x: f(x, labels)), x)
+    b_fb = timing.busy_jax(jax.jit(g), x)
+  except Exception as e:  # noqa: BLE001 - reported in the table
+    return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
+  return _rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+
+
+def _loss_torch_rows(x, labels, nb_f, nb_b):
+  try:
+    import torch
+
+    if not torch.cuda.is_available():
+      return []
+    dtype = getattr(torch, np.dtype(x.dtype).name)
+    tx = torch.from_numpy(np.array(x.astype(jnp.float32))).cuda().to(dtype)
+    ty = torch.from_numpy(np.asarray(labels, np.int64)).cuda()
+    fwd = lambda x: torch.nn.functional.cross_entropy(x, ty)
+    with torch.no_grad():
+      t_f = time_torch(lambda: fwd(tx))
+      b_f = timing.busy_torch(lambda: fwd(tx))
+    txg = tx.clone().requires_grad_(True)
+
+    def fb():
+      fwd(txg).backward()
+      txg.grad = None
+
+    t_fb = time_torch(fb)
+    b_fb = timing.busy_torch(fb)
+  except Exception as e:  # noqa: BLE001
+    return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
+  return _rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+
+
 def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
   records = []
   on_gpu = jax.default_backend() == "gpu"
@@ -102,6 +141,25 @@ def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
         )
       records += rs
       del x, dy
+  # Cross-entropy (mean over rows): forward reads the logits once; the
+  # backward reads them and writes dlogits.
+  for rows, cols in cases:
+    k = jax.random.split(jax.random.key(rows * cols), 2)
+    x = (3.0 * jax.random.normal(k[0], (rows, cols), jnp.float32)).astype(dtype)
+    labels = jax.random.randint(k[1], (rows,), 0, cols)
+    item = np.dtype(dtype).itemsize
+    nb_f, nb_b = rows * cols * item, 2 * rows * cols * item
+    ce = jaxdnn.softmax_cross_entropy
+    rs = _loss_jax_rows("jaxdnn", lambda x, y: ce(x, y), x, labels, nb_f, nb_b)
+    if want("xla"):
+      f = lambda x, y: ce(x, y, implementation="xla")
+      rs += _loss_jax_rows("xla", f, x, labels, nb_f, nb_b)
+    if on_gpu and with_torch and want("torch"):
+      rs += _loss_torch_rows(x, labels, nb_f, nb_b)
+    for r in rs:
+      r.update(op="cross_entropy", case=f"{rows}x{cols}", dtype=np.dtype(dtype).name)
+    records += rs
+    del x
   return records
 
 
