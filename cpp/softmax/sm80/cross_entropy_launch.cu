@@ -43,17 +43,19 @@ __global__ void __launch_bounds__(32 * kWarps) CrossEntropyFwdKernel(CrossEntrop
       total += __shfl_xor_sync(0xffffffffu, total, o);
     }
     if (m == INFINITY || m == -INFINITY) s = NAN;  // exp(inf - inf), or every logit -inf
-    if (lane != 0) continue;
-    const float lse = m + __logf(s);
-    p.lse[row] = lse;
-    const int32_t y = p.labels[row];
-    switch (KindOf(y, cols, p.has_ignore, p.ignore_index)) {
-      case LabelKind::kIgnored: p.loss[row] = 0.f; break;
-      case LabelKind::kInvalid: p.loss[row] = NAN; break;
-      case LabelKind::kValid:
-        p.loss[row] = lse - (1.f - p.smoothing) * V::Load1(x + off + y) -
-                      (p.smoothing != 0.f ? p.smoothing * (total / float(cols)) : 0.f) + p.z_loss * lse * lse;
-        break;
+    if (lane == 0) {                               // the row's two floats
+      const float lse = m + __logf(s);
+      p.lse[row] = lse;
+      const int32_t y = p.labels[row];
+      switch (KindOf(y, cols, p.has_ignore, p.ignore_index)) {
+        case LabelKind::kIgnored: p.loss[row] = 0.f; break;
+        case LabelKind::kInvalid: p.loss[row] = NAN; break;
+        case LabelKind::kValid:
+          p.loss[row] = lse - (1.f - p.smoothing) * V::Load1(x + off + y) -
+                        (p.smoothing != 0.f ? p.smoothing * (total / float(cols)) : 0.f) +
+                        p.z_loss * lse * lse;
+          break;
+      }
     }
   }
 }
