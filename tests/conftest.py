@@ -70,10 +70,16 @@ def pytest_terminal_summary(terminalreporter):
   terminalreporter.write_line(f"(also in {path})")
 
 
-def _fuzz_summary(terminalreporter):
+def _fuzz_counts():
+  """(op, implementation) -> counts, from every test module's FUZZ_COUNTS."""
   counts = {}
   for module in list(sys.modules.values()):
     counts.update(getattr(module, "FUZZ_COUNTS", None) or {})
+  return counts
+
+
+def _fuzz_summary(terminalreporter):
+  counts = _fuzz_counts()
   if not counts:
     return
   terminalreporter.write_sep("=", "fuzz table (tests/fuzz): cases per op and implementation")
@@ -95,9 +101,7 @@ def _dump_for_merge():
   path = os.environ.get("RESULTS_JSON")
   if not path:
     return
-  fuzz = {}
-  for module in list(sys.modules.values()):
-    fuzz.update(getattr(module, "FUZZ_COUNTS", None) or {})
+  fuzz = _fuzz_counts()
   data = dict(
     conformance=conformance.dump(), fuzz=[[op, impl, c] for (op, impl), c in fuzz.items()]
   )

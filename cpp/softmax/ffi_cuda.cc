@@ -16,17 +16,19 @@ std::string ShapeText(const SoftmaxShape& s) {
   return std::to_string(s.rows) + " rows x " + std::to_string(s.cols) + " cols";
 }
 
+template <typename Args>
+ffi::Error Launched(cudaError_t err, const Args& p, const char* what) {
+  if (err == cudaSuccess) return ffi::Error::Success();
+  return ffi::Error::Internal(std::string(what) + " launch (" + ShapeText(p.shape) +
+                              "): " + cudaGetErrorString(err));
+}
+
 ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t log,
                    int32_t masked) {
   auto p = ReadFwdCall(args, rets, log != 0, masked != 0);
   if (!p.has_value()) return p.error();
   ClearStaleLaunchError();
-  const cudaError_t err = SoftmaxFwdCuda(*p, stream);
-  if (err != cudaSuccess) {
-    return ffi::Error::Internal(std::string("jaxdnn softmax forward launch (") + ShapeText(p->shape) +
-                                "): " + cudaGetErrorString(err));
-  }
-  return ffi::Error::Success();
+  return Launched(SoftmaxFwdCuda(*p, stream), *p, "jaxdnn softmax forward");
 }
 
 ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t log,
@@ -34,19 +36,7 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   auto p = ReadBwdCall(args, rets, log != 0, masked != 0);
   if (!p.has_value()) return p.error();
   ClearStaleLaunchError();
-  const cudaError_t err = SoftmaxBwdCuda(*p, stream);
-  if (err != cudaSuccess) {
-    return ffi::Error::Internal(std::string("jaxdnn softmax backward launch (") + ShapeText(p->shape) +
-                                "): " + cudaGetErrorString(err));
-  }
-  return ffi::Error::Success();
-}
-
-template <typename Args>
-ffi::Error Launched(cudaError_t err, const Args& p, const char* what) {
-  if (err == cudaSuccess) return ffi::Error::Success();
-  return ffi::Error::Internal(std::string(what) + " launch (" + ShapeText(p.shape) +
-                              "): " + cudaGetErrorString(err));
+  return Launched(SoftmaxBwdCuda(*p, stream), *p, "jaxdnn softmax backward");
 }
 
 ffi::Error CeFwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, float smoothing,

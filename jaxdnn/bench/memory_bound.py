@@ -16,6 +16,35 @@ from jaxdnn.bench import ceilings, timing
 from jaxdnn.bench.ratios import add_ratios
 
 
+def row(name, direction, seconds, nbytes, busy=None):
+  """One table record: time and bandwidth (and GPU-busy, when measured)."""
+  r = dict(impl=name, direction=direction, time_us=seconds * 1e6, tbps=nbytes / seconds / 1e12)
+  if busy:  # GPU-busy time (timing.MODE["gpu_busy"])
+    r.update(gpu_us=busy * 1e6, gpu_tbps=nbytes / busy / 1e12)
+  return r
+
+
+def difference_row(name, t_fb, t_f, nbytes_bwd, b_fb=None, b_f=None):
+  """Backward as (fwd+bwd) - fwd; flagged when noise makes it meaningless."""
+  t_b = t_fb - t_f
+  if t_b < 0.2 * t_f:
+    return dict(
+      impl=name,
+      direction="bwd",
+      error=f"unreliable: fwd+bwd {t_fb * 1e6:.1f} us vs fwd {t_f * 1e6:.1f} us",
+    )
+  return row(name, "bwd", t_b, nbytes_bwd, b_fb - b_f if b_fb and b_f else None)
+
+
+def direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f=None, b_fb=None):
+  """The fwd, bwd (as a difference) and fwd+bwd records of one implementation."""
+  return [
+    row(name, "fwd", t_f, nb_f, b_f),
+    difference_row(name, t_fb, t_f, nb_b, b_fb, b_f),
+    row(name, "fwd+bwd", t_fb, nb_f + nb_b, b_fb),
+  ]
+
+
 def print_table(records, copy_tbps, busy_tbps=None):
   print(f"\nmemory ceiling (read+write, best of the measurements above): {copy_tbps:.2f} TB/s")
   if busy_tbps:

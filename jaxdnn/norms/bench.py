@@ -55,25 +55,6 @@ def _tokamax_fn(kind, implementation=None):
   return lambda x, s, b: tokamax.layer_norm(x, s, None, subtract_mean=False, **kw)
 
 
-def _difference_row(name, t_fb, t_f, nbytes_bwd, b_fb=None, b_f=None):
-  """Backward as (fwd+bwd) - fwd; flagged when noise makes it meaningless."""
-  t_b = t_fb - t_f
-  if t_b < 0.2 * t_f:
-    return dict(
-      impl=name,
-      direction="bwd",
-      error=f"unreliable: fwd+bwd {t_fb * 1e6:.1f} us vs fwd {t_f * 1e6:.1f} us",
-    )
-  return _row(name, "bwd", t_b, nbytes_bwd, b_fb - b_f if b_fb and b_f else None)
-
-
-def _row(name, direction, seconds, nbytes, busy=None):
-  r = dict(impl=name, direction=direction, time_us=seconds * 1e6, tbps=nbytes / seconds / 1e12)
-  if busy:  # GPU-busy time (timing.MODE["gpu_busy"])
-    r.update(gpu_us=busy * 1e6, gpu_tbps=nbytes / busy / 1e12)
-  return r
-
-
 def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
   x, s, b, dy = inputs
 
@@ -85,7 +66,6 @@ def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
     dx, ds, db = vjp(dy)
     return y, dx, ds, db
 
-  rows = []
   try:
     t_f = time_jax_chained(lambda x: f(x, s, b), x)
     t_fb = time_jax_chained(fwd_bwd, (x, dy, s, b))
@@ -93,10 +73,7 @@ def _jax_rows(kind, name, f, inputs, nbytes_fwd, nbytes_bwd):
     b_fb = timing.busy_jax(jax.jit(fwd_bwd), (x, dy, s, b))
   except Exception as e:  # noqa: BLE001
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
-  rows.append(_row(name, "fwd", t_f, nbytes_fwd, b_f))
-  rows.append(_difference_row(name, t_fb, t_f, nbytes_bwd, b_fb, b_f))
-  rows.append(_row(name, "fwd+bwd", t_fb, nbytes_fwd + nbytes_bwd, b_fb))
-  return rows
+  return memory_bound.direction_rows(name, t_f, t_fb, nbytes_fwd, nbytes_bwd, b_f, b_fb)
 
 
 def _jaxdnn_bwd_kernel(kind, inputs, nbytes_bwd):
@@ -115,7 +92,7 @@ def _jaxdnn_bwd_kernel(kind, inputs, nbytes_bwd):
 
   t = time_jax_chained(step, (dy, s))
   busy = timing.busy_jax(jax.jit(step), (dy, s))
-  return _row("jaxdnn", "bwd_kernel", t, nbytes_bwd, busy)
+  return memory_bound.row("jaxdnn", "bwd_kernel", t, nbytes_bwd, busy)
 
 
 def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
@@ -149,11 +126,7 @@ def _torch_rows(kind, x, s, b, dy, nbytes_fwd, nbytes_bwd):
     b_fb = timing.busy_torch(fb)
   except Exception as e:  # noqa: BLE001
     return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return [
-    _row("torch", "fwd", t_f, nbytes_fwd, b_f),
-    _difference_row("torch", t_fb, t_f, nbytes_bwd, b_fb, b_f),
-    _row("torch", "fwd+bwd", t_fb, nbytes_fwd + nbytes_bwd, b_fb),
-  ]
+  return memory_bound.direction_rows("torch", t_f, t_fb, nbytes_fwd, nbytes_bwd, b_f, b_fb)
 
 
 def _inputs(rows, dim, dtype):

@@ -19,24 +19,6 @@ from jaxdnn.bench.timing import time_jax_chained, time_torch
 CASES = [(32768, 4096), (32768, 32768), (8192, 32000), (8192, 128256), (8192, 256000)]
 
 
-def _row(name, direction, seconds, nbytes, busy=None):
-  r = dict(impl=name, direction=direction, time_us=seconds * 1e6, tbps=nbytes / seconds / 1e12)
-  if busy:
-    r.update(gpu_us=busy * 1e6, gpu_tbps=nbytes / busy / 1e12)
-  return r
-
-
-def _rows(name, t_f, t_fb, nb_f, nb_b, b_f=None, b_fb=None):
-  rows = [_row(name, "fwd", t_f, nb_f, b_f)]
-  if t_fb - t_f < 0.2 * t_f:
-    rows.append(dict(impl=name, direction="bwd", error="unreliable: fwd+bwd close to fwd"))
-  else:
-    busy = b_fb - b_f if b_fb and b_f else None
-    rows.append(_row(name, "bwd", t_fb - t_f, nb_b, busy))
-  rows.append(_row(name, "fwd+bwd", t_fb, nb_f + nb_b, b_fb))
-  return rows
-
-
 def _jax_rows(name, f, x, dy, nb_f, nb_b):
   def fwd_bwd(state):
     x, dy = state
@@ -50,7 +32,7 @@ def _jax_rows(name, f, x, dy, nb_f, nb_b):
     b_fb = timing.busy_jax(jax.jit(fwd_bwd), (x, dy))
   except Exception as e:  # noqa: BLE001 - reported in the table
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return _rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+  return memory_bound.direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
 def _torch_rows(log, x, dy, nb_f, nb_b):
@@ -76,7 +58,7 @@ def _torch_rows(log, x, dy, nb_f, nb_b):
     b_fb = timing.busy_torch(fb)
   except Exception as e:  # noqa: BLE001
     return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return _rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+  return memory_bound.direction_rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
 def _loss_jax_rows(name, f, x, labels, nb_f, nb_b):
@@ -89,7 +71,7 @@ def _loss_jax_rows(name, f, x, labels, nb_f, nb_b):
     b_fb = timing.busy_jax(jax.jit(g), x)
   except Exception as e:  # noqa: BLE001 - reported in the table
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return _rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+  return memory_bound.direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
 def _loss_torch_rows(x, labels, nb_f, nb_b):
@@ -115,7 +97,7 @@ def _loss_torch_rows(x, labels, nb_f, nb_b):
     b_fb = timing.busy_torch(fb)
   except Exception as e:  # noqa: BLE001
     return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return _rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+  return memory_bound.direction_rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
 def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):

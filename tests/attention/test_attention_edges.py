@@ -35,11 +35,8 @@ def _same_nans_and_close(got, want, tol):
   np.testing.assert_allclose(got[finite], want[finite], rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("impl", KERNELS)
-@pytest.mark.parametrize("where", ["query", "key", "value", "bias", "query_inf"])
-def test_attention_nan_and_inf_propagate_as_the_reference(impl, where):
-  q, k, v = _qkv()
-  bias = jax.random.normal(jax.random.key(5), (1, 4, 6, 7))
+def _poison(where, q, k, v, bias):
+  """One NaN (or +inf in the query) in the named operand."""
   if where == "query":
     q = q.at[1, 2, 0, 3].set(jnp.nan)
   elif where == "key":
@@ -50,6 +47,15 @@ def test_attention_nan_and_inf_propagate_as_the_reference(impl, where):
     bias = bias.at[0, 2, 3, 4].set(jnp.nan)
   else:
     q = q.at[1, 2, 0, 3].set(jnp.inf)
+  return q, k, v, bias
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("where", ["query", "key", "value", "bias", "query_inf"])
+def test_attention_nan_and_inf_propagate_as_the_reference(impl, where):
+  q, k, v = _qkv()
+  bias = jax.random.normal(jax.random.key(5), (1, 4, 6, 7))
+  q, k, v, bias = _poison(where, q, k, v, bias)
 
   def run(implementation):
     f = lambda q, k, v, b: jaxdnn.dot_product_attention(
@@ -127,16 +133,7 @@ print("ok")
 def test_cuda_nan_and_inf_propagate_as_the_reference(where, dtype):
   q, k, v = _qkv(dtype, shape=(2, 40, 4, 64))
   bias = jax.random.normal(jax.random.key(5), (1, 4, 40, 41))
-  if where == "query":
-    q = q.at[1, 2, 0, 3].set(jnp.nan)
-  elif where == "key":
-    k = k.at[0, 4, 1, 0].set(jnp.nan)
-  elif where == "value":
-    v = v.at[0, 1, 0, 5].set(jnp.nan)
-  elif where == "bias":
-    bias = bias.at[0, 2, 3, 4].set(jnp.nan)
-  else:
-    q = q.at[1, 2, 0, 3].set(jnp.inf)
+  q, k, v, bias = _poison(where, q, k, v, bias)
 
   def run(implementation):
     f = lambda q, k, v, b: jaxdnn.dot_product_attention(

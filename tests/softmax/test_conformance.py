@@ -4,6 +4,7 @@ test_softmax.py)."""
 
 from conformance import ConformanceSuite, OpSpec, Sharded, normal
 from jax.sharding import PartitionSpec as P
+from softmax_cases import grad_tol, tol
 
 import jaxdnn
 
@@ -11,26 +12,6 @@ import jaxdnn
 # several leading dims, a single row.
 SHAPES = [(4, 1), (3, 5), (7, 1000), (2, 3, 4, 65), (1, 4097), (33, 128)]
 GRAD_SHAPES = [(4, 3), (7, 1000), (2, 3, 65)]
-
-
-def _tol(d):
-  import jax.numpy as jnp
-
-  return {
-    jnp.dtype(jnp.float32): 2e-6,
-    jnp.dtype(jnp.bfloat16): 1e-2,
-    jnp.dtype(jnp.float16): 2e-3,
-  }[jnp.dtype(d)]
-
-
-def _grad_tol(d):
-  import jax.numpy as jnp
-
-  return {
-    jnp.dtype(jnp.float32): 2e-5,
-    jnp.dtype(jnp.bfloat16): 3e-2,
-    jnp.dtype(jnp.float16): 5e-3,
-  }[jnp.dtype(d)]
 
 
 def plain(log):
@@ -65,8 +46,8 @@ def spec(name, log, with_where):
     make_inputs=inputs(with_where),
     shapes=SHAPES,
     grad_shapes=GRAD_SHAPES,
-    tol=_tol,
-    grad_tol=_grad_tol,
+    tol=tol,
+    grad_tol=grad_tol,
     fwd_target="jaxdnn_softmax_fwd",
     bwd_target="jaxdnn_softmax_bwd",
     small_shape=(5, 40),

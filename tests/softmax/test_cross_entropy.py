@@ -8,26 +8,11 @@ import numpy as np
 import pytest
 from conformance import ConformanceSuite, OpSpec, Sharded, normal
 from jax.sharding import PartitionSpec as P
+from softmax_cases import grad_tol, tol
 
 import jaxdnn
 
 SHAPES = [(4, 1), (3, 5), (7, 1000), (2, 3, 65), (1, 4097), (33, 128)]
-
-
-def _tol(d):
-  return {
-    jnp.dtype(jnp.float32): 2e-6,
-    jnp.dtype(jnp.bfloat16): 1e-2,
-    jnp.dtype(jnp.float16): 2e-3,
-  }[jnp.dtype(d)]
-
-
-def _grad_tol(d):
-  return {
-    jnp.dtype(jnp.float32): 2e-5,
-    jnp.dtype(jnp.bfloat16): 3e-2,
-    jnp.dtype(jnp.float16): 5e-3,
-  }[jnp.dtype(d)]
 
 
 def per_row(logits, labels, implementation=None):
@@ -56,8 +41,8 @@ class TestCrossEntropy(ConformanceSuite):
     make_inputs=make_inputs,
     shapes=SHAPES,
     grad_shapes=[(4, 3), (7, 1000), (2, 3, 65)],
-    tol=_tol,
-    grad_tol=_grad_tol,
+    tol=tol,
+    grad_tol=grad_tol,
     fwd_target="jaxdnn_cross_entropy_fwd",
     bwd_target="jaxdnn_cross_entropy_bwd",
     small_shape=(5, 40),

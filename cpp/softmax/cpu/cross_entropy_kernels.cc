@@ -3,29 +3,22 @@
 // (exp(inf - inf) is in the sum), as the "xla" composition does.
 #include "softmax/cpu/cross_entropy_kernels.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "common/cpu_parallel.h"
-#include "common/host_half.h"
+#include "softmax/cpu/rows.h"
 
 namespace jaxdnn::softmax {
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-int64_t ChunkRows(const SoftmaxShape& s) {
-  return std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, s.cols));
-}
-
 // log sum exp of a row, and the plain sum of its entries.
 template <typename T>
 void RowStats(const T* x, int64_t cols, float* lse, float* total) {
   float m = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < cols; ++j) {
-    const float v = ToFloat(x[j]);
-    if (std::isnan(v) || v > m) m = std::isnan(m) ? m : v;
+    m = MaxNaN(m, ToFloat(x[j]));
   }
   float s = 0.0f, t = 0.0f;
   for (int64_t j = 0; j < cols; ++j) {
@@ -39,89 +32,63 @@ void RowStats(const T* x, int64_t cols, float* lse, float* total) {
 
 template <typename T>
 void FwdRows(const CrossEntropyFwdArgs& p, ffi::ThreadPool* pool) {
-  const int64_t cols = p.shape.cols, chunk = ChunkRows(p.shape);
+  const int64_t cols = p.shape.cols;
   const T* x = static_cast<const T*>(p.logits);
   const float eps = p.smoothing, keep = 1.0f - p.smoothing;
-  ParallelFor(pool, (p.shape.rows + chunk - 1) / chunk, [&](int64_t c) {
-    const int64_t last = std::min(p.shape.rows, (c + 1) * chunk);
-    for (int64_t r = c * chunk; r < last; ++r) {
-      const T* row = x + r * cols;
-      float lse, total;
-      RowStats(row, cols, &lse, &total);
-      p.lse[r] = lse;
-      const int32_t y = p.labels[r];
-      switch (KindOf(y, cols, p.has_ignore, p.ignore_index)) {
-        case LabelKind::kIgnored: p.loss[r] = 0.0f; break;
-        case LabelKind::kInvalid: p.loss[r] = kNaN; break;
-        case LabelKind::kValid:
-          // The smoothing term only when smoothing: a -inf logit makes 0 * mean NaN.
-          p.loss[r] = lse - keep * ToFloat(row[y]) - (eps != 0.0f ? eps * (total / float(cols)) : 0.0f) +
-                      p.z_loss * lse * lse;
-          break;
-      }
+  ForEachRow(p.shape, pool, [&](int64_t r) {
+    const T* row = x + r * cols;
+    float lse, total;
+    RowStats(row, cols, &lse, &total);
+    p.lse[r] = lse;
+    const int32_t y = p.labels[r];
+    switch (KindOf(y, cols, p.has_ignore, p.ignore_index)) {
+      case LabelKind::kIgnored: p.loss[r] = 0.0f; break;
+      case LabelKind::kInvalid: p.loss[r] = kNaN; break;
+      case LabelKind::kValid:
+        // The smoothing term only when smoothing: a -inf logit makes 0 * mean NaN.
+        p.loss[r] = lse - keep * ToFloat(row[y]) - (eps != 0.0f ? eps * (total / float(cols)) : 0.0f) +
+                    p.z_loss * lse * lse;
+        break;
     }
   });
 }
 
 template <typename T>
 void BwdRows(const CrossEntropyBwdArgs& p, ffi::ThreadPool* pool) {
-  const int64_t cols = p.shape.cols, chunk = ChunkRows(p.shape);
+  const int64_t cols = p.shape.cols;
   const T* x = static_cast<const T*>(p.logits);
   T* dx = static_cast<T*>(p.dlogits);
   const float keep = 1.0f - p.smoothing, spread = p.smoothing / float(cols);
-  ParallelFor(pool, (p.shape.rows + chunk - 1) / chunk, [&](int64_t c) {
-    const int64_t last = std::min(p.shape.rows, (c + 1) * chunk);
-    for (int64_t r = c * chunk; r < last; ++r) {
-      const int64_t off = r * cols;
-      const int32_t y = p.labels[r];
-      const LabelKind kind = KindOf(y, cols, p.has_ignore, p.ignore_index);
-      const float g = p.g[r], lse = p.lse[r];
-      const float pscale = g * (1.0f + 2.0f * p.z_loss * lse);
-      for (int64_t j = 0; j < cols; ++j) {
-        float out;
-        if (kind == LabelKind::kIgnored) {
-          out = 0.0f;
-        } else if (kind == LabelKind::kInvalid) {
-          out = kNaN;
-        } else {
-          const float prob = std::exp(ToFloat(x[off + j]) - lse);
-          out = pscale * prob - g * (spread + (j == y ? keep : 0.0f));
-        }
-        dx[off + j] = FromFloat<T>(out);
+  ForEachRow(p.shape, pool, [&](int64_t r) {
+    const int64_t off = r * cols;
+    const int32_t y = p.labels[r];
+    const LabelKind kind = KindOf(y, cols, p.has_ignore, p.ignore_index);
+    const float g = p.g[r], lse = p.lse[r];
+    const float pscale = g * (1.0f + 2.0f * p.z_loss * lse);
+    for (int64_t j = 0; j < cols; ++j) {
+      float out;
+      if (kind == LabelKind::kIgnored) {
+        out = 0.0f;
+      } else if (kind == LabelKind::kInvalid) {
+        out = kNaN;
+      } else {
+        const float prob = std::exp(ToFloat(x[off + j]) - lse);
+        out = pscale * prob - g * (spread + (j == y ? keep : 0.0f));
       }
+      dx[off + j] = FromFloat<T>(out);
     }
   });
-}
-
-template <typename T>
-struct FwdFn {
-  static void Run(const CrossEntropyFwdArgs& p, ffi::ThreadPool* pool) { FwdRows<T>(p, pool); }
-};
-template <typename T>
-struct BwdFn {
-  static void Run(const CrossEntropyBwdArgs& p, ffi::ThreadPool* pool) { BwdRows<T>(p, pool); }
-};
-
-template <template <typename> class Fn, typename Args>
-ffi::Error Dispatch(const Args& p, ffi::ThreadPool* pool, const char* op) {
-  if (p.shape.rows == 0) return ffi::Error::Success();
-  if (p.shape.cols == 0) return InvalidArg(op, "logits need at least one class");
-  switch (p.dtype) {
-    case ffi::DataType::F32: Fn<float>::Run(p, pool); break;
-    case ffi::DataType::BF16: Fn<bf16_t>::Run(p, pool); break;
-    case ffi::DataType::F16: Fn<f16_t>::Run(p, pool); break;
-    default: return InvalidArg(op, std::string("unsupported dtype ") + DtypeName(p.dtype));
-  }
-  return ffi::Error::Success();
 }
 
 }  // namespace
 
 ffi::Error CrossEntropyFwdCpu(const CrossEntropyFwdArgs& p, ffi::ThreadPool* pool) {
-  return Dispatch<FwdFn>(p, pool, "jaxdnn cross-entropy forward");
+  return ByDtype(p.dtype, p.shape, "jaxdnn cross-entropy forward",
+                 [&](auto t) { FwdRows<decltype(t)>(p, pool); });
 }
 ffi::Error CrossEntropyBwdCpu(const CrossEntropyBwdArgs& p, ffi::ThreadPool* pool) {
-  return Dispatch<BwdFn>(p, pool, "jaxdnn cross-entropy backward");
+  return ByDtype(p.dtype, p.shape, "jaxdnn cross-entropy backward",
+                 [&](auto t) { BwdRows<decltype(t)>(p, pool); });
 }
 
 }  // namespace jaxdnn::softmax

@@ -6,12 +6,11 @@
 #include <cmath>
 
 #include "common/cuda_vec.cuh"
+#include "softmax/sm80/warp_rows.cuh"
 #include "softmax/sm80/cross_entropy_launch.h"
 
 namespace jaxdnn::softmax {
 namespace {
-
-constexpr int kWarps = 8;  // rows per block
 
 template <typename T>
 __global__ void __launch_bounds__(32 * kWarps) CrossEntropyFwdKernel(CrossEntropyFwdArgs p) {
@@ -89,35 +88,18 @@ __global__ void __launch_bounds__(32 * kWarps) CrossEntropyBwdKernel(CrossEntrop
   }
 }
 
-unsigned Blocks(int64_t rows) {
-  const int64_t want = (rows + kWarps - 1) / kWarps;
-  return unsigned(want < 65535 * 8 ? want : 65535 * 8);  // then grid-stride
-}
-
 }  // namespace
 
 cudaError_t CrossEntropyFwdCuda(const CrossEntropyFwdArgs& p, cudaStream_t stream) {
-  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
-  const dim3 grid(Blocks(p.shape.rows)), block(32 * kWarps);
-  switch (p.dtype) {
-    case ffi::DataType::F32: CrossEntropyFwdKernel<float><<<grid, block, 0, stream>>>(p); break;
-    case ffi::DataType::BF16: CrossEntropyFwdKernel<__nv_bfloat16><<<grid, block, 0, stream>>>(p); break;
-    case ffi::DataType::F16: CrossEntropyFwdKernel<__half><<<grid, block, 0, stream>>>(p); break;
-    default: return cudaErrorInvalidValue;  // ReadCrossEntropyFwdCall admits only these
-  }
-  return cudaGetLastError();
+  return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
+    CrossEntropyFwdKernel<decltype(t)><<<grid, block, 0, stream>>>(p);
+  });
 }
 
 cudaError_t CrossEntropyBwdCuda(const CrossEntropyBwdArgs& p, cudaStream_t stream) {
-  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
-  const dim3 grid(Blocks(p.shape.rows)), block(32 * kWarps);
-  switch (p.dtype) {
-    case ffi::DataType::F32: CrossEntropyBwdKernel<float><<<grid, block, 0, stream>>>(p); break;
-    case ffi::DataType::BF16: CrossEntropyBwdKernel<__nv_bfloat16><<<grid, block, 0, stream>>>(p); break;
-    case ffi::DataType::F16: CrossEntropyBwdKernel<__half><<<grid, block, 0, stream>>>(p); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
+    CrossEntropyBwdKernel<decltype(t)><<<grid, block, 0, stream>>>(p);
+  });
 }
 
 }  // namespace jaxdnn::softmax

@@ -7,12 +7,11 @@
 #include <cmath>
 
 #include "common/cuda_vec.cuh"
+#include "softmax/sm80/warp_rows.cuh"
 #include "softmax/sm80/softmax_launch.h"
 
 namespace jaxdnn::softmax {
 namespace {
-
-constexpr int kWarps = 8;  // rows per block
 
 // Merges two (max, sum of exp(x - max)) pairs; an empty part (sum 0, max
 // -inf) adds 0.
@@ -100,53 +99,22 @@ __global__ void __launch_bounds__(32 * kWarps) SoftmaxBwdKernel(SoftmaxBwdArgs p
   }
 }
 
-unsigned Blocks(int64_t rows) {
-  const int64_t want = (rows + kWarps - 1) / kWarps;
-  return unsigned(want < 65535 * 8 ? want : 65535 * 8);  // then grid-stride
-}
-
 }  // namespace
 
 cudaError_t SoftmaxFwdCuda(const SoftmaxFwdArgs& p, cudaStream_t stream) {
-  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
-  const dim3 grid(Blocks(p.shape.rows)), block(32 * kWarps);
-  switch (p.dtype) {
-    case ffi::DataType::F32:
-      p.log ? SoftmaxFwdKernel<float, true><<<grid, block, 0, stream>>>(p)
-            : SoftmaxFwdKernel<float, false><<<grid, block, 0, stream>>>(p);
-      break;
-    case ffi::DataType::BF16:
-      p.log ? SoftmaxFwdKernel<__nv_bfloat16, true><<<grid, block, 0, stream>>>(p)
-            : SoftmaxFwdKernel<__nv_bfloat16, false><<<grid, block, 0, stream>>>(p);
-      break;
-    case ffi::DataType::F16:
-      p.log ? SoftmaxFwdKernel<__half, true><<<grid, block, 0, stream>>>(p)
-            : SoftmaxFwdKernel<__half, false><<<grid, block, 0, stream>>>(p);
-      break;
-    default: return cudaErrorInvalidValue;  // ReadFwdCall admits only these
-  }
-  return cudaGetLastError();
+  return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
+    using T = decltype(t);
+    p.log ? SoftmaxFwdKernel<T, true><<<grid, block, 0, stream>>>(p)
+          : SoftmaxFwdKernel<T, false><<<grid, block, 0, stream>>>(p);
+  });
 }
 
 cudaError_t SoftmaxBwdCuda(const SoftmaxBwdArgs& p, cudaStream_t stream) {
-  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
-  const dim3 grid(Blocks(p.shape.rows)), block(32 * kWarps);
-  switch (p.dtype) {
-    case ffi::DataType::F32:
-      p.log ? SoftmaxBwdKernel<float, true><<<grid, block, 0, stream>>>(p)
-            : SoftmaxBwdKernel<float, false><<<grid, block, 0, stream>>>(p);
-      break;
-    case ffi::DataType::BF16:
-      p.log ? SoftmaxBwdKernel<__nv_bfloat16, true><<<grid, block, 0, stream>>>(p)
-            : SoftmaxBwdKernel<__nv_bfloat16, false><<<grid, block, 0, stream>>>(p);
-      break;
-    case ffi::DataType::F16:
-      p.log ? SoftmaxBwdKernel<__half, true><<<grid, block, 0, stream>>>(p)
-            : SoftmaxBwdKernel<__half, false><<<grid, block, 0, stream>>>(p);
-      break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
+    using T = decltype(t);
+    p.log ? SoftmaxBwdKernel<T, true><<<grid, block, 0, stream>>>(p)
+          : SoftmaxBwdKernel<T, false><<<grid, block, 0, stream>>>(p);
+  });
 }
 
 }  // namespace jaxdnn::softmax
