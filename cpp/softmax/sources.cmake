@@ -8,4 +8,6 @@ set(FAMILY_CUDA_SOURCES
   call_frame.cc
   ffi_cuda.cc
   sm80/softmax_launch.cu
+  sm90/softmax_fwd.cu
+  sm90/softmax_bwd.cu
   sm80/cross_entropy_launch.cu)

@@ -1,14 +1,16 @@
-// First CUDA kernels of the softmax family: one warp per row, rows
+// The softmax family's two-pass CUDA kernels: one warp per row, rows
 // grid-strided (no grid limit), float32 throughout. The forward reads its row
 // twice (an online max and sum, then the write), the backward twice (the dot,
 // then the write); every reduction runs in a fixed lane order, so results are
-// deterministic. Correct for every width; the one-pass, 16-byte-vector
-// kernels of issue 27's bandwidth targets replace them where rows fit on chip.
+// deterministic. They serve the rows the register-resident kernels
+// (softmax/sm90/) cannot hold: widths that are not whole 16-byte vectors,
+// unaligned views and rows longer than a cluster's registers.
 #include <cmath>
 
 #include "common/cuda_vec.cuh"
 #include "softmax/sm80/warp_rows.cuh"
 #include "softmax/sm80/softmax_launch.h"
+#include "softmax/sm90/softmax_vec.h"
 
 namespace jaxdnn::softmax {
 namespace {
@@ -101,7 +103,25 @@ __global__ void __launch_bounds__(32 * kWarps) SoftmaxBwdKernel(SoftmaxBwdArgs p
 
 }  // namespace
 
+namespace {
+
+bool Aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Whether every buffer of a row split into 16-byte vectors is aligned for
+// them (XLA's buffers are; views need not be), `where` to a vector's bytes.
+bool VectorsAligned(ffi::DataType dtype, const bool* where, std::initializer_list<const void*> buffers) {
+  for (const void* b : buffers)
+    if (!Aligned(b, 16)) return false;
+  return where == nullptr || Aligned(where, 16 / ffi::ByteWidth(dtype));
+}
+
+}  // namespace
+
 cudaError_t SoftmaxFwdCuda(const SoftmaxFwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
+  const RowSplit s = ChooseRowSplit(p.shape.rows, p.shape.cols, ffi::ByteWidth(p.dtype),
+                                    VectorsAligned(p.dtype, p.where, {p.x, p.y}));
+  if (s.vpt > 0) return SoftmaxFwdVecCuda(p, s, stream);
   return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
     using T = decltype(t);
     p.log ? SoftmaxFwdKernel<T, true><<<grid, block, 0, stream>>>(p)
@@ -110,6 +130,10 @@ cudaError_t SoftmaxFwdCuda(const SoftmaxFwdArgs& p, cudaStream_t stream) {
 }
 
 cudaError_t SoftmaxBwdCuda(const SoftmaxBwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
+  const RowSplit s = ChooseRowSplit(p.shape.rows, p.shape.cols, ffi::ByteWidth(p.dtype),
+                                    VectorsAligned(p.dtype, p.where, {p.y, p.dy, p.dx}));
+  if (s.vpt > 0) return SoftmaxBwdVecCuda(p, s, stream);
   return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
     using T = decltype(t);
     p.log ? SoftmaxBwdKernel<T, true><<<grid, block, 0, stream>>>(p)

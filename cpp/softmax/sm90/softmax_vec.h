@@ -1,0 +1,15 @@
+// The register-resident (Hopper cluster) softmax and log-softmax kernels, for
+// rows a RowSplit admits.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "softmax/problem.h"
+#include "softmax/sm90/row_split.h"
+
+namespace jaxdnn::softmax {
+
+cudaError_t SoftmaxFwdVecCuda(const SoftmaxFwdArgs& p, const RowSplit& s, cudaStream_t stream);
+cudaError_t SoftmaxBwdVecCuda(const SoftmaxBwdArgs& p, const RowSplit& s, cudaStream_t stream);
+
+}  // namespace jaxdnn::softmax
