@@ -3,11 +3,14 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   build tests selftests norms attention softmax upstream
+#   build tests selftests norms attention softmax upstream (and sweep, below)
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
 # upstream: JAX's own attention tests (tests/upstream/), given JAX's
 # tests/nn_test.py carried as build/upstream/nn_test.py.
+# sweep: one benchmark process per SWEEP entry (space-separated VAR=value
+# switches; "-" for none), `python -m jaxdnn.bench $SWEEP_FAMILY $SWEEP_ARGS`,
+# a switch being read once per process.
 # TESTS: the test paths (default: all of tests/). ATTENTION_ARGS: arguments of `python -m jaxdnn.bench attention` (default: the
 # head-dim-128 grid, seq 512-16k). BUDGET: seconds this call may take (540).
 set -uo pipefail
@@ -76,6 +79,15 @@ if has softmax; then
   ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench softmax --gpu-busy --out "$out/softmax.json" ) \
     > "$out/softmax.txt" 2>&1
   grep -E "^(softmax|log_|cross)|ceiling" "$out/softmax.txt" | head -60
+fi
+if has sweep; then
+  for sw in ${SWEEP:--}; do
+    echo "== sweep $sw"
+    tag=${sw//[^A-Za-z0-9_=]/_}
+    ( cd /tmp && env ${sw/#-/} timeout "$(left 300)" python3 -m jaxdnn.bench "${SWEEP_FAMILY:-softmax}" --gpu-busy \
+        ${SWEEP_ARGS:-} --out "$out/sweep-$tag.json" ) > "$out/sweep-$tag.txt" 2>&1
+    grep -E "jaxdnn|ceiling" "$out/sweep-$tag.txt" | head -40
+  done
 fi
 if has upstream && [ -f "$repo/build/upstream/nn_test.py" ]; then
   echo "== JAX's attention tests against jaxdnn"

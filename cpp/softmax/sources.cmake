@@ -9,5 +9,7 @@ set(FAMILY_CUDA_SOURCES
   ffi_cuda.cc
   sm80/softmax_launch.cu
   sm90/softmax_fwd.cu
+  sm90/softmax_fwd_staged.cu
   sm90/softmax_bwd.cu
+  sm90/softmax_bwd_staged.cu
   sm80/cross_entropy_launch.cu)

@@ -81,6 +81,7 @@ def main(family, run, argv=None):
     "--impls", help="comma-separated anchors to run besides jaxdnn (xla,pallas,torch)"
   )
   ap.add_argument("--dtype", help="the inputs' dtype (default: the family's, bfloat16)")
+  ap.add_argument("--ops", help="comma-separated ops of the family to run (default: all)")
   ap.add_argument(
     "--chain", type=int, default=1, help="applications per jit call (1: one call per application)"
   )
@@ -100,6 +101,8 @@ def main(family, run, argv=None):
     kw["cases"] = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")]
   if args.dtype:
     kw["dtype"] = jnp.dtype(args.dtype)
+  if args.ops:
+    kw["ops"] = set(args.ops.split(","))
   if args.impls is not None:
     kw["impls"] = set(filter(None, args.impls.split(",")))
   records = run(**kw)

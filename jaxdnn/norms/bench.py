@@ -139,10 +139,12 @@ def _inputs(rows, dim, dtype):
   )
 
 
-def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
+def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
   records = []
   on_gpu = jax.default_backend() == "gpu"
   for kind in ("layer", "rms"):
+    if ops is not None and f"{kind}_norm" not in ops:
+      continue
     for rows, dim in cases:
       inputs = _inputs(rows, dim, dtype)
       x, s, b, dy = inputs

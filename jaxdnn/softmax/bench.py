@@ -100,11 +100,13 @@ def _loss_torch_rows(x, labels, nb_f, nb_b):
   return memory_bound.direction_rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
-def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
+def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
   records = []
   on_gpu = jax.default_backend() == "gpu"
   want = lambda name: impls is None or name in impls
   for log in (False, True):
+    if ops is not None and ("log_softmax" if log else "softmax") not in ops:
+      continue
     op = jaxdnn.log_softmax if log else jaxdnn.softmax
     for rows, cols in cases:
       k = jax.random.split(jax.random.key(rows + cols), 2)
@@ -125,7 +127,7 @@ def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None):
       del x, dy
   # Cross-entropy (mean over rows): forward reads the logits once; the
   # backward reads them and writes dlogits.
-  for rows, cols in cases:
+  for rows, cols in cases if ops is None or "cross_entropy" in ops else []:
     k = jax.random.split(jax.random.key(rows * cols), 2)
     x = (3.0 * jax.random.normal(k[0], (rows, cols), jnp.float32)).astype(dtype)
     labels = jax.random.randint(k[1], (rows,), 0, cols)

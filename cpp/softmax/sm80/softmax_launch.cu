@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "common/cuda_vec.cuh"
+#include "common/switches.h"
 #include "softmax/sm80/warp_rows.cuh"
 #include "softmax/sm80/softmax_launch.h"
 #include "softmax/sm90/softmax_vec.h"
@@ -120,7 +121,10 @@ bool VectorsAligned(ffi::DataType dtype, const bool* where, std::initializer_lis
 cudaError_t SoftmaxFwdCuda(const SoftmaxFwdArgs& p, cudaStream_t stream) {
   if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
   const RowSplit s = ChooseRowSplit(p.shape.rows, p.shape.cols, ffi::ByteWidth(p.dtype),
-                                    VectorsAligned(p.dtype, p.where, {p.x, p.y}));
+                                    VectorsAligned(p.dtype, p.where, {p.x, p.y}),
+                                    SwitchInt(Switch::kSoftmaxShare, kShareVectors));
+  if (s.vpt > 0 && s.cluster > 1 && p.where == nullptr && SwitchOn(Switch::kSoftmaxStaged))
+    return SoftmaxFwdStagedCuda(p, s, stream);
   if (s.vpt > 0) return SoftmaxFwdVecCuda(p, s, stream);
   return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
     using T = decltype(t);
@@ -132,7 +136,10 @@ cudaError_t SoftmaxFwdCuda(const SoftmaxFwdArgs& p, cudaStream_t stream) {
 cudaError_t SoftmaxBwdCuda(const SoftmaxBwdArgs& p, cudaStream_t stream) {
   if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
   const RowSplit s = ChooseRowSplit(p.shape.rows, p.shape.cols, ffi::ByteWidth(p.dtype),
-                                    VectorsAligned(p.dtype, p.where, {p.y, p.dy, p.dx}));
+                                    VectorsAligned(p.dtype, p.where, {p.y, p.dy, p.dx}),
+                                    SwitchInt(Switch::kSoftmaxShare, kShareVectors));
+  if (s.vpt > 0 && s.cluster > 1 && p.where == nullptr && SwitchOn(Switch::kSoftmaxStaged))
+    return SoftmaxBwdStagedCuda(p, s, stream);
   if (s.vpt > 0) return SoftmaxBwdVecCuda(p, s, stream);
   return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
     using T = decltype(t);

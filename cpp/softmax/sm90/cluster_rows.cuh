@@ -47,12 +47,14 @@ __device__ inline float ShflXor(float v, int o) { return __shfl_xor_sync(0xfffff
 
 // Reduces v over the row's threads (threadIdx.x of one threadIdx.y) and, for
 // cluster > 1, over the cluster's CTAs (one row per cluster). `warp_slots`
-// holds one entry per warp of the block, `cta_slot` one entry; both are
-// written once, so a kernel calls this once. Every thread must call it. With
-// cluster > 1 the caller must end with cluster.barrier_wait() (a CTA's slot
-// must outlive its readers): the arrive is done here.
-template <typename R>
-__device__ inline R RowReduce(R v, R* warp_slots, R* cta_slot, int cluster) {
+// holds one entry per warp of the block, `cta_slot` one entry. Every thread
+// must call it. kOnce: the slots are written once per kernel, and the caller
+// ends with RowReduceDone (a CTA's slot must outlive its remote readers; the
+// arrive is done here, so the wait can come after the row's stores). Not
+// kOnce (a loop over rows): the caller alternates two sets of slots, which
+// this call's barriers make safe to rewrite two calls later.
+template <bool kOnce, typename R>
+__device__ inline R RowReduceImpl(R v, R* warp_slots, R* cta_slot, int cluster) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = Merge(v, ShflXor(v, o));
   const int warps = blockDim.x >> 5;
@@ -70,9 +72,18 @@ __device__ inline R RowReduce(R v, R* warp_slots, R* cta_slot, int cluster) {
     c.sync();
     v = *c.map_shared_rank(cta_slot, 0);
     for (int r = 1; r < cluster; ++r) v = Merge(v, *c.map_shared_rank(cta_slot, r));
-    c.barrier_arrive();
+    if constexpr (kOnce) c.barrier_arrive();
   }
   return v;
+}
+
+template <typename R>
+__device__ inline R RowReduce(R v, R* warp_slots, R* cta_slot, int cluster) {
+  return RowReduceImpl<true>(v, warp_slots, cta_slot, cluster);
+}
+template <typename R>
+__device__ inline R RowReduceStep(R v, R* warp_slots, R* cta_slot, int cluster) {
+  return RowReduceImpl<false>(v, warp_slots, cta_slot, cluster);
 }
 
 __device__ inline void RowReduceDone(int cluster) {

@@ -21,19 +21,21 @@ struct RowSplit {
 
 constexpr int kMaxCluster = 8;      // the portable cluster size
 constexpr int kRowThreads = 512;    // the most threads of a CTA (128 registers each)
-constexpr int kShareVectors = 2048; // a CTA's share before the row is split further
+constexpr int kShareVectors = 2048; // a CTA's share before the row is split further (default)
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-inline RowSplit ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, bool aligned) {
+// share_vectors: the most vectors one CTA takes while the cluster can grow.
+inline RowSplit ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, bool aligned,
+                               int64_t share_vectors = kShareVectors) {
   RowSplit s;
   const int elems = 16 / elem_bytes;
   if (!aligned || cols <= 0 || cols % elems != 0) return s;
   const int64_t nvec = cols / elems;
   int cluster = 1;
-  while (CeilDiv(nvec, cluster) > kShareVectors && cluster < kMaxCluster) cluster *= 2;
+  while (CeilDiv(nvec, cluster) > share_vectors && cluster < kMaxCluster) cluster *= 2;
   const int64_t share = CeilDiv(nvec, cluster);
-  int vpt = share > kShareVectors ? 8 : 4;
+  const int vpt = CeilDiv(share, 4) > kRowThreads ? 8 : 4;
   const int64_t tpr = (CeilDiv(share, vpt) + 31) / 32 * 32;
   if (tpr > kRowThreads) return s;
   int fit = 1;  // the fewest vectors per thread that cover the share

@@ -10,6 +10,10 @@
 namespace jaxdnn::softmax {
 
 cudaError_t SoftmaxFwdVecCuda(const SoftmaxFwdArgs& p, const RowSplit& s, cudaStream_t stream);
+// Rows split over a cluster (s.cluster > 1), without `where`: staged through
+// shared memory by bulk copies two rows ahead.
+cudaError_t SoftmaxFwdStagedCuda(const SoftmaxFwdArgs& p, const RowSplit& s, cudaStream_t stream);
+cudaError_t SoftmaxBwdStagedCuda(const SoftmaxBwdArgs& p, const RowSplit& s, cudaStream_t stream);
 cudaError_t SoftmaxBwdVecCuda(const SoftmaxBwdArgs& p, const RowSplit& s, cudaStream_t stream);
 
 }  // namespace jaxdnn::softmax
