@@ -8,8 +8,8 @@
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
 # upstream: JAX's own attention tests (tests/upstream/), given JAX's
 # tests/nn_test.py carried as build/upstream/nn_test.py.
-# sweep: one benchmark process per SWEEP entry (space-separated VAR=value
-# switches; "-" for none), `python -m jaxdnn.bench $SWEEP_FAMILY $SWEEP_ARGS`,
+# sweep: one benchmark process per SWEEP entry (space-separated entries of
+# comma-separated VAR=value switches; "-" for none), `python -m jaxdnn.bench $SWEEP_FAMILY $SWEEP_ARGS`,
 # a switch being read once per process.
 # TESTS: the test paths (default: all of tests/). ATTENTION_ARGS: arguments of `python -m jaxdnn.bench attention` (default: the
 # head-dim-128 grid, seq 512-16k). BUDGET: seconds this call may take (540).
@@ -82,9 +82,10 @@ if has softmax; then
 fi
 if has sweep; then
   for sw in ${SWEEP:--}; do
-    echo "== sweep $sw"
-    tag=${sw//[^A-Za-z0-9_=]/_}
-    ( cd /tmp && env ${sw/#-/} timeout "$(left 300)" python3 -m jaxdnn.bench "${SWEEP_FAMILY:-softmax}" --gpu-busy \
+    [ "$sw" = "-" ] && sw=""
+    echo "== sweep ${sw:-(defaults)}"
+    tag=${sw:-defaults}; tag=${tag//[^A-Za-z0-9_]/_}
+    ( cd /tmp && env ${sw//,/ } timeout "$(left 300)" python3 -m jaxdnn.bench "${SWEEP_FAMILY:-softmax}" --gpu-busy \
         ${SWEEP_ARGS:-} --out "$out/sweep-$tag.json" ) > "$out/sweep-$tag.txt" 2>&1
     grep -E "jaxdnn|ceiling" "$out/sweep-$tag.txt" | head -40
   done

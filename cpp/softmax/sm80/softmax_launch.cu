@@ -116,6 +116,15 @@ bool VectorsAligned(ffi::DataType dtype, const bool* where, std::initializer_lis
   return where == nullptr || Aligned(where, 16 / ffi::ByteWidth(dtype));
 }
 
+// Whether a row split over a cluster takes the staged kernels: rows without
+// `where` whose buffers fit, split over at most 4 CTAs (auto; the 8-CTA
+// splits measured slower staged: docs/perf/softmax.md) or any number (1).
+bool Staged(const RowSplit& s, const bool* where, bool fits) {
+  if (s.vpt == 0 || s.cluster == 1 || where != nullptr || !fits) return false;
+  const std::string& v = SwitchText(Switch::kSoftmaxStaged);
+  return v == "auto" ? s.cluster <= 4 : v == "1";
+}
+
 }  // namespace
 
 cudaError_t SoftmaxFwdCuda(const SoftmaxFwdArgs& p, cudaStream_t stream) {
@@ -123,8 +132,8 @@ cudaError_t SoftmaxFwdCuda(const SoftmaxFwdArgs& p, cudaStream_t stream) {
   const RowSplit s = ChooseRowSplit(p.shape.rows, p.shape.cols, ffi::ByteWidth(p.dtype),
                                     VectorsAligned(p.dtype, p.where, {p.x, p.y}),
                                     SwitchInt(Switch::kSoftmaxShare, kShareVectors));
-  if (s.vpt > 0 && s.cluster > 1 && p.where == nullptr && SwitchOn(Switch::kSoftmaxStaged))
-    return SoftmaxFwdStagedCuda(p, s, stream);
+  if (Staged(s, p.where, StagedFits(s, p.shape.cols, ffi::ByteWidth(p.dtype), 2)))
+    return SoftmaxFwdStagedCuda(p, s, SwitchText(Switch::kSoftmaxStagedFwd) == "recompute", stream);
   if (s.vpt > 0) return SoftmaxFwdVecCuda(p, s, stream);
   return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
     using T = decltype(t);
@@ -138,7 +147,7 @@ cudaError_t SoftmaxBwdCuda(const SoftmaxBwdArgs& p, cudaStream_t stream) {
   const RowSplit s = ChooseRowSplit(p.shape.rows, p.shape.cols, ffi::ByteWidth(p.dtype),
                                     VectorsAligned(p.dtype, p.where, {p.y, p.dy, p.dx}),
                                     SwitchInt(Switch::kSoftmaxShare, kShareVectors));
-  if (s.vpt > 0 && s.cluster > 1 && p.where == nullptr && SwitchOn(Switch::kSoftmaxStaged))
+  if (Staged(s, p.where, StagedFits(s, p.shape.cols, ffi::ByteWidth(p.dtype), 4)))
     return SoftmaxBwdStagedCuda(p, s, stream);
   if (s.vpt > 0) return SoftmaxBwdVecCuda(p, s, stream);
   return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {

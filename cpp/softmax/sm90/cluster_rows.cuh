@@ -53,25 +53,43 @@ __device__ inline float ShflXor(float v, int o) { return __shfl_xor_sync(0xfffff
 // arrive is done here, so the wait can come after the row's stores). Not
 // kOnce (a loop over rows): the caller alternates two sets of slots, which
 // this call's barriers make safe to rewrite two calls later.
-template <bool kOnce, typename R>
-__device__ inline R RowReduceImpl(R v, R* warp_slots, R* cta_slot, int cluster) {
+// The identity of Merge.
+template <typename R>
+__device__ inline R Empty();
+template <>
+__device__ inline MaxSum Empty<MaxSum>() {
+  return {-INFINITY, 0.f};
+}
+template <>
+__device__ inline float Empty<float>() {
+  return 0.f;
+}
+
+template <typename R>
+__device__ inline R WarpMerge(R v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = Merge(v, ShflXor(v, o));
-  const int warps = blockDim.x >> 5;
+  return v;
+}
+
+// The parts (one per warp, or per CTA) are merged by one butterfly over a
+// warp, lane i holding part i: a few dependent steps rather than one per part.
+template <bool kOnce, typename R>
+__device__ inline R RowReduceImpl(R v, R* warp_slots, R* cta_slot, int cluster) {
+  v = WarpMerge(v);
+  const int warps = blockDim.x >> 5, lane = threadIdx.x & 31;
   if (warps > 1) {
     R* slots = warp_slots + threadIdx.y * warps;
-    if ((threadIdx.x & 31) == 0) slots[threadIdx.x >> 5] = v;
+    if (lane == 0) slots[threadIdx.x >> 5] = v;
     __syncthreads();
-    v = slots[0];
-    for (int w = 1; w < warps; ++w) v = Merge(v, slots[w]);
+    v = WarpMerge(lane < warps ? slots[lane] : Empty<R>());
   }
   if (cluster > 1) {
     namespace cg = cooperative_groups;
     cg::cluster_group c = cg::this_cluster();
     if (threadIdx.x == 0) *cta_slot = v;
     c.sync();
-    v = *c.map_shared_rank(cta_slot, 0);
-    for (int r = 1; r < cluster; ++r) v = Merge(v, *c.map_shared_rank(cta_slot, r));
+    v = WarpMerge(lane < cluster ? *c.map_shared_rank(cta_slot, lane) : Empty<R>());
     if constexpr (kOnce) c.barrier_arrive();
   }
   return v;

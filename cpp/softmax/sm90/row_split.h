@@ -49,4 +49,12 @@ inline RowSplit ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, bool 
   return s;
 }
 
+// Whether `buffers` staging buffers of a CTA's share fit in shared memory
+// (two for the forward's x, four for the backward's y and dy).
+constexpr int64_t kMaxStageBytes = 200 * 1024;
+inline bool StagedFits(const RowSplit& s, int64_t cols, int elem_bytes, int buffers) {
+  const int64_t share = CeilDiv(cols / (16 / elem_bytes), s.cluster);
+  return s.vpt > 0 && buffers * share * 16 <= kMaxStageBytes;
+}
+
 }  // namespace jaxdnn::softmax

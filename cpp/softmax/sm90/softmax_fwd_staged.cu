@@ -14,7 +14,49 @@
 namespace jaxdnn::softmax {
 namespace {
 
-template <typename T, bool kLog, int kVpt>
+// kRecompute: keep the row in shared memory until its outputs are written
+// and take exp twice from it (few registers, more CTAs per SM) instead of
+// holding the row and its exps in registers (one exp per element).
+// One row's share from shared memory: the thread's max, its sum of exp, the
+// merge, and the outputs, each pass reading the share again.
+template <typename T, bool kLog>
+__device__ inline void RecomputeRow(const SoftmaxFwdArgs& p, const uint4* sx, int64_t count, int64_t at,
+                                    MaxSum* warp_slots, MaxSum* cta_slot, int cluster) {
+  using V = Vec16<T>;
+  constexpr int N = V::kElems;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    float v[N];
+    V::Unpack(sx[j], v);
+#pragma unroll
+    for (int e = 0; e < N; ++e) m = fmaxf(m, v[e]);
+  }
+  const float ml = m * kLog2e;
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    float v[N];
+    V::Unpack(sx[j], v);
+#pragma unroll
+    for (int e = 0; e < N; ++e) s += v[e] != -INFINITY ? Exp2(fmaf(v[e], kLog2e, -ml)) : 0.f;
+  }
+  const MaxSum tot = RowReduceStep(MaxSum{m, s}, warp_slots, cta_slot, cluster);
+  const float tl = tot.m * kLog2e, inv = 1.f / tot.s, shift = __logf(tot.s);
+  T* y = static_cast<T*>(p.y) + at;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    float v[N], out[N];
+    V::Unpack(sx[j], v);
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      // exp(v - row max) / sum: with a -inf or +inf row max this is NaN,
+      // as the register kernel's exp(own max - row max) makes it.
+      if constexpr (kLog) out[e] = (v[e] - tot.m) - shift;
+      else out[e] = Exp2(fmaf(v[e], kLog2e, -tl)) * inv;
+    }
+    StoreStream(y + j * N, V::Pack(out));
+  }
+}
+
+template <typename T, bool kLog, int kVpt, bool kRecompute>
 __global__ void __launch_bounds__(kRowThreads) SoftmaxFwdStagedKernel(SoftmaxFwdArgs p, int cluster) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
@@ -53,6 +95,13 @@ __global__ void __launch_bounds__(kRowThreads) SoftmaxFwdStagedKernel(SoftmaxFwd
   for (int64_t row = row0; row < rows; row += stride, ++i) {
     const int b = i & 1;
     sm90::MbarWait(&full[b], (i >> 1) & 1);
+    if constexpr (kRecompute) {
+      RecomputeRow<T, kLog>(p, stage + b * share, count, row * cols + first * N, warp_slots[b], &cta_slot[b],
+                            cluster);
+      __syncthreads();  // every thread is done with buffer b: it takes the row after next
+      if (threadIdx.x == 0) issue(row + 2 * stride, b);
+      continue;
+    }
     uint4 raw[kVpt];
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
@@ -109,9 +158,9 @@ __global__ void __launch_bounds__(kRowThreads) SoftmaxFwdStagedKernel(SoftmaxFwd
   if (cluster > 1) cooperative_groups::this_cluster().sync();
 }
 
-template <typename T, bool kLog, int kVpt>
+template <typename T, bool kLog, int kVpt, bool kRecompute>
 cudaError_t LaunchStaged(const SoftmaxFwdArgs& p, const RowSplit& s, cudaStream_t stream) {
-  auto kernel = SoftmaxFwdStagedKernel<T, kLog, kVpt>;
+  auto kernel = SoftmaxFwdStagedKernel<T, kLog, kVpt, kRecompute>;
   const int64_t nvec = p.shape.cols / Vec16<T>::kElems;
   const int smem = int(2 * CeilDiv(nvec, s.cluster) * 16);
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -128,22 +177,25 @@ cudaError_t LaunchStaged(const SoftmaxFwdArgs& p, const RowSplit& s, cudaStream_
 }
 
 template <typename T, bool kLog>
-cudaError_t LaunchStagedVpt(const SoftmaxFwdArgs& p, const RowSplit& s, cudaStream_t stream) {
+cudaError_t LaunchStagedVpt(const SoftmaxFwdArgs& p, const RowSplit& s, bool recompute, cudaStream_t stream) {
+  if (recompute) return LaunchStaged<T, kLog, 1, true>(p, s, stream);
   switch (s.vpt) {
-    case 1: return LaunchStaged<T, kLog, 1>(p, s, stream);
-    case 2: return LaunchStaged<T, kLog, 2>(p, s, stream);
-    case 4: return LaunchStaged<T, kLog, 4>(p, s, stream);
-    case 8: return LaunchStaged<T, kLog, 8>(p, s, stream);
+    case 1: return LaunchStaged<T, kLog, 1, false>(p, s, stream);
+    case 2: return LaunchStaged<T, kLog, 2, false>(p, s, stream);
+    case 4: return LaunchStaged<T, kLog, 4, false>(p, s, stream);
+    case 8: return LaunchStaged<T, kLog, 8, false>(p, s, stream);
     default: return cudaErrorInvalidConfiguration;
   }
 }
 
 }  // namespace
 
-cudaError_t SoftmaxFwdStagedCuda(const SoftmaxFwdArgs& p, const RowSplit& s, cudaStream_t stream) {
+cudaError_t SoftmaxFwdStagedCuda(const SoftmaxFwdArgs& p, const RowSplit& s, bool recompute,
+                                 cudaStream_t stream) {
   return ByDtype(p.dtype, [&](auto t) {
     using T = decltype(t);
-    return p.log ? LaunchStagedVpt<T, true>(p, s, stream) : LaunchStagedVpt<T, false>(p, s, stream);
+    return p.log ? LaunchStagedVpt<T, true>(p, s, recompute, stream)
+                 : LaunchStagedVpt<T, false>(p, s, recompute, stream);
   });
 }
 
