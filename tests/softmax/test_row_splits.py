@@ -4,7 +4,8 @@ vectors held by one CTA (several rows to a CTA, one row to a CTA), split
 over 2 to 8 CTAs of a cluster, at 8 vectors a thread, and rows too long for
 a cluster or not whole vectors (the two-pass kernels). On CPU the same
 widths run the CPU kernels. NaN and inf placed in a later CTA's share of a
-split row spread as in the reference."""
+split row spread as in the reference. Cross-entropy rows likewise: the
+vector kernels' chunks (the label in any of them), options, NaN and inf."""
 
 import jax
 import jax.numpy as jnp
@@ -81,3 +82,50 @@ def test_nan_and_inf_in_a_later_share(width, what, log):
     "all_neginf": x.at[1].set(-jnp.inf),
   }[what]
   close(op(x), op(x, implementation="xla"), 1e-2)
+
+
+# Cross-entropy rows: the vector kernels stream a row in chunks of 4 vectors
+# a thread (the label may sit in any chunk) and write dlogits in chunks of
+# 1024 vectors; the other widths take the warp kernels.
+CE_WIDTHS = {
+  jnp.bfloat16: [8, 1000, 4096, 32000, 131080, 4097],
+  jnp.float32: [4, 1000, 8196, 65540, 4097],
+}
+CE_CASES = [(d, w) for d, ws in CE_WIDTHS.items() for w in ws]
+
+
+@pytest.mark.parametrize(
+  "kw", [{}, dict(label_smoothing=0.1, z_loss=1e-3, ignore_index=2)], ids=["plain", "options"]
+)
+@pytest.mark.parametrize("dtype,width", CE_CASES, ids=[f"{jnp.dtype(d).name}-{w}" for d, w in CE_CASES])
+def test_cross_entropy_rows(dtype, width, kw):
+  rows = 6
+  k = jax.random.split(jax.random.key(width), 3)
+  x = (jax.random.normal(k[0], (rows, width)) * 3).astype(dtype)
+  labels = jax.random.randint(k[1], (rows,), 0, width)
+  labels = labels.at[0].set(width - 1).at[1].set(0).at[2].set(2)  # last column, first, ignored (options)
+  g = jax.random.uniform(k[2], (rows,), minval=0.5, maxval=2.0)
+
+  def run(impl):
+    f = lambda x: jaxdnn.softmax_cross_entropy(x, labels, reduction="none", implementation=impl, **kw)
+    loss, vjp = jax.vjp(f, x)
+    return loss, vjp(g)[0]
+
+  loss, dx = jax.jit(lambda: run(None))()
+  loss_ref, dx_ref = jax.jit(lambda: run("xla"))()
+  close(loss, loss_ref, 1e-5 * max(1.0, width / 1000), atol_of_max=1.0)
+  close(dx, dx_ref, tol_for(dtype, width) * 2, atol_of_max=1.0)
+
+
+@pytest.mark.parametrize("what", ["nan", "posinf", "all_neginf"])
+def test_cross_entropy_nan_and_inf_in_a_later_chunk(what):
+  width = 32000
+  x = jax.random.normal(jax.random.key(0), (3, width)).astype(jnp.bfloat16)
+  x = {
+    "nan": x.at[1, width - 5].set(jnp.nan),
+    "posinf": x.at[1, width - 5].set(jnp.inf),
+    "all_neginf": x.at[1].set(-jnp.inf),
+  }[what]
+  labels = jnp.array([3, 7, width - 1])
+  f = lambda impl: jaxdnn.softmax_cross_entropy(x, labels, reduction="none", implementation=impl)
+  close(f(None), f("xla"), 1e-5, atol_of_max=1.0)

@@ -1,13 +1,16 @@
-// First CUDA kernels of the cross-entropy (formulas in softmax/problem.h),
-// built like the softmax's (sm80/softmax_launch.cu): one warp per row, rows
+// The cross-entropy's warp-per-row CUDA kernels (formulas in
+// softmax/problem.h), built like the softmax's (sm80/softmax_launch.cu): rows
 // grid-strided, float32, fixed-order warp reductions. The forward reads each
 // row once (online max and sum) and writes two floats per row; the backward
-// reads it once and writes dlogits. Not yet tuned (issue 27's targets).
+// reads it once and writes dlogits. They serve the rows the vector kernels
+// (sm90/cross_entropy_vec.cu) do not: widths that are not whole 16-byte
+// vectors and unaligned views.
 #include <cmath>
 
 #include "common/cuda_vec.cuh"
 #include "softmax/sm80/warp_rows.cuh"
 #include "softmax/sm80/cross_entropy_launch.h"
+#include "softmax/sm90/cross_entropy_vec.h"
 
 namespace jaxdnn::softmax {
 namespace {
@@ -88,15 +91,24 @@ __global__ void __launch_bounds__(32 * kWarps) CrossEntropyBwdKernel(CrossEntrop
   }
 }
 
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace
 
 cudaError_t CrossEntropyFwdCuda(const CrossEntropyFwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
+  if (CrossEntropyVecFits(p.shape.rows, p.shape.cols, ffi::ByteWidth(p.dtype), Aligned16(p.logits)))
+    return CrossEntropyFwdVecCuda(p, stream);
   return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
     CrossEntropyFwdKernel<decltype(t)><<<grid, block, 0, stream>>>(p);
   });
 }
 
 cudaError_t CrossEntropyBwdCuda(const CrossEntropyBwdArgs& p, cudaStream_t stream) {
+  if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
+  if (CrossEntropyVecFits(p.shape.rows, p.shape.cols, ffi::ByteWidth(p.dtype),
+                          Aligned16(p.logits) && Aligned16(p.dlogits)))
+    return CrossEntropyBwdVecCuda(p, stream);
   return LaunchByDtype(p.dtype, p.shape, [&](auto t, dim3 grid, dim3 block) {
     CrossEntropyBwdKernel<decltype(t)><<<grid, block, 0, stream>>>(p);
   });
