@@ -116,6 +116,7 @@ def test_attention_plan_sizes_the_workspaces():
       softcap=0,
       dropout=0,
       deterministic=0,
+      scale_positive=1,
       bias_dim0=1,
       bias_dim1=1,
       bias_dim2=1,
@@ -142,10 +143,19 @@ def test_attention_plan_sizes_the_workspaces():
   assert fwd(2, 2048, 2048, 16, 16, 128, dtype=0, causal=1) == 0
   assert fwd(2, 2048, 2048, 16, 16, 96, causal=1) == 0
   assert fwd(2, 2048, 2048, 16, 16, 128, causal=1, operands=1) == 0
-  # Backward: delta and dK/dV partials; a broadcast dbias's staging area; the
-  # fused kernel's dQ accumulator from 512 query rows unordered, 8192 ordered.
+  # Backward, sized to the kernel the problem takes: the Hopper kernels need
+  # delta, and dK/dV partials with grouped heads only; the sm80 one always
+  # the partials, and a broadcast dbias's staging area; the fused kernel's
+  # dQ accumulator from 512 query rows unordered, 8192 ordered.
   base = lambda b, s, h, d: b * h * s + 2 * b * s * h * d
-  assert bwd(2, 256, 256, 4, 4, 128) == base(2, 256, 4, 128)
+  delta = lambda b, s, h: b * h * s
+  assert bwd(2, 256, 256, 4, 4, 128) == delta(2, 256, 4)
+  assert bwd(2, 256, 256, 4, 4, 128, deterministic=1) == delta(2, 256, 4)
+  assert bwd(2, 256, 256, 4, 4, 128, causal=1, window_left=64) == delta(2, 256, 4)
+  assert bwd(2, 256, 256, 4, 4, 128, dtype=0) == base(2, 256, 4, 128)  # float32: sm80
+  assert bwd(2, 256, 256, 4, 4, 128, scale_positive=0) == base(2, 256, 4, 128)
+  assert bwd(2, 256, 256, 4, 4, 128, dropout=1, operands=32) == base(2, 256, 4, 128)
+  assert bwd(2, 256, 256, 4, 4, 128, operands=1) == base(2, 256, 4, 128)  # bias: sm80
   assert (
     bwd(
       2,

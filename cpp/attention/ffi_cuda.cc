@@ -68,8 +68,19 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
                                 cudaGetErrorString(err));
   }
   ClearStaleLaunchError();
-  if (p->workspace_elems < BackwardWorkspaceElems(ProblemOf(*p, operands))) {
+  const AttnProblem problem = ProblemOf(*p, operands);
+  if (p->workspace_elems < BackwardWorkspaceElems(problem)) {
     return InvalidArg("jaxdnn attention", "the backward workspace is smaller than the plan's");
+  }
+  // The plan sized the workspace for the Hopper kernels the problem fits; a
+  // call that still falls back to the sm80 kernel (a device without them, a
+  // switch set after the trace, unaligned buffers) needs its larger one.
+  if (AttentionBwdPath(*p) == BwdPath::kSm80 && p->workspace_elems < Sm80BackwardWorkspaceElems(problem)) {
+    return InvalidArg("jaxdnn attention",
+                      "this backward " + ShapeText(p->shape) + " falls back to the sm80 kernel, which needs " +
+                          std::to_string(Sm80BackwardWorkspaceElems(problem)) +
+                          " float32 workspace elements; the plan gave " + std::to_string(p->workspace_elems) +
+                          " for the Hopper kernels (set JAXDNN_ATTENTION_SM90_BWD=0 before tracing to plan for sm80)");
   }
   const cudaError_t err = AttentionBwdCuda(*p, stream);
   if (err != cudaSuccess) {
@@ -106,6 +117,7 @@ AttnProblem QueryProblem(const QueryArgs& q) {
   p.softcap = QueryArg(q, "softcap") != 0 ? 1.f : 0.f;
   p.dropout_rate = QueryArg(q, "dropout") != 0 ? 0.5f : 0.f;
   p.deterministic = QueryArg(q, "deterministic") != 0;
+  p.scale_positive = QueryArg(q, "scale_positive") != 0;
   for (int i = 0; i < 4; ++i) p.bias_dims[i] = QueryArg(q, ("bias_dim" + std::to_string(i)).c_str());
   return p;
 }

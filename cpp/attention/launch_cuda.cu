@@ -121,33 +121,41 @@ cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
 // plan.h's query-length thresholds up (FusedBackwardFirst), else the
 // two-kernel Hopper one (delta, dK/dV and dQ passes), else the sm80 mma.sync
 // one. The evidence for the thresholds is in docs/perf/attention.md.
-cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
-  if (p.shape.batch == 0) return cudaSuccess;
+BwdPath AttentionBwdPath(const AttnBwdArgs& p) {
   if (p.shape.q_len > 0 && p.shape.kv_len > 0 && p.shape.heads > 0 &&
       SwitchInt(Switch::kAttentionSm90Bwd, -1) != 0) {
     const bool fused_first = FusedBackwardFirst(p.shape.q_len, Sm90FusedBackwardOrdered(p));
     // The fused backward takes dense problems and segment ids alone (its
     // support check builds on Sm90BackwardSupports, which also takes the
     // other masked cases); segment problems follow the same size rule.
-    if (fused_first && Sm90FusedBackwardSupports(p)) {
-      return LaunchAttentionBwdSm90Fused(p, stream);
-    }
-    if (Sm90BackwardSupports(p)) return LaunchAttentionBwdSm90(p, stream);
+    if (fused_first && Sm90FusedBackwardSupports(p)) return BwdPath::kSm90Fused;
+    if (Sm90BackwardSupports(p)) return BwdPath::kSm90;
   }
-  if (p.shape.q_len == 0 || p.shape.kv_len == 0 || p.shape.heads == 0) {
-    // Nothing attends (no query heads included): every gradient is zero.
-    const int64_t eb = p.dtype == ffi::DataType::F32 ? 4 : 2;
-    const AttnShape& s = p.shape;
-    cudaError_t err = cudaMemsetAsync(p.dq, 0, s.batch * s.q_len * s.heads * s.head_dim * eb, stream);
-    if (err == cudaSuccess)
-      err = cudaMemsetAsync(p.dk, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
-    if (err == cudaSuccess)
-      err = cudaMemsetAsync(p.dv, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
-    if (err == cudaSuccess && p.dbias != nullptr) {
-      err = cudaMemsetAsync(p.dbias, 0, p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3] * 4,
-                            stream);
+  if (p.shape.q_len == 0 || p.shape.kv_len == 0 || p.shape.heads == 0) return BwdPath::kZeros;
+  return BwdPath::kSm80;
+}
+
+cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
+  if (p.shape.batch == 0) return cudaSuccess;
+  switch (AttentionBwdPath(p)) {
+    case BwdPath::kSm90Fused: return LaunchAttentionBwdSm90Fused(p, stream);
+    case BwdPath::kSm90: return LaunchAttentionBwdSm90(p, stream);
+    case BwdPath::kSm80: break;
+    case BwdPath::kZeros: {
+      // Nothing attends (no query heads included): every gradient is zero.
+      const int64_t eb = p.dtype == ffi::DataType::F32 ? 4 : 2;
+      const AttnShape& s = p.shape;
+      cudaError_t err = cudaMemsetAsync(p.dq, 0, s.batch * s.q_len * s.heads * s.head_dim * eb, stream);
+      if (err == cudaSuccess)
+        err = cudaMemsetAsync(p.dk, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
+      if (err == cudaSuccess)
+        err = cudaMemsetAsync(p.dv, 0, s.batch * s.kv_len * s.kv_heads * s.head_dim * eb, stream);
+      if (err == cudaSuccess && p.dbias != nullptr) {
+        err = cudaMemsetAsync(p.dbias, 0,
+                              p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3] * 4, stream);
+      }
+      return err;
     }
-    return err;
   }
   switch (p.dtype) {
     case ffi::DataType::BF16: return BwdByHeadDim<__nv_bfloat16>(p, stream);

@@ -20,4 +20,10 @@ inline bool DbiasNeedsStaging(const Broadcast4& bias, const AttnShape& s) {
 cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream);
 cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream);
 
+// The backward AttentionBwdCuda runs for p: the fused Hopper kernel, the
+// two-kernel Hopper one, the sm80 mma.sync one, or none (zeros: nothing
+// attends).
+enum class BwdPath { kSm90Fused, kSm90, kSm80, kZeros };
+BwdPath AttentionBwdPath(const AttnBwdArgs& p);
+
 }  // namespace jaxdnn::attention

@@ -24,6 +24,7 @@ AttnProblem Common(const AttnShape& shape, ffi::DataType dtype, const AttnMaskPa
   p.window_right = m.window_right;
   p.softcap = m.softcap;
   p.dropout_rate = m.dropout_rate;
+  p.scale_positive = m.scale > 0.f;
   for (int i = 0; i < 4; ++i) p.bias_dims[i] = bias.dims[i];
   return p;
 }
@@ -75,7 +76,51 @@ bool FusedBackwardShapeFits(const AttnProblem& p) {
 
 int64_t ForwardWorkspaceElems(const AttnProblem& p) { return std::max(Sm90ForwardElems(p), DecodeElems(p)); }
 
-int64_t BackwardWorkspaceElems(const AttnProblem& p) {
+int32_t OperandsOf(const AttnBwdArgs& a) {
+  const AttnMaskParams& m = a.mask_params;
+  int32_t o = 0;
+  if (a.bias.data != nullptr) o |= kHasBias;
+  if (a.mask.data != nullptr) o |= kHasMask;
+  if (m.q_lengths != nullptr) o |= kHasQLengths;
+  if (m.kv_lengths != nullptr) o |= kHasKvLengths;
+  if (m.q_segments != nullptr || m.kv_segments != nullptr) o |= kHasSegments;
+  if (m.dropout_rate != 0.f || m.seeds != nullptr) o |= kHasDropout;
+  if (a.dlse != nullptr) o |= kHasDlse;
+  if (a.dbias != nullptr) o |= kWantDbias;
+  return o;
+}
+
+bool Sm90BackwardShapeFits(const AttnProblem& p) {
+  const AttnShape& s = p.shape;
+  if (!Is16Bit(p.dtype)) return false;
+  // Head dim 256 (attention/sm90/backward_d256.cuh, the dQ kernel at 32-key
+  // steps) is on unless JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps the
+  // mma.sync backward (docs/perf/attention.md, Standing decisions: d256 on
+  // the two-kernel sm90 backward).
+  const bool d256 = s.head_dim == 256 && SwitchOn(Switch::kAttentionSm90BwdD256);
+  if (s.head_dim != 64 && s.head_dim != 128 && !d256) return false;
+  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
+  if (s.heads % s.kv_heads != 0) return false;
+  // Grid limits: x = batch * heads < 2^31, y = blocks along a sequence < 65536.
+  if (s.batch * s.heads * ((std::max(s.q_len, s.kv_len) + 63) / 64) > int64_t{0x7fffffff}) return false;
+  if ((s.q_len + 127) / 128 > 65535 || (s.kv_len + 127) / 128 > 65535) return false;
+  if (s.head_dim == 256 && (s.kv_len + 63) / 64 > 65535) return false;  // its 64-key dK/dV blocks
+  if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
+  if (p.operands & (kHasBias | kHasMask | kHasDlse | kWantDbias | kHasDropout)) return false;
+  if (p.dropout_rate != 0.f || !p.scale_positive) return false;
+  const bool masked = (p.operands & (kHasQLengths | kHasKvLengths | kHasSegments)) || p.window_left >= 0 ||
+                      p.window_right >= 0 || p.softcap != 0.f || (p.causal && s.q_len != s.kv_len);
+  if (masked) {
+    // The kernels' extended path: lengths, segments, window, softcap, causal
+    // with q_len != kv_len; JAXDNN_ATTENTION_SM90_BWD_EXT=0 sends these back
+    // to the mma.sync backward (A/B timing, or a way out).
+    if (!SwitchOn(Switch::kAttentionSm90BwdExt)) return false;
+    if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30)) return false;
+  }
+  return true;
+}
+
+int64_t Sm80BackwardWorkspaceElems(const AttnProblem& p) {
   const AttnShape& s = p.shape;
   // delta [B, N, Sq] and per-query-head dK, dV partials [B, Sk, N, D].
   int64_t elems = s.batch * s.heads * s.q_len + 2 * s.batch * s.kv_len * s.heads * s.head_dim;
@@ -83,6 +128,19 @@ int64_t BackwardWorkspaceElems(const AttnProblem& p) {
     const int64_t* d = p.bias_dims;
     const bool full = d[0] == s.batch && d[1] == s.heads && d[2] == s.q_len && d[3] == s.kv_len;
     if (!full) elems += s.batch * s.heads * s.q_len * s.kv_len;  // the broadcast dbias staging area
+  }
+  return elems;
+}
+
+int64_t BackwardWorkspaceElems(const AttnProblem& p) {
+  const AttnShape& s = p.shape;
+  int64_t elems;
+  if (SwitchInt(Switch::kAttentionSm90Bwd, -1) != 0 && Sm90BackwardShapeFits(p)) {
+    // delta [B, N, Sq], and the dK/dV partials only with grouped heads.
+    elems = s.batch * s.heads * s.q_len;
+    if (s.heads != s.kv_heads) elems += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
+  } else {
+    elems = Sm80BackwardWorkspaceElems(p);
   }
   const bool ordered = p.deterministic || !SwitchOn(Switch::kAttentionSm90BwdAtomic);
   if (FusedBackwardShapeFits(p) && FusedBackwardFirst(s.q_len, ordered)) {

@@ -20,11 +20,19 @@ struct AttnProblem {
   int32_t window_left = -1, window_right = -1;
   float softcap = 0.f, dropout_rate = 0.f;
   bool deterministic = true;
+  bool scale_positive = true;           // scale > 0 (the Hopper backward's condition)
   int64_t bias_dims[4] = {1, 1, 1, 1};  // with kHasBias
 };
 
 AttnProblem ProblemOf(const AttnFwdArgs& p, int32_t operands);
 AttnProblem ProblemOf(const AttnBwdArgs& p, int32_t operands);
+// The operand bits a backward call's buffers carry.
+int32_t OperandsOf(const AttnBwdArgs& p);
+
+// Whether the two-kernel Hopper backward takes the problem by its shapes,
+// flags and switches (sm90::Sm90BackwardSupports adds the buffers'
+// alignment, the workspace and the device); the fused one takes a subset.
+bool Sm90BackwardShapeFits(const AttnProblem& p);
 
 // From this many query rows up the CUDA backward takes the fused Hopper
 // kernel. Ordered dQ (deterministic=True) wins from 8192 rows (3-9% through
@@ -42,8 +50,14 @@ bool FusedBackwardFirst(int64_t q_len, bool ordered);
 // only, head dim 64/128, causal only with q_len == kv_len, no softcap or window).
 bool FusedBackwardShapeFits(const AttnProblem& p);
 
-// float32 workspace elements of each direction on CUDA (0: none).
+// float32 workspace elements of each direction on CUDA (0: none). The
+// backward's is sized to the kernel the problem takes: the Hopper kernels
+// need delta (and dK/dV partials with grouped heads), the sm80 fallback
+// always the partials (and a broadcast dbias's staging area).
 int64_t ForwardWorkspaceElems(const AttnProblem& p);
 int64_t BackwardWorkspaceElems(const AttnProblem& p);
+// What the sm80 backward needs, for the handler's check when a call the plan
+// sized for the Hopper kernels falls back to it.
+int64_t Sm80BackwardWorkspaceElems(const AttnProblem& p);
 
 }  // namespace jaxdnn::attention

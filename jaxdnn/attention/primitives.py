@@ -289,6 +289,7 @@ def plan_args(
     softcap=int(bool(softcap)),
     dropout=int(dropout_rate != 0.0),
     deterministic=int(bool(deterministic)),
+    scale_positive=int(float(np.float32(scale)) > 0),
     bias_dim0=bias_dims[0],
     bias_dim1=bias_dims[1],
     bias_dim2=bias_dims[2],

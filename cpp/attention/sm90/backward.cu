@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "attention/plan.h"
 #include "attention/sm90/backward.cuh"
 #include "attention/sm90/mask_params.h"
 #include "attention/sm90/blocks.cuh"
@@ -14,17 +15,6 @@ namespace jaxdnn::attention {
 namespace {
 
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
-
-// The extended cases are on unless JAXDNN_ATTENTION_SM90_BWD_EXT=0, which
-// sends them back to the mma.sync backward (A/B timing, or a way out).
-bool ExtEnabled() { return SwitchOn(Switch::kAttentionSm90BwdExt); }
-
-// Head dim 256 (attention/sm90/backward_d256.cuh, the dQ kernel at 32-key
-// steps; self-test passed on an H200, 245-409 TFLOP/s) is on unless
-// JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps the mma.sync backward
-// (docs/perf/attention.md, Standing decisions: d256 on the two-kernel sm90
-// backward).
-bool D256Enabled() { return SwitchOn(Switch::kAttentionSm90BwdD256); }
 
 // The dK/dV kernel and its configuration per head dim (a function, so that
 // the kernel is instantiated where it is launched, in the order it was before).
@@ -161,29 +151,15 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
 }  // namespace
 
 bool Sm90BackwardSupports(const AttnBwdArgs& p) {
+  // The shapes, flags and switches: the plan's predicate, which also sizes
+  // the workspace (attention/plan.h).
+  if (!Sm90BackwardShapeFits(ProblemOf(p, OperandsOf(p)))) return false;
   const AttnShape& s = p.shape;
   const AttnMaskParams& m = p.mask_params;
-  if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
-  if (s.head_dim != 64 && s.head_dim != 128 && !(s.head_dim == 256 && D256Enabled())) return false;
-  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
-  if (s.heads % s.kv_heads != 0) return false;
-  // Grid limits: x = batch * heads < 2^31, y = blocks along a sequence < 65536.
-  if (s.batch * s.heads * ((std::max(s.q_len, s.kv_len) + 63) / 64) > int64_t{0x7fffffff}) return false;
-  if ((s.q_len + 127) / 128 > 65535 || (s.kv_len + 127) / 128 > 65535) return false;
-  if (s.head_dim == 256 && (s.kv_len + 63) / 64 > 65535) return false;  // its 64-key dK/dV blocks
-  if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
-  if (p.bias.data != nullptr || p.mask.data != nullptr || p.dbias != nullptr || p.dlse != nullptr) {
-    return false;
-  }
-  if (m.dropout_rate != 0.f) return false;
-  if (!(m.scale > 0.f)) return false;
   if (Sm90BackwardNeedsMasking(p)) {
-    // Lengths, segments, window, softcap, causal with q_len != kv_len (the
-    // kernels' extended path), with the forward's guards.
-    if (!ExtEnabled()) return false;
+    // What the flags do not say (Python never passes these).
     if ((m.q_segments == nullptr) != (m.kv_segments == nullptr)) return false;
     if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
-    if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30)) return false;
   }
   if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) || !Aligned16(p.dout) ||
       !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) || !Aligned16(p.workspace) ||
