@@ -45,10 +45,10 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   if (p->workspace_elems < ForwardWorkspaceElems(ProblemOf(*p, operands))) {
     return InvalidArg("jaxdnn attention", "the forward workspace is smaller than the plan's");
   }
-  const cudaError_t err = AttentionFwdCuda(*p, stream);
-  if (err != cudaSuccess) {
+  const LaunchStatus st = AttentionFwdCuda(*p, stream);
+  if (!st.ok()) {
     return ffi::Error::Internal("jaxdnn attention forward launch " + ShapeText(p->shape) +
-                                " failed: " + cudaGetErrorString(err));
+                                " failed: " + st.Text());
   }
   return ffi::Error::Success();
 }
@@ -82,10 +82,10 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
                           " float32 workspace elements; the plan gave " + std::to_string(p->workspace_elems) +
                           " for the Hopper kernels (set JAXDNN_ATTENTION_SM90_BWD=0 before tracing to plan for sm80)");
   }
-  const cudaError_t err = AttentionBwdCuda(*p, stream);
-  if (err != cudaSuccess) {
+  const LaunchStatus st = AttentionBwdCuda(*p, stream);
+  if (!st.ok()) {
     return ffi::Error::Internal("jaxdnn attention backward launch " + ShapeText(p->shape) +
-                                " failed: " + cudaGetErrorString(err));
+                                " failed: " + st.Text());
   }
   return ffi::Error::Success();
 }

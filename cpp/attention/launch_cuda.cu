@@ -32,12 +32,12 @@ cudaError_t LaunchFwd(const AttnFwdArgs& p, cudaStream_t stream) {
 }
 
 template <typename T>
-cudaError_t FwdByHeadDim(const AttnFwdArgs& p, cudaStream_t stream) {
+LaunchStatus FwdByHeadDim(const AttnFwdArgs& p, cudaStream_t stream) {
   switch (p.shape.head_dim) {
     case 64: return LaunchFwd<T, 64>(p, stream);
     case 128: return LaunchFwd<T, 128>(p, stream);
     case 256: return LaunchFwd<T, 256>(p, stream);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("no sm80 forward is compiled for this head dim (64, 128, 256)");
   }
 }
 
@@ -106,12 +106,12 @@ cudaError_t LaunchBwd(const AttnBwdArgs& p, cudaStream_t stream) {
 }
 
 template <typename T>
-cudaError_t BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
+LaunchStatus BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
   switch (p.shape.head_dim) {
     case 64: return LaunchBwd<T, 64>(p, stream);
     case 128: return LaunchBwd<T, 128>(p, stream);
     case 256: return LaunchBwd<T, 256>(p, stream);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("no sm80 backward is compiled for this head dim (64, 128, 256)");
   }
 }
 
@@ -135,7 +135,7 @@ BwdPath AttentionBwdPath(const AttnBwdArgs& p) {
   return BwdPath::kSm80;
 }
 
-cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
+LaunchStatus AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0) return cudaSuccess;
   switch (AttentionBwdPath(p)) {
     case BwdPath::kSm90Fused: return LaunchAttentionBwdSm90Fused(p, stream);
@@ -160,7 +160,7 @@ cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream) {
   switch (p.dtype) {
     case ffi::DataType::BF16: return BwdByHeadDim<__nv_bfloat16>(p, stream);
     case ffi::DataType::F16: return BwdByHeadDim<__half>(p, stream);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("the CUDA backward takes bfloat16 and float16 only");
   }
 }
 
@@ -178,13 +178,12 @@ static bool Sm90ForwardEnabled() { return SwitchOn(Switch::kAttentionSm90); }
 // workspace; without one large enough the forward goes on as before.
 static bool DecodeSplitEnabled() { return SwitchOn(Switch::kAttentionDecode); }
 
-cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
+LaunchStatus AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.q_len == 0 || p.shape.heads == 0) return cudaSuccess;
   if (DecodeSplitEnabled() && DecodeSplitSupports(p)) {
     DecodeSplitPlan plan;
-    if (cudaError_t err = FitDecodeSplitPlanToWaves(p, MakeDecodeSplitPlan(p.shape), &plan);
-        err != cudaSuccess) {
-      return err;
+    if (LaunchStatus st = FitDecodeSplitPlanToWaves(p, MakeDecodeSplitPlan(p.shape), &plan); !st.ok()) {
+      return st;
     }
     return LaunchAttentionFwdDecodeSplit(p, plan, stream);
   }
@@ -192,7 +191,7 @@ cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   switch (p.dtype) {
     case ffi::DataType::BF16: return FwdByHeadDim<__nv_bfloat16>(p, stream);
     case ffi::DataType::F16: return FwdByHeadDim<__half>(p, stream);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("the CUDA forward takes bfloat16 and float16 only");
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "attention/problem.h"
+#include "common/launch_status.h"
 
 namespace jaxdnn::attention {
 
@@ -17,8 +18,8 @@ inline bool DbiasNeedsStaging(const Broadcast4& bias, const AttnShape& s) {
          bias.dims[3] != s.kv_len;
 }
 
-cudaError_t AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream);
-cudaError_t AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream);
+LaunchStatus AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream);
+LaunchStatus AttentionBwdCuda(const AttnBwdArgs& p, cudaStream_t stream);
 
 // The backward AttentionBwdCuda runs for p: the fused Hopper kernel, the
 // two-kernel Hopper one, the sm80 mma.sync one, or none (zeros: nothing

@@ -40,22 +40,22 @@ cudaError_t ResidentCtasPerSm(int device, int* ctas) {
 }
 
 template <typename T, int kD>
-cudaError_t ResidentByRowTiles(int device, int row_tiles, int* ctas) {
+LaunchStatus ResidentByRowTiles(int device, int row_tiles, int* ctas) {
   switch (row_tiles) {
     case 1: return ResidentCtasPerSm<T, kD, 1>(device, ctas);
     case 2: return ResidentCtasPerSm<T, kD, 2>(device, ctas);
     case 4: return ResidentCtasPerSm<T, kD, 4>(device, ctas);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("no split-KV decode is compiled for the plan's row tiles");
   }
 }
 
 template <typename T>
-cudaError_t ResidentByHeadDim(int device, int head_dim, int row_tiles, int* ctas) {
+LaunchStatus ResidentByHeadDim(int device, int head_dim, int row_tiles, int* ctas) {
   switch (head_dim) {
     case 64: return ResidentByRowTiles<T, 64>(device, row_tiles, ctas);
     case 128: return ResidentByRowTiles<T, 128>(device, row_tiles, ctas);
     case 256: return ResidentByRowTiles<T, 256>(device, row_tiles, ctas);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("no split-KV decode is compiled for this head dim");
   }
 }
 
@@ -82,22 +82,22 @@ cudaError_t LaunchPhases(const DecodeSplitParams& dp, const DecodeSplitPlan& pla
 }
 
 template <typename T, int kD>
-cudaError_t ByRowTiles(const DecodeSplitParams& dp, const DecodeSplitPlan& plan, cudaStream_t stream) {
+LaunchStatus ByRowTiles(const DecodeSplitParams& dp, const DecodeSplitPlan& plan, cudaStream_t stream) {
   switch (plan.row_tiles) {
     case 1: return LaunchPhases<T, kD, 1>(dp, plan, stream);
     case 2: return LaunchPhases<T, kD, 2>(dp, plan, stream);
     case 4: return LaunchPhases<T, kD, 4>(dp, plan, stream);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("no split-KV decode is compiled for the plan's row tiles");
   }
 }
 
 template <typename T>
-cudaError_t ByHeadDim(const DecodeSplitParams& dp, const DecodeSplitPlan& plan, cudaStream_t stream) {
+LaunchStatus ByHeadDim(const DecodeSplitParams& dp, const DecodeSplitPlan& plan, cudaStream_t stream) {
   switch (dp.args.shape.head_dim) {
     case 64: return ByRowTiles<T, 64>(dp, plan, stream);
     case 128: return ByRowTiles<T, 128>(dp, plan, stream);
     case 256: return ByRowTiles<T, 256>(dp, plan, stream);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("no split-KV decode is compiled for this head dim");
   }
 }
 
@@ -136,17 +136,17 @@ DecodeSplitPlan DecodeSplitPlanWithSplits(const AttnShape& s, int64_t splits) {
   return plan;
 }
 
-cudaError_t FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
-                                      DecodeSplitPlan* fitted) {
+LaunchStatus FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
+                                       DecodeSplitPlan* fitted) {
   *fitted = plan;
   int per_sm = 0, dev = 0, sms = 0;
   cudaError_t err = DeviceOrCurrent(p.device, &dev);
   if (err != cudaSuccess) return err;
-  err = p.dtype == ffi::DataType::F16
-            ? ResidentByHeadDim<__half>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm)
-            : ResidentByHeadDim<__nv_bfloat16>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles,
-                                               &per_sm);
-  if (err != cudaSuccess) return err;
+  const LaunchStatus resident =
+      p.dtype == ffi::DataType::F16
+          ? ResidentByHeadDim<__half>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm)
+          : ResidentByHeadDim<__nv_bfloat16>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm);
+  if (!resident.ok()) return resident;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
   const int64_t slots = static_cast<int64_t>(per_sm) * sms;
   if (slots < 1) return cudaSuccess;
@@ -172,11 +172,11 @@ cudaError_t FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPla
   return cudaSuccess;
 }
 
-cudaError_t LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
-                                          cudaStream_t stream) {
+LaunchStatus LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
+                                           cudaStream_t stream) {
   const AttnShape& s = p.shape;
   if (p.workspace == nullptr || p.workspace_elems < DecodeWorkspaceElemsForPlan(s, plan)) {
-    return cudaErrorInvalidValue;
+    return LaunchStatus::Refused("the workspace is smaller than the split-KV decode plan's partials");
   }
   DecodeSplitParams dp;
   dp.args = p;
@@ -189,7 +189,7 @@ cudaError_t LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSpli
   switch (p.dtype) {
     case ffi::DataType::BF16: return ByHeadDim<__nv_bfloat16>(dp, plan, stream);
     case ffi::DataType::F16: return ByHeadDim<__half>(dp, plan, stream);
-    default: return cudaErrorInvalidValue;
+    default: return LaunchStatus::Refused("the split-KV decode takes bfloat16 and float16 only");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "attention/problem.h"
+#include "common/launch_status.h"
 #include "attention/sm80/decode_split_plan.h"
 
 namespace jaxdnn::attention {
@@ -28,16 +29,16 @@ bool DecodeSplitSupports(const AttnFwdArgs& p);
 // test forces another split count), using p.workspace, which must hold
 // DecodeWorkspaceElemsForPlan(p.shape, plan) floats. Allocates nothing and does
 // not synchronize (safe under graph capture); every launch is checked.
-cudaError_t LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
-                                          cudaStream_t stream);
+LaunchStatus LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
+                                           cudaStream_t stream);
 
 // `plan` with its split count lowered, where that fills the GPU's waves of
 // phase-1 CTAs better (SMs x resident CTAs per SM, from the occupancy query
 // for this problem's kernel): the most CTAs per resident slot over whole
 // waves, the larger split count on ties. Never more splits (nor workspace)
 // than `plan`. Host queries only: graph-capture safe.
-cudaError_t FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
-                                      DecodeSplitPlan* fitted);
+LaunchStatus FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
+                                       DecodeSplitPlan* fitted);
 
 // The plan for this shape with a given number of splits (the chunk rounded up
 // to kDecodeChunkAlign keys; the split count may come out smaller): for tests.

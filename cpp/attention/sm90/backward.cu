@@ -179,7 +179,7 @@ bool Sm90BackwardNeedsMasking(const AttnBwdArgs& a) {
          (m.causal && a.shape.q_len != a.shape.kv_len);
 }
 
-cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const bool f16 = p.dtype == ffi::DataType::F16;
   const int d = static_cast<int>(p.shape.head_dim);
   if (variant < 0) variant = d == 64 ? 57 : 1;  // see kSm90BwdDefaultVariant
@@ -202,7 +202,7 @@ cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t str
     JAXDNN_SM90_BWD_EXT_CASE(64, 128)
     JAXDNN_SM90_BWD_EXT_CASE(64, 64)
 #undef JAXDNN_SM90_BWD_EXT_CASE
-    if (d != 256) return cudaErrorInvalidValue;
+    if (d != 256) return LaunchStatus::Refused("no masked sm90 backward is compiled for this head dim");
   }
 #define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                    \
   if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                           \
@@ -230,10 +230,10 @@ cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t str
     return f16 ? Launch<256, true, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major)
                : Launch<256, false, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major);
   }
-  return cudaErrorInvalidValue;
+  return LaunchStatus::Refused("no sm90 backward is compiled for this head dim and variant");
 }
 
-cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream) {
+LaunchStatus LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream) {
   return LaunchAttentionBwdSm90Variant(p, stream, kSm90BwdDefaultVariant);
 }
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "attention/problem.h"
+#include "common/launch_status.h"
 
 namespace jaxdnn::attention {
 
@@ -31,7 +32,7 @@ bool Sm90BackwardNeedsMasking(const AttnBwdArgs& p);
 // Allocates nothing and does not synchronize (safe under CUDA graph capture).
 // Deterministic: bit-identical results run to run. Callers check
 // Sm90BackwardSupports first.
-cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream);
+LaunchStatus LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream);
 
 // Benchmarking hook. variant bits: 1 = dQ kernel steps over 128 keys (else
 // 64); 2 = skip the dK/dV kernel (and the GQA reduction); 4 = skip the dQ
@@ -44,6 +45,6 @@ cudaError_t LaunchAttentionBwdSm90(const AttnBwdArgs& p, cudaStream_t stream);
 // -> 57 (8 | 16 | 32 | 1: ~10% faster than 1 at 8x2048x16). D=256 ignores
 // bits 1, 16 and 32 (32-key dQ steps, no overlap).
 constexpr int kSm90BwdDefaultVariant = -1;
-cudaError_t LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
+LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention

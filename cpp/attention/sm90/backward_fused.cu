@@ -303,7 +303,7 @@ cudaError_t LaunchFusedOpts(const AttnBwdArgs& p, cudaStream_t stream, int varia
 }
 
 template <bool kOrdered, bool kF16, int kRot>
-cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+LaunchStatus LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const int d = static_cast<int>(p.shape.head_dim);
   if constexpr (!kOrdered) {
     const bool causal = p.mask_params.causal;
@@ -342,7 +342,7 @@ cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int va
     if (variant & 1) return LaunchFusedOpts<128, kF16, 3, 1, kOrdered, kRot>(p, stream, variant);
     return LaunchFusedOpts<128, kF16, 2, 2, kOrdered, kRot>(p, stream, variant);
   }
-  return cudaErrorInvalidValue;
+  return LaunchStatus::Refused("no fused sm90 backward is compiled for this head dim");
 }
 
 // Segment ids: 64-query steps with the TMA issued first and the rotated dQ
@@ -351,12 +351,12 @@ cudaError_t LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int va
 // ids), 4 and 2 at 64. Variant bits are ignored (all of 1, 2, 4, 32 give the
 // same results; 8 and 128 have no segment path).
 template <bool kOrdered, bool kF16>
-cudaError_t LaunchFusedSeg(const AttnBwdArgs& p, cudaStream_t stream) {
+LaunchStatus LaunchFusedSeg(const AttnBwdArgs& p, cudaStream_t stream) {
   constexpr int kOpts = sm90::kFusedOptSeg | sm90::kFusedOptTmaFirst | sm90::kFusedOptDqRot;
   const int d = static_cast<int>(p.shape.head_dim);
   if (d == 64) return LaunchFused<64, kF16, 4, 2, kOrdered, kOpts>(p, stream);
   if (d == 128) return LaunchFused<128, kF16, 2, 2, kOrdered, kOpts>(p, stream);
-  return cudaErrorInvalidValue;
+  return LaunchStatus::Refused("no fused sm90 backward with segment ids is compiled for this head dim");
 }
 
 // Segment ids with 80-query steps (variant bits 256 | 128, or the default
@@ -374,7 +374,7 @@ cudaError_t LaunchFusedSegQ80(const AttnBwdArgs& p, cudaStream_t stream) {
 }
 
 template <bool kOrdered, bool kF16>
-cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int variant, bool q80_seg) {
+LaunchStatus LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int variant, bool q80_seg) {
   if (p.mask_params.q_segments != nullptr) {
     if constexpr (!kOrdered) {
       // q_len < 2^29: the loader's info word holds row * 4 (int32).
@@ -390,7 +390,7 @@ cudaError_t LaunchFusedVariantRot(const AttnBwdArgs& p, cudaStream_t stream, int
              : LaunchFusedVariant<kOrdered, kF16, 0>(p, stream, variant);
 }
 
-cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
+LaunchStatus LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
   const bool ordered = Sm90FusedBackwardOrdered(p);
   // Segment ids: 80-query steps by explicit bits 256 | 128 (self-tests,
   // whatever the switch) or by the switch for the default launch.
@@ -410,7 +410,7 @@ cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_
              : LaunchFusedVariantRot<false, false>(p, stream, variant, q80_seg);
 }
 
-cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream) {
+LaunchStatus LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream) {
   return LaunchAttentionBwdSm90FusedVariant(p, stream, -1);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "attention/problem.h"
+#include "common/launch_status.h"
 
 namespace jaxdnn::attention {
 
@@ -64,7 +65,7 @@ bool Sm90FusedBackwardOrdered(const AttnBwdArgs& p);
 // additions into each 64-query block happen in key-block order, serialized by
 // semaphores, relying on in-order CTA dispatch for forward progress (as FA3's
 // deterministic backward does). Unordered mode: dQ bits may differ per run.
-cudaError_t LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream);
+LaunchStatus LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stream);
 
 // Launch with explicit step-order variant bits (A/Bs and self-tests):
 //   1 = 3 Q/dO stages and 1 dQ staging buffer (head dim 128 only; else 2 and 2
@@ -121,6 +122,6 @@ constexpr int kFusedD128Q80Causal = kFusedD128Q80 | kFusedQ80Diag;              
 constexpr int kFusedD64Wide = kFusedWideSteps | kFusedTmaFirst | kFusedDqRot;        // 44
 constexpr int kFusedD128Ordered = kFusedDqRot;                                       // 32
 
-cudaError_t LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
+LaunchStatus LaunchAttentionBwdSm90FusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention

@@ -217,12 +217,12 @@ bool ClusterMulticast(int head_dim) {
 
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
           int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
-cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
+LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>()>;
   const AttnShape& s = a.shape;
   // Not every 80-key or 192-row kernel has causal masking compiled in.
   if (!sm90::FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>() && a.mask_params.causal) {
-    return cudaErrorInvalidValue;
+    return LaunchStatus::Refused("the sm90 forward variant has no causal masking compiled in");
   }
   CUtensorMap tq, tk, tv, to = {};
   cudaError_t err;
@@ -260,7 +260,9 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   p.tile_counter = kDynamic ? reinterpret_cast<int*>(a.workspace) : nullptr;
   p.lpt_chunk_bh = kDynamic ? lpt_chunk_pairs : 0;
   p.claim_late = kDynamic && DynamicClaimLate() ? 1 : 0;
-  if (kDynamic && (a.workspace == nullptr || a.workspace_elems < 1)) return cudaErrorInvalidValue;
+  if (kDynamic && (a.workspace == nullptr || a.workspace_elems < 1)) {
+    return LaunchStatus::Refused("the dynamic sm90 forward has no workspace for its tile counter");
+  }
   if constexpr (kExt) {
     p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
     // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
@@ -269,7 +271,7 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
     // counter (primitives.py sizes the workspace so; Sm90ForwardSupports
     // refuses a call without the room).
     if (p.mask.q_segments != nullptr) {
-      if (!SegmentRangesFit(a)) return cudaErrorInvalidValue;
+      if (!SegmentRangesFit(a)) return LaunchStatus::Refused("the workspace has no room for the segment ranges");
       int2* ranges = reinterpret_cast<int2*>(a.workspace + kSm90TileCounterElems);
       if ((err = sm90::LaunchSegmentRanges(p.mask, p.batch, p.q_len, p.kv_len, ranges, stream)) !=
           cudaSuccess) {
@@ -302,7 +304,9 @@ cudaError_t Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pair
   }
   if constexpr (kCluster == 2) {
     static_assert(kPersistent && !kExt, "clusters: dense persistent launches");
-    if (!ClusterPairsFit(a, Cfg::kBlockM, kDynamic)) return cudaErrorInvalidValue;
+    if (!ClusterPairsFit(a, Cfg::kBlockM, kDynamic)) {
+      return LaunchStatus::Refused("the problem's query tiles do not pair up for clusters of two");
+    }
     int cluster_grid = 0;
     int dev = 0;
     if ((err = DeviceOrCurrent(a.device, &dev)) != cudaSuccess) return err;
@@ -372,7 +376,7 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
   return sm90::Sm90DeviceReady(p.device);
 }
 
-cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant) {
+LaunchStatus LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant) {
   const bool f16 = p.dtype == ffi::DataType::F16;
   const int d = static_cast<int>(p.shape.head_dim);
   const AttnMaskParams& m = p.mask_params;
@@ -404,7 +408,9 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   if ((variant & kFwdDynamic) != 0) {
     // The dynamic scheduler: persistent CTAs with pingpong (bits 0-1 ignored);
     // + 16: the L2-chunked longest-first tile order.
-    if (p.workspace == nullptr || p.workspace_elems < 1) return cudaErrorInvalidValue;
+    if (p.workspace == nullptr || p.workspace_elems < 1) {
+      return LaunchStatus::Refused("the dynamic sm90 forward has no workspace for its tile counter");
+    }
     int chunk = 0;
     if ((variant & kFwdLptOrder) != 0) {
       if (cudaError_t err = LptChunkPairs(p.shape, p.device, &chunk); err != cudaSuccess) return err;
@@ -432,7 +438,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     JAXDNN_SM90_DYNAMIC_CASE(64)
     JAXDNN_SM90_DYNAMIC_CASE(256)
 #undef JAXDNN_SM90_DYNAMIC_CASE
-    return cudaErrorInvalidValue;
+    return LaunchStatus::Refused("no dynamic sm90 forward is compiled for this head dim");
   }
   // Bit 128, clusters of two with K/V multicast: dense non-causal persistent
   // pingpong launches (3 or 35) at head dims 128 and 256 with an even number
@@ -468,7 +474,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     JAXDNN_SM90_WG3_CASE(false, true)
     JAXDNN_SM90_WG3_CASE(true, true)
 #undef JAXDNN_SM90_WG3_CASE
-    return cudaErrorInvalidValue;
+    return LaunchStatus::Refused("no three-warpgroup sm90 forward is compiled for this variant");
   }
   if (blockn80) {
 #define JAXDNN_SM90_N80_CASE(PP, PERS)                                      \
@@ -481,7 +487,7 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
     JAXDNN_SM90_N80_CASE(false, true)
     JAXDNN_SM90_N80_CASE(true, true)
 #undef JAXDNN_SM90_N80_CASE
-    return cudaErrorInvalidValue;
+    return LaunchStatus::Refused("no 80-key-block sm90 forward is compiled for this variant");
   }
 #define JAXDNN_SM90_CASE(D, PP, PERS)                                                                        \
   if (d == D && variant == (PP) + 2 * (PERS)) {                                                              \
@@ -503,10 +509,10 @@ cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t str
   JAXDNN_SM90_CASE(256, false, true)
   JAXDNN_SM90_CASE(256, true, true)
 #undef JAXDNN_SM90_CASE
-  return cudaErrorInvalidValue;
+  return LaunchStatus::Refused("no sm90 forward is compiled for this head dim and variant");
 }
 
-cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream) {
+LaunchStatus LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream) {
   return LaunchAttentionFwdSm90Variant(p, stream, kSm90DefaultVariant);
 }
 

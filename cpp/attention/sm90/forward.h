@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "attention/problem.h"
+#include "common/launch_status.h"
 
 namespace jaxdnn::attention {
 
@@ -22,7 +23,7 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p);
 // Launches the forward on `stream`. Allocates nothing and does not synchronize
 // (safe under CUDA graph capture; the dynamic scheduler zeroes its counter in
 // p.workspace with cudaMemsetAsync). Callers check Sm90ForwardSupports first.
-cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
+LaunchStatus LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 
 // Benchmarking hook: variant = pingpong + 2 * persistent (+ 4: force the
 // extended kernel path even for a dense problem; a problem that needs it gets
@@ -33,7 +34,7 @@ cudaError_t LaunchAttentionFwdSm90(const AttnFwdArgs& p, cudaStream_t stream);
 //   8 (+4 ext; bits 0-1 ignored): the dynamic tile scheduler (persistent CTAs
 //     with pingpong, tiles claimed through an atomic counter): needs
 //     p.workspace (>= 1 element; its first 4 bytes are the counter, zeroed by
-//     the launcher with cudaMemsetAsync), else cudaErrorInvalidValue.
+//     the launcher with cudaMemsetAsync), else a refusal saying so.
 //     + 16: with (batch, head) pairs in chunks whose K/V fill about half the
 //     L2, longest query tile first across each chunk (A/B order).
 //   + 32 (with 0-3): 80-key kv blocks at head dim 256 (m64n80k16 scores,
@@ -68,6 +69,6 @@ enum Sm90FwdVariantBits : int {
   kFwdThreeConsumers = 64,  // head dim 64: three consumer warpgroups (192-row tiles)
   kFwdCluster = 128,        // clusters of two CTAs sharing K/V (TMA multicast)
 };
-cudaError_t LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
+LaunchStatus LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t stream, int variant);
 
 }  // namespace jaxdnn::attention

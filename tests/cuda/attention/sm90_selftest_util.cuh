@@ -7,19 +7,22 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "common/launch_status.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                                       \
-  do {                                                                                                      \
-    cudaError_t e_ = (x);                                                                                   \
-    if (e_ != cudaSuccess) {                                                                                \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-      std::exit(2);                                                                                         \
-    }                                                                                                       \
+#define CHECK_CUDA(x)                                                                                   \
+  do {                                                                                                  \
+    const auto e_ = (x); /* a cudaError_t or a launcher's LaunchStatus */                               \
+    if (!::jaxdnn::LaunchOk(e_)) {                                                                      \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", ::jaxdnn::LaunchText(e_).c_str(), __FILE__, \
+                   __LINE__, #x);                                                                       \
+      std::exit(2);                                                                                     \
+    }                                                                                                   \
   } while (0)
 
 namespace sm90_selftest {
