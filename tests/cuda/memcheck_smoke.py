@@ -1,7 +1,9 @@
 """A small jax program that calls every CUDA kernel family once or twice,
 forward and backward, for compute-sanitizer memcheck (run_selftests.sh):
 attention (plain, causal GQA with bias, packed documents, decode, an odd head
-dim) and the norms (vector and scalar widths, a fused residual)."""
+dim), the norms (vector and scalar widths, a fused residual) and the
+softmax family (rows in one CTA, split over 2 and 8 cluster CTAs, staged and
+in registers, with and without `where`, two-pass widths; cross-entropy)."""
 
 import sys
 
@@ -50,6 +52,16 @@ def main():
       jax.block_until_ready(jax.grad(loss, argnums=(0, 1))(x, scale))
       res = lambda x, r: jnp.sum(op(x, residual=r, implementation=IMPL)[0].astype(jnp.float32))
       jax.block_until_ready(jax.grad(res, argnums=(0, 1))(x, r))
+  for width in (1000, 4096, 16392, 131080, 4097):
+    x = normal((3, width))
+    where = jax.random.bernoulli(next(key), 0.8, x.shape)
+    for op in (jaxdnn.softmax, jaxdnn.log_softmax):
+      for w in (None, where):
+        loss = lambda x: jnp.sum(jnp.sin(op(x, where=w, implementation=IMPL).astype(jnp.float32)))
+        jax.block_until_ready(jax.grad(loss)(x))
+    labels = jnp.array([0, width // 2, width - 1])
+    loss = lambda x: jaxdnn.softmax_cross_entropy(x, labels, label_smoothing=0.1, implementation=IMPL)
+    jax.block_until_ready(jax.grad(loss)(x))
   print("memcheck smoke: ALL PASSED")
 
 
