@@ -76,11 +76,12 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   // call that still falls back to the sm80 kernel (a device without them, a
   // switch set after the trace, unaligned buffers) needs its larger one.
   if (AttentionBwdPath(*p) == BwdPath::kSm80 && p->workspace_elems < Sm80BackwardWorkspaceElems(problem)) {
-    return InvalidArg("jaxdnn attention",
-                      "this backward " + ShapeText(p->shape) + " falls back to the sm80 kernel, which needs " +
-                          std::to_string(Sm80BackwardWorkspaceElems(problem)) +
-                          " float32 workspace elements; the plan gave " + std::to_string(p->workspace_elems) +
-                          " for the Hopper kernels (set JAXDNN_ATTENTION_SM90_BWD=0 before tracing to plan for sm80)");
+    return InvalidArg(
+        "jaxdnn attention",
+        "this backward " + ShapeText(p->shape) + " falls back to the sm80 kernel, which needs " +
+            std::to_string(Sm80BackwardWorkspaceElems(problem)) +
+            " float32 workspace elements; the plan gave " + std::to_string(p->workspace_elems) +
+            " for the Hopper kernels (set JAXDNN_ATTENTION_SM90_BWD=0 before tracing to plan for sm80)");
   }
   const LaunchStatus st = AttentionBwdCuda(*p, stream);
   if (!st.ok()) {

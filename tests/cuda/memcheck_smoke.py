@@ -60,7 +60,9 @@ def main():
         loss = lambda x: jnp.sum(jnp.sin(op(x, where=w, implementation=IMPL).astype(jnp.float32)))
         jax.block_until_ready(jax.grad(loss)(x))
     labels = jnp.array([0, width // 2, width - 1])
-    loss = lambda x: jaxdnn.softmax_cross_entropy(x, labels, label_smoothing=0.1, implementation=IMPL)
+    loss = lambda x: jaxdnn.softmax_cross_entropy(
+      x, labels, label_smoothing=0.1, implementation=IMPL
+    )
     jax.block_until_ready(jax.grad(loss)(x))
   print("memcheck smoke: ALL PASSED")
 

@@ -97,17 +97,23 @@ CE_CASES = [(d, w) for d, ws in CE_WIDTHS.items() for w in ws]
 @pytest.mark.parametrize(
   "kw", [{}, dict(label_smoothing=0.1, z_loss=1e-3, ignore_index=2)], ids=["plain", "options"]
 )
-@pytest.mark.parametrize("dtype,width", CE_CASES, ids=[f"{jnp.dtype(d).name}-{w}" for d, w in CE_CASES])
+@pytest.mark.parametrize(
+  "dtype,width", CE_CASES, ids=[f"{jnp.dtype(d).name}-{w}" for d, w in CE_CASES]
+)
 def test_cross_entropy_rows(dtype, width, kw):
   rows = 6
   k = jax.random.split(jax.random.key(width), 3)
   x = (jax.random.normal(k[0], (rows, width)) * 3).astype(dtype)
   labels = jax.random.randint(k[1], (rows,), 0, width)
-  labels = labels.at[0].set(width - 1).at[1].set(0).at[2].set(2)  # last column, first, ignored (options)
+  labels = (
+    labels.at[0].set(width - 1).at[1].set(0).at[2].set(2)
+  )  # last column, first, ignored (options)
   g = jax.random.uniform(k[2], (rows,), minval=0.5, maxval=2.0)
 
   def run(impl):
-    f = lambda x: jaxdnn.softmax_cross_entropy(x, labels, reduction="none", implementation=impl, **kw)
+    f = lambda x: jaxdnn.softmax_cross_entropy(
+      x, labels, reduction="none", implementation=impl, **kw
+    )
     loss, vjp = jax.vjp(f, x)
     return loss, vjp(g)[0]
 

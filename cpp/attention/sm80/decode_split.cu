@@ -145,7 +145,8 @@ LaunchStatus FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPl
   const LaunchStatus resident =
       p.dtype == ffi::DataType::F16
           ? ResidentByHeadDim<__half>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm)
-          : ResidentByHeadDim<__nv_bfloat16>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm);
+          : ResidentByHeadDim<__nv_bfloat16>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles,
+                                             &per_sm);
   if (!resident.ok()) return resident;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
   const int64_t slots = static_cast<int64_t>(per_sm) * sms;

@@ -271,7 +271,8 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
     // counter (primitives.py sizes the workspace so; Sm90ForwardSupports
     // refuses a call without the room).
     if (p.mask.q_segments != nullptr) {
-      if (!SegmentRangesFit(a)) return LaunchStatus::Refused("the workspace has no room for the segment ranges");
+      if (!SegmentRangesFit(a))
+        return LaunchStatus::Refused("the workspace has no room for the segment ranges");
       int2* ranges = reinterpret_cast<int2*>(a.workspace + kSm90TileCounterElems);
       if ((err = sm90::LaunchSegmentRanges(p.mask, p.batch, p.q_len, p.kv_len, ranges, stream)) !=
           cudaSuccess) {

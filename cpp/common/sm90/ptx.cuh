@@ -495,10 +495,11 @@ __device__ __forceinline__ void WgmmaSSTT80(float (&d)[40], uint64_t a, uint64_t
 // Bulk (non-tensor) async copy global -> this CTA's shared memory, its bytes
 // completing on `bar` (16-byte aligned ends, a multiple of 16 bytes).
 __device__ __forceinline__ void BulkLoadG2S(void* smem_dst, const void* gsrc, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   SmemAddr(smem_dst)),
-               "l"(gsrc), "r"(bytes), "r"(SmemAddr(bar))
-               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          SmemAddr(smem_dst)),
+      "l"(gsrc), "r"(bytes), "r"(SmemAddr(bar))
+      : "memory");
 }
 
 // Bulk (non-tensor) async copies shared -> global, bulk-group completion.

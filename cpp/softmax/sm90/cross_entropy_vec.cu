@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kRowThreads) CrossEntropyFwdVecKernel(CrossEnt
 // Block b covers vectors [c * per, (c + 1) * per) of row b / blocks_per_row
 // (c = b % blocks_per_row, per = kChunk * kBwdThreads).
 template <typename T>
-__global__ void __launch_bounds__(kBwdThreads) CrossEntropyBwdVecKernel(CrossEntropyBwdArgs p,
-                                                                         int64_t blocks_per_row) {
+__global__ void __launch_bounds__(kBwdThreads)
+    CrossEntropyBwdVecKernel(CrossEntropyBwdArgs p, int64_t blocks_per_row) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
   const int64_t cols = p.shape.cols, nvec = cols / N;

@@ -19,9 +19,9 @@ struct RowSplit {
   int cluster = 1;
 };
 
-constexpr int kMaxCluster = 8;      // the portable cluster size
-constexpr int kRowThreads = 512;    // the most threads of a CTA (128 registers each)
-constexpr int kShareVectors = 2048; // a CTA's share before the row is split further (default)
+constexpr int kMaxCluster = 8;       // the portable cluster size
+constexpr int kRowThreads = 512;     // the most threads of a CTA (128 registers each)
+constexpr int kShareVectors = 2048;  // a CTA's share before the row is split further (default)
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

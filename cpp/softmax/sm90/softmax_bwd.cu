@@ -64,10 +64,14 @@ __global__ void __launch_bounds__(kRowThreads) SoftmaxBwdVecKernel(SoftmaxBwdArg
 template <typename T, bool kLog, bool kMasked>
 cudaError_t LaunchBwd(const SoftmaxBwdArgs& p, const RowSplit& s, cudaStream_t stream) {
   switch (s.vpt) {
-    case 1: return LaunchRows(SoftmaxBwdVecKernel<T, kLog, kMasked, 1>, s, p.shape.rows, stream, p, s.cluster);
-    case 2: return LaunchRows(SoftmaxBwdVecKernel<T, kLog, kMasked, 2>, s, p.shape.rows, stream, p, s.cluster);
-    case 4: return LaunchRows(SoftmaxBwdVecKernel<T, kLog, kMasked, 4>, s, p.shape.rows, stream, p, s.cluster);
-    case 8: return LaunchRows(SoftmaxBwdVecKernel<T, kLog, kMasked, 8>, s, p.shape.rows, stream, p, s.cluster);
+    case 1:
+      return LaunchRows(SoftmaxBwdVecKernel<T, kLog, kMasked, 1>, s, p.shape.rows, stream, p, s.cluster);
+    case 2:
+      return LaunchRows(SoftmaxBwdVecKernel<T, kLog, kMasked, 2>, s, p.shape.rows, stream, p, s.cluster);
+    case 4:
+      return LaunchRows(SoftmaxBwdVecKernel<T, kLog, kMasked, 4>, s, p.shape.rows, stream, p, s.cluster);
+    case 8:
+      return LaunchRows(SoftmaxBwdVecKernel<T, kLog, kMasked, 8>, s, p.shape.rows, stream, p, s.cluster);
     default: return cudaErrorInvalidConfiguration;
   }
 }

@@ -64,8 +64,10 @@ __global__ void __launch_bounds__(kRowThreads) SoftmaxFwdVecKernel(SoftmaxFwdArg
   if (sh.live) {
     T* y = static_cast<T*>(p.y) + sh.row * cols;
     float scale = 0.f, shift = 0.f;
-    if constexpr (kLog) shift = __logf(row.s);
-    else scale = Exp2((m - row.m) * kLog2e) / row.s;
+    if constexpr (kLog)
+      shift = __logf(row.s);
+    else
+      scale = Exp2((m - row.m) * kLog2e) / row.s;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       const int64_t j = sh.first + threadIdx.x + int64_t(k) * blockDim.x;
@@ -74,8 +76,10 @@ __global__ void __launch_bounds__(kRowThreads) SoftmaxFwdVecKernel(SoftmaxFwdArg
       V::Unpack(raw[k], v);
 #pragma unroll
       for (int e = 0; e < N; ++e) {
-        if constexpr (kLog) out[e] = kept(k, e, true) ? (v[e] - row.m) - shift : -INFINITY;
-        else out[e] = kept(k, e, true) ? ex[k * N + e] * scale : 0.f;
+        if constexpr (kLog)
+          out[e] = kept(k, e, true) ? (v[e] - row.m) - shift : -INFINITY;
+        else
+          out[e] = kept(k, e, true) ? ex[k * N + e] * scale : 0.f;
       }
       StoreStream(y + j * N, V::Pack(out));
     }
@@ -86,10 +90,14 @@ __global__ void __launch_bounds__(kRowThreads) SoftmaxFwdVecKernel(SoftmaxFwdArg
 template <typename T, bool kLog, bool kMasked>
 cudaError_t LaunchFwd(const SoftmaxFwdArgs& p, const RowSplit& s, cudaStream_t stream) {
   switch (s.vpt) {
-    case 1: return LaunchRows(SoftmaxFwdVecKernel<T, kLog, kMasked, 1>, s, p.shape.rows, stream, p, s.cluster);
-    case 2: return LaunchRows(SoftmaxFwdVecKernel<T, kLog, kMasked, 2>, s, p.shape.rows, stream, p, s.cluster);
-    case 4: return LaunchRows(SoftmaxFwdVecKernel<T, kLog, kMasked, 4>, s, p.shape.rows, stream, p, s.cluster);
-    case 8: return LaunchRows(SoftmaxFwdVecKernel<T, kLog, kMasked, 8>, s, p.shape.rows, stream, p, s.cluster);
+    case 1:
+      return LaunchRows(SoftmaxFwdVecKernel<T, kLog, kMasked, 1>, s, p.shape.rows, stream, p, s.cluster);
+    case 2:
+      return LaunchRows(SoftmaxFwdVecKernel<T, kLog, kMasked, 2>, s, p.shape.rows, stream, p, s.cluster);
+    case 4:
+      return LaunchRows(SoftmaxFwdVecKernel<T, kLog, kMasked, 4>, s, p.shape.rows, stream, p, s.cluster);
+    case 8:
+      return LaunchRows(SoftmaxFwdVecKernel<T, kLog, kMasked, 8>, s, p.shape.rows, stream, p, s.cluster);
     default: return cudaErrorInvalidConfiguration;
   }
 }

@@ -49,8 +49,10 @@ __device__ inline void RecomputeRow(const SoftmaxFwdArgs& p, const uint4* sx, in
     for (int e = 0; e < N; ++e) {
       // exp(v - row max) / sum: with a -inf or +inf row max this is NaN,
       // as the register kernel's exp(own max - row max) makes it.
-      if constexpr (kLog) out[e] = (v[e] - tot.m) - shift;
-      else out[e] = Exp2(fmaf(v[e], kLog2e, -tl)) * inv;
+      if constexpr (kLog)
+        out[e] = (v[e] - tot.m) - shift;
+      else
+        out[e] = Exp2(fmaf(v[e], kLog2e, -tl)) * inv;
     }
     StoreStream(y + j * N, V::Pack(out));
   }
@@ -138,8 +140,10 @@ __global__ void __launch_bounds__(kRowThreads) SoftmaxFwdStagedKernel(SoftmaxFwd
     const MaxSum tot = RowReduceStep(MaxSum{m, s}, warp_slots[b], &cta_slot[b], cluster);
     T* y = static_cast<T*>(p.y) + row * cols + first * N;
     float scale = 0.f, shift = 0.f;
-    if constexpr (kLog) shift = __logf(tot.s);
-    else scale = Exp2((m - tot.m) * kLog2e) / tot.s;
+    if constexpr (kLog)
+      shift = __logf(tot.s);
+    else
+      scale = Exp2((m - tot.m) * kLog2e) / tot.s;
 #pragma unroll
     for (int k = 0; k < kVpt; ++k) {
       const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
@@ -148,8 +152,10 @@ __global__ void __launch_bounds__(kRowThreads) SoftmaxFwdStagedKernel(SoftmaxFwd
       V::Unpack(raw[k], v);
 #pragma unroll
       for (int e = 0; e < N; ++e) {
-        if constexpr (kLog) out[e] = (v[e] - tot.m) - shift;
-        else out[e] = ex[k * N + e] * scale;
+        if constexpr (kLog)
+          out[e] = (v[e] - tot.m) - shift;
+        else
+          out[e] = ex[k * N + e] * scale;
       }
       StoreStream(y + j * N, V::Pack(out));
     }

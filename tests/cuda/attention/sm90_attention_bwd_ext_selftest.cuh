@@ -253,7 +253,8 @@ void UploadInts(int32_t** dst, const std::vector<T>& v) {
 // the fused one with segment ids (the seg mode), ordered or unordered dQ.
 enum class BwdPath { kTwoKernel, kFusedOrdered, kFusedUnordered };
 
-inline jaxdnn::LaunchStatus LaunchPath(const AttnBwdArgs& a, cudaStream_t stream, BwdPath path, int variant = -1) {
+inline jaxdnn::LaunchStatus LaunchPath(const AttnBwdArgs& a, cudaStream_t stream, BwdPath path,
+                                       int variant = -1) {
   if (path == BwdPath::kTwoKernel)
     return jaxdnn::attention::LaunchAttentionBwdSm90Variant(a, stream, variant);
   return jaxdnn::attention::LaunchAttentionBwdSm90FusedVariant(a, stream, variant);

@@ -15,14 +15,14 @@
 #include <cstring>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                                   \
-  do {                                                                                                  \
-    const auto e_ = (x); /* a cudaError_t or a launcher's LaunchStatus */                               \
-    if (!::jaxdnn::LaunchOk(e_)) {                                                                      \
+#define CHECK_CUDA(x)                                                                                  \
+  do {                                                                                                 \
+    const auto e_ = (x); /* a cudaError_t or a launcher's LaunchStatus */                              \
+    if (!::jaxdnn::LaunchOk(e_)) {                                                                     \
       std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", ::jaxdnn::LaunchText(e_).c_str(), __FILE__, \
-                   __LINE__, #x);                                                                       \
-      std::exit(2);                                                                                     \
-    }                                                                                                   \
+                   __LINE__, #x);                                                                      \
+      std::exit(2);                                                                                    \
+    }                                                                                                  \
   } while (0)
 
 namespace sm90_selftest {
