@@ -9,4 +9,5 @@ FAMILIES = (
   "norms",
   "attention",
   "softmax",
+  "activations",
 )

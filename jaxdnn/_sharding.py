@@ -3,7 +3,9 @@
 Each operand and result has a role:
   "row"    [*lead, D]        rows split across devices, D kept whole;
   "stat"   [*lead]           one value per row;
-  "param"  [*lead[:g], D]    per-group parameters (g = 0: shared by all rows).
+  "param"  [*lead[:g], D]    per-group parameters (g = 0: shared by all rows);
+  "row'"   [*lead, E]        rows like "row" with another width (a GLU's
+                             output is half its split input's).
 A "param" *result* of a reducing op (a parameter gradient) is a sum over the
 rows, so each shard computes its part and a psum over the row-sharding mesh
 axes completes it. Nothing else communicates: sharded rows stay in place.
@@ -17,7 +19,7 @@ import jax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-ROW, STAT, PARAM = "row", "stat", "param"
+ROW, STAT, PARAM, ROW_ALT = "row", "stat", "param", "row'"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class LeadingDimsSharding:
       return lead + ["d"]
     if role == STAT:
       return lead
+    if role == ROW_ALT:
+      return lead + ["e"]
     return lead[: self.n_groups] + ["d"]
 
   def rule(self) -> str:
@@ -42,7 +46,9 @@ class LeadingDimsSharding:
     return f"{lhs} -> {rhs}"
 
   def need_replication_factors(self) -> tuple:
-    return ("d",)
+    # Listed in the order the rule first names them (Shardy wants them sorted).
+    names = self.rule().replace(",", " ").replace("->", " ").split()
+    return tuple(f for f in dict.fromkeys(names) if f in ("d", "e"))
 
   def _lead_spec(self, mesh, arg_shapes):
     # Rows follow the first "row" operand; the normalized dim never splits.
@@ -53,7 +59,7 @@ class LeadingDimsSharding:
     return spec[: self.n_lead]
 
   def _spec(self, role, lead):
-    if role == ROW:
+    if role in (ROW, ROW_ALT):
       return P(*lead, None)
     if role == STAT:
       return P(*lead)

@@ -1,0 +1,56 @@
+// The activations family's CUDA plan, made from the problem alone: the 2-D
+// grid every kernel of the family runs (threads over a row's 16-byte vectors,
+// or its elements when a row is not whole vectors, and blocks over rows),
+// and the row chunks of bias_act's backward, each writing one float32
+// partial row of the bias gradient (workspace [partials, cols]). The handler
+// checks the workspace XLA gives against it; Python sizes that workspace by
+// asking the same function (plan query "bias_act_bwd_partials").
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace jaxdnn::activations {
+
+struct GridPlan {
+  bool vec = false;    // 16-byte vectors (cols, and any row stride, whole vectors)
+  int64_t units = 0;   // vectors (or elements) per row
+  int tx = 1, ty = 1;  // block: tx threads over a row's units, ty rows
+  int64_t col_blocks = 1;
+  int64_t row_blocks = 1;  // grid.y (backward with bias: the partials)
+};
+
+constexpr int64_t kBlockThreads = 256;
+constexpr int64_t kResidentBlocks = 132 * 8;  // one full wave of 256-thread blocks on an H100/H200
+constexpr int64_t kGridYLimit = 65535;
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// `stride`: elements between rows of every operand (a GLU's split input
+// puts value and gate in one row of 2 * cols).
+inline GridPlan MakeGridPlan(int64_t rows, int64_t cols, int64_t stride, int64_t itemsize) {
+  GridPlan p;
+  const int64_t per_vec = 16 / itemsize;
+  p.vec = cols % per_vec == 0 && stride % per_vec == 0;
+  p.units = p.vec ? cols / per_vec : cols;
+  int tx = 1;
+  while (tx < 32 && tx < p.units) tx *= 2;
+  p.tx = tx;
+  p.ty = int(kBlockThreads / tx);
+  p.col_blocks = std::max<int64_t>(1, CeilDiv(p.units, tx));
+  // Two waves of blocks, each thread taking at least a few rows.
+  const int64_t want = std::max<int64_t>(1, CeilDiv(2 * kResidentBlocks, p.col_blocks));
+  p.row_blocks = std::clamp<int64_t>(CeilDiv(rows, p.ty * 4), 1, std::min(want, kGridYLimit));
+  return p;
+}
+
+// bias_act's backward with a bias: one wave of blocks, chunks of at least
+// 32 rows (the partials' traffic stays a few percent of the rows').
+inline GridPlan MakeBiasBwdPlan(int64_t rows, int64_t cols, int64_t itemsize) {
+  GridPlan p = MakeGridPlan(rows, cols, cols, itemsize);
+  const int64_t want = std::max<int64_t>(1, CeilDiv(kResidentBlocks, p.col_blocks));
+  p.row_blocks = std::clamp<int64_t>(CeilDiv(rows, 32), 1, std::min(want, kGridYLimit));
+  return p;
+}
+
+}  // namespace jaxdnn::activations

@@ -1,0 +1,10 @@
+# The activations family's sources, relative to this folder (read by jaxdnn_family).
+set(FAMILY_CPU_SOURCES
+  call_frame.cc
+  ffi_cpu.cc
+  cpu/activation_kernels.cc)
+set(FAMILY_CUDA_SOURCES
+  call_frame.cc
+  ffi_cuda.cc
+  sm80/bias_act.cu
+  sm80/glu.cu)
