@@ -15,8 +15,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # room for PyTo
 
 from jaxdnn._families import FAMILIES  # noqa: E402
 
-# The short names the issues use for some families' tables.
-ALIASES = {"act": "activations", "loss": "softmax"}
+# Tables under the names the issues use: name -> (family, module).
+EXTRA = {"act": ("activations", "bench"), "loss": ("softmax", "loss_bench")}
 
 
 def benchmarked_families():
@@ -24,14 +24,13 @@ def benchmarked_families():
 
 
 def main(argv=None):
-  argv = list(sys.argv[1:] if argv is None else argv)
-  families = benchmarked_families()
-  if argv and argv[0] in ALIASES:
-    argv[0] = ALIASES[argv[0]]
-  if not argv or argv[0] not in families:
-    print(f"usage: python -m jaxdnn.bench {{{','.join(families)}}} [--help]", file=sys.stderr)
+  argv = sys.argv[1:] if argv is None else argv
+  tables = {f: (f, "bench") for f in benchmarked_families()} | EXTRA
+  if not argv or argv[0] not in tables:
+    print(f"usage: python -m jaxdnn.bench {{{','.join(tables)}}} [--help]", file=sys.stderr)
     return 2
-  return importlib.import_module(f"jaxdnn.{argv[0]}.bench").main(argv[1:])
+  family, module = tables[argv[0]]
+  return importlib.import_module(f"jaxdnn.{family}.{module}").main(argv[1:])
 
 
 if __name__ == "__main__":

@@ -64,16 +64,62 @@ def _rows_bwd(static, implementation, res, g):
 _rows.defvjp(_rows_fwd, _rows_bwd)
 
 
-def _number(name, value, lo, hi):
+def _number(op, name, value, lo, hi):
   if isinstance(value, bool) or not isinstance(value, numbers.Real):
-    raise TypeError(f"{_OP}: {name} must be a Python float, got {type(value).__name__}")
+    raise TypeError(f"{op}: {name} must be a Python float, got {type(value).__name__}")
   value = float(value)
   if not (lo <= value <= hi):
-    raise ValueError(f"{_OP}: {name} must be in [{lo}, {hi}], got {value}")
+    raise ValueError(f"{op}: {name} must be in [{lo}, {hi}], got {value}")
   return value
 
 
-def _labels_int32(labels, classes, ignore_index):
+def check_labels(op, labels, shape):
+  """Integer labels of `shape` (the logits' rows)."""
+  if not hasattr(labels, "shape") or not hasattr(labels, "dtype"):
+    raise TypeError(f"{op}: labels must be an integer array, got {type(labels).__name__}")
+  if not jnp.issubdtype(labels.dtype, jnp.integer):
+    raise TypeError(
+      f"{op}: labels must be integer class indices, got dtype {labels.dtype} "
+      "(probability labels are not supported yet)"
+    )
+  if tuple(labels.shape) != tuple(shape):
+    raise ValueError(
+      f"{op}: labels must have logits' shape without the last axis, "
+      f"{tuple(shape)}, got {tuple(labels.shape)}"
+    )
+
+
+def check_options(op, label_smoothing, z_loss, ignore_index, reduction):
+  """(smoothing, z_loss, ignore_index) as the kernels take them."""
+  smoothing = _number(op, "label_smoothing", label_smoothing, 0.0, 1.0)
+  z = _number(op, "z_loss", z_loss, 0.0, float(np.finfo(np.float32).max))
+  if ignore_index is not None:
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
+      raise TypeError(f"{op}: ignore_index must be an int or None, got {ignore_index!r}")
+    if not -(2**31) <= ignore_index < 2**31:
+      raise ValueError(f"{op}: ignore_index must fit in int32, got {ignore_index}")
+    ignore_index = int(ignore_index)
+  if reduction not in REDUCTIONS:
+    raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+  return smoothing, z, ignore_index
+
+
+def reduce_rows(loss, labels, ignore_index, reduction):
+  """The per-row losses reduced: "mean" over the rows not ignored."""
+  if reduction == "none":
+    return loss
+  if reduction == "sum":
+    return jnp.sum(loss)
+  return jnp.sum(loss) / count_rows(labels, ignore_index).astype(loss.dtype)
+
+
+def count_rows(labels, ignore_index):
+  if ignore_index is None:
+    return jnp.asarray(labels.size, jnp.int32)
+  return jnp.sum(labels != ignore_index, dtype=jnp.int32)
+
+
+def labels_int32(labels, classes, ignore_index):
   """int32 labels as the kernels read them: out-of-range values of wider ints
   stay out of range (classes), never wrapping onto a class or ignore_index."""
   if np.dtype(labels.dtype).itemsize <= 4 and np.dtype(labels.dtype) != np.uint32:
@@ -125,28 +171,8 @@ def softmax_cross_entropy(
     )
   if logits.ndim < 1 or logits.shape[-1] < 1:
     raise ValueError(f"{_OP}: logits need a last axis of at least one class, got {logits.shape}")
-  if not hasattr(labels, "shape") or not hasattr(labels, "dtype"):
-    raise TypeError(f"{_OP}: labels must be an integer array, got {type(labels).__name__}")
-  if not jnp.issubdtype(labels.dtype, jnp.integer):
-    raise TypeError(
-      f"{_OP}: labels must be integer class indices, got dtype {labels.dtype} "
-      "(probability labels are not supported yet)"
-    )
-  if tuple(labels.shape) != tuple(logits.shape[:-1]):
-    raise ValueError(
-      f"{_OP}: labels must have logits' shape without the last axis, "
-      f"{tuple(logits.shape[:-1])}, got {tuple(labels.shape)}"
-    )
-  smoothing = _number("label_smoothing", label_smoothing, 0.0, 1.0)
-  z = _number("z_loss", z_loss, 0.0, float(np.finfo(np.float32).max))
-  if ignore_index is not None:
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
-      raise TypeError(f"{_OP}: ignore_index must be an int or None, got {ignore_index!r}")
-    if not -(2**31) <= ignore_index < 2**31:
-      raise ValueError(f"{_OP}: ignore_index must fit in int32, got {ignore_index}")
-    ignore_index = int(ignore_index)
-  if reduction not in REDUCTIONS:
-    raise ValueError(f"{_OP}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+  check_labels(_OP, labels, logits.shape[:-1])
+  smoothing, z, ignore_index = check_options(_OP, label_smoothing, z_loss, ignore_index, reduction)
   impl = _platform.resolve(
     implementation,
     _OP,
@@ -164,11 +190,6 @@ def softmax_cross_entropy(
       logits, labels, smoothing=smoothing, z_loss=z, ignore_index=ignore_index
     )
   else:
-    lab = _labels_int32(labels, logits.shape[-1], ignore_index)
+    lab = labels_int32(labels, logits.shape[-1], ignore_index)
     loss = _rows((smoothing, z, ignore_index), impl, logits, lab)
-  if reduction == "none":
-    return loss
-  if reduction == "sum":
-    return jnp.sum(loss)
-  counted = jnp.ones(labels.shape, bool) if ignore_index is None else labels != ignore_index
-  return jnp.sum(loss) / jnp.sum(counted).astype(loss.dtype)
+  return reduce_rows(loss, labels, ignore_index, reduction)
