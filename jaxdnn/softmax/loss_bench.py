@@ -18,7 +18,6 @@ import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 import jaxdnn
 from jaxdnn.bench import timing
