@@ -1,4 +1,4 @@
-"""The main job: train a small pre-norm model built on jaxdnn.
+"""jaxdnn-demo --model mlp: train a small pre-norm model built on jaxdnn.
 
 Each block splits the hidden vector into a few tokens and mixes them with
 causal grouped-query self attention (jaxdnn.dot_product_attention), then
@@ -6,7 +6,7 @@ applies an MLP; the residual adds are fused into jaxdnn.layer_norm and a
 jaxdnn.rms_norm closes the stack. Runs on the CPU by default and on the GPU
 when jax sees one (attention in bfloat16 there, for the CUDA kernel). Prints
 the loss falling, then jaxdnn-vs-XLA timings of the ops the model used.
-    jaxdnn-demo [--steps 200] [--width 256]
+    jaxdnn-demo --model mlp [--steps 200] [--width 256]
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def make_data(key, n, n_in, n_out):
 
 
 def main(argv=None):
-  ap = argparse.ArgumentParser(prog="jaxdnn-demo")
+  ap = argparse.ArgumentParser(prog="jaxdnn-demo --model mlp")
   ap.add_argument("--steps", type=int, default=200)
   ap.add_argument("--width", type=int, default=256)
   ap.add_argument("--depth", type=int, default=3)
