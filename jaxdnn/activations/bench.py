@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdnn
-from jaxdnn.bench import memory_bound, timing
-from jaxdnn.bench.timing import time_jax_chained, time_torch
+from jaxdnn.bench import memory_bound
+from jaxdnn.bench.memory_bound import jax_rows, torch_rows
 
 # Issue 27's grid: rows x features of 256 MiB and more in bfloat16, and the
 # GLU at 16384 x 2 x 14336 (a Llama-3-8B MLP's gate and up projections).
@@ -24,53 +24,6 @@ BIAS_CASES = [(32768, 4096), (8192, 14336), (16384, 32768)]
 GLU_CASES = [(16384, 14336), (32768, 4096)]
 BIAS_ACTS = ("gelu", "silu")
 GLU_ACTS = ("silu", "gelu")
-
-
-def _jax_rows(name, f, args, cot, nb_f, nb_b):
-  def fwd_bwd(state):
-    args, cot = state
-    y, vjp = jax.vjp(f, *args)
-    return y, vjp(cot)
-
-  try:
-    t_f = time_jax_chained(lambda a: f(*a), args)
-    t_fb = time_jax_chained(fwd_bwd, (args, cot))
-    b_f = timing.busy_jax(jax.jit(lambda a: f(*a)), args)
-    b_fb = timing.busy_jax(jax.jit(fwd_bwd), (args, cot))
-  except Exception as e:  # noqa: BLE001 - reported in the table
-    return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return memory_bound.direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
-
-
-def _torch_rows(make_fn, args, cot, nb_f, nb_b):
-  try:
-    import torch
-
-    if not torch.cuda.is_available():
-      return []
-    to = lambda a: (
-      torch.from_numpy(np.array(a.astype(jnp.float32)))
-      .cuda()
-      .to(getattr(torch, np.dtype(a.dtype).name))
-    )
-    targs = [to(a) for a in args]
-    tcot = to(cot)
-    fn = make_fn(torch)
-    with torch.no_grad():
-      t_f = time_torch(lambda: fn(*targs))
-      b_f = timing.busy_torch(lambda: fn(*targs))
-    gargs = [a.clone().requires_grad_(True) for a in targs]
-
-    def fb():
-      fn(*gargs).backward(tcot)
-      for a in gargs:
-        a.grad = None
-
-    t_fb = time_torch(fb)
-    b_fb = timing.busy_torch(fb)
-  except Exception as e:  # noqa: BLE001
-    return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return memory_bound.direction_rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
 def _torch_act(torch, name):
@@ -92,11 +45,11 @@ def run(cases=None, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
       cot = jax.random.normal(k[2], (rows, cols), dtype)
       nb_f, nb_b = 2 * rows * cols * item, 3 * rows * cols * item
       f = lambda i: lambda x, b: jaxdnn.bias_act(x, b, activation=act, implementation=i)
-      rs = _jax_rows("jaxdnn", f(None), (x, b), cot, nb_f, nb_b)
+      rs = jax_rows("jaxdnn", f(None), (x, b), cot, nb_f, nb_b)
       if want("xla"):
-        rs += _jax_rows("xla", f("xla"), (x, b), cot, nb_f, nb_b)
+        rs += jax_rows("xla", f("xla"), (x, b), cot, nb_f, nb_b)
       if on_gpu and with_torch and want("torch"):
-        rs += _torch_rows(
+        rs += torch_rows(
           lambda torch: lambda x, b: _torch_act(torch, act)(x + b), (x, b), cot, nb_f, nb_b
         )
       for r in rs:
@@ -110,16 +63,16 @@ def run(cases=None, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
       cot = jax.random.normal(k[1], (rows, cols), dtype)
       nb_f, nb_b = 3 * rows * cols * item, 5 * rows * cols * item
       f = lambda i: lambda x: jaxdnn.glu(x, activation=act, implementation=i)
-      rs = _jax_rows("jaxdnn", f(None), (x,), cot, nb_f, nb_b)
+      rs = jax_rows("jaxdnn", f(None), (x,), cot, nb_f, nb_b)
       if want("xla"):
-        rs += _jax_rows("xla", f("xla"), (x,), cot, nb_f, nb_b)
+        rs += jax_rows("xla", f("xla"), (x,), cot, nb_f, nb_b)
       if on_gpu and with_torch and want("torch"):
 
         def torch_glu(torch):
           a = _torch_act(torch, act)
           return lambda x: x[:, :cols] * a(x[:, cols:])
 
-        rs += _torch_rows(torch_glu, (x,), cot, nb_f, nb_b)
+        rs += torch_rows(torch_glu, (x,), cot, nb_f, nb_b)
       for r in rs:
         r.update(op=f"glu_{act}", case=f"{rows}x2x{cols}", dtype=np.dtype(dtype).name)
       records += rs

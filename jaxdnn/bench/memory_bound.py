@@ -45,6 +45,59 @@ def direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f=None, b_fb=None):
   ]
 
 
+def jax_rows(name, f, args, cot, nb_f, nb_b):
+  """fwd, bwd and fwd+bwd records of f(*args), the backward pulling `cot`
+  (timed host-side and, when asked, GPU-busy); a failure becomes a record."""
+
+  def fwd_bwd(state):
+    args, cot = state
+    y, vjp = jax.vjp(f, *args)
+    return y, vjp(cot)
+
+  try:
+    t_f = timing.time_jax_chained(lambda a: f(*a), args)
+    t_fb = timing.time_jax_chained(fwd_bwd, (args, cot))
+    b_f = timing.busy_jax(jax.jit(lambda a: f(*a)), args)
+    b_fb = timing.busy_jax(jax.jit(fwd_bwd), (args, cot))
+  except Exception as e:  # noqa: BLE001 - reported in the table
+    return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
+  return direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+
+
+def torch_rows(make_fn, args, cot, nb_f, nb_b):
+  """The same records for PyTorch on the GPU: make_fn(torch) -> fn(*tensors);
+  nothing without a CUDA PyTorch."""
+  try:
+    import torch
+
+    if not torch.cuda.is_available():
+      return []
+    import numpy as np
+
+    to = lambda a: (
+      torch.from_numpy(np.array(a.astype(jnp.float32)))
+      .cuda()
+      .to(getattr(torch, np.dtype(a.dtype).name))
+    )
+    targs, tcot = [to(a) for a in args], to(cot)
+    fn = make_fn(torch)
+    with torch.no_grad():
+      t_f = timing.time_torch(lambda: fn(*targs))
+      b_f = timing.busy_torch(lambda: fn(*targs))
+    gargs = [a.clone().requires_grad_(True) for a in targs]
+
+    def fb():
+      fn(*gargs).backward(tcot)
+      for a in gargs:
+        a.grad = None
+
+    t_fb = timing.time_torch(fb)
+    b_fb = timing.busy_torch(fb)
+  except Exception as e:  # noqa: BLE001
+    return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
+  return direction_rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+
+
 def print_table(records, copy_tbps, busy_tbps=None):
   print(f"\nmemory ceiling (read+write, best of the measurements above): {copy_tbps:.2f} TB/s")
   if busy_tbps:

@@ -13,52 +13,11 @@ import numpy as np
 
 import jaxdnn
 from jaxdnn.bench import memory_bound, timing
+from jaxdnn.bench.memory_bound import jax_rows, torch_rows
 from jaxdnn.bench.timing import time_jax_chained, time_torch
 
 # Issue 27's grid: 32768 x {4096, 32768} and 8192 x {32000, 128256, 256000}.
 CASES = [(32768, 4096), (32768, 32768), (8192, 32000), (8192, 128256), (8192, 256000)]
-
-
-def _jax_rows(name, f, x, dy, nb_f, nb_b):
-  def fwd_bwd(state):
-    x, dy = state
-    y, vjp = jax.vjp(f, x)
-    return y, vjp(dy)[0]
-
-  try:
-    t_f = time_jax_chained(f, x)
-    t_fb = time_jax_chained(fwd_bwd, (x, dy))
-    b_f = timing.busy_jax(jax.jit(f), x)
-    b_fb = timing.busy_jax(jax.jit(fwd_bwd), (x, dy))
-  except Exception as e:  # noqa: BLE001 - reported in the table
-    return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return memory_bound.direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
-
-
-def _torch_rows(log, x, dy, nb_f, nb_b):
-  try:
-    import torch
-
-    if not torch.cuda.is_available():
-      return []
-    dtype = getattr(torch, np.dtype(x.dtype).name)
-    tx = torch.from_numpy(np.array(x.astype(jnp.float32))).cuda().to(dtype)
-    tdy = torch.from_numpy(np.array(dy.astype(jnp.float32))).cuda().to(dtype)
-    fwd = (lambda x: torch.log_softmax(x, -1)) if log else (lambda x: torch.softmax(x, -1))
-    with torch.no_grad():
-      t_f = time_torch(lambda: fwd(tx))
-      b_f = timing.busy_torch(lambda: fwd(tx))
-    txg = tx.clone().requires_grad_(True)
-
-    def fb():
-      fwd(txg).backward(tdy)
-      txg.grad = None
-
-    t_fb = time_torch(fb)
-    b_fb = timing.busy_torch(fb)
-  except Exception as e:  # noqa: BLE001
-    return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return memory_bound.direction_rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
 def _loss_jax_rows(name, f, x, labels, nb_f, nb_b):
@@ -114,11 +73,19 @@ def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
       dy = jax.random.normal(k[1], (rows, cols), dtype)
       item = np.dtype(dtype).itemsize
       nb_f, nb_b = 2 * rows * cols * item, 3 * rows * cols * item
-      rs = _jax_rows("jaxdnn", lambda x: op(x), x, dy, nb_f, nb_b)
+      rs = jax_rows("jaxdnn", lambda x: op(x), (x,), dy, nb_f, nb_b)
       if want("xla"):
-        rs += _jax_rows("xla", lambda x: op(x, implementation="xla"), x, dy, nb_f, nb_b)
+        rs += jax_rows("xla", lambda x: op(x, implementation="xla"), (x,), dy, nb_f, nb_b)
       if on_gpu and with_torch and want("torch"):
-        rs += _torch_rows(log, x, dy, nb_f, nb_b)
+        rs += torch_rows(
+          lambda torch: (
+            (lambda x: torch.log_softmax(x, -1)) if log else (lambda x: torch.softmax(x, -1))
+          ),
+          (x,),
+          dy,
+          nb_f,
+          nb_b,
+        )
       for r in rs:
         r.update(
           op="log_softmax" if log else "softmax", case=f"{rows}x{cols}", dtype=np.dtype(dtype).name

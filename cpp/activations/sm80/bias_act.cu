@@ -23,25 +23,17 @@ __global__ void __launch_bounds__(256)
   float b[N];
 #pragma unroll
   for (int e = 0; e < N; ++e) b[e] = bias ? bias[col + e] : 0.0f;
-  const int64_t stride = int64_t(gridDim.y) * blockDim.y;
-  for (int64_t r0 = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r0 < rows; r0 += stride * kUnroll) {
-    typename P::Raw raw[kUnroll];
+  using Raw = typename P::Raw;
+  WalkRows<Raw>(
+      int64_t(blockIdx.y) * blockDim.y + threadIdx.y, rows, int64_t(gridDim.y) * blockDim.y,
+      [&](int64_t r) { return P::Load(x + r * cols + col); },
+      [&](int64_t r, const Raw& raw) {
+        float v[N];
+        P::Unpack(raw, v);
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t r = r0 + k * stride;
-      if (r < rows) raw[k] = P::Load(x + r * cols + col);
-    }
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t r = r0 + k * stride;
-      if (r >= rows) break;
-      float v[N];
-      P::Unpack(raw[k], v);
-#pragma unroll
-      for (int e = 0; e < N; ++e) v[e] = Apply<A>(v[e] + b[e], param);
-      P::Store(y + r * cols + col, v);
-    }
-  }
+        for (int e = 0; e < N; ++e) v[e] = Apply<A>(v[e] + b[e], param);
+        P::Store(y + r * cols + col, v);
+      });
 }
 
 // partials == nullptr: no bias gradient, rows strided over the grid as in
@@ -75,31 +67,21 @@ __global__ void __launch_bounds__(256)
     stride = int64_t(gridDim.y) * blockDim.y;
   }
   if (live) {
-    for (int64_t r0 = first; r0 < last; r0 += stride * kUnroll) {
-      typename P::Raw graw[kUnroll], xraw[kUnroll];
+    using Raw = Loads<typename P::Raw, 2>;
+    WalkRows<Raw>(
+        first, last, stride,
+        [&](int64_t r) { return Raw{{P::Load(dy + r * cols + col), P::Load(x + r * cols + col)}}; },
+        [&](int64_t r, const Raw& raw) {
+          float g[N], v[N];
+          P::Unpack(raw.op[0], g);
+          P::Unpack(raw.op[1], v);
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        const int64_t r = r0 + k * stride;
-        if (r < last) {
-          graw[k] = P::Load(dy + r * cols + col);
-          xraw[k] = P::Load(x + r * cols + col);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        const int64_t r = r0 + k * stride;
-        if (r >= last) break;
-        float g[N], v[N];
-        P::Unpack(graw[k], g);
-        P::Unpack(xraw[k], v);
-#pragma unroll
-        for (int e = 0; e < N; ++e) {
-          v[e] = Backprop<A>(v[e] + b[e], g[e], param);
-          acc[e] += v[e];
-        }
-        P::Store(dx + r * cols + col, v);
-      }
-    }
+          for (int e = 0; e < N; ++e) {
+            v[e] = Backprop<A>(v[e] + b[e], g[e], param);
+            acc[e] += v[e];
+          }
+          P::Store(dx + r * cols + col, v);
+        });
   }
   if (!partials) return;
   // The block's row lanes, added in lane order by lane 0.

@@ -46,6 +46,30 @@ struct Pack {
 // Rows each thread keeps in flight.
 constexpr int kUnroll = 4;
 
+// The raw loads of several operands of one row.
+template <typename Raw, int kOperands>
+struct Loads {
+  Raw op[kOperands];
+};
+
+// use(r, load(r)) for the rows first, first + stride, ... below last, the
+// loads of kUnroll rows issued before any of them is used, so a thread keeps
+// kUnroll rows of loads in flight.
+template <typename Raw, typename Load, typename Use>
+__device__ __forceinline__ void WalkRows(int64_t first, int64_t last, int64_t stride, Load load, Use use) {
+  for (int64_t r0 = first; r0 < last; r0 += stride * kUnroll) {
+    Raw raw[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      if (r0 + k * stride < last) raw[k] = load(r0 + k * stride);
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      if (r0 + k * stride < last) use(r0 + k * stride, raw[k]);
+    }
+  }
+}
+
 inline dim3 Block(const GridPlan& g) { return dim3(unsigned(g.tx), unsigned(g.ty), 1); }
 inline dim3 Grid(const GridPlan& g) { return dim3(unsigned(g.col_blocks), unsigned(g.row_blocks), 1); }
 

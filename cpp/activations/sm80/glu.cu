@@ -16,29 +16,20 @@ __global__ void __launch_bounds__(256)
   constexpr int N = P::N;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col >= cols) return;
-  const int64_t stride = int64_t(gridDim.y) * blockDim.y;
-  for (int64_t r0 = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r0 < rows; r0 += stride * kUnroll) {
-    typename P::Raw vraw[kUnroll], graw[kUnroll];
+  using Raw = Loads<typename P::Raw, 2>;
+  WalkRows<Raw>(
+      int64_t(blockIdx.y) * blockDim.y + threadIdx.y, rows, int64_t(gridDim.y) * blockDim.y,
+      [&](int64_t r) {
+        return Raw{{P::Load(value + r * in_stride + col), P::Load(gate + r * in_stride + col)}};
+      },
+      [&](int64_t r, const Raw& raw) {
+        float v[N], z[N];
+        P::Unpack(raw.op[0], v);
+        P::Unpack(raw.op[1], z);
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t r = r0 + k * stride;
-      if (r < rows) {
-        vraw[k] = P::Load(value + r * in_stride + col);
-        graw[k] = P::Load(gate + r * in_stride + col);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t r = r0 + k * stride;
-      if (r >= rows) break;
-      float v[N], z[N];
-      P::Unpack(vraw[k], v);
-      P::Unpack(graw[k], z);
-#pragma unroll
-      for (int e = 0; e < N; ++e) v[e] *= Apply<A>(z[e], param);
-      P::Store(out + r * cols + col, v);
-    }
-  }
+        for (int e = 0; e < N; ++e) v[e] *= Apply<A>(z[e], param);
+        P::Store(out + r * cols + col, v);
+      });
 }
 
 template <typename T, Act A, bool kVec>
@@ -50,35 +41,27 @@ __global__ void __launch_bounds__(256)
   constexpr int N = P::N;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col >= cols) return;
-  const int64_t stride = int64_t(gridDim.y) * blockDim.y;
-  for (int64_t r0 = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r0 < rows; r0 += stride * kUnroll) {
-    typename P::Raw oraw[kUnroll], vraw[kUnroll], graw[kUnroll];
+  using Raw = Loads<typename P::Raw, 3>;
+  WalkRows<Raw>(
+      int64_t(blockIdx.y) * blockDim.y + threadIdx.y, rows, int64_t(gridDim.y) * blockDim.y,
+      [&](int64_t r) {
+        return Raw{{P::Load(dout + r * cols + col), P::Load(value + r * in_stride + col),
+                    P::Load(gate + r * in_stride + col)}};
+      },
+      [&](int64_t r, const Raw& raw) {
+        float g[N], v[N], z[N];
+        P::Unpack(raw.op[0], g);
+        P::Unpack(raw.op[1], v);
+        P::Unpack(raw.op[2], z);
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t r = r0 + k * stride;
-      if (r < rows) {
-        oraw[k] = P::Load(dout + r * cols + col);
-        vraw[k] = P::Load(value + r * in_stride + col);
-        graw[k] = P::Load(gate + r * in_stride + col);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t r = r0 + k * stride;
-      if (r >= rows) break;
-      float g[N], v[N], z[N], dv[N], dz[N];
-      P::Unpack(oraw[k], g);
-      P::Unpack(vraw[k], v);
-      P::Unpack(graw[k], z);
-#pragma unroll
-      for (int e = 0; e < N; ++e) {
-        dv[e] = g[e] * Apply<A>(z[e], param);
-        dz[e] = Backprop<A>(z[e], g[e] * v[e], param);
-      }
-      P::Store(dvalue + r * in_stride + col, dv);
-      P::Store(dgate + r * in_stride + col, dz);
-    }
-  }
+        for (int e = 0; e < N; ++e) {
+          const float dz = Backprop<A>(z[e], g[e] * v[e], param);
+          v[e] = g[e] * Apply<A>(z[e], param);
+          z[e] = dz;
+        }
+        P::Store(dvalue + r * in_stride + col, v);
+        P::Store(dgate + r * in_stride + col, z);
+      });
 }
 
 }  // namespace
