@@ -187,4 +187,70 @@ ffi::ErrorOr<CrossEntropyBwdArgs> ReadCrossEntropyBwdCall(ffi::RemainingArgs arg
   return p;
 }
 
+namespace {
+
+constexpr const char* kSoftFwd = "jaxdnn soft cross-entropy forward";
+constexpr const char* kSoftBwd = "jaxdnn soft cross-entropy backward";
+
+}  // namespace
+
+ffi::ErrorOr<SoftCrossEntropyFwdArgs> ReadSoftCrossEntropyFwdCall(ffi::RemainingArgs args,
+                                                                  ffi::RemainingRets rets, float smoothing,
+                                                                  float z_loss) {
+  size_t a = 0, r = 0;
+  JAXDNN_TRY(logits, NextArg(args, a, kSoftFwd, "logits"));
+  JAXDNN_CHECK(CheckFloat(logits, kSoftFwd, "logits"));
+  JAXDNN_TRY(targets, NextArg(args, a, kSoftFwd, "targets"));
+  JAXDNN_CHECK(SameAs(logits, targets, kSoftFwd, "targets", true));
+  SoftCrossEntropyFwdArgs p;
+  float** outs[] = {&p.loss, &p.lse, &p.target_sum};
+  const char* names[] = {"loss", "lse", "target_sum"};
+  for (int i = 0; i < 3; ++i) {
+    JAXDNN_TRY(out, NextRet(rets, r, kSoftFwd, names[i]));
+    JAXDNN_CHECK(PerRow(logits, *out, ffi::DataType::F32, kSoftFwd, names[i]));
+    *outs[i] = static_cast<float*>(out->untyped_data());
+  }
+  if (a != args.size() || r != rets.size()) {
+    return ffi::Unexpected(InvalidArg(kSoftFwd, "unexpected number of operands or results"));
+  }
+  JAXDNN_TRY(shape, ShapeOf(logits, kSoftFwd));
+  p.shape = shape;
+  p.dtype = logits.element_type();
+  p.smoothing = smoothing;
+  p.z_loss = z_loss;
+  p.logits = logits.untyped_data();
+  p.targets = targets.untyped_data();
+  return p;
+}
+
+ffi::ErrorOr<SoftCrossEntropyBwdArgs> ReadSoftCrossEntropyBwdCall(ffi::RemainingArgs args,
+                                                                  ffi::RemainingRets rets, float smoothing) {
+  size_t a = 0, r = 0;
+  JAXDNN_TRY(logits, NextArg(args, a, kSoftBwd, "logits"));
+  JAXDNN_CHECK(CheckFloat(logits, kSoftBwd, "logits"));
+  JAXDNN_TRY(targets, NextArg(args, a, kSoftBwd, "targets"));
+  JAXDNN_CHECK(SameAs(logits, targets, kSoftBwd, "targets", true));
+  SoftCrossEntropyBwdArgs p;
+  const float** rows[] = {&p.lse, &p.a, &p.b};
+  const char* names[] = {"lse", "a", "b"};
+  for (int i = 0; i < 3; ++i) {
+    JAXDNN_TRY(in, NextArg(args, a, kSoftBwd, names[i]));
+    JAXDNN_CHECK(PerRow(logits, in, ffi::DataType::F32, kSoftBwd, names[i]));
+    *rows[i] = static_cast<const float*>(in.untyped_data());
+  }
+  JAXDNN_TRY(dlogits, NextRet(rets, r, kSoftBwd, "dlogits"));
+  JAXDNN_CHECK(SameAs(logits, *dlogits, kSoftBwd, "dlogits", true));
+  if (a != args.size() || r != rets.size()) {
+    return ffi::Unexpected(InvalidArg(kSoftBwd, "unexpected number of operands or results"));
+  }
+  JAXDNN_TRY(shape, ShapeOf(logits, kSoftBwd));
+  p.shape = shape;
+  p.dtype = logits.element_type();
+  p.smoothing = smoothing;
+  p.logits = logits.untyped_data();
+  p.targets = targets.untyped_data();
+  p.dlogits = dlogits->untyped_data();
+  return p;
+}
+
 }  // namespace jaxdnn::softmax

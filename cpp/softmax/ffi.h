@@ -14,5 +14,9 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(kCrossEntropyFwdCpu);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kCrossEntropyBwdCpu);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kCrossEntropyFwdCuda);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kCrossEntropyBwdCuda);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kSoftCrossEntropyFwdCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kSoftCrossEntropyBwdCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kSoftCrossEntropyFwdCuda);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kSoftCrossEntropyBwdCuda);
 
 }  // namespace jaxdnn::softmax

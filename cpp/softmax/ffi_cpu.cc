@@ -35,6 +35,20 @@ ffi::Error CeBwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remainin
   return RunCatching("jaxdnn cross-entropy backward", [&] { return CrossEntropyBwdCpu(*p, &pool); });
 }
 
+ffi::Error SoftCeFwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                        float smoothing, float z_loss) {
+  auto p = ReadSoftCrossEntropyFwdCall(args, rets, smoothing, z_loss);
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn soft cross-entropy forward", [&] { return SoftCrossEntropyFwdCpu(*p, &pool); });
+}
+
+ffi::Error SoftCeBwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                        float smoothing) {
+  auto p = ReadSoftCrossEntropyBwdCall(args, rets, smoothing);
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn soft cross-entropy backward", [&] { return SoftCrossEntropyBwdCpu(*p, &pool); });
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kSoftmaxFwdCpu, FwdCpu,
@@ -67,11 +81,25 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kCrossEntropyBwdCpu, CeBwdCpu,
                               ffi::Ffi::Bind().Ctx<ffi::ThreadPool>().RemainingArgs().RemainingRets()
                                   JAXDNN_CE_ATTRS);
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kSoftCrossEntropyFwdCpu, SoftCeFwdCpu,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .RemainingArgs()
+                                  .RemainingRets()
+                                  .Attr<float>("label_smoothing")
+                                  .Attr<float>("z_loss"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    kSoftCrossEntropyBwdCpu, SoftCeBwdCpu,
+    ffi::Ffi::Bind().Ctx<ffi::ThreadPool>().RemainingArgs().RemainingRets().Attr<float>("label_smoothing"));
+
 FamilyExports CpuExports() {
   return {{{"jaxdnn_softmax_fwd", kSoftmaxFwdCpu},
            {"jaxdnn_softmax_bwd", kSoftmaxBwdCpu},
            {"jaxdnn_cross_entropy_fwd", kCrossEntropyFwdCpu},
-           {"jaxdnn_cross_entropy_bwd", kCrossEntropyBwdCpu}},
+           {"jaxdnn_cross_entropy_bwd", kCrossEntropyBwdCpu},
+           {"jaxdnn_soft_cross_entropy_fwd", kSoftCrossEntropyFwdCpu},
+           {"jaxdnn_soft_cross_entropy_bwd", kSoftCrossEntropyBwdCpu}},
           {}};
 }
 

@@ -55,6 +55,22 @@ ffi::Error CeBwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::Remainin
   return Launched(CrossEntropyBwdCuda(*p, stream), *p, "jaxdnn cross-entropy backward");
 }
 
+ffi::Error SoftCeFwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                         float smoothing, float z_loss) {
+  auto p = ReadSoftCrossEntropyFwdCall(args, rets, smoothing, z_loss);
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  return Launched(SoftCrossEntropyFwdCuda(*p, stream), *p, "jaxdnn soft cross-entropy forward");
+}
+
+ffi::Error SoftCeBwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                         float smoothing) {
+  auto p = ReadSoftCrossEntropyBwdCall(args, rets, smoothing);
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  return Launched(SoftCrossEntropyBwdCuda(*p, stream), *p, "jaxdnn soft cross-entropy backward");
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kSoftmaxFwdCuda, FwdCuda,
@@ -91,11 +107,28 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs().RemainingRets() JAXDNN_CE_ATTRS,
     {ffi::Traits::kCmdBufferCompatible});
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kSoftCrossEntropyFwdCuda, SoftCeFwdCuda,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .RemainingArgs()
+                                  .RemainingRets()
+                                  .Attr<float>("label_smoothing")
+                                  .Attr<float>("z_loss"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    kSoftCrossEntropyBwdCuda, SoftCeBwdCuda,
+    ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs().RemainingRets().Attr<float>(
+        "label_smoothing"),
+    {ffi::Traits::kCmdBufferCompatible});
+
 FamilyExports CudaExports() {
   return {{{"jaxdnn_softmax_fwd", kSoftmaxFwdCuda},
            {"jaxdnn_softmax_bwd", kSoftmaxBwdCuda},
            {"jaxdnn_cross_entropy_fwd", kCrossEntropyFwdCuda},
-           {"jaxdnn_cross_entropy_bwd", kCrossEntropyBwdCuda}},
+           {"jaxdnn_cross_entropy_bwd", kCrossEntropyBwdCuda},
+           {"jaxdnn_soft_cross_entropy_fwd", kSoftCrossEntropyFwdCuda},
+           {"jaxdnn_soft_cross_entropy_bwd", kSoftCrossEntropyBwdCuda}},
           {}};
 }
 

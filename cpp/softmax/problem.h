@@ -70,6 +70,35 @@ struct CrossEntropyBwdArgs {
   void* dlogits = nullptr;
 };
 
+// Cross-entropy against probability targets q (a row of the logits' shape
+// and dtype), per row r, eps = label_smoothing, z = z_loss:
+//   q'_j = (1 - eps) q_j + eps / cols,   S = sum q' = (1 - eps) sum q + eps
+//   loss = lse S - sum q'_j x_j + z lse^2        (products taken entry by entry)
+//   dx_j = a_r p_j - b_r q'_j,  a_r = g_r (S + 2 z lse), b_r = g_r
+// The forward also writes sum q (the backward's S); Python forms a and b.
+struct SoftCrossEntropyFwdArgs {
+  SoftmaxShape shape;
+  ffi::DataType dtype;
+  float smoothing = 0.f, z_loss = 0.f;
+  const void* logits = nullptr;
+  const void* targets = nullptr;  // logits' shape and dtype
+  float* loss = nullptr;          // [rows]
+  float* lse = nullptr;           // [rows]
+  float* target_sum = nullptr;    // [rows]
+};
+
+struct SoftCrossEntropyBwdArgs {
+  SoftmaxShape shape;
+  ffi::DataType dtype;
+  float smoothing = 0.f;
+  const void* logits = nullptr;
+  const void* targets = nullptr;
+  const float* lse = nullptr;  // [rows], the forward's
+  const float* a = nullptr;    // [rows]
+  const float* b = nullptr;    // [rows]
+  void* dlogits = nullptr;
+};
+
 // Whether row r's label counts, is ignored, or is invalid.
 enum class LabelKind { kValid, kIgnored, kInvalid };
 JAXDNN_HD LabelKind KindOf(int32_t y, int64_t cols, bool has_ignore, int32_t ignore_index) {
@@ -100,5 +129,14 @@ ffi::ErrorOr<CrossEntropyFwdArgs> ReadCrossEntropyFwdCall(ffi::RemainingArgs arg
                                                           const CrossEntropyAttrs& attrs);
 ffi::ErrorOr<CrossEntropyBwdArgs> ReadCrossEntropyBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
                                                           const CrossEntropyAttrs& attrs);
+
+// Probability targets: forward args logits, targets (one shape and dtype);
+// rets loss, lse, target_sum [...] float32. Backward args logits, targets,
+// lse, a, b; ret dlogits. Attributes: label_smoothing, z_loss (float32).
+ffi::ErrorOr<SoftCrossEntropyFwdArgs> ReadSoftCrossEntropyFwdCall(ffi::RemainingArgs args,
+                                                                  ffi::RemainingRets rets, float smoothing,
+                                                                  float z_loss);
+ffi::ErrorOr<SoftCrossEntropyBwdArgs> ReadSoftCrossEntropyBwdCall(ffi::RemainingArgs args,
+                                                                  ffi::RemainingRets rets, float smoothing);
 
 }  // namespace jaxdnn::softmax

@@ -13,4 +13,5 @@ set(FAMILY_CUDA_SOURCES
   sm90/softmax_bwd.cu
   sm90/softmax_bwd_staged.cu
   sm80/cross_entropy_launch.cu
-  sm90/cross_entropy_vec.cu)
+  sm90/cross_entropy_vec.cu
+  sm80/soft_cross_entropy.cu)

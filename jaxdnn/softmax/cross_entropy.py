@@ -16,7 +16,12 @@ import numpy as np
 
 from jaxdnn import _extension, _platform
 from jaxdnn.softmax import reference
-from jaxdnn.softmax.primitives import cross_entropy_backward, cross_entropy_forward
+from jaxdnn.softmax.primitives import (
+  cross_entropy_backward,
+  cross_entropy_forward,
+  soft_cross_entropy_backward,
+  soft_cross_entropy_forward,
+)
 
 _OP = "softmax_cross_entropy"
 REDUCTIONS = ("mean", "sum", "none")
@@ -64,6 +69,37 @@ def _rows_bwd(static, implementation, res, g):
 _rows.defvjp(_rows_fwd, _rows_bwd)
 
 
+# Probability targets: the forward keeps the loss, the lse and sum(q) per
+# row; the backward writes dlogits = a p - b q' from them, and the targets'
+# own gradient, (1 - smoothing) g (lse - x), where it is asked for.
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _soft_rows(static, implementation, logits, targets):
+  return _soft_fwd(static, implementation, logits, targets)[0]
+
+
+def _soft_fwd(static, implementation, logits, targets):
+  smoothing, z_loss = static
+  loss, lse, qsum = soft_cross_entropy_forward.bind(
+    logits, targets, smoothing=smoothing, z_loss=z_loss, implementation=implementation
+  )
+  return loss, (logits, targets, lse, qsum)
+
+
+def _soft_bwd(static, implementation, res, g):
+  smoothing, z_loss = static
+  logits, targets, lse, qsum = res
+  g = g.astype(jnp.float32)
+  a = g * ((1.0 - smoothing) * qsum + smoothing + 2.0 * z_loss * lse)
+  (dlogits,) = soft_cross_entropy_backward.bind(
+    logits, targets, lse, a, g, smoothing=smoothing, implementation=implementation
+  )
+  dq = ((1.0 - smoothing) * g)[..., None] * (lse[..., None] - logits.astype(jnp.float32))
+  return dlogits, dq.astype(targets.dtype)
+
+
+_soft_rows.defvjp(_soft_fwd, _soft_bwd)
+
+
 def _number(op, name, value, lo, hi):
   if isinstance(value, bool) or not isinstance(value, numbers.Real):
     raise TypeError(f"{op}: {name} must be a Python float, got {type(value).__name__}")
@@ -73,15 +109,20 @@ def _number(op, name, value, lo, hi):
   return value
 
 
-def check_labels(op, labels, shape):
-  """Integer labels of `shape` (the logits' rows)."""
+def check_labels(op, labels, shape, probabilities_allowed=False):
+  """Integer labels of `shape` (the logits' rows), or, where allowed, float
+  probabilities of `shape` plus the classes axis (checked by the caller)."""
   if not hasattr(labels, "shape") or not hasattr(labels, "dtype"):
     raise TypeError(f"{op}: labels must be an integer array, got {type(labels).__name__}")
+  if probabilities_allowed and jnp.issubdtype(labels.dtype, jnp.floating):
+    return
   if not jnp.issubdtype(labels.dtype, jnp.integer):
-    raise TypeError(
-      f"{op}: labels must be integer class indices, got dtype {labels.dtype} "
-      "(probability labels are not supported yet)"
+    kinds = (
+      "integer class indices or float probabilities"
+      if probabilities_allowed
+      else ("integer class indices")
     )
+    raise TypeError(f"{op}: labels must be {kinds}, got dtype {labels.dtype}")
   if tuple(labels.shape) != tuple(shape):
     raise ValueError(
       f"{op}: labels must have logits' shape without the last axis, "
@@ -149,7 +190,9 @@ def softmax_cross_entropy(
   Args:
     logits: [..., classes], float32, bfloat16 or float16 (float64 runs on the
       XLA composition with one warning); at least one class.
-    labels: integer array of logits' shape without the last axis.
+    labels: integer array of logits' shape without the last axis, or float
+      probabilities of logits' shape (cast to logits' dtype; any
+      non-negative weights: not renormalized; no ignore_index).
     label_smoothing: a Python float in [0, 1].
     ignore_index: None, or an int: rows with that label count for nothing
       (loss 0, no gradient, not in the mean's count).
@@ -171,20 +214,36 @@ def softmax_cross_entropy(
     )
   if logits.ndim < 1 or logits.shape[-1] < 1:
     raise ValueError(f"{_OP}: logits need a last axis of at least one class, got {logits.shape}")
-  check_labels(_OP, labels, logits.shape[:-1])
+  check_labels(_OP, labels, logits.shape[:-1], probabilities_allowed=True)
   smoothing, z, ignore_index = check_options(_OP, label_smoothing, z_loss, ignore_index, reduction)
+  soft = jnp.issubdtype(labels.dtype, jnp.floating)
+  if soft:
+    if tuple(labels.shape) != tuple(logits.shape):
+      raise ValueError(
+        f"{_OP}: probability labels must have logits' shape {tuple(logits.shape)}, "
+        f"got {tuple(labels.shape)}"
+      )
+    if ignore_index is not None:
+      raise ValueError(f"{_OP}: ignore_index applies to integer labels, not probabilities")
   impl = _platform.resolve(
     implementation,
     _OP,
     lambda: (
       None
-      if _extension.has_cuda_target("jaxdnn_cross_entropy_fwd")
+      if _extension.has_cuda_target("jaxdnn_soft_cross_entropy_fwd")
       else "this build has no CUDA cross-entropy kernel"
     ),
     no_kernel="float64 logits" if logits.dtype == jnp.float64 else None,
   )
   logits = jnp.asarray(logits)
   labels = jnp.asarray(labels)
+  if soft:
+    targets = labels.astype(logits.dtype)
+    if impl == "xla":
+      loss = reference.soft_cross_entropy(logits, targets, smoothing=smoothing, z_loss=z)
+    else:
+      loss = _soft_rows((smoothing, z), impl, logits, targets)
+    return reduce_rows(loss, labels[..., 0], None, reduction)
   if impl == "xla":
     loss, _ = reference.cross_entropy(
       logits, labels, smoothing=smoothing, z_loss=z, ignore_index=ignore_index

@@ -106,3 +106,58 @@ class CrossEntropyBackward(_CrossEntropyOp):
 
 cross_entropy_forward = CrossEntropyForward()
 cross_entropy_backward = CrossEntropyBackward()
+
+
+class _SoftCrossEntropyOp(FfiOp):
+  """Cross-entropy against probability targets: per-row results over leading dims."""
+
+  def batch(self, args, dims, **params):
+    size = batch_size(args, dims)
+    outs = self.bind(*(to_front(a, d, size) for a, d in zip(args, dims)), **params)
+    return outs, [0] * len(outs)
+
+
+class SoftCrossEntropyForward(_SoftCrossEntropyOp):
+  """logits, targets [..., V] -> loss, lse, target_sum [...] float32."""
+
+  name = "jaxdnn_soft_cross_entropy_fwd"
+  target = "jaxdnn_soft_cross_entropy_fwd"
+
+  def abstract_eval(self, logits, targets, *, smoothing, z_loss, implementation):
+    return [shaped(logits.shape[:-1], np.float32)] * 3
+
+  def ffi_attributes(self, *, smoothing, z_loss, implementation):
+    return dict(label_smoothing=np.float32(smoothing), z_loss=np.float32(z_loss))
+
+  def sharding(self, avals_in, avals_out, **_):
+    logits = avals_in[0]
+    if logits.ndim < 2:
+      return None
+    return LeadingDimsSharding(
+      logits.ndim - 1, 0, (ROW, ROW), (STAT, STAT, STAT), reduces_params=False
+    )
+
+
+class SoftCrossEntropyBackward(_SoftCrossEntropyOp):
+  """logits, targets, lse, a, b -> dlogits = a p - b q' (logits' shape and dtype)."""
+
+  name = "jaxdnn_soft_cross_entropy_bwd"
+  target = "jaxdnn_soft_cross_entropy_bwd"
+
+  def abstract_eval(self, logits, targets, lse, a, b, *, smoothing, implementation):
+    return [shaped(logits.shape, logits.dtype)]
+
+  def ffi_attributes(self, *, smoothing, implementation):
+    return dict(label_smoothing=np.float32(smoothing))
+
+  def sharding(self, avals_in, avals_out, **_):
+    logits = avals_in[0]
+    if logits.ndim < 2:
+      return None
+    return LeadingDimsSharding(
+      logits.ndim - 1, 0, (ROW, ROW, STAT, STAT, STAT), (ROW,), reduces_params=False
+    )
+
+
+soft_cross_entropy_forward = SoftCrossEntropyForward()
+soft_cross_entropy_backward = SoftCrossEntropyBackward()

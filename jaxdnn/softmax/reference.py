@@ -44,3 +44,23 @@ def cross_entropy(logits, labels, *, smoothing=0.0, z_loss=0.0, ignore_index=Non
   if ignore_index is not None:
     loss = jnp.where(labels == ignore_index, 0.0, loss)
   return loss, lse
+
+
+def soft_cross_entropy(logits, targets, *, smoothing=0.0, z_loss=0.0):
+  """Per-row loss against probability targets (float32; float64 for float64),
+  by the formula of cpp/softmax/problem.h: lse * sum(q') - sum(q' * x) +
+  z_loss * lse**2 with q' = (1 - smoothing) q + smoothing / classes, the
+  products taken entry by entry (a -inf logit with no target mass is NaN,
+  as optax's -sum(q * log_softmax(x)) is)."""
+  acc = jnp.float64 if logits.dtype == jnp.float64 else jnp.float32
+  x = logits.astype(acc)
+  q = targets.astype(logits.dtype).astype(acc)
+  classes = x.shape[-1]
+  m = jax.lax.stop_gradient(jnp.max(x, -1, keepdims=True))
+  lse = (m + jnp.log(jnp.sum(jnp.exp(x - m), -1, keepdims=True)))[..., 0]
+  keep = 1.0 - smoothing
+  total = keep * jnp.sum(q, -1) + smoothing
+  qx = keep * jnp.sum(q * x, -1)
+  if smoothing:
+    qx = qx + (smoothing / classes) * jnp.sum(x, -1)
+  return lse * total - qx + z_loss * lse * lse

@@ -1,6 +1,7 @@
 """softmax_cross_entropy under the conformance checks (per-row losses), and
 against optax and the oracle: reductions, label smoothing, z-loss,
-ignore_index (all ignored too), invalid labels, extreme logits, errors."""
+ignore_index (all ignored too), invalid labels, extreme logits, errors;
+probability labels (against optax and the oracle, their own gradient too)."""
 
 import jax
 import jax.numpy as jnp
@@ -140,7 +141,9 @@ def test_errors_name_the_argument():
     (dict(logits=[1.0]), TypeError, "logits must be an array"),
     (dict(logits=jnp.ones((2, 3), jnp.int32)), TypeError, "logits must be float"),
     (dict(logits=jnp.ones((2, 0))), ValueError, "at least one class"),
-    (dict(labels=jnp.array([0.0, 1.0])), TypeError, "labels must be integer"),
+    (dict(labels=jnp.array([0.0, 1.0])), ValueError, "probability labels must have"),
+    (dict(labels=jnp.ones((2, 3), bool)), TypeError, "labels must be integer class indices or"),
+    (dict(labels=jnp.ones((2, 3)) / 3, ignore_index=0), ValueError, "ignore_index applies"),
     (dict(labels=jnp.array([0, 1, 2])), ValueError, "labels must have logits' shape"),
     (dict(label_smoothing=1.5), ValueError, "label_smoothing must be in"),
     (dict(label_smoothing="a"), TypeError, "label_smoothing must be a Python float"),
@@ -154,3 +157,74 @@ def test_errors_name_the_argument():
     kw = dict(logits=x, labels=y) | change
     with pytest.raises(error, match=match):
       jaxdnn.softmax_cross_entropy(kw.pop("logits"), kw.pop("labels"), **kw)
+
+
+def soft_per_row(logits, targets, implementation=None):
+  return jaxdnn.softmax_cross_entropy(
+    logits,
+    targets,
+    label_smoothing=0.1,
+    z_loss=1e-3,
+    reduction="none",
+    implementation=implementation,
+  )
+
+
+def soft_inputs(rng, shape, dtype):
+  logits = normal(rng, shape, dtype, scale=3.0)
+  t = rng.random(shape, dtype=np.float32) ** 3
+  return logits, jnp.asarray(t / t.sum(-1, keepdims=True), dtype)
+
+
+class TestSoftCrossEntropy(ConformanceSuite):
+  spec = OpSpec(
+    name="softmax_cross_entropy(probabilities)",
+    fn=soft_per_row,
+    make_inputs=soft_inputs,
+    shapes=SHAPES,
+    grad_shapes=[(4, 3), (7, 1000), (2, 3, 65)],
+    tol=tol,
+    grad_tol=grad_tol,
+    fwd_target="jaxdnn_soft_cross_entropy_fwd",
+    bwd_target="jaxdnn_soft_cross_entropy_bwd",
+    small_shape=(5, 40),
+    check_grads_shape=(3, 7),
+    diff_argnums=(0, 1),
+    data_argnums=(0, 1),
+    sharded=Sharded(
+      mesh_shape=(2, 2),
+      axis_names=("data", "model"),
+      shape=(8, 6, 64),
+      in_specs=(P("data", "model", None), P("data", "model", None)),
+      out_specs=(P("data", "model"),),
+      bwd_all_reduce=False,
+    ),
+  )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_probability_labels_match_optax(reduction):
+  optax = pytest.importorskip("optax")
+  x = rand((6, 37))
+  q = jax.nn.softmax(rand((6, 37), seed=5))
+  want = optax.softmax_cross_entropy(x, q)
+  want = {"mean": jnp.mean(want), "sum": jnp.sum(want), "none": want}[reduction]
+  got = jaxdnn.softmax_cross_entropy(x, q, reduction=reduction)
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6, atol=2e-6)
+  f = lambda ce: jax.grad(lambda x, q: jnp.sum(ce(x, q) * jnp.arange(6.0)), (0, 1))(x, q)
+  ours = f(lambda x, q: jaxdnn.softmax_cross_entropy(x, q, reduction="none"))
+  theirs = f(optax.softmax_cross_entropy)
+  for a, b in zip(ours, theirs):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+
+def test_one_hot_labels_equal_integer_labels():
+  x, y = rand((9, 130)), labels_for((9, 130))
+  q = jax.nn.one_hot(y, 130)
+  for kw in ({}, {"label_smoothing": 0.2, "z_loss": 1e-2}):
+    a = jaxdnn.softmax_cross_entropy(x, q, reduction="none", **kw)
+    b = jaxdnn.softmax_cross_entropy(x, y, reduction="none", **kw)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+    ga = jax.grad(lambda x: jaxdnn.softmax_cross_entropy(x, q, **kw))(x)
+    gb = jax.grad(lambda x: jaxdnn.softmax_cross_entropy(x, y, **kw))(x)
+    np.testing.assert_allclose(np.asarray(ga), np.asarray(gb), atol=1e-6)

@@ -80,7 +80,58 @@ void BwdRows(const CrossEntropyBwdArgs& p, ffi::ThreadPool* pool) {
   });
 }
 
+template <typename T>
+void SoftFwdRows(const SoftCrossEntropyFwdArgs& p, ffi::ThreadPool* pool) {
+  const int64_t cols = p.shape.cols;
+  const T* x = static_cast<const T*>(p.logits);
+  const T* q = static_cast<const T*>(p.targets);
+  const float keep = 1.0f - p.smoothing, spread = p.smoothing / float(cols);
+  ForEachRow(p.shape, pool, [&](int64_t r) {
+    const int64_t off = r * cols;
+    float lse, total;
+    RowStats(x + off, cols, &lse, &total);
+    float qsum = 0.0f, qx = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float t = ToFloat(q[off + j]);
+      qsum += t;
+      qx += t * ToFloat(x[off + j]);
+    }
+    const float s = keep * qsum + p.smoothing;
+    // The smoothing term only when smoothing: a -inf logit makes 0 * sum NaN.
+    const float sx = keep * qx + (p.smoothing != 0.0f ? spread * total : 0.0f);
+    p.lse[r] = lse;
+    p.target_sum[r] = qsum;
+    p.loss[r] = lse * s - sx + p.z_loss * lse * lse;
+  });
+}
+
+template <typename T>
+void SoftBwdRows(const SoftCrossEntropyBwdArgs& p, ffi::ThreadPool* pool) {
+  const int64_t cols = p.shape.cols;
+  const T* x = static_cast<const T*>(p.logits);
+  const T* q = static_cast<const T*>(p.targets);
+  T* dx = static_cast<T*>(p.dlogits);
+  const float keep = 1.0f - p.smoothing, spread = p.smoothing / float(cols);
+  ForEachRow(p.shape, pool, [&](int64_t r) {
+    const int64_t off = r * cols;
+    const float a = p.a[r], b = p.b[r], lse = p.lse[r];
+    for (int64_t j = 0; j < cols; ++j) {
+      const float prob = std::exp(ToFloat(x[off + j]) - lse);
+      dx[off + j] = FromFloat<T>(a * prob - b * (keep * ToFloat(q[off + j]) + spread));
+    }
+  });
+}
+
 }  // namespace
+
+ffi::Error SoftCrossEntropyFwdCpu(const SoftCrossEntropyFwdArgs& p, ffi::ThreadPool* pool) {
+  return ByDtype(p.dtype, p.shape, "jaxdnn soft cross-entropy forward",
+                 [&](auto t) { SoftFwdRows<decltype(t)>(p, pool); });
+}
+ffi::Error SoftCrossEntropyBwdCpu(const SoftCrossEntropyBwdArgs& p, ffi::ThreadPool* pool) {
+  return ByDtype(p.dtype, p.shape, "jaxdnn soft cross-entropy backward",
+                 [&](auto t) { SoftBwdRows<decltype(t)>(p, pool); });
+}
 
 ffi::Error CrossEntropyFwdCpu(const CrossEntropyFwdArgs& p, ffi::ThreadPool* pool) {
   return ByDtype(p.dtype, p.shape, "jaxdnn cross-entropy forward",

@@ -8,5 +8,7 @@ namespace jaxdnn::softmax {
 
 ffi::Error CrossEntropyFwdCpu(const CrossEntropyFwdArgs& p, ffi::ThreadPool* pool);
 ffi::Error CrossEntropyBwdCpu(const CrossEntropyBwdArgs& p, ffi::ThreadPool* pool);
+ffi::Error SoftCrossEntropyFwdCpu(const SoftCrossEntropyFwdArgs& p, ffi::ThreadPool* pool);
+ffi::Error SoftCrossEntropyBwdCpu(const SoftCrossEntropyBwdArgs& p, ffi::ThreadPool* pool);
 
 }  // namespace jaxdnn::softmax

@@ -9,5 +9,7 @@ namespace jaxdnn::softmax {
 
 cudaError_t CrossEntropyFwdCuda(const CrossEntropyFwdArgs& p, cudaStream_t stream);
 cudaError_t CrossEntropyBwdCuda(const CrossEntropyBwdArgs& p, cudaStream_t stream);
+cudaError_t SoftCrossEntropyFwdCuda(const SoftCrossEntropyFwdArgs& p, cudaStream_t stream);
+cudaError_t SoftCrossEntropyBwdCuda(const SoftCrossEntropyBwdArgs& p, cudaStream_t stream);
 
 }  // namespace jaxdnn::softmax
