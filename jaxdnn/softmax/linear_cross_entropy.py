@@ -224,7 +224,7 @@ def linear_cross_entropy(
       if _extension.has_cuda_target("jaxdnn_cross_entropy_fwd")
       else "this build has no CUDA cross-entropy kernel"
     ),
-    no_kernel="float64 inputs" if hidden.dtype == jnp.float64 else None,
+    no_kernel="a float64 hidden" if hidden.dtype == jnp.float64 else None,
   )
   if impl == "xla":
     logits = _logits(hidden, weight, bias)

@@ -172,3 +172,118 @@ FUZZ_OPS["softmax_cross_entropy"] = FuzzOp(
   fn=jaxdnn.softmax_cross_entropy,
   oracle=cross_entropy_oracle,
 )
+
+
+def soft_cross_entropy_oracle(logits, labels, label_smoothing=0.0, z_loss=0.0, reduction="mean"):
+  x = np.asarray(logits, np.float64)
+  q = np.asarray(jnp.asarray(labels).astype(jnp.asarray(logits).dtype), np.float64)
+  eps, classes = label_smoothing, x.shape[-1]
+  with np.errstate(all="ignore"):
+    m = x.max(-1, keepdims=True, initial=-np.inf)
+    lse = (m + np.log(np.exp(x - m).sum(-1, keepdims=True)))[..., 0]
+    qx = (1 - eps) * (q * x).sum(-1) + (eps / classes * x.sum(-1) if eps else 0.0)
+    loss = lse * ((1 - eps) * q.sum(-1) + eps) - qx + z_loss * lse * lse
+  if reduction == "none":
+    return loss
+  return loss.sum() if reduction == "sum" else loss.mean()
+
+
+def soft_cross_entropy_cases():
+  x = rand((4, 13), lo=-4.0, hi=4.0)
+  q = np.random.default_rng(3).random((4, 13))
+  q = jnp.asarray(q / q.sum(-1, keepdims=True), jnp.float32)
+  base = dict(logits=x, labels=q)
+  cases = []
+
+  def add(name, arg, **changes):
+    cases.append((name, arg, base | changes))
+
+  add("labels probabilities", "labels")
+  add("labels one-hot", "labels", labels=jnp.eye(13)[jnp.arange(4)])
+  add("labels bfloat16", "labels", labels=q.astype(jnp.bfloat16))
+  add("labels float64", "labels", labels=q.astype(jnp.float64))
+  add("labels unnormalized", "labels", labels=q * 3)
+  add("labels wrong shape", "labels", labels=q[:, :5])
+  add("labels nan", "labels", labels=q.at[0, 0].set(jnp.nan))
+  add("labels with ignore_index", "ignore_index", ignore_index=0)
+  add("logits bfloat16", "logits", logits=x.astype(jnp.bfloat16))
+  add("logits nan", "logits", logits=x.at[1, 3].set(jnp.nan))
+  add("logits large", "logits", logits=x * 1e4)
+  add("logits one class", "logits", logits=rand((4, 1)), labels=jnp.ones((4, 1)))
+  add("logits long rows", "logits", logits=rand((2, 70000)), labels=jnp.full((2, 70000), 1 / 70000))
+  add("label_smoothing", "label_smoothing", label_smoothing=0.3)
+  add("z_loss", "z_loss", z_loss=1e-2)
+  for v in ("mean", "sum", "none"):
+    add(f"reduction {v}", "reduction", reduction=v)
+  return cases
+
+
+FUZZ_OPS["softmax_cross_entropy(probabilities)"] = FuzzOp(
+  cases=lambda impl: soft_cross_entropy_cases(),
+  inputs=("logits", "labels"),
+  fn=jaxdnn.softmax_cross_entropy,
+  oracle=soft_cross_entropy_oracle,
+)
+
+
+def linear_cross_entropy_oracle(hidden, weight, labels, bias=None, chunk_size=None, **kw):
+  logits = np.asarray(hidden, np.float64) @ np.asarray(weight, np.float64)
+  if bias is not None:
+    logits = logits + np.asarray(bias, np.float64)
+  logits = np.asarray(jnp.asarray(logits, jnp.float32).astype(jnp.asarray(hidden).dtype))
+  return cross_entropy_oracle(
+    logits.reshape(-1, logits.shape[-1]), np.asarray(labels).reshape(-1), **kw
+  )
+
+
+def linear_cross_entropy_cases():
+  h = rand((6, 8), lo=-1.0, hi=1.0)
+  w = rand((8, 11), lo=-1.0, hi=1.0)
+  y = jnp.asarray(np.random.default_rng(4).integers(0, 11, size=6), jnp.int32)
+  base = dict(hidden=h, weight=w, labels=y)
+  cases = []
+
+  def add(name, arg, **changes):
+    cases.append((name, arg, base | changes))
+
+  for bad, label in ((None, "none"), ("h", "str"), (3.0, "scalar")):
+    add(f"hidden {label}", "hidden", hidden=bad)
+  add("hidden int32", "hidden", hidden=jnp.ones((6, 8), jnp.int32))
+  add("hidden bfloat16", "weight", hidden=h.astype(jnp.bfloat16), weight=w.astype(jnp.bfloat16))
+  add("hidden float64", "hidden", hidden=h.astype(jnp.float64), weight=w.astype(jnp.float64))
+  add("hidden rank 3", "hidden", hidden=h.reshape(2, 3, 8), labels=y.reshape(2, 3))
+  add("hidden nan", "hidden", hidden=h.at[0, 0].set(jnp.nan))
+  add("weight transposed", "weight", weight=w.T)
+  add("weight other dtype", "weight", weight=w.astype(jnp.bfloat16))
+  add("weight rank 1", "weight", weight=w[:, 0])
+  add("weight one class", "weight", weight=w[:, :1], labels=jnp.zeros(6, jnp.int32))
+  add("bias", "bias", bias=rand((11,)))
+  add("bias wrong length", "bias", bias=rand((8,)))
+  add("labels float", "labels", labels=y.astype(jnp.float32))
+  add("labels wrong shape", "labels", labels=y[:4])
+  add("labels past classes", "labels", labels=y.at[0].set(11))
+  add("ignore_index", "ignore_index", ignore_index=int(y[0]))
+  add("ignore_index every row", "ignore_index", ignore_index=-1, labels=jnp.full((6,), -1))
+  add("label_smoothing", "label_smoothing", label_smoothing=0.2)
+  add("z_loss", "z_loss", z_loss=1e-3)
+  for v in ("mean", "sum", "none"):
+    add(f"reduction {v}", "reduction", reduction=v)
+  for v, label in (
+    (0, "0"),
+    (-1, "negative"),
+    (2.5, "float"),
+    (True, "bool"),
+    (4, "4"),
+    (100, "100"),
+  ):
+    add(f"chunk_size {label}", "chunk_size", chunk_size=v)
+  add("implementation bad", "implementation", implementation="triton")
+  return cases
+
+
+FUZZ_OPS["linear_cross_entropy"] = FuzzOp(
+  cases=lambda impl: linear_cross_entropy_cases(),
+  inputs=("hidden", "weight", "labels"),
+  fn=jaxdnn.linear_cross_entropy,
+  oracle=linear_cross_entropy_oracle,
+)
