@@ -10,4 +10,5 @@ FAMILIES = (
   "attention",
   "softmax",
   "activations",
+  "cnn_norms",
 )

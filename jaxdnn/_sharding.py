@@ -4,8 +4,9 @@ Each operand and result has a role:
   "row"    [*lead, D]        rows split across devices, D kept whole;
   "stat"   [*lead]           one value per row;
   "param"  [*lead[:g], D]    per-group parameters (g = 0: shared by all rows);
-  "row'"   [*lead, E]        rows like "row" with another width (a GLU's
-                             output is half its split input's).
+  "row:e"  [*lead, E]        rows like "row" with another width, factor
+                             named e (a GLU's output is half its split
+                             input's; per-sample group statistics).
 A "param" *result* of a reducing op (a parameter gradient) is a sum over the
 rows, so each shard computes its part and a psum over the row-sharding mesh
 axes completes it. Nothing else communicates: sharded rows stay in place.
@@ -19,7 +20,15 @@ import jax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-ROW, STAT, PARAM, ROW_ALT = "row", "stat", "param", "row'"
+ROW, STAT, PARAM = "row", "stat", "param"
+
+
+def row_of(factor: str) -> str:
+  """The role of rows whose last dim has its own width (factor name)."""
+  return f"row:{factor}"
+
+
+ROW_ALT = row_of("e")
 
 
 @dataclass(frozen=True)
@@ -36,8 +45,8 @@ class LeadingDimsSharding:
       return lead + ["d"]
     if role == STAT:
       return lead
-    if role == ROW_ALT:
-      return lead + ["e"]
+    if role.startswith("row:"):
+      return lead + [role[4:]]
     return lead[: self.n_groups] + ["d"]
 
   def rule(self) -> str:
@@ -46,9 +55,11 @@ class LeadingDimsSharding:
     return f"{lhs} -> {rhs}"
 
   def need_replication_factors(self) -> tuple:
-    # Listed in the order the rule first names them (Shardy wants them sorted).
+    # Every factor but the leading dims, in the order the rule first names
+    # them (Shardy wants them sorted).
     names = self.rule().replace(",", " ").replace("->", " ").split()
-    return tuple(f for f in dict.fromkeys(names) if f in ("d", "e"))
+    lead = {f"r{i}" for i in range(self.n_lead)}
+    return tuple(f for f in dict.fromkeys(names) if f not in lead)
 
   def _lead_spec(self, mesh, arg_shapes):
     # Rows follow the first "row" operand; the normalized dim never splits.
@@ -59,7 +70,7 @@ class LeadingDimsSharding:
     return spec[: self.n_lead]
 
   def _spec(self, role, lead):
-    if role in (ROW, ROW_ALT):
+    if role == ROW or role.startswith("row:"):
       return P(*lead, None)
     if role == STAT:
       return P(*lead)

@@ -2,7 +2,7 @@
 // checking every shape and dtype so that a malformed call fails with a message.
 #include <string>
 
-#include "activations/activation.h"
+#include "common/activation.h"
 #include "activations/problem.h"
 #include "common/call_frame.h"
 

@@ -1,5 +1,5 @@
 """The activations jaxdnn fuses: names (jax.nn's), the codes the kernels
-take (cpp/activations/activation.h) and their float32 definitions, which are
+take (cpp/common/activation.h) and their float32 definitions, which are
 jax.nn's, so the "xla" implementation and the oracle are jax.nn itself."""
 
 from __future__ import annotations

@@ -205,3 +205,15 @@ def test_float64_falls_back_with_a_warning():
       y = jaxdnn.bias_act(x, activation="silu")
     assert y.dtype == jnp.float64
     assert_close(y, jax.nn.silu(x), 1e-12)
+
+
+@pytest.mark.skipif(not jaxdnn.has_cuda_kernels(), reason="built without the CUDA extension")
+def test_plan_sizes_the_bias_gradient_workspace():
+  from jaxdnn import _extension
+
+  q = lambda rows, cols, itemsize=2: _extension.plan_query(
+    "bias_act_bwd_partials", rows=rows, cols=cols, itemsize=itemsize
+  )
+  assert q(32768, 4096) == 66  # one wave of 16 column blocks x 66 row chunks
+  assert q(100, 768) == 4  # chunks of at least 32 rows
+  assert q(7, 3, 4) == 1

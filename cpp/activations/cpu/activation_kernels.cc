@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "activations/activation.h"
+#include "common/activation.h"
 #include "common/cpu_parallel.h"
 #include "common/host_half.h"
 

@@ -8,7 +8,7 @@
 
 #include <type_traits>
 
-#include "activations/activation.h"
+#include "common/activation.h"
 #include "activations/plan.h"
 #include "common/cuda_vec.cuh"
 #include "common/ffi_util.h"

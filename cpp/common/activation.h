@@ -1,5 +1,5 @@
-// The activations jaxdnn fuses (bias_act, glu), shared by the CPU and CUDA
-// kernels, in float32 with jax.nn's definitions, including where NaN goes:
+// The activations jaxdnn fuses (bias_act, glu, the CNN norms), shared by the
+// CPU and CUDA kernels, in float32 with jax.nn's definitions, including where NaN goes:
 // Apply(x) is the function, Backprop(x, g) the gradient g * f'(x) as JAX
 // differentiates jax.nn's definition (relu's select gives 0, not NaN, for
 // x <= 0 whatever g is).
@@ -11,7 +11,7 @@
 
 #include "common/host_device.h"
 
-namespace jaxdnn::activations {
+namespace jaxdnn {
 
 // Codes shared with jaxdnn/activations/kinds.py.
 enum class Act : int32_t {
@@ -107,4 +107,4 @@ bool ByAct(int32_t act, Fn&& fn) {
   return false;
 }
 
-}  // namespace jaxdnn::activations
+}  // namespace jaxdnn

@@ -1,0 +1,48 @@
+// XLA FFI handlers for the CPU CNN norms: decode the call frame, run the kernel.
+#include "cnn_norms/cpu/group_norm_kernels.h"
+#include "cnn_norms/ffi.h"
+#include "common/ffi_registry.h"
+
+namespace jaxdnn::cnn_norms {
+namespace {
+
+GroupNormAttrs Attrs(int64_t groups, float epsilon, int32_t act, float param, int32_t residual) {
+  return {groups, epsilon, act, param, residual != 0};
+}
+
+ffi::Error Fwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
+               int64_t groups, float epsilon, int32_t act, float param, int32_t residual) {
+  auto p = ReadGroupNormFwdCall(args, rets, channels, Attrs(groups, epsilon, act, param, residual));
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn group_norm forward", [&] { return GroupNormFwdCpu(*p, &pool); });
+}
+
+ffi::Error Bwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
+               int64_t groups, float epsilon, int32_t act, float param, int32_t residual) {
+  auto p = ReadGroupNormBwdCall(args, rets, channels, Attrs(groups, epsilon, act, param, residual));
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn group_norm backward", [&] { return GroupNormBwdCpu(*p, &pool); });
+}
+
+}  // namespace
+
+#define JAXDNN_GN_BIND           \
+  ffi::Ffi::Bind()               \
+      .Ctx<ffi::ThreadPool>()    \
+      .RemainingArgs()           \
+      .RemainingRets()           \
+      .Attr<int64_t>("channels") \
+      .Attr<int64_t>("groups")   \
+      .Attr<float>("epsilon")    \
+      .Attr<int32_t>("act")      \
+      .Attr<float>("param")      \
+      .Attr<int32_t>("residual")
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormFwdCpu, Fwd, JAXDNN_GN_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormBwdCpu, Bwd, JAXDNN_GN_BIND);
+
+FamilyExports CpuExports() {
+  return {{{"jaxdnn_group_norm_fwd", kGroupNormFwdCpu}, {"jaxdnn_group_norm_bwd", kGroupNormBwdCpu}}, {}};
+}
+
+}  // namespace jaxdnn::cnn_norms

@@ -1,0 +1,73 @@
+// The CNN norms' problems, shared by the CPU and CUDA paths. GroupNorm (and
+// InstanceNorm, one channel a group) over channels-last x viewed as
+// [N, S, C] (S the spatial positions), G groups of C / G channels: per
+// sample n and group g, over its S x C / G entries, in float32,
+//   mean, rstd = 1 / sqrt(var + epsilon)        (var biased, two-pass)
+//   xhat = (x - mean) rstd,  z = xhat scale[n, c] + bias[n, c] (+ residual)
+//   y = act(z)
+// and the backward, dz = act'(z) dy (the residual's gradient),
+//   dscale[n, c] = sum_s dz xhat, dbias[n, c] = sum_s dz  (per sample: Python
+//   sums over n, so vmap and per-example parameters come for free)
+//   dxhat = dz scale,  dx = rstd (dxhat - mean_g(dxhat) - xhat mean_g(dxhat xhat)).
+// The parameters are per sample ([N, C], float32; Python broadcasts shared ones).
+#pragma once
+
+#include <cstdint>
+
+#include "common/ffi_util.h"
+
+namespace jaxdnn::cnn_norms {
+
+struct GroupShape {
+  int64_t samples = 0, positions = 0, channels = 0, groups = 1;
+  int64_t per_group() const { return channels / groups; }
+};
+
+struct GroupNormAttrs {
+  int64_t groups = 1;
+  float epsilon = 1e-5f;
+  int32_t act = 0;  // common/activation.h's Act
+  float param = 0.f;
+  bool has_residual = false;
+};
+
+struct GroupNormFwdArgs {
+  GroupShape shape;
+  ffi::DataType dtype;
+  GroupNormAttrs attrs;
+  const void* x = nullptr;
+  const float* scale = nullptr;  // [N, C]
+  const float* bias = nullptr;   // [N, C]
+  const void* residual = nullptr;
+  void* y = nullptr;
+  float* mean = nullptr;  // [N, G]
+  float* rstd = nullptr;  // [N, G]
+};
+
+struct GroupNormBwdArgs {
+  GroupShape shape;
+  ffi::DataType dtype;
+  GroupNormAttrs attrs;
+  const void* dy = nullptr;
+  const void* x = nullptr;
+  const float* scale = nullptr;
+  const float* bias = nullptr;
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
+  const void* residual = nullptr;
+  void* dx = nullptr;
+  float* dscale = nullptr;  // [N, C]
+  float* dbias = nullptr;   // [N, C]
+  void* dresidual = nullptr;
+};
+
+// Buffer order (the Python primitives follow it); x is [N, S * C] and the
+// attributes carry channels (C) and groups (G):
+//   forward  args: x, scale, bias, [residual]                  rets: y, mean, rstd
+//   backward args: dy, x, scale, bias, mean, rstd, [residual]  rets: dx, dscale, dbias, [dresidual]
+ffi::ErrorOr<GroupNormFwdArgs> ReadGroupNormFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                                    int64_t channels, const GroupNormAttrs& attrs);
+ffi::ErrorOr<GroupNormBwdArgs> ReadGroupNormBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                                    int64_t channels, const GroupNormAttrs& attrs);
+
+}  // namespace jaxdnn::cnn_norms
