@@ -77,6 +77,7 @@ class Sharded:
   in_specs: tuple  # a PartitionSpec per input (P() = replicated)
   out_specs: tuple  # the PartitionSpec each output leaf must keep
   bwd_all_reduce: bool  # whether the backward sums over shards (shared parameters)
+  fwd_all_reduce: bool = False  # whether the forward sums over shards (batch statistics)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -437,7 +438,10 @@ class ConformanceSuite:
     text = fwd.lower(*sharded).compile().as_text()
     assert self.spec.fwd_target in custom_call_targets(text)
     moved = collectives(text)
-    assert not moved, moved  # not even an all-reduce: rows never meet in the forward
+    # Rows never meet in the forward (but where the op reduces over them,
+    # as batch statistics do, in all-reduces only).
+    assert not moved & set(MOVES), moved
+    assert ("all-reduce" in moved) == self.spec.sharded.fwd_all_reduce, moved
 
   def test_sharded_backward(self, rng):
     mesh, put, args, sharded = self._sharded_case(rng)

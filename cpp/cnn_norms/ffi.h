@@ -1,5 +1,5 @@
-// Handler symbols of the CNN norms family (the group norm), one per
-// direction and platform.
+// Handler symbols of the CNN norms family (the group norm and the BatchNorm
+// steps), one per step and platform.
 #pragma once
 
 #include "xla/ffi/api/ffi.h"
@@ -8,5 +8,9 @@ namespace jaxdnn::cnn_norms {
 
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kGroupNormFwdCpu);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kGroupNormBwdCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kBatchNormStatsCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kBatchNormApplyCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kBatchNormBwdReduceCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kBatchNormBwdApplyCpu);
 
 }  // namespace jaxdnn::cnn_norms

@@ -3,6 +3,8 @@
 set(FAMILY_CPU_SOURCES
   call_frame.cc
   ffi_cpu.cc
-  cpu/group_norm_kernels.cc)
+  cpu/group_norm_kernels.cc
+  batch_norm_call_frame.cc
+  cpu/batch_norm_kernels.cc)
 set(FAMILY_CUDA_SOURCES
   ffi_cuda.cc)

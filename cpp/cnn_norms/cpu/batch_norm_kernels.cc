@@ -1,0 +1,151 @@
+// The BatchNorm steps on the CPU. Column sums run over fixed chunks of rows,
+// one work item each writing its own partial rows, added in chunk order in
+// double: the same bits whatever the threads. The elementwise steps run
+// over the same chunks.
+#include "cnn_norms/cpu/batch_norm_kernels.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/activation.h"
+#include "common/cpu_parallel.h"
+#include "common/host_half.h"
+
+namespace jaxdnn::cnn_norms {
+namespace {
+
+constexpr int64_t kChunkRows = 256;
+
+template <typename Fn>
+ffi::Error Dispatch(ffi::DataType dtype, int32_t act, const char* op, Fn fn) {
+  bool known = false;
+  auto with_type = [&](auto t) { known = ByAct(act, [&](auto a) { fn(t, a); }); };
+  switch (dtype) {
+    case ffi::DataType::F32: with_type(float{}); break;
+    case ffi::DataType::BF16: with_type(bf16_t{}); break;
+    case ffi::DataType::F16: with_type(f16_t{}); break;
+    default: return InvalidArg(op, std::string("unsupported dtype ") + DtypeName(dtype));
+  }
+  if (!known) return InvalidArg(op, "unknown activation code " + std::to_string(act));
+  return ffi::Error::Success();
+}
+
+// row_fn(r, part1, part2) over every row, per chunk, then the chunks'
+// float partials summed in chunk order (double) into sum1, sum2.
+template <typename RowFn>
+void ColumnSums(const BatchNormArgs& p, ffi::ThreadPool* pool, RowFn row_fn) {
+  const int64_t rows = p.shape.rows, cols = p.shape.channels;
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  std::vector<float> parts(size_t(chunks * 2 * cols), 0.0f);
+  ParallelFor(pool, chunks, [&](int64_t k) {
+    float* a = parts.data() + k * 2 * cols;
+    for (int64_t r = k * kChunkRows; r < std::min(rows, (k + 1) * kChunkRows); ++r) row_fn(r, a, a + cols);
+  });
+  for (int64_t c = 0; c < cols; ++c) {
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      s1 += parts[k * 2 * cols + c];
+      s2 += parts[k * 2 * cols + cols + c];
+    }
+    p.out1[c] = float(s1);
+    p.out2[c] = float(s2);
+  }
+}
+
+template <typename RowFn>
+void EachRow(const BatchNormArgs& p, ffi::ThreadPool* pool, RowFn row_fn) {
+  const int64_t rows = p.shape.rows;
+  ParallelFor(pool, (rows + kChunkRows - 1) / kChunkRows, [&](int64_t k) {
+    for (int64_t r = k * kChunkRows; r < std::min(rows, (k + 1) * kChunkRows); ++r) row_fn(r);
+  });
+}
+
+template <typename T, Act A>
+void Run(BatchNormStep step, const BatchNormArgs& p, ffi::ThreadPool* pool) {
+  const int64_t cols = p.shape.channels;
+  const T* x = static_cast<const T*>(p.x);
+  const T* dy = static_cast<const T*>(p.dy);
+  const T* res = static_cast<const T*>(p.residual);
+  const float param = p.attrs.param;
+  std::vector<ChannelStats> st;
+  if (step != BatchNormStep::kStats) {
+    st.resize(size_t(cols));
+    for (int64_t c = 0; c < cols; ++c) st[c] = StatsOf(p, c);
+  }
+  // The pre-activation z and xhat of entry (r, c).
+  auto pre = [&](int64_t i, int64_t c, float* xhat) {
+    *xhat = (ToFloat(x[i]) - st[c].mean) * st[c].rstd;
+    float z = *xhat * p.scale[c] + p.bias[c];
+    return res ? z + ToFloat(res[i]) : z;
+  };
+  switch (step) {
+    case BatchNormStep::kStats:
+      ColumnSums(p, pool, [&](int64_t r, float* s1, float* s2) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const float d = ToFloat(x[r * cols + c]) - p.shift[c];
+          s1[c] += d;
+          s2[c] += d * d;
+        }
+      });
+      break;
+    case BatchNormStep::kApply: {
+      T* y = static_cast<T*>(p.y);
+      const float m = p.attrs.momentum;
+      for (int64_t c = 0; c < cols; ++c) {  // the running statistics, Flax's update
+        p.out1[c] = p.attrs.training ? m * p.shift[c] + (1.f - m) * st[c].mean : p.shift[c];
+        p.out2[c] = p.attrs.training ? m * p.running_var[c] + (1.f - m) * st[c].var : p.running_var[c];
+      }
+      EachRow(p, pool, [&](int64_t r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          float xhat;
+          y[r * cols + c] = FromFloat<T>(Apply<A>(pre(r * cols + c, c, &xhat), param));
+        }
+      });
+      break;
+    }
+    case BatchNormStep::kBwdReduce:
+      ColumnSums(p, pool, [&](int64_t r, float* s1, float* s2) {
+        for (int64_t c = 0; c < cols; ++c) {
+          float xhat;
+          const int64_t i = r * cols + c;
+          const float dz = Backprop<A>(pre(i, c, &xhat), ToFloat(dy[i]), param);
+          s1[c] += dz;
+          s2[c] += dz * xhat;
+        }
+      });
+      break;
+    case BatchNormStep::kBwdApply: {
+      T* dx = static_cast<T*>(p.y);
+      T* dres = static_cast<T*>(p.dresidual);
+      EachRow(p, pool, [&](int64_t r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          float xhat;
+          const int64_t i = r * cols + c;
+          const float dz = Backprop<A>(pre(i, c, &xhat), ToFloat(dy[i]), param);
+          if (dres) dres[i] = FromFloat<T>(dz);
+          const float g = st[c].rstd * p.scale[c];
+          dx[i] = FromFloat<T>(
+              p.attrs.training ? g * (dz - p.total_dz[c] / p.count[c] - xhat * (p.total_dzx[c] / p.count[c]))
+                               : g * dz);
+        }
+      });
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+ffi::Error BatchNormCpu(BatchNormStep step, const BatchNormArgs& p, ffi::ThreadPool* pool) {
+  if (p.shape.channels == 0) return ffi::Error::Success();
+  if (p.shape.rows == 0 && (step == BatchNormStep::kStats || step == BatchNormStep::kBwdReduce)) {
+    std::fill(p.out1, p.out1 + p.shape.channels, 0.0f);
+    std::fill(p.out2, p.out2 + p.shape.channels, 0.0f);
+    return ffi::Error::Success();
+  }
+  return Dispatch(p.dtype, p.attrs.act, "jaxdnn batch_norm",
+                  [&](auto t, auto a) { Run<decltype(t), decltype(a)::value>(step, p, pool); });
+}
+
+}  // namespace jaxdnn::cnn_norms
