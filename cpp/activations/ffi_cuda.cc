@@ -7,7 +7,7 @@
 #include <string>
 
 #include "activations/ffi.h"
-#include "activations/plan.h"
+#include "common/rows_plan.h"
 #include "activations/sm80/activation_launch.h"
 #include "common/cuda_check.h"
 #include "common/ffi_registry.h"
@@ -56,7 +56,7 @@ ffi::Error GluBwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRe
 // Rows of float32 partials bias_act's backward writes (its workspace is
 // [partials, cols]).
 int64_t BiasBwdPartials(const QueryArgs& a) {
-  return MakeBiasBwdPlan(QueryArg(a, "rows"), QueryArg(a, "cols"), QueryArg(a, "itemsize")).row_blocks;
+  return MakeColumnSumPlan(QueryArg(a, "rows"), QueryArg(a, "cols"), QueryArg(a, "itemsize")).row_blocks;
 }
 
 }  // namespace

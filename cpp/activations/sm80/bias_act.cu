@@ -6,7 +6,7 @@
 // partial row per row chunk; a second kernel adds the partials in chunk
 // order, so the gradient's bits never depend on scheduling.
 #include "activations/sm80/activation_launch.h"
-#include "activations/sm80/elementwise.cuh"
+#include "common/sm80/row_walk.cuh"
 
 namespace jaxdnn::activations {
 namespace {
@@ -84,28 +84,10 @@ __global__ void __launch_bounds__(256)
         });
   }
   if (!partials) return;
-  // The block's row lanes, added in lane order by lane 0.
+  float sums[1][N];
 #pragma unroll
-  for (int e = 0; e < N; ++e) lanes[(threadIdx.y * blockDim.x + threadIdx.x) * N + e] = acc[e];
-  __syncthreads();
-  if (threadIdx.y != 0 || !live) return;
-  for (int ly = 1; ly < int(blockDim.y); ++ly) {
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc[e] += lanes[(ly * blockDim.x + threadIdx.x) * N + e];
-  }
-#pragma unroll
-  for (int e = 0; e < N; ++e) partials[int64_t(blockIdx.y) * cols + col + e] = acc[e];
-}
-
-// dbias[c] = sum over chunks of partials[chunk, c], in chunk order.
-__global__ void __launch_bounds__(256)
-    BiasGradKernel(const float* __restrict__ partials, float* __restrict__ dbias, int64_t chunks,
-                   int64_t cols) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s = 0.0f;
-  for (int64_t k = 0; k < chunks; ++k) s += partials[k * cols + c];
-  dbias[c] = s;
+  for (int e = 0; e < N; ++e) sums[0][e] = acc[e];
+  BlockColumnSums<1, N>(sums, lanes, live, partials + int64_t(blockIdx.y) * cols + col, cols);
 }
 
 }  // namespace
@@ -131,7 +113,7 @@ LaunchStatus BiasActBwdCuda(const BiasActBwdArgs& p, cudaStream_t stream) {
     return cudaMemsetAsync(p.dbias, 0, sizeof(float) * p.shape.cols, stream);
   }
   if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
-  const GridPlan g = with_bias ? MakeBiasBwdPlan(p.shape.rows, p.shape.cols, item)
+  const GridPlan g = with_bias ? MakeColumnSumPlan(p.shape.rows, p.shape.cols, item)
                                : MakeGridPlan(p.shape.rows, p.shape.cols, p.shape.cols, item);
   if (with_bias && p.workspace_elems < g.row_blocks * p.shape.cols) {
     return LaunchStatus::Refused("the workspace is smaller than the plan's bias-gradient partials");
@@ -148,8 +130,8 @@ LaunchStatus BiasActBwdCuda(const BiasActBwdArgs& p, cudaStream_t stream) {
     return Checked();
   });
   if (!s.ok() || !with_bias) return s;
-  BiasGradKernel<<<unsigned(CeilDiv(p.shape.cols, 256)), 256, 0, stream>>>(p.partials, p.dbias, g.row_blocks,
-                                                                           p.shape.cols);
+  SumColumnPartials<1><<<unsigned(CeilDiv(p.shape.cols, 256)), 256, 0, stream>>>(p.partials, p.dbias, nullptr,
+                                                                                 g.row_blocks, p.shape.cols);
   return Checked();
 }
 

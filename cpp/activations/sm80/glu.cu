@@ -3,7 +3,7 @@
 // halves of one array's rows, or two arrays. Threads own 16-byte vector
 // columns and walk rows as bias_act's kernels do.
 #include "activations/sm80/activation_launch.h"
-#include "activations/sm80/elementwise.cuh"
+#include "common/sm80/row_walk.cuh"
 
 namespace jaxdnn::activations {
 namespace {

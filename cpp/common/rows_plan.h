@@ -1,16 +1,16 @@
-// The activations family's CUDA plan, made from the problem alone: the 2-D
-// grid every kernel of the family runs (threads over a row's 16-byte vectors,
-// or its elements when a row is not whole vectors, and blocks over rows),
-// and the row chunks of bias_act's backward, each writing one float32
-// partial row of the bias gradient (workspace [partials, cols]). The handler
-// checks the workspace XLA gives against it; Python sizes that workspace by
-// asking the same function (plan query "bias_act_bwd_partials").
+// The CUDA plan of the channels-last elementwise and column-sum kernels
+// (bias_act, glu, the CNN norms), made from the problem alone: the 2-D grid
+// (threads over a row's 16-byte vectors, or its elements when a row is not
+// whole vectors, and blocks over rows), and for column sums the row chunks,
+// each writing float32 partial rows to a workspace. The handlers check the
+// workspace XLA gives against it; Python sizes that workspace by asking the
+// same function (the families' plan queries).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
-namespace jaxdnn::activations {
+namespace jaxdnn {
 
 struct GridPlan {
   bool vec = false;    // 16-byte vectors (cols, and any row stride, whole vectors)
@@ -44,13 +44,13 @@ inline GridPlan MakeGridPlan(int64_t rows, int64_t cols, int64_t stride, int64_t
   return p;
 }
 
-// bias_act's backward with a bias: one wave of blocks, chunks of at least
-// 32 rows (the partials' traffic stays a few percent of the rows').
-inline GridPlan MakeBiasBwdPlan(int64_t rows, int64_t cols, int64_t itemsize) {
+// Column sums: one wave of blocks, chunks of at least 32 rows (the
+// partials' traffic stays a few percent of the rows').
+inline GridPlan MakeColumnSumPlan(int64_t rows, int64_t cols, int64_t itemsize) {
   GridPlan p = MakeGridPlan(rows, cols, cols, itemsize);
   const int64_t want = std::max<int64_t>(1, CeilDiv(kResidentBlocks, p.col_blocks));
   p.row_blocks = std::clamp<int64_t>(CeilDiv(rows, 32), 1, std::min(want, kGridYLimit));
   return p;
 }
 
-}  // namespace jaxdnn::activations
+}  // namespace jaxdnn

@@ -1,6 +1,8 @@
-// The family's memory access: a thread's share of a row is one 16-byte
-// vector (kVec) or one element, loaded as raw bits first (several rows in
-// flight), then unpacked to float32; and the dtype x activation dispatch.
+// Channels-last rows for the elementwise and column-sum kernels (bias_act,
+// glu, the CNN norms): a thread's share of a row is one 16-byte vector (kVec)
+// or one element, loaded as raw bits first (several rows in flight), then
+// unpacked to float32; the block's column sums reduced in a fixed order; and
+// the dtype x activation dispatch.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,12 +11,12 @@
 #include <type_traits>
 
 #include "common/activation.h"
-#include "activations/plan.h"
+#include "common/rows_plan.h"
 #include "common/cuda_vec.cuh"
 #include "common/ffi_util.h"
 #include "common/launch_status.h"
 
-namespace jaxdnn::activations {
+namespace jaxdnn {
 
 template <typename T, bool kVec>
 struct Pack {
@@ -90,4 +92,45 @@ LaunchStatus ByDtypeAct(ffi::DataType dtype, int32_t act, Launch launch) {
 
 inline LaunchStatus Checked() { return cudaGetLastError(); }
 
-}  // namespace jaxdnn::activations
+// The block's sums of acc[k][e] over its threadIdx.y lanes, in lane order,
+// written by lane 0 to out[k * stride + e] (k < K accumulators of the
+// thread's N columns). `lanes` holds blockDim.x * blockDim.y * N floats;
+// every thread of the block must call it.
+template <int K, int N>
+__device__ inline void BlockColumnSums(float (&acc)[K][N], float* lanes, bool live, float* out,
+                                       int64_t stride) {
+  const int lane = threadIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) lanes[lane * N + e] = acc[k][e];
+    __syncthreads();
+    if (threadIdx.y == 0 && live) {
+      for (int ly = 1; ly < int(blockDim.y); ++ly) {
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[k][e] += lanes[(ly * blockDim.x + threadIdx.x) * N + e];
+      }
+#pragma unroll
+      for (int e = 0; e < N; ++e) out[k * stride + e] = acc[k][e];
+    }
+    __syncthreads();
+  }
+}
+
+// out[k][c] = sum over chunks of partials[chunk][k][c], in chunk order
+// (partials [chunks, K, cols]); one thread a column.
+template <int K>
+__global__ void __launch_bounds__(256) SumColumnPartials(const float* __restrict__ partials, float* out0,
+                                                         float* out1, int64_t chunks, int64_t cols) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s[K] = {};
+  for (int64_t i = 0; i < chunks; ++i) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) s[k] += partials[(i * K + k) * cols + c];
+  }
+  out0[c] = s[0];
+  if constexpr (K > 1) out1[c] = s[1];
+}
+
+}  // namespace jaxdnn
