@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "common/ffi_util.h"
+#include "common/host_device.h"
 
 namespace jaxdnn::cnn_norms {
 
@@ -52,13 +53,15 @@ struct BatchNormArgs {
   void* y = nullptr;                                      // apply: y; bwd apply: dx
   void* dresidual = nullptr;                              // bwd apply, with a residual
   float *out1 = nullptr, *out2 = nullptr;  // stats: s1, s2; apply: new mean, var; bwd reduce: sums
+  float* partials = nullptr;               // CUDA column sums' workspace
+  int64_t workspace_elems = 0;
 };
 
 // A channel's mean and rstd from the step inputs (see above).
 struct ChannelStats {
   float mean, var, rstd;
 };
-inline ChannelStats StatsOf(const BatchNormArgs& p, int64_t c) {
+JAXDNN_HD ChannelStats StatsOf(const BatchNormArgs& p, int64_t c) {
   float mean = p.shift[c], var = p.running_var[c];
   if (p.attrs.training) {
     const float d = p.s1[c] / p.count[c];
@@ -66,10 +69,14 @@ inline ChannelStats StatsOf(const BatchNormArgs& p, int64_t c) {
     var = p.s2[c] / p.count[c] - d * d;
     var = var > 0.f ? var : 0.f;
   }
-  return {mean, var, 1.f / std::sqrt(var + p.attrs.epsilon)};
+  return {mean, var, 1.f / sqrtf(var + p.attrs.epsilon)};
 }
 
 enum class BatchNormStep : int32_t { kStats = 0, kApply = 1, kBwdReduce = 2, kBwdApply = 3 };
+
+// The CUDA column sums' workspace: float32 [chunks, 2, C] partials, chunks
+// from common/rows_plan.h's MakeColumnSumPlan (plan query
+// "batch_norm_partials"); the CPU needs none.
 
 // Buffers, x [R, C] and every per-channel vector float32 [C]; S stands for
 // the five vectors shift, s1, s2, n, running_var:
@@ -78,6 +85,7 @@ enum class BatchNormStep : int32_t { kStats = 0, kApply = 1, kBwdReduce = 2, kBw
 //   bwd reduce  args dy, x, S, scale, bias, [residual]           rets sum_dz, sum_dzx
 //   bwd apply   args dy, x, S, scale, bias, t_dz, t_dzx, [residual]  rets dx, [dresidual]
 ffi::ErrorOr<BatchNormArgs> ReadBatchNormCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                              BatchNormStep step, const BatchNormAttrs& attrs);
+                                              BatchNormStep step, const BatchNormAttrs& attrs,
+                                              bool with_workspace = false);
 
 }  // namespace jaxdnn::cnn_norms

@@ -39,7 +39,8 @@ ffi::Error LikeX(const ffi::AnyBuffer& x, const ffi::AnyBuffer& b, const char* o
 }  // namespace
 
 ffi::ErrorOr<BatchNormArgs> ReadBatchNormCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                              BatchNormStep step, const BatchNormAttrs& attrs) {
+                                              BatchNormStep step, const BatchNormAttrs& attrs,
+                                              bool with_workspace) {
   const char* op = OpName(step);
   if (attrs.act < 0 || attrs.act >= kNumActs)
     return ffi::Unexpected(InvalidArg(op, "unknown activation code"));
@@ -104,6 +105,14 @@ ffi::ErrorOr<BatchNormArgs> ReadBatchNormCall(ffi::RemainingArgs args, ffi::Rema
   if (step == BatchNormStep::kStats || step == BatchNormStep::kBwdReduce) {
     JAXDNN_CHECK(channel_ret("sum1", &p.out1));
     JAXDNN_CHECK(channel_ret("sum2", &p.out2));
+    if (with_workspace) {
+      JAXDNN_TRY(ws, NextRet(rets, r, op, "workspace"));
+      if (ws->element_type() != ffi::DataType::F32) {
+        return ffi::Unexpected(InvalidArg(op, "workspace must be float32"));
+      }
+      p.partials = static_cast<float*>(ws->untyped_data());
+      p.workspace_elems = int64_t(ws->element_count());
+    }
   } else {
     JAXDNN_TRY(y, NextRet(rets, r, op, bwd ? "dx" : "y"));
     JAXDNN_CHECK(LikeX(x, *y, op, bwd ? "dx" : "y"));

@@ -1,5 +1,5 @@
 # The CNN norms family's sources, relative to this folder (read by jaxdnn_family).
-# No CUDA kernel yet: ffi_cuda.cc only says so (an empty export list).
+# BatchNorm has CUDA kernels; the group norm not yet.
 set(FAMILY_CPU_SOURCES
   call_frame.cc
   ffi_cpu.cc
@@ -7,4 +7,6 @@ set(FAMILY_CPU_SOURCES
   batch_norm_call_frame.cc
   cpu/batch_norm_kernels.cc)
 set(FAMILY_CUDA_SOURCES
-  ffi_cuda.cc)
+  batch_norm_call_frame.cc
+  ffi_cuda.cc
+  sm80/batch_norm.cu)

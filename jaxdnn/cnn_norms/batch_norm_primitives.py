@@ -13,9 +13,11 @@ example its own channels (rows [R, B * C]), so statistics stay per example.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdnn import _extension
 from jaxdnn._primitive import FfiOp, batch_size, shaped, to_front
 from jaxdnn._sharding import PARAM, ROW, LeadingDimsSharding
 
@@ -42,6 +44,20 @@ class _BatchNormStep(FfiOp):
 
   def rows_out(self, **_):
     return 0
+
+  def workspace(self, platform, avals_in, **params):
+    """CUDA column sums: float32 [chunks, 2, C] partials; `chunks` from the
+    C++ plan (common/rows_plan.h, plan query "batch_norm_partials")."""
+    if platform != "cuda" or not self.sums:
+      return []
+    x = next(a for a in avals_in if a.ndim == 2)
+    chunks = _extension.plan_query(
+      "batch_norm_partials",
+      rows=x.shape[0],
+      channels=x.shape[1],
+      itemsize=np.dtype(x.dtype).itemsize,
+    )
+    return [jax.ShapeDtypeStruct((chunks, 2, x.shape[1]), jnp.float32)]
 
   def sharding(self, avals_in, avals_out, **_):
     roles = lambda avals: tuple(ROW if a.ndim == 2 else PARAM for a in avals)

@@ -165,3 +165,15 @@ def test_synchronized_over_devices_with_one_collective_each_way(rng):
 def test_errors_name_the_argument(kw, error, match):
   with pytest.raises(error, match=match):
     jaxdnn.batch_norm(jnp.ones((2, 3, 4)), **kw)
+
+
+@pytest.mark.skipif(not jaxdnn.has_cuda_kernels(), reason="built without the CUDA extension")
+def test_plan_sizes_the_column_sums_workspace():
+  from jaxdnn import _extension
+
+  q = lambda rows, channels, itemsize=2: _extension.plan_query(
+    "batch_norm_partials", rows=rows, channels=channels, itemsize=itemsize
+  )
+  assert q(32768, 256) == 1024  # one column block: chunks of 32 rows
+  assert q(128 * 56 * 56, 64) == 1056  # one wave of 1056 blocks
+  assert q(5, 3, 4) == 1
