@@ -48,6 +48,17 @@ ffi::Error LikeX(const ffi::AnyBuffer& x, const ffi::AnyBuffer& b, const char* o
   return ffi::Error::Success();
 }
 
+// The CUDA workspace, the last result.
+template <typename Args>
+ffi::Error Workspace(ffi::RemainingRets rets, size_t& r, const char* op, Args& p) {
+  auto ws = rets.get<ffi::AnyBuffer>(r++);
+  if (!ws.has_value()) return InvalidArg(op, "missing result workspace");
+  if ((*ws)->element_type() != ffi::DataType::F32) return InvalidArg(op, "workspace must be float32");
+  p.workspace = static_cast<float*>((*ws)->untyped_data());
+  p.workspace_elems = int64_t((*ws)->element_count());
+  return ffi::Error::Success();
+}
+
 ffi::Error CheckAttrs(const GroupNormAttrs& a, const char* op) {
   if (a.act < 0 || a.act >= kNumActs) return InvalidArg(op, "unknown activation code");
   return ffi::Error::Success();
@@ -56,7 +67,8 @@ ffi::Error CheckAttrs(const GroupNormAttrs& a, const char* op) {
 }  // namespace
 
 ffi::ErrorOr<GroupNormFwdArgs> ReadGroupNormFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                                    int64_t channels, const GroupNormAttrs& attrs) {
+                                                    int64_t channels, const GroupNormAttrs& attrs,
+                                                    bool with_workspace) {
   size_t a = 0, r = 0;
   JAXDNN_CHECK(CheckAttrs(attrs, kFwd));
   JAXDNN_TRY(x, NextArg(args, a, kFwd, "x"));
@@ -83,6 +95,7 @@ ffi::ErrorOr<GroupNormFwdArgs> ReadGroupNormFwdCall(ffi::RemainingArgs args, ffi
   JAXDNN_CHECK(PerSample(*mean, shape, attrs.groups, kFwd, "mean"));
   JAXDNN_TRY(rstd, NextRet(rets, r, kFwd, "rstd"));
   JAXDNN_CHECK(PerSample(*rstd, shape, attrs.groups, kFwd, "rstd"));
+  if (with_workspace) JAXDNN_CHECK(Workspace(rets, r, kFwd, p));
   if (a != args.size() || r != rets.size()) {
     return ffi::Unexpected(InvalidArg(kFwd, "unexpected number of operands or results"));
   }
@@ -93,7 +106,8 @@ ffi::ErrorOr<GroupNormFwdArgs> ReadGroupNormFwdCall(ffi::RemainingArgs args, ffi
 }
 
 ffi::ErrorOr<GroupNormBwdArgs> ReadGroupNormBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                                    int64_t channels, const GroupNormAttrs& attrs) {
+                                                    int64_t channels, const GroupNormAttrs& attrs,
+                                                    bool with_workspace) {
   size_t a = 0, r = 0;
   JAXDNN_CHECK(CheckAttrs(attrs, kBwd));
   JAXDNN_TRY(dy, NextArg(args, a, kBwd, "dy"));
@@ -132,6 +146,7 @@ ffi::ErrorOr<GroupNormBwdArgs> ReadGroupNormBwdCall(ffi::RemainingArgs args, ffi
     JAXDNN_CHECK(LikeX(x, *dres, kBwd, "dresidual"));
     p.dresidual = dres->untyped_data();
   }
+  if (with_workspace) JAXDNN_CHECK(Workspace(rets, r, kBwd, p));
   if (a != args.size() || r != rets.size()) {
     return ffi::Unexpected(InvalidArg(kBwd, "unexpected number of operands or results"));
   }

@@ -15,12 +15,13 @@
 #include <cstdint>
 
 #include "common/ffi_util.h"
+#include "common/host_device.h"
 
 namespace jaxdnn::cnn_norms {
 
 struct GroupShape {
   int64_t samples = 0, positions = 0, channels = 0, groups = 1;
-  int64_t per_group() const { return channels / groups; }
+  JAXDNN_HD int64_t per_group() const { return channels / groups; }
 };
 
 struct GroupNormAttrs {
@@ -40,8 +41,10 @@ struct GroupNormFwdArgs {
   const float* bias = nullptr;   // [N, C]
   const void* residual = nullptr;
   void* y = nullptr;
-  float* mean = nullptr;  // [N, G]
-  float* rstd = nullptr;  // [N, G]
+  float* mean = nullptr;       // [N, G]
+  float* rstd = nullptr;       // [N, G]
+  float* workspace = nullptr;  // CUDA (sm80/group_norm_launch.h)
+  int64_t workspace_elems = 0;
 };
 
 struct GroupNormBwdArgs {
@@ -59,15 +62,20 @@ struct GroupNormBwdArgs {
   float* dscale = nullptr;  // [N, C]
   float* dbias = nullptr;   // [N, C]
   void* dresidual = nullptr;
+  float* workspace = nullptr;  // CUDA
+  int64_t workspace_elems = 0;
 };
 
 // Buffer order (the Python primitives follow it); x is [N, S * C] and the
 // attributes carry channels (C) and groups (G):
 //   forward  args: x, scale, bias, [residual]                  rets: y, mean, rstd
 //   backward args: dy, x, scale, bias, mean, rstd, [residual]  rets: dx, dscale, dbias, [dresidual]
+// CUDA adds a float32 workspace as the last result.
 ffi::ErrorOr<GroupNormFwdArgs> ReadGroupNormFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                                    int64_t channels, const GroupNormAttrs& attrs);
+                                                    int64_t channels, const GroupNormAttrs& attrs,
+                                                    bool with_workspace = false);
 ffi::ErrorOr<GroupNormBwdArgs> ReadGroupNormBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                                    int64_t channels, const GroupNormAttrs& attrs);
+                                                    int64_t channels, const GroupNormAttrs& attrs,
+                                                    bool with_workspace = false);
 
 }  // namespace jaxdnn::cnn_norms

@@ -1,5 +1,4 @@
 # The CNN norms family's sources, relative to this folder (read by jaxdnn_family).
-# BatchNorm has CUDA kernels; the group norm not yet.
 set(FAMILY_CPU_SOURCES
   call_frame.cc
   ffi_cpu.cc
@@ -7,6 +6,8 @@ set(FAMILY_CPU_SOURCES
   batch_norm_call_frame.cc
   cpu/batch_norm_kernels.cc)
 set(FAMILY_CUDA_SOURCES
+  call_frame.cc
   batch_norm_call_frame.cc
   ffi_cuda.cc
-  sm80/batch_norm.cu)
+  sm80/batch_norm.cu
+  sm80/group_norm.cu)

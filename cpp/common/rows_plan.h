@@ -28,7 +28,10 @@ inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // `stride`: elements between rows of every operand (a GLU's split input
 // puts value and gate in one row of 2 * cols).
-inline GridPlan MakeGridPlan(int64_t rows, int64_t cols, int64_t stride, int64_t itemsize) {
+// `samples`: independent problems of `rows` rows each, on grid.z (the group
+// norm's samples), sharing the waves.
+inline GridPlan MakeGridPlan(int64_t rows, int64_t cols, int64_t stride, int64_t itemsize,
+                             int64_t samples = 1) {
   GridPlan p;
   const int64_t per_vec = 16 / itemsize;
   p.vec = cols % per_vec == 0 && stride % per_vec == 0;
@@ -39,16 +42,16 @@ inline GridPlan MakeGridPlan(int64_t rows, int64_t cols, int64_t stride, int64_t
   p.ty = int(kBlockThreads / tx);
   p.col_blocks = std::max<int64_t>(1, CeilDiv(p.units, tx));
   // Two waves of blocks, each thread taking at least a few rows.
-  const int64_t want = std::max<int64_t>(1, CeilDiv(2 * kResidentBlocks, p.col_blocks));
+  const int64_t want = std::max<int64_t>(1, CeilDiv(2 * kResidentBlocks, p.col_blocks * samples));
   p.row_blocks = std::clamp<int64_t>(CeilDiv(rows, p.ty * 4), 1, std::min(want, kGridYLimit));
   return p;
 }
 
 // Column sums: one wave of blocks, chunks of at least 32 rows (the
 // partials' traffic stays a few percent of the rows').
-inline GridPlan MakeColumnSumPlan(int64_t rows, int64_t cols, int64_t itemsize) {
-  GridPlan p = MakeGridPlan(rows, cols, cols, itemsize);
-  const int64_t want = std::max<int64_t>(1, CeilDiv(kResidentBlocks, p.col_blocks));
+inline GridPlan MakeColumnSumPlan(int64_t rows, int64_t cols, int64_t itemsize, int64_t samples = 1) {
+  GridPlan p = MakeGridPlan(rows, cols, cols, itemsize, samples);
+  const int64_t want = std::max<int64_t>(1, CeilDiv(kResidentBlocks, p.col_blocks * samples));
   p.row_blocks = std::clamp<int64_t>(CeilDiv(rows, 32), 1, std::min(want, kGridYLimit));
   return p;
 }

@@ -105,7 +105,7 @@ def _norm(op, x, scale, bias, groups, epsilon, activation, residual, implementat
     lambda: (
       None
       if _extension.has_cuda_target("jaxdnn_group_norm_fwd")
-      else "no CUDA kernel for the CNN norms yet"
+      else "this build has no CUDA group norm kernel"
     ),
     no_kernel="a float64 x" if x.dtype == jnp.float64 else None,
   )

@@ -201,7 +201,7 @@ def batch_norm(
     lambda: (
       None
       if _extension.has_cuda_target("jaxdnn_batch_norm_stats")
-      else "no CUDA kernel for the CNN norms yet"
+      else "this build has no CUDA batch norm kernel"
     ),
     no_kernel="a float64 x" if x.dtype == jnp.float64 else None,
   )

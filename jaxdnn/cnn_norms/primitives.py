@@ -11,9 +11,11 @@ folds its axis into the samples.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdnn import _extension
 from jaxdnn._primitive import FfiOp, batch_size, shaped, to_front
 from jaxdnn._sharding import ROW, LeadingDimsSharding, row_of
 
@@ -30,6 +32,22 @@ class _GroupNormOp(FfiOp):
       param=np.float32(param),
       residual=np.int32(residual),
     )
+
+  def workspace(self, platform, avals_in, *, channels, groups, **_):
+    """CUDA: float32 partial sums per chunk of positions and the group sums
+    (cpp/cnn_norms/sm80/group_norm_launch.h), sized by the C++ plan."""
+    if platform != "cuda":
+      return []
+    x = avals_in[1] if self.name.endswith("bwd") else avals_in[0]
+    elems = _extension.plan_query(
+      "group_norm_workspace",
+      samples=x.shape[0],
+      positions=x.shape[1] // channels,
+      channels=channels,
+      groups=groups,
+      itemsize=np.dtype(x.dtype).itemsize,
+    )
+    return [jax.ShapeDtypeStruct((elems,), jnp.float32)]
 
   def batch(self, args, dims, **params):
     # The batch axis folds into the samples: statistics are per sample.

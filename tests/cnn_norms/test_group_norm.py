@@ -114,3 +114,21 @@ def test_x_errors():
     jaxdnn.instance_norm(jnp.ones(4))
   with pytest.raises(TypeError, match="x must be float"):
     jaxdnn.instance_norm(jnp.ones((2, 4), jnp.int32))
+
+
+@pytest.mark.skipif(not jaxdnn.has_cuda_kernels(), reason="built without the CUDA extension")
+def test_plan_sizes_the_cuda_workspace():
+  from jaxdnn import _extension
+
+  q = lambda samples, positions, channels, groups, itemsize=2: _extension.plan_query(
+    "group_norm_workspace",
+    samples=samples,
+    positions=positions,
+    channels=channels,
+    groups=groups,
+    itemsize=itemsize,
+  )
+  # 16 x 64 x 64 x 320, 32 groups: 2 column blocks x 16 samples, chunks of
+  # 4096 positions for one wave (33 chunks), partials 16 x 33 x 2 x 320.
+  assert q(16, 4096, 320, 32) == 16 * 33 * 2 * 320 + 16 * 32 * 2
+  assert q(1, 1, 8, 2, 4) == 1 * 1 * 2 * 8 + 1 * 2 * 2

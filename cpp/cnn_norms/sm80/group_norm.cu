@@ -1,0 +1,289 @@
+// The group norm on CUDA (formulas in cnn_norms/problem.h), on the shared
+// channels-last row walker: blocks over (channel vectors, chunks of
+// positions, samples). A group's channels are a few adjacent ones of every
+// row (20 bytes at 320 channels in 32 groups), so blocks read whole channel
+// rows and keep per-channel sums; a small kernel per (sample, group) then
+// adds the channels' partials in a fixed order.
+//   forward:  per-channel sums of x - k (k = the sample's first position: a
+//             shift inside the data) -> mean, rstd per group -> y;
+//   backward: per-channel sums of dz and dz xhat -> dscale, dbias per sample
+//             and the group's sums of dxhat, dxhat xhat -> dx.
+// Workspace (both directions): float32 [N, chunks, 2, C] partials, then (the
+// backward) [N, G, 2] group sums; chunks from common/rows_plan.h.
+#include "cnn_norms/sm80/group_norm_launch.h"
+#include "common/sm80/row_walk.cuh"
+
+namespace jaxdnn::cnn_norms {
+namespace {
+
+struct GnView {
+  int64_t positions, cols, cg;
+};
+
+__device__ inline GnView ViewOf(const GroupShape& s) { return {s.positions, s.channels, s.per_group()}; }
+
+// Sums over this block's chunk of positions of sample blockIdx.z:
+// acc[0] += f0, acc[1] += f1 per channel, then the ordered block sums.
+template <typename T, Act A, bool kVec, bool kBackward>
+__global__ void __launch_bounds__(256)
+    GnSumsKernel(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ res,
+                 const float* mean, const float* rstd, const float* scale, const float* bias, GroupShape s,
+                 float param, float* partials, int64_t chunk_rows) {
+  using P = Pack<T, kVec>;
+  constexpr int N = P::N;
+  __shared__ float lanes[256 * N];
+  const GnView v = ViewOf(s);
+  const int64_t n = blockIdx.z, chunks = gridDim.y;
+  const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  const bool live = col < v.cols;
+  const int64_t base = n * v.positions * v.cols;
+  float k[N], m[N], r[N], sc[N], b[N], acc[2][N] = {};
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const int64_t c = live ? col + e : 0, g = c / v.cg;
+    if constexpr (kBackward) {
+      m[e] = mean[n * s.groups + g];
+      r[e] = rstd[n * s.groups + g];
+      sc[e] = scale[n * v.cols + c];
+      b[e] = bias[n * v.cols + c];
+    } else {
+      k[e] = Vec16<T>::Load1(x + base + c);  // the sample's first position
+    }
+  }
+  const int64_t first = int64_t(blockIdx.y) * chunk_rows + threadIdx.y;
+  const int64_t last = min(v.positions, (int64_t(blockIdx.y) + 1) * chunk_rows);
+  if (live) {
+    using Raw = Loads<typename P::Raw, 3>;
+    WalkRows<Raw>(
+        first, last, int64_t(blockDim.y),
+        [&](int64_t pos) {
+          const int64_t i = base + pos * v.cols + col;
+          if constexpr (kBackward) {
+            return Raw{{P::Load(x + i), P::Load(dy + i), res ? P::Load(res + i) : typename P::Raw{}}};
+          } else {
+            return Raw{{P::Load(x + i), typename P::Raw{}, typename P::Raw{}}};
+          }
+        },
+        [&](int64_t, const Raw& raw) {
+          float xv[N];
+          P::Unpack(raw.op[0], xv);
+          if constexpr (kBackward) {
+            float g[N], rv[N];
+            P::Unpack(raw.op[1], g);
+            if (res) P::Unpack(raw.op[2], rv);
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+              const float xhat = (xv[e] - m[e]) * r[e];
+              float z = xhat * sc[e] + b[e];
+              if (res) z += rv[e];
+              const float dz = Backprop<A>(z, g[e], param);
+              acc[0][e] += dz;
+              acc[1][e] = fmaf(dz, xhat, acc[1][e]);
+            }
+          } else {
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+              const float d = xv[e] - k[e];
+              acc[0][e] += d;
+              acc[1][e] = fmaf(d, d, acc[1][e]);
+            }
+          }
+        });
+  }
+  BlockColumnSums<2, N>(acc, lanes, live, partials + ((n * chunks + blockIdx.y) * 2) * v.cols + col, v.cols);
+}
+
+// Forward, one thread a (sample, group): the group's mean and rstd from its
+// channels' shifted sums (s1_c, s2_c about k_c over P positions):
+//   mean = sum_c (s1_c + P k_c) / M,  M2 = sum_c s2_c + 2 (k_c - mean) s1_c + P (k_c - mean)^2.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    GnStatsKernel(GroupNormFwdArgs p, const float* partials, int64_t chunks) {
+  const GroupShape& s = p.shape;
+  const int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (item >= s.samples * s.groups) return;
+  const int64_t n = item / s.groups, g = item % s.groups, cg = s.per_group();
+  const T* x = static_cast<const T*>(p.x) + n * s.positions * s.channels;
+  const float count = float(s.positions * cg);
+  float total = 0.f;
+  for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+    float s1 = 0.f;
+    for (int64_t k = 0; k < chunks; ++k) s1 += partials[((n * chunks + k) * 2) * s.channels + c];
+    total += s1 + float(s.positions) * Vec16<T>::Load1(x + c);
+  }
+  const float mean = total / count;
+  float m2 = 0.f;
+  for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+    float s1 = 0.f, s2 = 0.f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      s1 += partials[((n * chunks + k) * 2) * s.channels + c];
+      s2 += partials[((n * chunks + k) * 2 + 1) * s.channels + c];
+    }
+    const float d = Vec16<T>::Load1(x + c) - mean;
+    m2 += s2 + 2.f * d * s1 + float(s.positions) * d * d;
+  }
+  p.mean[item] = mean;
+  p.rstd[item] = rsqrtf(fmaxf(m2 / count, 0.f) + p.attrs.epsilon);
+}
+
+// Backward, one thread a (sample, group): dscale, dbias of its channels and
+// the group's sums of dxhat and dxhat xhat (into ab [N, G, 2]).
+__global__ void __launch_bounds__(256)
+    GnParamGradKernel(GroupNormBwdArgs p, const float* partials, int64_t chunks, float* ab) {
+  const GroupShape& s = p.shape;
+  const int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (item >= s.samples * s.groups) return;
+  const int64_t n = item / s.groups, g = item % s.groups, cg = s.per_group();
+  float a = 0.f, b = 0.f;
+  for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+    float sdz = 0.f, sdzx = 0.f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      sdz += partials[((n * chunks + k) * 2) * s.channels + c];
+      sdzx += partials[((n * chunks + k) * 2 + 1) * s.channels + c];
+    }
+    p.dbias[n * s.channels + c] = sdz;
+    p.dscale[n * s.channels + c] = sdzx;
+    a = fmaf(p.scale[n * s.channels + c], sdz, a);
+    b = fmaf(p.scale[n * s.channels + c], sdzx, b);
+  }
+  ab[2 * item] = a;
+  ab[2 * item + 1] = b;
+}
+
+// Elementwise: y (forward), or dx and dresidual (backward).
+template <typename T, Act A, bool kVec, bool kBackward>
+__global__ void __launch_bounds__(256)
+    GnApplyKernel(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ res,
+                  const float* mean, const float* rstd, const float* scale, const float* bias,
+                  const float* ab, GroupShape s, float param, T* __restrict__ out, T* __restrict__ dres) {
+  using P = Pack<T, kVec>;
+  constexpr int N = P::N;
+  const GnView v = ViewOf(s);
+  const int64_t n = blockIdx.z;
+  const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  if (col >= v.cols) return;
+  const int64_t base = n * v.positions * v.cols;
+  const float inv_count = 1.f / float(v.positions * v.cg);
+  float m[N], r[N], sc[N], b[N], ma[N], mb[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const int64_t c = col + e, g = n * s.groups + c / v.cg;
+    m[e] = mean[g];
+    r[e] = rstd[g];
+    sc[e] = scale[n * v.cols + c];
+    b[e] = bias[n * v.cols + c];
+    ma[e] = kBackward ? ab[2 * g] * inv_count : 0.f;
+    mb[e] = kBackward ? ab[2 * g + 1] * inv_count : 0.f;
+  }
+  using Raw = Loads<typename P::Raw, 3>;
+  WalkRows<Raw>(
+      int64_t(blockIdx.y) * blockDim.y + threadIdx.y, v.positions, int64_t(gridDim.y) * blockDim.y,
+      [&](int64_t pos) {
+        const int64_t i = base + pos * v.cols + col;
+        return Raw{{P::Load(x + i), kBackward ? P::Load(dy + i) : typename P::Raw{},
+                    res ? P::Load(res + i) : typename P::Raw{}}};
+      },
+      [&](int64_t pos, const Raw& raw) {
+        const int64_t i = base + pos * v.cols + col;
+        float xv[N], g[N], rv[N], o[N];
+        P::Unpack(raw.op[0], xv);
+        if (kBackward) P::Unpack(raw.op[1], g);
+        if (res) P::Unpack(raw.op[2], rv);
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          const float xhat = (xv[e] - m[e]) * r[e];
+          float z = xhat * sc[e] + b[e];
+          if (res) z += rv[e];
+          if constexpr (kBackward) {
+            const float dz = Backprop<A>(z, g[e], param);
+            g[e] = dz;
+            o[e] = r[e] * (dz * sc[e] - ma[e] - xhat * mb[e]);
+          } else {
+            o[e] = Apply<A>(z, param);
+          }
+        }
+        if (kBackward && dres) P::Store(dres + i, g);
+        P::Store(out + i, o);
+      });
+}
+
+dim3 Grid3(const GridPlan& g, int64_t samples) {
+  return dim3(unsigned(g.col_blocks), unsigned(g.row_blocks), unsigned(samples));
+}
+
+}  // namespace
+
+GnWorkspace GroupNormWorkspace(const GroupShape& s, int64_t itemsize) {
+  const GridPlan g = MakeColumnSumPlan(s.positions, s.channels, itemsize, s.samples);
+  return {g.row_blocks, s.samples * g.row_blocks * 2 * s.channels, s.samples * s.groups * 2};
+}
+
+LaunchStatus GroupNormFwdCuda(const GroupNormFwdArgs& p, float* workspace, int64_t workspace_elems,
+                              cudaStream_t stream) {
+  const GroupShape& s = p.shape;
+  if (s.samples == 0 || s.channels == 0) return cudaSuccess;
+  if (s.samples > kGridYLimit) return LaunchStatus::Refused("more than 65535 samples in one call");
+  const int64_t item = ffi::ByteWidth(p.dtype);
+  const GnWorkspace ws = GroupNormWorkspace(s, item);
+  if (workspace_elems < ws.partials) return LaunchStatus::Refused("the workspace is smaller than the plan's");
+  if (s.positions == 0) return cudaSuccess;
+  const GridPlan sums = MakeColumnSumPlan(s.positions, s.channels, item, s.samples);
+  const GridPlan elem = MakeGridPlan(s.positions, s.channels, s.channels, item, s.samples);
+  const int64_t chunk_rows = CeilDiv(s.positions, sums.row_blocks);
+  return ByDtypeAct(p.dtype, p.attrs.act, [&](auto t, auto a) -> LaunchStatus {
+    using T = decltype(t);
+    constexpr Act A = decltype(a)::value;
+    const T* x = static_cast<const T*>(p.x);
+    const T* res = static_cast<const T*>(p.residual);
+    auto sk = sums.vec ? GnSumsKernel<T, Act::kIdentity, true, false>
+                       : GnSumsKernel<T, Act::kIdentity, false, false>;
+    sk<<<Grid3(sums, s.samples), Block(sums), 0, stream>>>(x, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                           nullptr, s, 0.f, workspace, chunk_rows);
+    GnStatsKernel<T>
+        <<<unsigned(CeilDiv(s.samples * s.groups, 256)), 256, 0, stream>>>(p, workspace, sums.row_blocks);
+    auto ak = elem.vec ? GnApplyKernel<T, A, true, false> : GnApplyKernel<T, A, false, false>;
+    ak<<<Grid3(elem, s.samples), Block(elem), 0, stream>>>(x, nullptr, res, p.mean, p.rstd, p.scale, p.bias,
+                                                           nullptr, s, p.attrs.param, static_cast<T*>(p.y),
+                                                           nullptr);
+    return Checked();
+  });
+}
+
+LaunchStatus GroupNormBwdCuda(const GroupNormBwdArgs& p, float* workspace, int64_t workspace_elems,
+                              cudaStream_t stream) {
+  const GroupShape& s = p.shape;
+  if (s.samples == 0 || s.channels == 0) return cudaSuccess;
+  if (s.samples > kGridYLimit) return LaunchStatus::Refused("more than 65535 samples in one call");
+  const int64_t item = ffi::ByteWidth(p.dtype);
+  const GnWorkspace ws = GroupNormWorkspace(s, item);
+  if (workspace_elems < ws.partials + ws.group_sums) {
+    return LaunchStatus::Refused("the workspace is smaller than the plan's");
+  }
+  if (s.positions == 0) {
+    cudaError_t e = cudaMemsetAsync(p.dscale, 0, sizeof(float) * s.samples * s.channels, stream);
+    return e != cudaSuccess ? e : cudaMemsetAsync(p.dbias, 0, sizeof(float) * s.samples * s.channels, stream);
+  }
+  const GridPlan sums = MakeColumnSumPlan(s.positions, s.channels, item, s.samples);
+  const GridPlan elem = MakeGridPlan(s.positions, s.channels, s.channels, item, s.samples);
+  const int64_t chunk_rows = CeilDiv(s.positions, sums.row_blocks);
+  float* ab = workspace + ws.partials;
+  return ByDtypeAct(p.dtype, p.attrs.act, [&](auto t, auto a) -> LaunchStatus {
+    using T = decltype(t);
+    constexpr Act A = decltype(a)::value;
+    const T* x = static_cast<const T*>(p.x);
+    const T* dy = static_cast<const T*>(p.dy);
+    const T* res = static_cast<const T*>(p.residual);
+    auto sk = sums.vec ? GnSumsKernel<T, A, true, true> : GnSumsKernel<T, A, false, true>;
+    sk<<<Grid3(sums, s.samples), Block(sums), 0, stream>>>(x, dy, res, p.mean, p.rstd, p.scale, p.bias, s,
+                                                           p.attrs.param, workspace, chunk_rows);
+    GnParamGradKernel<<<unsigned(CeilDiv(s.samples * s.groups, 256)), 256, 0, stream>>>(p, workspace,
+                                                                                        sums.row_blocks, ab);
+    auto ak = elem.vec ? GnApplyKernel<T, A, true, true> : GnApplyKernel<T, A, false, true>;
+    ak<<<Grid3(elem, s.samples), Block(elem), 0, stream>>>(x, dy, res, p.mean, p.rstd, p.scale, p.bias, ab, s,
+                                                           p.attrs.param, static_cast<T*>(p.dx),
+                                                           static_cast<T*>(p.dresidual));
+    return Checked();
+  });
+}
+
+}  // namespace jaxdnn::cnn_norms
