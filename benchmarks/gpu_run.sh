@@ -3,7 +3,7 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   build tests selftests norms attention softmax act upstream (and sweep, below)
+#   build tests selftests norms attention softmax act loss cnn_norms upstream (and sweep, below)
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
 # upstream: JAX's own attention tests (tests/upstream/), given JAX's
@@ -19,7 +19,7 @@ shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-steps=" ${STEPS:-build tests selftests norms attention softmax act upstream} "
+steps=" ${STEPS:-build tests selftests norms attention softmax act loss cnn_norms upstream} "
 budget=${BUDGET:-540}
 left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
 has() { [[ "$steps" == *" $1 "* ]]; }
@@ -85,6 +85,18 @@ if has act; then
   ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench act --gpu-busy --out "$out/act.json" ) \
     > "$out/act.txt" 2>&1
   grep -E "^(bias_|glu_)|ceiling" "$out/act.txt" | head -60
+fi
+if has loss; then
+  echo "== fused linear + cross-entropy benchmark"
+  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench loss --gpu-busy --out "$out/loss.json" ) \
+    > "$out/loss.txt" 2>&1
+  grep -E "linear_ce|unfused|xla|device" "$out/loss.txt" | head -20
+fi
+if has cnn_norms; then
+  echo "== CNN norms benchmark"
+  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench cnn_norms --gpu-busy --out "$out/cnn_norms.json" ) \
+    > "$out/cnn_norms.txt" 2>&1
+  grep -E "^(bn_|gn32)|ceiling" "$out/cnn_norms.txt" | head -60
 fi
 if has sweep; then
   for sw in ${SWEEP:--}; do
