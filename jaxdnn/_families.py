@@ -11,4 +11,5 @@ FAMILIES = (
   "softmax",
   "activations",
   "cnn_norms",
+  "pooling",
 )

@@ -63,7 +63,7 @@ class LeadingDimsSharding:
 
   def _lead_spec(self, mesh, arg_shapes):
     # Rows follow the first "row" operand; the normalized dim never splits.
-    idx = self.in_roles.index(ROW)
+    idx = next(i for i, r in enumerate(self.in_roles) if r == ROW or r.startswith("row:"))
     sharding = arg_shapes[idx].sharding
     spec = tuple(sharding.spec) if isinstance(sharding, NamedSharding) else ()
     spec = spec + (None,) * (self.n_lead + 1 - len(spec))

@@ -1,0 +1,126 @@
+// Pooling on the CPU. The forward runs one work item per (sample, output
+// position), all channels of it; the backward one per sample (its windows
+// overlap), adding in output order, so the gradient's bits never depend on
+// the threads. float32 arithmetic, rounded once to the dtype.
+#include "pooling/cpu/pool_kernels.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/cpu_parallel.h"
+#include "common/host_half.h"
+
+namespace jaxdnn::pooling {
+namespace {
+
+template <typename Fn>
+ffi::Error ByDtype(ffi::DataType dtype, const char* op, Fn fn) {
+  switch (dtype) {
+    case ffi::DataType::F32: fn(float{}); break;
+    case ffi::DataType::BF16: fn(bf16_t{}); break;
+    case ffi::DataType::F16: fn(f16_t{}); break;
+    default: return InvalidArg(op, std::string("unsupported dtype ") + DtypeName(dtype));
+  }
+  return ffi::Error::Success();
+}
+
+// fn(flat input position) for the window of output position `o` (flat), in
+// window order, skipping padding; returns how many positions the window has
+// inside the input.
+template <typename Fn>
+int64_t ForWindow(const PoolGeometry& g, int64_t o, Fn fn) {
+  const int64_t o2 = o % g.out[2], o1 = (o / g.out[2]) % g.out[1], o0 = o / (g.out[2] * g.out[1]);
+  int64_t inside = 0;
+  for (int64_t j0 = 0; j0 < g.window[0]; ++j0) {
+    const int64_t i0 = o0 * g.stride[0] - g.pad_lo[0] + j0 * g.dilation[0];
+    if (i0 < 0 || i0 >= g.in[0]) continue;
+    for (int64_t j1 = 0; j1 < g.window[1]; ++j1) {
+      const int64_t i1 = o1 * g.stride[1] - g.pad_lo[1] + j1 * g.dilation[1];
+      if (i1 < 0 || i1 >= g.in[1]) continue;
+      for (int64_t j2 = 0; j2 < g.window[2]; ++j2) {
+        const int64_t i2 = o2 * g.stride[2] - g.pad_lo[2] + j2 * g.dilation[2];
+        if (i2 < 0 || i2 >= g.in[2]) continue;
+        fn((i0 * g.in[1] + i1) * g.in[2] + i2);
+        ++inside;
+      }
+    }
+  }
+  return inside;
+}
+
+float Divisor(const PoolGeometry& g, int64_t inside) {
+  return g.count_include_pad ? float(g.window[0] * g.window[1] * g.window[2]) : float(inside);
+}
+
+template <typename T>
+void Forward(const PoolFwdArgs& p, ffi::ThreadPool* pool) {
+  const PoolGeometry& g = p.g;
+  const int64_t c = g.channels, inp = g.in_positions(), outp = g.out_positions();
+  const T* x = static_cast<const T*>(p.x);
+  T* y = static_cast<T*>(p.y);
+  ParallelFor(pool, g.batch * outp, [&](int64_t item) {
+    const int64_t n = item / outp, o = item % outp;
+    const T* xs = x + n * inp * c;
+    std::vector<float> acc(size_t(c), g.max ? -std::numeric_limits<float>::infinity() : 0.0f);
+    std::vector<int32_t> arg(size_t(g.max ? c : 0), -1);
+    const int64_t inside = ForWindow(g, o, [&](int64_t i) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float v = ToFloat(xs[i * c + ch]);
+        if (!g.max) {
+          acc[ch] += v;
+        } else if (!std::isnan(acc[ch]) && (v > acc[ch] || std::isnan(v) || arg[ch] < 0)) {
+          acc[ch] = v;  // the first maximum (and the first NaN) wins
+          arg[ch] = int32_t(i);
+        }
+      }
+    });
+    const float div = g.max ? 1.0f : Divisor(g, inside);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      y[(n * outp + o) * c + ch] = FromFloat<T>(g.max ? acc[ch] : acc[ch] / div);
+      if (g.max) p.index[(n * outp + o) * c + ch] = arg[ch];
+    }
+  });
+}
+
+template <typename T>
+void Backward(const PoolBwdArgs& p, ffi::ThreadPool* pool) {
+  const PoolGeometry& g = p.g;
+  const int64_t c = g.channels, inp = g.in_positions(), outp = g.out_positions();
+  const T* dy = static_cast<const T*>(p.dy);
+  T* dx = static_cast<T*>(p.dx);
+  ParallelFor(pool, g.batch, [&](int64_t n) {
+    std::vector<float> acc(size_t(inp * c), 0.0f);
+    for (int64_t o = 0; o < outp; ++o) {
+      const int64_t row = (n * outp + o) * c;
+      if (g.max) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const int32_t i = p.index[row + ch];
+          if (i >= 0) acc[i * c + ch] += ToFloat(dy[row + ch]);
+        }
+      } else {
+        const int64_t inside = ForWindow(g, o, [](int64_t) {});
+        const float div = Divisor(g, inside);
+        ForWindow(g, o, [&](int64_t i) {
+          for (int64_t ch = 0; ch < c; ++ch) acc[i * c + ch] += ToFloat(dy[row + ch]) / div;
+        });
+      }
+    }
+    for (int64_t k = 0; k < inp * c; ++k) dx[n * inp * c + k] = FromFloat<T>(acc[k]);
+  });
+}
+
+}  // namespace
+
+ffi::Error PoolFwdCpu(const PoolFwdArgs& p, ffi::ThreadPool* pool) {
+  if (p.g.batch == 0 || p.g.channels == 0 || p.g.out_positions() == 0) return ffi::Error::Success();
+  return ByDtype(p.dtype, "jaxdnn pooling forward", [&](auto t) { Forward<decltype(t)>(p, pool); });
+}
+
+ffi::Error PoolBwdCpu(const PoolBwdArgs& p, ffi::ThreadPool* pool) {
+  if (p.g.batch == 0 || p.g.channels == 0 || p.g.in_positions() == 0) return ffi::Error::Success();
+  return ByDtype(p.dtype, "jaxdnn pooling backward", [&](auto t) { Backward<decltype(t)>(p, pool); });
+}
+
+}  // namespace jaxdnn::pooling

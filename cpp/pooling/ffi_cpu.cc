@@ -1,0 +1,61 @@
+// XLA FFI handlers for CPU pooling: decode the call frame, run the kernel.
+#include "common/ffi_registry.h"
+#include "pooling/cpu/pool_kernels.h"
+#include "pooling/ffi.h"
+#include "pooling/geometry_attrs.h"
+
+namespace jaxdnn::pooling {
+namespace {
+
+int64_t BatchOf(ffi::RemainingArgs args) {
+  auto x = args.get<ffi::AnyBuffer>(0);
+  return x.has_value() && x->dimensions().size() == 2 ? x->dimensions()[0] : 0;
+}
+
+ffi::Error Fwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
+               Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
+               int32_t count_include_pad) {
+  auto g =
+      GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max, count_include_pad);
+  if (!g.has_value()) return g.error();
+  auto p = ReadPoolFwdCall(args, rets, *g);
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn pooling forward", [&] { return PoolFwdCpu(*p, &pool); });
+}
+
+ffi::Error Bwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
+               Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
+               int32_t count_include_pad) {
+  auto g =
+      GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max, count_include_pad);
+  if (!g.has_value()) return g.error();
+  auto p = ReadPoolBwdCall(args, rets, *g);
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn pooling backward", [&] { return PoolBwdCpu(*p, &pool); });
+}
+
+}  // namespace
+
+#define JAXDNN_POOL_BIND         \
+  ffi::Ffi::Bind()               \
+      .Ctx<ffi::ThreadPool>()    \
+      .RemainingArgs()           \
+      .RemainingRets()           \
+      .Attr<int64_t>("channels") \
+      .Attr<Dims>("in_dims")     \
+      .Attr<Dims>("out_dims")    \
+      .Attr<Dims>("window")      \
+      .Attr<Dims>("strides")     \
+      .Attr<Dims>("dilation")    \
+      .Attr<Dims>("pad_lo")      \
+      .Attr<int32_t>("max")      \
+      .Attr<int32_t>("count_include_pad")
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCpu, Fwd, JAXDNN_POOL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCpu, Bwd, JAXDNN_POOL_BIND);
+
+FamilyExports CpuExports() {
+  return {{{"jaxdnn_pool_fwd", kPoolFwdCpu}, {"jaxdnn_pool_bwd", kPoolBwdCpu}}, {}};
+}
+
+}  // namespace jaxdnn::pooling

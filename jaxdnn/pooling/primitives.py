@@ -1,0 +1,63 @@
+"""Pooling's primitives on the FfiOp base (cpp/pooling/problem.h): x is
+[N, positions * C] (Python folds the spatial dims), the geometry attributes
+3 entries each (1D and 2D padded with unit dims):
+  forward:  x                  -> y [N, out positions * C], [index int32] (max)
+  backward: dy, [index] (max)  -> dx
+Samples are independent: the batch dim may be sharded, vmap folds into it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxdnn._primitive import FfiOp, batch_size, shaped, to_front
+from jaxdnn._sharding import ROW, LeadingDimsSharding, row_of
+
+OUT = row_of("o")
+
+
+class _PoolOp(FfiOp):
+  def ffi_attributes(self, *, geometry, channels, max_, count_include_pad, implementation):
+    names = ("in_dims", "out_dims", "window", "strides", "dilation", "pad_lo")
+    attrs = {k: np.asarray(v, np.int64) for k, v in zip(names, geometry)}
+    return dict(
+      channels=np.int64(channels),
+      max=np.int32(max_),
+      count_include_pad=np.int32(count_include_pad),
+      **attrs,
+    )
+
+  def batch(self, args, dims, **params):
+    size = batch_size(args, dims)
+    moved = [to_front(a, d, size) for a, d in zip(args, dims)]
+    outs = self.bind(*(a.reshape((-1,) + a.shape[2:]) for a in moved), **params)
+    return [o.reshape((size, -1) + o.shape[1:]) for o in outs], [0] * len(outs)
+
+
+def _positions(dims):
+  return int(np.prod(dims))
+
+
+class PoolForward(_PoolOp):
+  name = target = "jaxdnn_pool_fwd"
+
+  def abstract_eval(self, x, *, geometry, channels, max_, **_):
+    y = shaped((x.shape[0], _positions(geometry[1]) * channels), x.dtype)
+    return [y] + ([shaped(y.shape, np.int32)] if max_ else [])
+
+  def sharding(self, avals_in, avals_out, *, max_, **_):
+    return LeadingDimsSharding(1, 0, (ROW,), (OUT, OUT) if max_ else (OUT,), reduces_params=False)
+
+
+class PoolBackward(_PoolOp):
+  name = target = "jaxdnn_pool_bwd"
+
+  def abstract_eval(self, dy, *index, geometry, channels, **_):
+    return [shaped((dy.shape[0], _positions(geometry[0]) * channels), dy.dtype)]
+
+  def sharding(self, avals_in, avals_out, *, max_, **_):
+    return LeadingDimsSharding(1, 0, (OUT, OUT) if max_ else (OUT,), (ROW,), reduces_params=False)
+
+
+pool_forward = PoolForward()
+pool_backward = PoolBackward()

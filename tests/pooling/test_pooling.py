@@ -1,0 +1,104 @@
+"""Pooling beyond the conformance base: Flax's max_pool / avg_pool, return
+indices against numpy, gradients of dilated max pooling (which jax.grad of
+lax.reduce_window cannot take), global average pooling, errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conformance import assert_close, normal
+
+import jaxdnn
+
+
+@pytest.fixture
+def rng(request):
+  return np.random.default_rng(abs(hash(request.node.nodeid)) % 2**32)
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME", ((1, 2), (0, 1))])
+def test_matches_flax(rng, padding):
+  nn = pytest.importorskip("flax.linen")
+  x = normal(rng, (2, 9, 8, 5))
+  assert_close(
+    jaxdnn.max_pool(x, (3, 2), (2, 1), padding), nn.max_pool(x, (3, 2), (2, 1), padding), 0
+  )
+  assert_close(
+    jaxdnn.avg_pool(x, (3, 2), (2, 1), padding), nn.avg_pool(x, (3, 2), (2, 1), padding), 1e-6
+  )
+  assert_close(
+    jaxdnn.avg_pool(x, (3, 2), (2, 1), padding, count_include_pad=False),
+    nn.avg_pool(x, (3, 2), (2, 1), padding, count_include_pad=False),
+    1e-6,
+  )
+
+
+def test_indices_point_at_the_first_maximum(rng):
+  x = normal(rng, (2, 6, 7, 3))
+  x = x.at[0, 0, 0, 0].set(5.0).at[0, 1, 1, 0].set(5.0)  # a tie in one window
+  y, idx = jaxdnn.max_pool(x, (2, 2), (2, 2), return_indices=True)
+  flat = np.asarray(x).reshape(2, 42, 3)
+  got = np.take_along_axis(flat, np.asarray(idx).reshape(2, -1, 3), axis=1).reshape(y.shape)
+  np.testing.assert_array_equal(got, np.asarray(y))
+  assert int(idx[0, 0, 0, 0]) == 0  # the first of the tied maxima
+  assert idx.dtype == jnp.int32
+
+
+def test_dilated_max_pool_gradient(rng):
+  x = normal(rng, (2, 9, 9, 4))
+  f = lambda x: jnp.sum(jaxdnn.max_pool(x, (3, 3), 2, "SAME", dilation=2) ** 2)
+  g = jax.grad(f)(x)
+  r = jax.grad(
+    lambda x: jnp.sum(jaxdnn.max_pool(x, (3, 3), 2, "SAME", dilation=2, implementation="xla") ** 2)
+  )(x)
+  assert_close(g, r, 1e-6)
+  with pytest.raises(NotImplementedError):  # what jax.grad of reduce_window says
+    jax.grad(
+      lambda x: jnp.sum(
+        jax.lax.reduce_window(
+          x,
+          -jnp.inf,
+          jax.lax.max,
+          (1, 3, 3, 1),
+          (1, 1, 1, 1),
+          "VALID",
+          window_dilation=(1, 2, 2, 1),
+        )
+      )
+    )(x)
+
+
+def test_global_avg_pool(rng):
+  x = normal(rng, (3, 5, 6, 7))
+  assert_close(jaxdnn.global_avg_pool(x), jnp.mean(x, axis=(1, 2)), 1e-6)
+  assert jaxdnn.global_avg_pool(x, keepdims=True).shape == (3, 1, 1, 7)
+
+
+def test_all_padding_window(rng):
+  x = normal(rng, (1, 2, 2, 1))
+  y, idx = jaxdnn.max_pool(x, 1, 3, ((3, 0), (3, 0)), return_indices=True)
+  assert float(y[0, 0, 0, 0]) == -np.inf and int(idx[0, 0, 0, 0]) == -1
+
+
+@pytest.mark.parametrize(
+  "call, error, match",
+  [
+    (lambda x: jaxdnn.max_pool(x, (2,)), ValueError, "window_shape"),
+    (lambda x: jaxdnn.max_pool(x, (2, 0)), ValueError, "window_shape"),
+    (lambda x: jaxdnn.max_pool(x, 2, strides=(1, 2, 3)), ValueError, "strides"),
+    (lambda x: jaxdnn.max_pool(x, 2, padding="FULL"), ValueError, "padding"),
+    (lambda x: jaxdnn.max_pool(x, 2, padding=((1, 1),)), ValueError, "padding"),
+    (lambda x: jaxdnn.max_pool(x, 2, dilation=0), ValueError, "dilation"),
+    (lambda x: jaxdnn.avg_pool(x, 2, count_include_pad=1), TypeError, "count_include_pad"),
+    (lambda x: jaxdnn.max_pool(x[0, 0], 2), ValueError, "x must be"),
+    (lambda x: jaxdnn.max_pool(x.astype(jnp.int32), 2), TypeError, "x must be float"),
+    (
+      lambda x: jaxdnn.max_pool(x, 2, return_indices=True, implementation="xla"),
+      ValueError,
+      "return_indices",
+    ),
+  ],
+)
+def test_errors_name_the_argument(call, error, match):
+  with pytest.raises(error, match=match):
+    call(jnp.ones((2, 5, 5, 3)))
