@@ -3,7 +3,7 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   build tests selftests norms attention softmax act loss cnn_norms upstream (and sweep, below)
+#   build tests selftests norms attention softmax act loss cnn_norms pool upstream (and sweep, below)
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
 # upstream: JAX's own attention tests (tests/upstream/), given JAX's
@@ -19,7 +19,7 @@ shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-steps=" ${STEPS:-build tests selftests norms attention softmax act loss cnn_norms upstream} "
+steps=" ${STEPS:-build tests selftests norms attention softmax act loss cnn_norms pool upstream} "
 budget=${BUDGET:-540}
 left() { local l=$((budget - SECONDS)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
 has() { [[ "$steps" == *" $1 "* ]]; }
@@ -97,6 +97,12 @@ if has cnn_norms; then
   ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench cnn_norms --gpu-busy --out "$out/cnn_norms.json" ) \
     > "$out/cnn_norms.txt" 2>&1
   grep -E "^(bn_|gn32)|ceiling" "$out/cnn_norms.txt" | head -60
+fi
+if has pool; then
+  echo "== pooling benchmark"
+  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench pool --gpu-busy --out "$out/pool.json" ) \
+    > "$out/pool.txt" 2>&1
+  grep -E "_pool|ceiling" "$out/pool.txt" | head -40
 fi
 if has sweep; then
   for sw in ${SWEEP:--}; do

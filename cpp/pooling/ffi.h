@@ -7,5 +7,7 @@ namespace jaxdnn::pooling {
 
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kPoolFwdCpu);
 XLA_FFI_DECLARE_HANDLER_SYMBOL(kPoolBwdCpu);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kPoolFwdCuda);
+XLA_FFI_DECLARE_HANDLER_SYMBOL(kPoolBwdCuda);
 
 }  // namespace jaxdnn::pooling

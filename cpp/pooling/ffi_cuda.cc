@@ -1,10 +1,73 @@
-// Pooling has no CUDA kernel yet: the CUDA module gets no target from this
-// family, and Python serves a GPU call with the XLA composition (with a
-// warning), or refuses implementation="cuda".
+// XLA FFI handlers for CUDA pooling: the stream comes from XLA, nothing
+// synchronizes or allocates, so the handlers run inside XLA's command buffers.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "common/cuda_check.h"
 #include "common/ffi_registry.h"
+#include "pooling/ffi.h"
+#include "pooling/geometry_attrs.h"
+#include "pooling/sm80/pool_launch.h"
 
 namespace jaxdnn::pooling {
+namespace {
 
-FamilyExports CudaExports() { return {{}, {}}; }
+int64_t BatchOf(ffi::RemainingArgs args) {
+  auto x = args.get<ffi::AnyBuffer>(0);
+  return x.has_value() && x->dimensions().size() == 2 ? x->dimensions()[0] : 0;
+}
+
+ffi::Error Failed(const LaunchStatus& s, const char* what) {
+  return s.ok() ? ffi::Error::Success() : ffi::Error::Internal(std::string(what) + ": " + s.Text());
+}
+
+ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
+               Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
+               int32_t count_include_pad) {
+  auto g =
+      GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max, count_include_pad);
+  if (!g.has_value()) return g.error();
+  auto p = ReadPoolFwdCall(args, rets, *g);
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  return Failed(PoolFwdCuda(*p, stream), "jaxdnn pooling forward");
+}
+
+ffi::Error Bwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
+               Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
+               int32_t count_include_pad) {
+  auto g =
+      GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max, count_include_pad);
+  if (!g.has_value()) return g.error();
+  auto p = ReadPoolBwdCall(args, rets, *g);
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  return Failed(PoolBwdCuda(*p, stream), "jaxdnn pooling backward");
+}
+
+}  // namespace
+
+#define JAXDNN_POOL_BIND                        \
+  ffi::Ffi::Bind()                              \
+      .Ctx<ffi::PlatformStream<cudaStream_t>>() \
+      .RemainingArgs()                          \
+      .RemainingRets()                          \
+      .Attr<int64_t>("channels")                \
+      .Attr<Dims>("in_dims")                    \
+      .Attr<Dims>("out_dims")                   \
+      .Attr<Dims>("window")                     \
+      .Attr<Dims>("strides")                    \
+      .Attr<Dims>("dilation")                   \
+      .Attr<Dims>("pad_lo")                     \
+      .Attr<int32_t>("max")                     \
+      .Attr<int32_t>("count_include_pad")
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCuda, Fwd, JAXDNN_POOL_BIND, {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCuda, Bwd, JAXDNN_POOL_BIND, {ffi::Traits::kCmdBufferCompatible});
+
+FamilyExports CudaExports() {
+  return {{{"jaxdnn_pool_fwd", kPoolFwdCuda}, {"jaxdnn_pool_bwd", kPoolBwdCuda}}, {}};
+}
 
 }  // namespace jaxdnn::pooling

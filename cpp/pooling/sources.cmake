@@ -4,4 +4,6 @@ set(FAMILY_CPU_SOURCES
   ffi_cpu.cc
   cpu/pool_kernels.cc)
 set(FAMILY_CUDA_SOURCES
-  ffi_cuda.cc)
+  call_frame.cc
+  ffi_cuda.cc
+  sm80/pool.cu)

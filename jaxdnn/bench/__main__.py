@@ -16,7 +16,11 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # room for PyTo
 from jaxdnn._families import FAMILIES  # noqa: E402
 
 # Tables under the names the issues use: name -> (family, module).
-EXTRA = {"act": ("activations", "bench"), "loss": ("softmax", "loss_bench")}
+EXTRA = {
+  "act": ("activations", "bench"),
+  "loss": ("softmax", "loss_bench"),
+  "pool": ("pooling", "bench"),
+}
 
 
 def benchmarked_families():

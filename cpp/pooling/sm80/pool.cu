@@ -1,0 +1,210 @@
+// Pooling on CUDA (formulas in pooling/problem.h). A thread owns a 16-byte
+// vector of channels (or one channel) of one output position (forward) or
+// one input position (backward), so every load is a coalesced channel row.
+// The backward gathers instead of scattering: an input position sums dy
+// over the output positions whose windows hold it (and, for max, whose index
+// names it), in output order: no atomics, deterministic.
+#include "common/sm80/row_walk.cuh"
+#include "pooling/sm80/pool_launch.h"
+
+namespace jaxdnn::pooling {
+namespace {
+
+struct Dims3 {
+  int64_t v[3];
+};
+
+__device__ inline Dims3 Unflatten(int64_t flat, const int64_t (&dims)[3]) {
+  return {{flat / (dims[1] * dims[2]), (flat / dims[2]) % dims[1], flat % dims[2]}};
+}
+
+struct Geo {
+  int64_t in[3], out[3], window[3], stride[3], dilation[3], pad_lo[3];
+  int64_t channels, in_positions, out_positions;
+  bool max, count_include_pad;
+};
+
+Geo GeoOf(const PoolGeometry& g) {
+  Geo d;
+  for (int k = 0; k < 3; ++k) {
+    d.in[k] = g.in[k];
+    d.out[k] = g.out[k];
+    d.window[k] = g.window[k];
+    d.stride[k] = g.stride[k];
+    d.dilation[k] = g.dilation[k];
+    d.pad_lo[k] = g.pad_lo[k];
+  }
+  d.channels = g.channels;
+  d.in_positions = g.in_positions();
+  d.out_positions = g.out_positions();
+  d.max = g.max;
+  d.count_include_pad = g.count_include_pad;
+  return d;
+}
+
+__device__ inline float Divisor(const Geo& g, int64_t inside) {
+  return g.count_include_pad ? float(g.window[0] * g.window[1] * g.window[2]) : float(inside);
+}
+
+// How many of output position o's window positions are inside the input.
+__device__ inline int64_t Inside(const Geo& g, const Dims3& o) {
+  int64_t n = 1;
+  for (int k = 0; k < 3; ++k) {
+    int64_t c = 0;
+    for (int64_t j = 0; j < g.window[k]; ++j) {
+      const int64_t i = o.v[k] * g.stride[k] - g.pad_lo[k] + j * g.dilation[k];
+      c += i >= 0 && i < g.in[k];
+    }
+    n *= c;
+  }
+  return n;
+}
+
+// grid: x over channel units, y over (sample, output position) pairs.
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(256)
+    FwdKernel(const T* __restrict__ x, T* __restrict__ y, int32_t* index, Geo g, int64_t pairs) {
+  using P = Pack<T, kVec>;
+  constexpr int N = P::N;
+  const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  if (col >= g.channels) return;
+  for (int64_t pair = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; pair < pairs;
+       pair += int64_t(gridDim.y) * blockDim.y) {
+    const int64_t n = pair / g.out_positions, o = pair % g.out_positions;
+    const Dims3 od = Unflatten(o, g.out);
+    float acc[N];
+    int32_t arg[N];
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      acc[e] = g.max ? -INFINITY : 0.f;
+      arg[e] = -1;
+    }
+    int64_t inside = 0;
+    for (int64_t j0 = 0; j0 < g.window[0]; ++j0) {
+      const int64_t i0 = od.v[0] * g.stride[0] - g.pad_lo[0] + j0 * g.dilation[0];
+      if (i0 < 0 || i0 >= g.in[0]) continue;
+      for (int64_t j1 = 0; j1 < g.window[1]; ++j1) {
+        const int64_t i1 = od.v[1] * g.stride[1] - g.pad_lo[1] + j1 * g.dilation[1];
+        if (i1 < 0 || i1 >= g.in[1]) continue;
+        for (int64_t j2 = 0; j2 < g.window[2]; ++j2) {
+          const int64_t i2 = od.v[2] * g.stride[2] - g.pad_lo[2] + j2 * g.dilation[2];
+          if (i2 < 0 || i2 >= g.in[2]) continue;
+          const int64_t i = (i0 * g.in[1] + i1) * g.in[2] + i2;
+          float v[N];
+          P::Unpack(P::Load(x + (n * g.in_positions + i) * g.channels + col), v);
+          ++inside;
+#pragma unroll
+          for (int e = 0; e < N; ++e) {
+            if (!g.max) {
+              acc[e] += v[e];
+            } else if (!isnan(acc[e]) && (v[e] > acc[e] || isnan(v[e]) || arg[e] < 0)) {
+              acc[e] = v[e];
+              arg[e] = int32_t(i);
+            }
+          }
+        }
+      }
+    }
+    const float div = g.max ? 1.f : Divisor(g, inside);
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] /= div;
+    const int64_t at = (n * g.out_positions + o) * g.channels + col;
+    P::Store(y + at, acc);
+    if (g.max) {
+#pragma unroll
+      for (int e = 0; e < N; ++e) index[at + e] = arg[e];
+    }
+  }
+}
+
+// grid: x over channel units, y over (sample, input position) pairs.
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(256) BwdKernel(const T* __restrict__ dy, const int32_t* __restrict__ index,
+                                                 T* __restrict__ dx, Geo g, int64_t pairs) {
+  using P = Pack<T, kVec>;
+  constexpr int N = P::N;
+  const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  if (col >= g.channels) return;
+  for (int64_t pair = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; pair < pairs;
+       pair += int64_t(gridDim.y) * blockDim.y) {
+    const int64_t n = pair / g.in_positions, i = pair % g.in_positions;
+    const Dims3 id = Unflatten(i, g.in);
+    // Per dim, the outputs o with o * stride - pad + j * dilation = i for a j < window.
+    int64_t lo[3], hi[3];
+    for (int k = 0; k < 3; ++k) {
+      const int64_t span = (g.window[k] - 1) * g.dilation[k];
+      const int64_t num = id.v[k] + g.pad_lo[k] - span;
+      lo[k] = num <= 0 ? 0 : (num + g.stride[k] - 1) / g.stride[k];
+      hi[k] = min(g.out[k] - 1, (id.v[k] + g.pad_lo[k]) / g.stride[k]);
+    }
+    float acc[N] = {};
+    for (int64_t o0 = lo[0]; o0 <= hi[0]; ++o0) {
+      const int64_t r0 = id.v[0] + g.pad_lo[0] - o0 * g.stride[0];
+      if (r0 % g.dilation[0]) continue;
+      for (int64_t o1 = lo[1]; o1 <= hi[1]; ++o1) {
+        const int64_t r1 = id.v[1] + g.pad_lo[1] - o1 * g.stride[1];
+        if (r1 % g.dilation[1]) continue;
+        for (int64_t o2 = lo[2]; o2 <= hi[2]; ++o2) {
+          const int64_t r2 = id.v[2] + g.pad_lo[2] - o2 * g.stride[2];
+          if (r2 % g.dilation[2]) continue;
+          const int64_t o = (o0 * g.out[1] + o1) * g.out[2] + o2;
+          const int64_t at = (n * g.out_positions + o) * g.channels + col;
+          float d[N];
+          P::Unpack(P::Load(dy + at), d);
+          if (g.max) {
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[e] += index[at + e] == int32_t(i) ? d[e] : 0.f;
+          } else {
+            const float div = Divisor(g, Inside(g, Dims3{{o0, o1, o2}}));
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[e] += d[e] / div;
+          }
+        }
+      }
+    }
+    P::Store(dx + (n * g.in_positions + i) * g.channels + col, acc);
+  }
+}
+
+template <typename Launch>
+LaunchStatus ByDtypeVec(ffi::DataType dtype, bool vec, Launch launch) {
+  switch (dtype) {
+    case ffi::DataType::F32:
+      return vec ? launch(float{}, std::true_type{}) : launch(float{}, std::false_type{});
+    case ffi::DataType::BF16:
+      return vec ? launch(__nv_bfloat16{}, std::true_type{}) : launch(__nv_bfloat16{}, std::false_type{});
+    case ffi::DataType::F16:
+      return vec ? launch(__half{}, std::true_type{}) : launch(__half{}, std::false_type{});
+    default: return LaunchStatus::Refused("no pooling kernel for this dtype");
+  }
+}
+
+}  // namespace
+
+LaunchStatus PoolFwdCuda(const PoolFwdArgs& p, cudaStream_t stream) {
+  const int64_t pairs = p.g.batch * p.g.out_positions();
+  if (pairs == 0 || p.g.channels == 0) return cudaSuccess;
+  const GridPlan plan = MakeGridPlan(pairs, p.g.channels, p.g.channels, ffi::ByteWidth(p.dtype));
+  const Geo g = GeoOf(p.g);
+  return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
+    using T = decltype(t);
+    FwdKernel<T, decltype(v)::value><<<Grid(plan), Block(plan), 0, stream>>>(
+        static_cast<const T*>(p.x), static_cast<T*>(p.y), p.index, g, pairs);
+    return Checked();
+  });
+}
+
+LaunchStatus PoolBwdCuda(const PoolBwdArgs& p, cudaStream_t stream) {
+  const int64_t pairs = p.g.batch * p.g.in_positions();
+  if (pairs == 0 || p.g.channels == 0) return cudaSuccess;
+  const GridPlan plan = MakeGridPlan(pairs, p.g.channels, p.g.channels, ffi::ByteWidth(p.dtype));
+  const Geo g = GeoOf(p.g);
+  return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
+    using T = decltype(t);
+    BwdKernel<T, decltype(v)::value><<<Grid(plan), Block(plan), 0, stream>>>(
+        static_cast<const T*>(p.dy), p.index, static_cast<T*>(p.dx), g, pairs);
+    return Checked();
+  });
+}
+
+}  // namespace jaxdnn::pooling
