@@ -62,48 +62,24 @@ if has selftests; then
   DEADLINE=$((budget - 60)) SANITIZE=1 bash "$repo/tests/cuda/run_selftests.sh" "$out/selftests" \
     "${SELFTEST_BIN:-$repo/build/selftests}" 2>&1 | tee "$out/selftests.txt"
 fi
-if has norms; then
-  echo "== norms benchmark"
-  ( cd /tmp && timeout "$(left 240)" python3 -m jaxdnn.bench norms --gpu-busy --out "$out/norms.json" ) \
-    > "$out/norms.txt" 2>&1
-  grep -E "^(layer|rms)|ceiling" "$out/norms.txt" | head -60
-fi
-if has attention; then
-  echo "== attention benchmark"
-  ( cd /tmp && timeout "$(left 420)" python3 -m jaxdnn.bench attention --gpu-busy \
-      ${ATTENTION_ARGS:---dims 128} --out "$out/attention.json" ) > "$out/attention.txt" 2>&1
-  grep -vE "WARNING|warn|^ *tq, tk" "$out/attention.txt" | tail -60
-fi
-if has softmax; then
-  echo "== softmax benchmark"
-  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench softmax --gpu-busy --out "$out/softmax.json" ) \
-    > "$out/softmax.txt" 2>&1
-  grep -E "^(softmax|log_|cross)|ceiling" "$out/softmax.txt" | head -60
-fi
-if has act; then
-  echo "== activations benchmark"
-  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench act --gpu-busy --out "$out/act.json" ) \
-    > "$out/act.txt" 2>&1
-  grep -E "^(bias_|glu_)|ceiling" "$out/act.txt" | head -60
-fi
-if has loss; then
-  echo "== fused linear + cross-entropy benchmark"
-  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench loss --gpu-busy --out "$out/loss.json" ) \
-    > "$out/loss.txt" 2>&1
-  grep -E "linear_ce|unfused|xla|device" "$out/loss.txt" | head -20
-fi
-if has cnn_norms; then
-  echo "== CNN norms benchmark"
-  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench cnn_norms --gpu-busy --out "$out/cnn_norms.json" ) \
-    > "$out/cnn_norms.txt" 2>&1
-  grep -E "^(bn_|gn32)|ceiling" "$out/cnn_norms.txt" | head -60
-fi
-if has pool; then
-  echo "== pooling benchmark"
-  ( cd /tmp && timeout "$(left 300)" python3 -m jaxdnn.bench pool --gpu-busy --out "$out/pool.json" ) \
-    > "$out/pool.txt" 2>&1
-  grep -E "_pool|ceiling" "$out/pool.txt" | head -40
-fi
+# bench STEP SECONDS PATTERN [ARGS...]: `python -m jaxdnn.bench STEP` into
+# OUT/STEP.{txt,json}, printing the lines that match PATTERN.
+bench() {
+  local step=$1 secs=$2 pattern=$3
+  shift 3
+  has "$step" || return 0
+  echo "== $step benchmark"
+  ( cd /tmp && timeout "$(left "$secs")" python3 -m jaxdnn.bench "$step" --gpu-busy "$@" \
+      --out "$out/$step.json" ) > "$out/$step.txt" 2>&1
+  grep -E "$pattern" "$out/$step.txt" | grep -vE "WARNING|warn" | head -60
+}
+bench norms 240 "^(layer|rms)|ceiling"
+bench attention 420 "TFLOP|jaxdnn|cudnn|ratio|geomean" ${ATTENTION_ARGS:---dims 128}
+bench softmax 300 "^(softmax|log_|cross)|ceiling"
+bench act 300 "^(bias_|glu_)|ceiling"
+bench loss 300 "linear_ce|unfused|xla|device"
+bench cnn_norms 300 "^(bn_|gn32)|ceiling"
+bench pool 300 "_pool|ceiling"
 if has sweep; then
   for sw in ${SWEEP:--}; do
     [ "$sw" = "-" ] && sw=""

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/activation.h"
+#include "common/cpu_dispatch.h"
 #include "common/cpu_parallel.h"
 #include "common/host_half.h"
 
@@ -16,20 +17,6 @@ namespace jaxdnn::cnn_norms {
 namespace {
 
 constexpr int64_t kChunkRows = 256;
-
-template <typename Fn>
-ffi::Error Dispatch(ffi::DataType dtype, int32_t act, const char* op, Fn fn) {
-  bool known = false;
-  auto with_type = [&](auto t) { known = ByAct(act, [&](auto a) { fn(t, a); }); };
-  switch (dtype) {
-    case ffi::DataType::F32: with_type(float{}); break;
-    case ffi::DataType::BF16: with_type(bf16_t{}); break;
-    case ffi::DataType::F16: with_type(f16_t{}); break;
-    default: return InvalidArg(op, std::string("unsupported dtype ") + DtypeName(dtype));
-  }
-  if (!known) return InvalidArg(op, "unknown activation code " + std::to_string(act));
-  return ffi::Error::Success();
-}
 
 // row_fn(r, part1, part2) over every row, per chunk, then the chunks'
 // float partials summed in chunk order (double) into sum1, sum2.
@@ -144,8 +131,8 @@ ffi::Error BatchNormCpu(BatchNormStep step, const BatchNormArgs& p, ffi::ThreadP
     std::fill(p.out2, p.out2 + p.shape.channels, 0.0f);
     return ffi::Error::Success();
   }
-  return Dispatch(p.dtype, p.attrs.act, "jaxdnn batch_norm",
-                  [&](auto t, auto a) { Run<decltype(t), decltype(a)::value>(step, p, pool); });
+  return ByDtypeActCpu(p.dtype, p.attrs.act, "jaxdnn batch_norm",
+                       [&](auto t, auto a) { Run<decltype(t), decltype(a)::value>(step, p, pool); });
 }
 
 }  // namespace jaxdnn::cnn_norms

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/activation.h"
+#include "common/cpu_dispatch.h"
 #include "common/cpu_parallel.h"
 #include "common/host_half.h"
 
@@ -17,16 +18,7 @@ namespace {
 template <typename Fn>
 ffi::Error Dispatch(ffi::DataType dtype, int32_t act, const GroupShape& s, const char* op, Fn fn) {
   if (s.samples == 0 || s.channels == 0) return ffi::Error::Success();
-  bool known = false;
-  auto with_type = [&](auto t) { known = ByAct(act, [&](auto a) { fn(t, a); }); };
-  switch (dtype) {
-    case ffi::DataType::F32: with_type(float{}); break;
-    case ffi::DataType::BF16: with_type(bf16_t{}); break;
-    case ffi::DataType::F16: with_type(f16_t{}); break;
-    default: return InvalidArg(op, std::string("unsupported dtype ") + DtypeName(dtype));
-  }
-  if (!known) return InvalidArg(op, "unknown activation code " + std::to_string(act));
-  return ffi::Error::Success();
+  return ByDtypeActCpu(dtype, act, op, fn);
 }
 
 // fn(offset of entry (s, j) of the group's channels, channel) over a group.
