@@ -25,8 +25,9 @@ inline ffi::ErrorOr<PoolGeometry> GeometryOf(int64_t batch, int64_t channels, Di
     g.stride[k] = stride[k];
     g.dilation[k] = dilation[k];
     g.pad_lo[k] = pad_lo[k];
-    if (window[k] < 1 || stride[k] < 1 || dilation[k] < 1 || in[k] < 0 || out[k] < 0) {
-      return ffi::Unexpected(InvalidArg("jaxdnn pooling", "window, strides and dilation must be positive"));
+    if (window[k] < 1 || stride[k] < 1 || dilation[k] < 1 || in[k] < 0 || out[k] < 0 || pad_lo[k] < 0) {
+      return ffi::Unexpected(InvalidArg(
+          "jaxdnn pooling", "window, strides and dilation must be positive, sizes and padding >= 0"));
     }
   }
   g.max = max != 0;

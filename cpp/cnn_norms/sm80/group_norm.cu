@@ -126,6 +126,14 @@ __global__ void __launch_bounds__(256)
   p.rstd[item] = rsqrtf(fmaxf(m2 / count, 0.f) + p.attrs.epsilon);
 }
 
+// Forward with no positions: the CPU's statistics of an empty group.
+__global__ void __launch_bounds__(256) GnEmptyStatsKernel(GroupNormFwdArgs p) {
+  const int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (item >= p.shape.samples * p.shape.groups) return;
+  p.mean[item] = 0.f;
+  p.rstd[item] = rsqrtf(p.attrs.epsilon);
+}
+
 // Backward, one thread a (sample, group): dscale, dbias of its channels and
 // the group's sums of dxhat and dxhat xhat (into ab [N, G, 2]).
 __global__ void __launch_bounds__(256)
@@ -226,7 +234,10 @@ LaunchStatus GroupNormFwdCuda(const GroupNormFwdArgs& p, float* workspace, int64
   const int64_t item = ffi::ByteWidth(p.dtype);
   const GnWorkspace ws = GroupNormWorkspace(s, item);
   if (workspace_elems < ws.partials) return LaunchStatus::Refused("the workspace is smaller than the plan's");
-  if (s.positions == 0) return cudaSuccess;
+  if (s.positions == 0) {
+    GnEmptyStatsKernel<<<unsigned(CeilDiv(s.samples * s.groups, 256)), 256, 0, stream>>>(p);
+    return Checked();
+  }
   const GridPlan sums = MakeColumnSumPlan(s.positions, s.channels, item, s.samples);
   const GridPlan elem = MakeGridPlan(s.positions, s.channels, s.channels, item, s.samples);
   const int64_t chunk_rows = CeilDiv(s.positions, sums.row_blocks);
