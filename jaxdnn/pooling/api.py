@@ -131,3 +131,31 @@ def global_avg_pool(x, *, keepdims=False, implementation=None):
     raise TypeError(f"global_avg_pool: x must be an array, got {type(x).__name__}")
   y = avg_pool(x, tuple(x.shape[1:-1]), implementation=implementation)
   return y if keepdims else y.reshape(y.shape[0], y.shape[-1])
+
+
+def _adaptive(op, x, output_size, fn, implementation):
+  if not hasattr(x, "shape"):
+    raise TypeError(f"{op}: x must be an array, got {type(x).__name__}")
+  spatial = tuple(x.shape[1:-1])
+  out = geom._ints(op, "output_size", output_size, len(spatial))
+  uneven = [(s, o) for s, o in zip(spatial, out) if s % o]
+  if uneven:
+    raise ValueError(
+      f"{op}: output_size must divide the spatial dims {spatial} (windows of one size); "
+      f"got {out}: uneven adaptive windows are not supported yet"
+    )
+  window = tuple(s // o for s, o in zip(spatial, out))
+  return fn(x, window, window, implementation=implementation)
+
+
+def adaptive_avg_pool(x, output_size, *, implementation=None):
+  """PyTorch's adaptive average pooling to `output_size` (an int or one per
+  spatial dim) where it divides the input: windows and strides of
+  input // output. Uneven windows raise (not supported yet)."""
+  return _adaptive("adaptive_avg_pool", x, output_size, avg_pool, implementation)
+
+
+def adaptive_max_pool(x, output_size, *, implementation=None):
+  """PyTorch's adaptive max pooling where `output_size` divides the input
+  (see adaptive_avg_pool)."""
+  return _adaptive("adaptive_max_pool", x, output_size, max_pool, implementation)

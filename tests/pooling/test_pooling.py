@@ -74,6 +74,16 @@ def test_global_avg_pool(rng):
   assert jaxdnn.global_avg_pool(x, keepdims=True).shape == (3, 1, 1, 7)
 
 
+def test_adaptive_pools(rng):
+  x = normal(rng, (2, 14, 12, 3))
+  assert_close(jaxdnn.adaptive_avg_pool(x, (7, 4)), x.reshape(2, 7, 2, 4, 3, 3).mean((2, 4)), 1e-6)
+  assert_close(jaxdnn.adaptive_max_pool(x, 1)[:, 0, 0], x.max((1, 2)), 0)
+  with pytest.raises(ValueError, match="uneven adaptive windows"):
+    jaxdnn.adaptive_avg_pool(x, (5, 4))
+  with pytest.raises(ValueError, match="output_size"):
+    jaxdnn.adaptive_avg_pool(x, (0, 4))
+
+
 def test_all_padding_window(rng):
   x = normal(rng, (1, 2, 2, 1))
   y, idx = jaxdnn.max_pool(x, 1, 3, ((3, 0), (3, 0)), return_indices=True)
