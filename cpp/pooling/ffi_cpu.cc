@@ -14,9 +14,9 @@ int64_t BatchOf(ffi::RemainingArgs args) {
 
 ffi::Error Fwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
                Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
-               int32_t count_include_pad) {
-  auto g =
-      GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max, count_include_pad);
+               int32_t count_include_pad, int32_t adaptive) {
+  auto g = GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max,
+                      count_include_pad, adaptive);
   if (!g.has_value()) return g.error();
   auto p = ReadPoolFwdCall(args, rets, *g);
   if (!p.has_value()) return p.error();
@@ -25,9 +25,9 @@ ffi::Error Fwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets
 
 ffi::Error Bwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
                Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
-               int32_t count_include_pad) {
-  auto g =
-      GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max, count_include_pad);
+               int32_t count_include_pad, int32_t adaptive) {
+  auto g = GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max,
+                      count_include_pad, adaptive);
   if (!g.has_value()) return g.error();
   auto p = ReadPoolBwdCall(args, rets, *g);
   if (!p.has_value()) return p.error();
@@ -36,20 +36,21 @@ ffi::Error Bwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets
 
 }  // namespace
 
-#define JAXDNN_POOL_BIND         \
-  ffi::Ffi::Bind()               \
-      .Ctx<ffi::ThreadPool>()    \
-      .RemainingArgs()           \
-      .RemainingRets()           \
-      .Attr<int64_t>("channels") \
-      .Attr<Dims>("in_dims")     \
-      .Attr<Dims>("out_dims")    \
-      .Attr<Dims>("window")      \
-      .Attr<Dims>("strides")     \
-      .Attr<Dims>("dilation")    \
-      .Attr<Dims>("pad_lo")      \
-      .Attr<int32_t>("max")      \
-      .Attr<int32_t>("count_include_pad")
+#define JAXDNN_POOL_BIND                  \
+  ffi::Ffi::Bind()                        \
+      .Ctx<ffi::ThreadPool>()             \
+      .RemainingArgs()                    \
+      .RemainingRets()                    \
+      .Attr<int64_t>("channels")          \
+      .Attr<Dims>("in_dims")              \
+      .Attr<Dims>("out_dims")             \
+      .Attr<Dims>("window")               \
+      .Attr<Dims>("strides")              \
+      .Attr<Dims>("dilation")             \
+      .Attr<Dims>("pad_lo")               \
+      .Attr<int32_t>("max")               \
+      .Attr<int32_t>("count_include_pad") \
+      .Attr<int32_t>("adaptive")
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCpu, Fwd, JAXDNN_POOL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCpu, Bwd, JAXDNN_POOL_BIND);

@@ -24,9 +24,9 @@ ffi::Error Failed(const LaunchStatus& s, const char* what) {
 
 ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
                Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
-               int32_t count_include_pad) {
-  auto g =
-      GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max, count_include_pad);
+               int32_t count_include_pad, int32_t adaptive) {
+  auto g = GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max,
+                      count_include_pad, adaptive);
   if (!g.has_value()) return g.error();
   auto p = ReadPoolFwdCall(args, rets, *g);
   if (!p.has_value()) return p.error();
@@ -36,9 +36,9 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
 
 ffi::Error Bwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
                Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
-               int32_t count_include_pad) {
-  auto g =
-      GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max, count_include_pad);
+               int32_t count_include_pad, int32_t adaptive) {
+  auto g = GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max,
+                      count_include_pad, adaptive);
   if (!g.has_value()) return g.error();
   auto p = ReadPoolBwdCall(args, rets, *g);
   if (!p.has_value()) return p.error();
@@ -61,7 +61,8 @@ ffi::Error Bwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
       .Attr<Dims>("dilation")                   \
       .Attr<Dims>("pad_lo")                     \
       .Attr<int32_t>("max")                     \
-      .Attr<int32_t>("count_include_pad")
+      .Attr<int32_t>("count_include_pad")       \
+      .Attr<int32_t>("adaptive")
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCuda, Fwd, JAXDNN_POOL_BIND, {ffi::Traits::kCmdBufferCompatible});
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCuda, Bwd, JAXDNN_POOL_BIND, {ffi::Traits::kCmdBufferCompatible});

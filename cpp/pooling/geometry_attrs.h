@@ -9,7 +9,7 @@ using Dims = ffi::Span<const int64_t>;
 
 inline ffi::ErrorOr<PoolGeometry> GeometryOf(int64_t batch, int64_t channels, Dims in, Dims out, Dims window,
                                              Dims stride, Dims dilation, Dims pad_lo, int32_t max,
-                                             int32_t count_include_pad) {
+                                             int32_t count_include_pad, int32_t adaptive) {
   Dims all[] = {in, out, window, stride, dilation, pad_lo};
   for (const Dims& d : all) {
     if (d.size() != 3)
@@ -32,6 +32,7 @@ inline ffi::ErrorOr<PoolGeometry> GeometryOf(int64_t batch, int64_t channels, Di
   }
   g.max = max != 0;
   g.count_include_pad = count_include_pad != 0;
+  g.adaptive = adaptive != 0;
   return g;
 }
 

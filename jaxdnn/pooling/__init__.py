@@ -1,6 +1,6 @@
 """Pooling, channels-last, 1D-3D: max_pool (dilation, return_indices),
 avg_pool (count_include_pad), global_avg_pool with Flax's arguments, and
-PyTorch's adaptive pools where the output divides the input.
+PyTorch's adaptive pools.
 api (the public functions), geometry (windows, strides and padding to
 output sizes), reference (plain JAX, the oracle), primitives."""
 

@@ -41,13 +41,27 @@ def _pool_bwd(static, index, cts):
 _pool.defvjp(_pool_fwd, _pool_bwd)
 
 
-def _run(op, x, window_shape, strides, padding, dilation, max_, count_include_pad, implementation):
+def _run(
+  op,
+  x,
+  window_shape,
+  strides,
+  padding,
+  dilation,
+  max_,
+  count_include_pad,
+  implementation,
+  adaptive_out=None,
+):
   if not hasattr(x, "shape") or not hasattr(x, "dtype"):
     raise TypeError(f"{op}: x must be an array, got {type(x).__name__}")
   if np.dtype(x.dtype) not in FLOATS:
     raise TypeError(f"{op}: x must be float32, bfloat16, float16 or float64, got {x.dtype}")
   x = jnp.asarray(x)
-  g = geom.make(op, x.shape, window_shape, strides, padding, dilation)
+  if adaptive_out is None:
+    g = geom.make(op, x.shape, window_shape, strides, padding, dilation)
+  else:
+    g = geom.adaptive(op, x.shape, adaptive_out)
   if not isinstance(count_include_pad, bool):
     raise TypeError(f"{op}: count_include_pad must be a bool, got {count_include_pad!r}")
   impl = _platform.resolve(
@@ -59,6 +73,8 @@ def _run(op, x, window_shape, strides, padding, dilation, max_, count_include_pa
   n, c = x.shape[0], x.shape[-1]
   out_shape = (n,) + g.out + (c,)
   if impl == "xla":
+    if adaptive_out is not None:
+      return reference.adaptive_pool(x, g, max_=max_), None
     return reference.pool(x, g, max_=max_, count_include_pad=count_include_pad), None
   static = dict(
     geometry=(
@@ -72,6 +88,7 @@ def _run(op, x, window_shape, strides, padding, dilation, max_, count_include_pa
     channels=c,
     max_=max_,
     count_include_pad=count_include_pad,
+    adaptive=adaptive_out is not None,
     implementation=impl,
   )
   y, index = _pool(static, x.reshape(n, -1))
@@ -133,29 +150,26 @@ def global_avg_pool(x, *, keepdims=False, implementation=None):
   return y if keepdims else y.reshape(y.shape[0], y.shape[-1])
 
 
-def _adaptive(op, x, output_size, fn, implementation):
-  if not hasattr(x, "shape"):
-    raise TypeError(f"{op}: x must be an array, got {type(x).__name__}")
-  spatial = tuple(x.shape[1:-1])
-  out = geom._ints(op, "output_size", output_size, len(spatial))
-  uneven = [(s, o) for s, o in zip(spatial, out) if s % o]
-  if uneven:
-    raise ValueError(
-      f"{op}: output_size must divide the spatial dims {spatial} (windows of one size); "
-      f"got {out}: uneven adaptive windows are not supported yet"
-    )
-  window = tuple(s // o for s, o in zip(spatial, out))
-  return fn(x, window, window, implementation=implementation)
-
-
 def adaptive_avg_pool(x, output_size, *, implementation=None):
-  """PyTorch's adaptive average pooling to `output_size` (an int or one per
-  spatial dim) where it divides the input: windows and strides of
-  input // output. Uneven windows raise (not supported yet)."""
-  return _adaptive("adaptive_avg_pool", x, output_size, avg_pool, implementation)
+  """PyTorch's adaptive average pooling: output o of each spatial dim
+  averages inputs [floor(o in / out), ceil((o + 1) in / out)).
+
+  Args:
+    x: [batch, *spatial, channels] with 1-3 spatial dims.
+    output_size: an int or one int per spatial dim (each >= 1).
+    implementation: None, "cuda", "cpu" or "xla" (plain JAX, the oracle).
+  """
+  op = "adaptive_avg_pool"
+  return _run(op, x, None, None, None, None, False, False, implementation, output_size)[0]
 
 
-def adaptive_max_pool(x, output_size, *, implementation=None):
-  """PyTorch's adaptive max pooling where `output_size` divides the input
-  (see adaptive_avg_pool)."""
-  return _adaptive("adaptive_max_pool", x, output_size, max_pool, implementation)
+def adaptive_max_pool(x, output_size, *, return_indices=False, implementation=None):
+  """PyTorch's adaptive max pooling (windows as adaptive_avg_pool's;
+  return_indices as max_pool's)."""
+  op = "adaptive_max_pool"
+  y, index = _run(op, x, None, None, None, None, True, True, implementation, output_size)
+  if not return_indices:
+    return y
+  if index is None:
+    raise ValueError(f"{op}: return_indices needs a jaxdnn kernel, not implementation='xla'")
+  return y, jax.lax.stop_gradient(index)

@@ -77,3 +77,20 @@ def make(op, shape, window_shape, strides, padding, dilation=None):
     for size, (lo, hi), k, s in zip(spatial, pads, span, strides)
   )
   return Geometry(spatial, window, strides, dilation, pads, out)
+
+
+def adaptive(op, shape, output_size):
+  """PyTorch's adaptive windows: output o of a dim covers inputs
+  [floor(o in / out), ceil((o + 1) in / out)); `window` is the largest span
+  (the kernels' loop bound), strides and dilation 1, no padding."""
+  if len(shape) < 3 or len(shape) > 5:
+    raise ValueError(
+      f"{op}: x must be [batch, *spatial, channels] with 1-3 spatial dims, got {shape}"
+    )
+  spatial = tuple(shape[1:-1])
+  out = _ints(op, "output_size", output_size, len(spatial))
+  window = tuple(
+    max(-(-(o + 1) * s // n) - (o * s) // n for o in range(n)) for s, n in zip(spatial, out)
+  )
+  ones = (1,) * len(spatial)
+  return Geometry(spatial, window, ones, ones, ((0, 0),) * len(spatial), out)

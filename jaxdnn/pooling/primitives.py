@@ -17,13 +17,16 @@ OUT = row_of("o")
 
 
 class _PoolOp(FfiOp):
-  def ffi_attributes(self, *, geometry, channels, max_, count_include_pad, implementation):
+  def ffi_attributes(
+    self, *, geometry, channels, max_, count_include_pad, adaptive, implementation
+  ):
     names = ("in_dims", "out_dims", "window", "strides", "dilation", "pad_lo")
     attrs = {k: np.asarray(v, np.int64) for k, v in zip(names, geometry)}
     return dict(
       channels=np.int64(channels),
       max=np.int32(max_),
       count_include_pad=np.int32(count_include_pad),
+      adaptive=np.int32(adaptive),
       **attrs,
     )
 

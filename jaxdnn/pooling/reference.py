@@ -50,3 +50,23 @@ def _dilated_max(xf, geo):
     idx.append(slice(None))
     slices.append(padded[tuple(idx)])
   return jnp.max(jnp.stack(slices), axis=0)
+
+
+def adaptive_pool(x, geo, *, max_):
+  """PyTorch's adaptive pooling, one output at a time (the oracle)."""
+  import itertools
+
+  acc = jnp.float64 if x.dtype == jnp.float64 else jnp.float32
+  xf = x.astype(acc)
+  spans = [
+    [((o * s) // n, -(-(o + 1) * s // n)) for o in range(n)] for s, n in zip(geo.spatial, geo.out)
+  ]
+  outs = []
+  for idx in itertools.product(*(range(n) for n in geo.out)):
+    window = xf[
+      (slice(None),) + tuple(slice(*spans[k][o]) for k, o in enumerate(idx)) + (slice(None),)
+    ]
+    axes = tuple(range(1, xf.ndim - 1))
+    outs.append(jnp.max(window, axis=axes) if max_ else jnp.mean(window, axis=axes))
+  y = jnp.stack(outs, axis=1).reshape((x.shape[0],) + geo.out + (x.shape[-1],))
+  return y.astype(x.dtype)

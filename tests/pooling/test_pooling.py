@@ -74,14 +74,30 @@ def test_global_avg_pool(rng):
   assert jaxdnn.global_avg_pool(x, keepdims=True).shape == (3, 1, 1, 7)
 
 
-def test_adaptive_pools(rng):
+@pytest.mark.parametrize("impl", [None, "xla"])
+def test_adaptive_pools(rng, impl):
   x = normal(rng, (2, 14, 12, 3))
-  assert_close(jaxdnn.adaptive_avg_pool(x, (7, 4)), x.reshape(2, 7, 2, 4, 3, 3).mean((2, 4)), 1e-6)
-  assert_close(jaxdnn.adaptive_max_pool(x, 1)[:, 0, 0], x.max((1, 2)), 0)
-  with pytest.raises(ValueError, match="uneven adaptive windows"):
-    jaxdnn.adaptive_avg_pool(x, (5, 4))
+  avg = lambda x, o: jaxdnn.adaptive_avg_pool(x, o, implementation=impl)
+  mx = lambda x, o: jaxdnn.adaptive_max_pool(x, o, implementation=impl)
+  assert_close(avg(x, (7, 4)), x.reshape(2, 7, 2, 4, 3, 3).mean((2, 4)), 1e-6)
+  assert_close(mx(x, 1)[:, 0, 0], x.max((1, 2)), 0)
+  # Uneven windows, PyTorch's: output o covers [floor(o in / out), ceil((o + 1) in / out)).
+  want = np.stack(
+    [np.asarray(x)[:, (o * 14) // 5 : -(-(o + 1) * 14 // 5)].mean(1) for o in range(5)], 1
+  )
+  got = avg(x, (5, 12))
+  assert_close(got, want, 1e-6)
   with pytest.raises(ValueError, match="output_size"):
-    jaxdnn.adaptive_avg_pool(x, (0, 4))
+    avg(x, (0, 4))
+
+
+def test_adaptive_pool_gradients(rng):
+  x = normal(rng, (2, 9, 7, 3))
+  for fn in (jaxdnn.adaptive_avg_pool, jaxdnn.adaptive_max_pool):
+    g = lambda impl: jax.grad(lambda x: jnp.sum(fn(x, (4, 3), implementation=impl) ** 2))(x)
+    assert_close(g(None), g("xla"), 1e-5)
+  _, idx = jaxdnn.adaptive_max_pool(x, (4, 3), return_indices=True)
+  assert idx.shape == (2, 4, 3, 3)
 
 
 def test_all_padding_window(rng):

@@ -31,16 +31,30 @@ ffi::Error ByDtype(ffi::DataType dtype, const char* op, Fn fn) {
 // inside the input.
 template <typename Fn>
 int64_t ForWindow(const PoolGeometry& g, int64_t o, Fn fn) {
-  const int64_t o2 = o % g.out[2], o1 = (o / g.out[2]) % g.out[1], o0 = o / (g.out[2] * g.out[1]);
+  const int64_t od[3] = {o / (g.out[2] * g.out[1]), (o / g.out[2]) % g.out[1], o % g.out[2]};
+  // Per dim: the first input, the step, and how many window positions.
+  int64_t first[3], step[3], count[3];
+  for (int k = 0; k < 3; ++k) {
+    if (g.adaptive) {
+      int64_t last;
+      AdaptiveSpan(od[k], g.in[k], g.out[k], &first[k], &last);
+      step[k] = 1;
+      count[k] = last - first[k];
+    } else {
+      first[k] = od[k] * g.stride[k] - g.pad_lo[k];
+      step[k] = g.dilation[k];
+      count[k] = g.window[k];
+    }
+  }
   int64_t inside = 0;
-  for (int64_t j0 = 0; j0 < g.window[0]; ++j0) {
-    const int64_t i0 = o0 * g.stride[0] - g.pad_lo[0] + j0 * g.dilation[0];
+  for (int64_t j0 = 0; j0 < count[0]; ++j0) {
+    const int64_t i0 = first[0] + j0 * step[0];
     if (i0 < 0 || i0 >= g.in[0]) continue;
-    for (int64_t j1 = 0; j1 < g.window[1]; ++j1) {
-      const int64_t i1 = o1 * g.stride[1] - g.pad_lo[1] + j1 * g.dilation[1];
+    for (int64_t j1 = 0; j1 < count[1]; ++j1) {
+      const int64_t i1 = first[1] + j1 * step[1];
       if (i1 < 0 || i1 >= g.in[1]) continue;
-      for (int64_t j2 = 0; j2 < g.window[2]; ++j2) {
-        const int64_t i2 = o2 * g.stride[2] - g.pad_lo[2] + j2 * g.dilation[2];
+      for (int64_t j2 = 0; j2 < count[2]; ++j2) {
+        const int64_t i2 = first[2] + j2 * step[2];
         if (i2 < 0 || i2 >= g.in[2]) continue;
         fn((i0 * g.in[1] + i1) * g.in[2] + i2);
         ++inside;
@@ -51,7 +65,7 @@ int64_t ForWindow(const PoolGeometry& g, int64_t o, Fn fn) {
 }
 
 float Divisor(const PoolGeometry& g, int64_t inside) {
-  return g.count_include_pad ? float(g.window[0] * g.window[1] * g.window[2]) : float(inside);
+  return g.count_include_pad && !g.adaptive ? float(g.window[0] * g.window[1] * g.window[2]) : float(inside);
 }
 
 template <typename T>

@@ -21,7 +21,7 @@ __device__ inline Dims3 Unflatten(int64_t flat, const int64_t (&dims)[3]) {
 struct Geo {
   int64_t in[3], out[3], window[3], stride[3], dilation[3], pad_lo[3];
   int64_t channels, in_positions, out_positions;
-  bool max, count_include_pad;
+  bool max, count_include_pad, adaptive;
 };
 
 Geo GeoOf(const PoolGeometry& g) {
@@ -39,20 +39,37 @@ Geo GeoOf(const PoolGeometry& g) {
   d.out_positions = g.out_positions();
   d.max = g.max;
   d.count_include_pad = g.count_include_pad;
+  d.adaptive = g.adaptive;
   return d;
 }
 
 __device__ inline float Divisor(const Geo& g, int64_t inside) {
-  return g.count_include_pad ? float(g.window[0] * g.window[1] * g.window[2]) : float(inside);
+  return g.count_include_pad && !g.adaptive ? float(g.window[0] * g.window[1] * g.window[2]) : float(inside);
+}
+
+// Output position o's window along dim k: its first input, step and length.
+__device__ inline void WindowOf(const Geo& g, int k, int64_t o, int64_t* first, int64_t* step,
+                                int64_t* count) {
+  if (g.adaptive) {
+    int64_t last;
+    AdaptiveSpan(o, g.in[k], g.out[k], first, &last);
+    *step = 1;
+    *count = last - *first;
+  } else {
+    *first = o * g.stride[k] - g.pad_lo[k];
+    *step = g.dilation[k];
+    *count = g.window[k];
+  }
 }
 
 // How many of output position o's window positions are inside the input.
 __device__ inline int64_t Inside(const Geo& g, const Dims3& o) {
   int64_t n = 1;
   for (int k = 0; k < 3; ++k) {
-    int64_t c = 0;
-    for (int64_t j = 0; j < g.window[k]; ++j) {
-      const int64_t i = o.v[k] * g.stride[k] - g.pad_lo[k] + j * g.dilation[k];
+    int64_t first, step, count, c = 0;
+    WindowOf(g, k, o.v[k], &first, &step, &count);
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t i = first + j * step;
       c += i >= 0 && i < g.in[k];
     }
     n *= c;
@@ -79,15 +96,17 @@ __global__ void __launch_bounds__(256)
       acc[e] = g.max ? -INFINITY : 0.f;
       arg[e] = -1;
     }
+    int64_t first[3], step[3], count[3];
+    for (int k = 0; k < 3; ++k) WindowOf(g, k, od.v[k], &first[k], &step[k], &count[k]);
     int64_t inside = 0;
-    for (int64_t j0 = 0; j0 < g.window[0]; ++j0) {
-      const int64_t i0 = od.v[0] * g.stride[0] - g.pad_lo[0] + j0 * g.dilation[0];
+    for (int64_t j0 = 0; j0 < count[0]; ++j0) {
+      const int64_t i0 = first[0] + j0 * step[0];
       if (i0 < 0 || i0 >= g.in[0]) continue;
-      for (int64_t j1 = 0; j1 < g.window[1]; ++j1) {
-        const int64_t i1 = od.v[1] * g.stride[1] - g.pad_lo[1] + j1 * g.dilation[1];
+      for (int64_t j1 = 0; j1 < count[1]; ++j1) {
+        const int64_t i1 = first[1] + j1 * step[1];
         if (i1 < 0 || i1 >= g.in[1]) continue;
-        for (int64_t j2 = 0; j2 < g.window[2]; ++j2) {
-          const int64_t i2 = od.v[2] * g.stride[2] - g.pad_lo[2] + j2 * g.dilation[2];
+        for (int64_t j2 = 0; j2 < count[2]; ++j2) {
+          const int64_t i2 = first[2] + j2 * step[2];
           if (i2 < 0 || i2 >= g.in[2]) continue;
           const int64_t i = (i0 * g.in[1] + i1) * g.in[2] + i2;
           float v[N];
@@ -129,24 +148,34 @@ __global__ void __launch_bounds__(256) BwdKernel(const T* __restrict__ dy, const
        pair += int64_t(gridDim.y) * blockDim.y) {
     const int64_t n = pair / g.in_positions, i = pair % g.in_positions;
     const Dims3 id = Unflatten(i, g.in);
-    // Per dim, the outputs o with o * stride - pad + j * dilation = i for a j < window.
+    // Per dim, the outputs whose windows hold i: o * stride - pad + j * dilation = i
+    // for a j < window; adaptive: floor(i out / in) <= o < ceil((i + 1) out / in).
     int64_t lo[3], hi[3];
     for (int k = 0; k < 3; ++k) {
-      const int64_t span = (g.window[k] - 1) * g.dilation[k];
-      const int64_t num = id.v[k] + g.pad_lo[k] - span;
-      lo[k] = num <= 0 ? 0 : (num + g.stride[k] - 1) / g.stride[k];
-      hi[k] = min(g.out[k] - 1, (id.v[k] + g.pad_lo[k]) / g.stride[k]);
+      if (g.adaptive) {
+        lo[k] = (id.v[k] * g.out[k]) / g.in[k];
+        hi[k] = min(g.out[k] - 1, ((id.v[k] + 1) * g.out[k] + g.in[k] - 1) / g.in[k] - 1);
+      } else {
+        const int64_t span = (g.window[k] - 1) * g.dilation[k];
+        const int64_t num = id.v[k] + g.pad_lo[k] - span;
+        lo[k] = num <= 0 ? 0 : (num + g.stride[k] - 1) / g.stride[k];
+        hi[k] = min(g.out[k] - 1, (id.v[k] + g.pad_lo[k]) / g.stride[k]);
+      }
     }
+    // Whether output o's window along dim k holds input i.
+    auto holds = [&](int k, int64_t o, int64_t i) {
+      int64_t first, step, count;
+      WindowOf(g, k, o, &first, &step, &count);
+      const int64_t r = i - first;
+      return r >= 0 && r % step == 0 && r / step < count;
+    };
     float acc[N] = {};
     for (int64_t o0 = lo[0]; o0 <= hi[0]; ++o0) {
-      const int64_t r0 = id.v[0] + g.pad_lo[0] - o0 * g.stride[0];
-      if (r0 % g.dilation[0]) continue;
+      if (!holds(0, o0, id.v[0])) continue;
       for (int64_t o1 = lo[1]; o1 <= hi[1]; ++o1) {
-        const int64_t r1 = id.v[1] + g.pad_lo[1] - o1 * g.stride[1];
-        if (r1 % g.dilation[1]) continue;
+        if (!holds(1, o1, id.v[1])) continue;
         for (int64_t o2 = lo[2]; o2 <= hi[2]; ++o2) {
-          const int64_t r2 = id.v[2] + g.pad_lo[2] - o2 * g.stride[2];
-          if (r2 % g.dilation[2]) continue;
+          if (!holds(2, o2, id.v[2])) continue;
           const int64_t o = (o0 * g.out[1] + o1) * g.out[2] + o2;
           const int64_t at = (n * g.out_positions + o) * g.channels + col;
           float d[N];
