@@ -89,3 +89,16 @@ ffi::ErrorOr<BatchNormArgs> ReadBatchNormCall(ffi::RemainingArgs args, ffi::Rema
                                               bool with_workspace = false);
 
 }  // namespace jaxdnn::cnn_norms
+
+// The BatchNorm handlers' binding, on the platform context CONTEXT.
+#define JAXDNN_BN_BIND(CONTEXT)  \
+  ::xla::ffi::Ffi::Bind()        \
+      .Ctx<CONTEXT>()            \
+      .RemainingArgs()           \
+      .RemainingRets()           \
+      .Attr<int32_t>("act")      \
+      .Attr<float>("param")      \
+      .Attr<int32_t>("residual") \
+      .Attr<int32_t>("training") \
+      .Attr<float>("epsilon")    \
+      .Attr<float>("momentum")

@@ -36,37 +36,17 @@ ffi::Error BatchNorm(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remaini
 
 }  // namespace
 
-#define JAXDNN_GN_BIND           \
-  ffi::Ffi::Bind()               \
-      .Ctx<ffi::ThreadPool>()    \
-      .RemainingArgs()           \
-      .RemainingRets()           \
-      .Attr<int64_t>("channels") \
-      .Attr<int64_t>("groups")   \
-      .Attr<float>("epsilon")    \
-      .Attr<int32_t>("act")      \
-      .Attr<float>("param")      \
-      .Attr<int32_t>("residual")
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormFwdCpu, Fwd, JAXDNN_GN_BIND(ffi::ThreadPool));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormBwdCpu, Bwd, JAXDNN_GN_BIND(ffi::ThreadPool));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormFwdCpu, Fwd, JAXDNN_GN_BIND);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormBwdCpu, Bwd, JAXDNN_GN_BIND);
-
-#define JAXDNN_BN_BIND           \
-  ffi::Ffi::Bind()               \
-      .Ctx<ffi::ThreadPool>()    \
-      .RemainingArgs()           \
-      .RemainingRets()           \
-      .Attr<int32_t>("act")      \
-      .Attr<float>("param")      \
-      .Attr<int32_t>("residual") \
-      .Attr<int32_t>("training") \
-      .Attr<float>("epsilon")    \
-      .Attr<float>("momentum")
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormStatsCpu, BatchNorm<BatchNormStep::kStats>, JAXDNN_BN_BIND);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormApplyCpu, BatchNorm<BatchNormStep::kApply>, JAXDNN_BN_BIND);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormBwdReduceCpu, BatchNorm<BatchNormStep::kBwdReduce>, JAXDNN_BN_BIND);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormBwdApplyCpu, BatchNorm<BatchNormStep::kBwdApply>, JAXDNN_BN_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormStatsCpu, BatchNorm<BatchNormStep::kStats>,
+                              JAXDNN_BN_BIND(ffi::ThreadPool));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormApplyCpu, BatchNorm<BatchNormStep::kApply>,
+                              JAXDNN_BN_BIND(ffi::ThreadPool));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormBwdReduceCpu, BatchNorm<BatchNormStep::kBwdReduce>,
+                              JAXDNN_BN_BIND(ffi::ThreadPool));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormBwdApplyCpu, BatchNorm<BatchNormStep::kBwdApply>,
+                              JAXDNN_BN_BIND(ffi::ThreadPool));
 
 FamilyExports CpuExports() {
   return {{{"jaxdnn_group_norm_fwd", kGroupNormFwdCpu},

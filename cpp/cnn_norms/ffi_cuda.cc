@@ -73,41 +73,23 @@ int64_t Partials(const QueryArgs& a) {
 
 }  // namespace
 
-#define JAXDNN_BN_BIND                          \
-  ffi::Ffi::Bind()                              \
-      .Ctx<ffi::PlatformStream<cudaStream_t>>() \
-      .RemainingArgs()                          \
-      .RemainingRets()                          \
-      .Attr<int32_t>("act")                     \
-      .Attr<float>("param")                     \
-      .Attr<int32_t>("residual")                \
-      .Attr<int32_t>("training")                \
-      .Attr<float>("epsilon")                   \
-      .Attr<float>("momentum")
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormStatsCuda, BatchNorm<BatchNormStep::kStats>, JAXDNN_BN_BIND,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormStatsCuda, BatchNorm<BatchNormStep::kStats>,
+                              JAXDNN_BN_BIND(ffi::PlatformStream<cudaStream_t>),
                               {ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormApplyCuda, BatchNorm<BatchNormStep::kApply>, JAXDNN_BN_BIND,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormApplyCuda, BatchNorm<BatchNormStep::kApply>,
+                              JAXDNN_BN_BIND(ffi::PlatformStream<cudaStream_t>),
                               {ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormBwdReduceCuda, BatchNorm<BatchNormStep::kBwdReduce>, JAXDNN_BN_BIND,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormBwdReduceCuda, BatchNorm<BatchNormStep::kBwdReduce>,
+                              JAXDNN_BN_BIND(ffi::PlatformStream<cudaStream_t>),
                               {ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormBwdApplyCuda, BatchNorm<BatchNormStep::kBwdApply>, JAXDNN_BN_BIND,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kBatchNormBwdApplyCuda, BatchNorm<BatchNormStep::kBwdApply>,
+                              JAXDNN_BN_BIND(ffi::PlatformStream<cudaStream_t>),
                               {ffi::Traits::kCmdBufferCompatible});
 
-#define JAXDNN_GN_BIND                          \
-  ffi::Ffi::Bind()                              \
-      .Ctx<ffi::PlatformStream<cudaStream_t>>() \
-      .RemainingArgs()                          \
-      .RemainingRets()                          \
-      .Attr<int64_t>("channels")                \
-      .Attr<int64_t>("groups")                  \
-      .Attr<float>("epsilon")                   \
-      .Attr<int32_t>("act")                     \
-      .Attr<float>("param")                     \
-      .Attr<int32_t>("residual")
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormFwdCuda, GnFwd, JAXDNN_GN_BIND, {ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormBwdCuda, GnBwd, JAXDNN_GN_BIND, {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormFwdCuda, GnFwd, JAXDNN_GN_BIND(ffi::PlatformStream<cudaStream_t>),
+                              {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kGroupNormBwdCuda, GnBwd, JAXDNN_GN_BIND(ffi::PlatformStream<cudaStream_t>),
+                              {ffi::Traits::kCmdBufferCompatible});
 
 FamilyExports CudaExports() {
   return {{{"jaxdnn_group_norm_fwd", kGroupNormFwdCuda},

@@ -79,3 +79,16 @@ ffi::ErrorOr<GroupNormBwdArgs> ReadGroupNormBwdCall(ffi::RemainingArgs args, ffi
                                                     bool with_workspace = false);
 
 }  // namespace jaxdnn::cnn_norms
+
+// The group norm handlers' binding, on the platform context CONTEXT.
+#define JAXDNN_GN_BIND(CONTEXT)  \
+  ::xla::ffi::Ffi::Bind()        \
+      .Ctx<CONTEXT>()            \
+      .RemainingArgs()           \
+      .RemainingRets()           \
+      .Attr<int64_t>("channels") \
+      .Attr<int64_t>("groups")   \
+      .Attr<float>("epsilon")    \
+      .Attr<int32_t>("act")      \
+      .Attr<float>("param")      \
+      .Attr<int32_t>("residual")

@@ -7,11 +7,6 @@
 namespace jaxdnn::pooling {
 namespace {
 
-int64_t BatchOf(ffi::RemainingArgs args) {
-  auto x = args.get<ffi::AnyBuffer>(0);
-  return x.has_value() && x->dimensions().size() == 2 ? x->dimensions()[0] : 0;
-}
-
 ffi::Error Fwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
                Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
                int32_t count_include_pad, int32_t adaptive) {
@@ -36,24 +31,8 @@ ffi::Error Bwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets
 
 }  // namespace
 
-#define JAXDNN_POOL_BIND                  \
-  ffi::Ffi::Bind()                        \
-      .Ctx<ffi::ThreadPool>()             \
-      .RemainingArgs()                    \
-      .RemainingRets()                    \
-      .Attr<int64_t>("channels")          \
-      .Attr<Dims>("in_dims")              \
-      .Attr<Dims>("out_dims")             \
-      .Attr<Dims>("window")               \
-      .Attr<Dims>("strides")              \
-      .Attr<Dims>("dilation")             \
-      .Attr<Dims>("pad_lo")               \
-      .Attr<int32_t>("max")               \
-      .Attr<int32_t>("count_include_pad") \
-      .Attr<int32_t>("adaptive")
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCpu, Fwd, JAXDNN_POOL_BIND);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCpu, Bwd, JAXDNN_POOL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCpu, Fwd, JAXDNN_POOL_BIND(ffi::ThreadPool));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCpu, Bwd, JAXDNN_POOL_BIND(ffi::ThreadPool));
 
 FamilyExports CpuExports() {
   return {{{"jaxdnn_pool_fwd", kPoolFwdCpu}, {"jaxdnn_pool_bwd", kPoolBwdCpu}}, {}};

@@ -13,11 +13,6 @@
 namespace jaxdnn::pooling {
 namespace {
 
-int64_t BatchOf(ffi::RemainingArgs args) {
-  auto x = args.get<ffi::AnyBuffer>(0);
-  return x.has_value() && x->dimensions().size() == 2 ? x->dimensions()[0] : 0;
-}
-
 ffi::Error Failed(const LaunchStatus& s, const char* what) {
   return s.ok() ? ffi::Error::Success() : ffi::Error::Internal(std::string(what) + ": " + s.Text());
 }
@@ -48,24 +43,10 @@ ffi::Error Bwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
 
 }  // namespace
 
-#define JAXDNN_POOL_BIND                        \
-  ffi::Ffi::Bind()                              \
-      .Ctx<ffi::PlatformStream<cudaStream_t>>() \
-      .RemainingArgs()                          \
-      .RemainingRets()                          \
-      .Attr<int64_t>("channels")                \
-      .Attr<Dims>("in_dims")                    \
-      .Attr<Dims>("out_dims")                   \
-      .Attr<Dims>("window")                     \
-      .Attr<Dims>("strides")                    \
-      .Attr<Dims>("dilation")                   \
-      .Attr<Dims>("pad_lo")                     \
-      .Attr<int32_t>("max")                     \
-      .Attr<int32_t>("count_include_pad")       \
-      .Attr<int32_t>("adaptive")
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCuda, Fwd, JAXDNN_POOL_BIND, {ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCuda, Bwd, JAXDNN_POOL_BIND, {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCuda, Fwd, JAXDNN_POOL_BIND(ffi::PlatformStream<cudaStream_t>),
+                              {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCuda, Bwd, JAXDNN_POOL_BIND(ffi::PlatformStream<cudaStream_t>),
+                              {ffi::Traits::kCmdBufferCompatible});
 
 FamilyExports CudaExports() {
   return {{{"jaxdnn_pool_fwd", kPoolFwdCuda}, {"jaxdnn_pool_bwd", kPoolBwdCuda}}, {}};

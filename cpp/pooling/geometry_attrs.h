@@ -36,4 +36,27 @@ inline ffi::ErrorOr<PoolGeometry> GeometryOf(int64_t batch, int64_t channels, Di
   return g;
 }
 
+// The batch of a call's first operand (x or dy, [batch, positions * channels]).
+inline int64_t BatchOf(ffi::RemainingArgs args) {
+  auto x = args.get<ffi::AnyBuffer>(0);
+  return x.has_value() && x->dimensions().size() == 2 ? x->dimensions()[0] : 0;
+}
+
 }  // namespace jaxdnn::pooling
+
+// The pooling handlers' binding, on the platform context CONTEXT.
+#define JAXDNN_POOL_BIND(CONTEXT)                \
+  ::xla::ffi::Ffi::Bind()                        \
+      .Ctx<CONTEXT>()                            \
+      .RemainingArgs()                           \
+      .RemainingRets()                           \
+      .Attr<int64_t>("channels")                 \
+      .Attr<::jaxdnn::pooling::Dims>("in_dims")  \
+      .Attr<::jaxdnn::pooling::Dims>("out_dims") \
+      .Attr<::jaxdnn::pooling::Dims>("window")   \
+      .Attr<::jaxdnn::pooling::Dims>("strides")  \
+      .Attr<::jaxdnn::pooling::Dims>("dilation") \
+      .Attr<::jaxdnn::pooling::Dims>("pad_lo")   \
+      .Attr<int32_t>("max")                      \
+      .Attr<int32_t>("count_include_pad")        \
+      .Attr<int32_t>("adaptive")
