@@ -27,6 +27,11 @@ has() { [[ "$steps" == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 python3 -c "import jax, jaxlib; print('jax', jax.__version__, jax.devices())" | tee -a "$out/device.txt"
 [ -f "$repo/benchmarks/tokamax_site.sh" ] && source "$repo/benchmarks/tokamax_site.sh"
+# Anchors carried as wheels (Liger-Kernel: `.whl` named in the call's carry).
+if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/anchor-site "$repo"/.whl/*.whl && export PYTHONPATH=/tmp/anchor-site${PYTHONPATH:+:$PYTHONPATH}
+fi
 
 if has build; then
   echo "== build"

@@ -34,8 +34,8 @@ def _gpu_records(run, calls):
   recs = gpu_records(run, calls)
   if not recs:
     return None, None, 0
-  busy = sum(d for _, d in recs) / 1e6 / calls
-  span = (max(t + d for t, d in recs) - min(t for t, _ in recs)) / 1e6 / calls
+  busy = sum(r[1] for r in recs) / 1e6 / calls
+  span = (max(r[0] + r[1] for r in recs) - min(r[0] for r in recs)) / 1e6 / calls
   return busy, span, len(recs) / calls
 
 

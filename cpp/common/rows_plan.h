@@ -41,9 +41,13 @@ inline GridPlan MakeGridPlan(int64_t rows, int64_t cols, int64_t stride, int64_t
   p.tx = tx;
   p.ty = int(kBlockThreads / tx);
   p.col_blocks = std::max<int64_t>(1, CeilDiv(p.units, tx));
-  // Two waves of blocks, each thread taking at least a few rows.
+  // At most two waves of blocks; a thread takes 16 rows where that still
+  // fills one wave (its setup, the row's parameters, is paid once), else
+  // down to 4 to fill it.
   const int64_t want = std::max<int64_t>(1, CeilDiv(2 * kResidentBlocks, p.col_blocks * samples));
-  p.row_blocks = std::clamp<int64_t>(CeilDiv(rows, p.ty * 4), 1, std::min(want, kGridYLimit));
+  const int64_t wave = std::max<int64_t>(1, CeilDiv(kResidentBlocks, p.col_blocks * samples));
+  const int64_t blocks = std::max(CeilDiv(rows, p.ty * 16), std::min(wave, CeilDiv(rows, p.ty * 4)));
+  p.row_blocks = std::clamp<int64_t>(blocks, 1, std::min(want, kGridYLimit));
   return p;
 }
 

@@ -16,6 +16,7 @@ import numpy as np
 
 import jaxdnn
 from jaxdnn.bench import memory_bound
+from jaxdnn.bench import liger
 from jaxdnn.bench.memory_bound import jax_rows, torch_rows
 
 # Issue 27's grid: rows x features of 256 MiB and more in bfloat16, and the
@@ -73,6 +74,9 @@ def run(cases=None, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
           return lambda x: x[:, :cols] * a(x[:, cols:])
 
         rs += torch_rows(torch_glu, (x,), cot, nb_f, nb_b)
+      lg = liger.glu(act) if on_gpu and want("liger") else None
+      if lg is not None:  # Liger takes value and gate as separate tensors
+        rs += torch_rows(lg, (x[:, :cols], x[:, cols:]), cot, nb_f, nb_b, name="liger")
       for r in rs:
         r.update(op=f"glu_{act}", case=f"{rows}x2x{cols}", dtype=np.dtype(dtype).name)
       records += rs

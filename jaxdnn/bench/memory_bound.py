@@ -59,14 +59,20 @@ def jax_rows(name, f, args, cot, nb_f, nb_b):
     t_fb = timing.time_jax_chained(fwd_bwd, (args, cot))
     b_f = timing.busy_jax(jax.jit(lambda a: f(*a)), args)
     b_fb = timing.busy_jax(jax.jit(fwd_bwd), (args, cot))
+    if timing.MODE["kernels"]:
+      for label, fn, a in (("fwd", lambda a: f(*a), args), ("fwd+bwd", fwd_bwd, (args, cot))):
+        lines = timing.kernel_lines(timing.jax_runner(jax.jit(fn), a))
+        print(f"kernels of {name} {label} {[getattr(x, 'shape', ()) for x in args]}:")
+        print("\n".join(lines or ["  (no PyTorch profiler)"]))
   except Exception as e:  # noqa: BLE001 - reported in the table
     return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
   return direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
-def torch_rows(make_fn, args, cot, nb_f, nb_b):
-  """The same records for PyTorch on the GPU: make_fn(torch) -> fn(*tensors);
-  nothing without a CUDA PyTorch."""
+def torch_rows(make_fn, args, cot, nb_f, nb_b, name="torch"):
+  """The same records for PyTorch on the GPU: make_fn(torch) -> fn(*tensors)
+  (PyTorch's own ops, or another PyTorch library's under `name`); nothing
+  without a CUDA PyTorch."""
   try:
     import torch
 
@@ -94,8 +100,8 @@ def torch_rows(make_fn, args, cot, nb_f, nb_b):
     t_fb = timing.time_torch(fb)
     b_fb = timing.busy_torch(fb)
   except Exception as e:  # noqa: BLE001
-    return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return direction_rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+    return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
+  return direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
 def print_table(records, copy_tbps, busy_tbps=None):
@@ -143,7 +149,13 @@ def main(family, run, argv=None):
     action="store_true",
     help="also record GPU-busy time per call from CUPTI (needs PyTorch)",
   )
+  ap.add_argument(
+    "--kernels",
+    action="store_true",
+    help="print each case's GPU time per kernel, per implementation (needs PyTorch)",
+  )
   args = ap.parse_args(argv)
+  timing.MODE["kernels"] = args.kernels
   timing.MODE["chain_length"] = args.chain
   timing.MODE["gpu_busy"] = args.gpu_busy
   ceil = ceilings.measure(quick=args.quick)

@@ -40,7 +40,7 @@ def time_jax(fn, *args, warmup=3, repeats=15, calls=None, sample_seconds=3e-3):
 
 # Applications per jit call: 1 (default: each call times one kernel launch
 # plus dispatch, which the queue hides for ~100 us kernels) or a chain.
-MODE = {"chain_length": 1, "gpu_busy": False}
+MODE = {"chain_length": 1, "gpu_busy": False, "kernels": False}
 
 
 def time_jax_chained(step, init, length=None, warmup=2, repeats=10):
@@ -111,7 +111,11 @@ def gpu_records(run, calls):
     prof.export_chrome_trace(path)
     with open(path) as f:
       events = json.load(f)["traceEvents"]
-  return [(e["ts"], e["dur"]) for e in events if e.get("cat") in _GPU_CATEGORIES and "dur" in e]
+  return [
+    (e["ts"], e["dur"], e.get("name", "?"))
+    for e in events
+    if e.get("cat") in _GPU_CATEGORIES and "dur" in e
+  ]
 
 
 def _busy_seconds(run, calls, repeats=3):
@@ -121,7 +125,7 @@ def _busy_seconds(run, calls, repeats=3):
     if recs is None:
       return None
     if recs:
-      samples.append(sum(d for _, d in recs) / 1e6 / calls)
+      samples.append(sum(r[1] for r in recs) / 1e6 / calls)
   return statistics.median(samples) if samples else None
 
 
@@ -152,6 +156,20 @@ def torch_runner(fn):
     torch.cuda.synchronize()
 
   return run
+
+
+def kernel_lines(run, calls=10):
+  """Per-kernel GPU time of one call, longest first: ["  12.3 us  x1  name"]
+  (what a slow case spends its time on; None without PyTorch)."""
+  recs = gpu_records(run, calls)
+  if recs is None:
+    return None
+  per = {}
+  for _, d, name in recs:
+    t, n = per.get(name, (0.0, 0))
+    per[name] = (t + d, n + 1)
+  rows = sorted(per.items(), key=lambda kv: -kv[1][0])
+  return [f"  {t / calls:9.1f} us  x{n / calls:<4g} {name[:110]}" for name, (t, n) in rows]
 
 
 def busy_jax(fn, *args, calls=20):

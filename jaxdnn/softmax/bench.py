@@ -13,6 +13,7 @@ import numpy as np
 
 import jaxdnn
 from jaxdnn.bench import memory_bound, timing
+from jaxdnn.bench import liger
 from jaxdnn.bench.memory_bound import jax_rows, torch_rows
 from jaxdnn.bench.timing import time_jax_chained, time_torch
 
@@ -33,7 +34,8 @@ def _loss_jax_rows(name, f, x, labels, nb_f, nb_b):
   return memory_bound.direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
-def _loss_torch_rows(x, labels, nb_f, nb_b):
+def _loss_torch_rows(x, labels, nb_f, nb_b, name="torch"):
+  """PyTorch's cross_entropy (or Liger's, name="liger"), mean over rows."""
   try:
     import torch
 
@@ -43,6 +45,8 @@ def _loss_torch_rows(x, labels, nb_f, nb_b):
     tx = torch.from_numpy(np.array(x.astype(jnp.float32))).cuda().to(dtype)
     ty = torch.from_numpy(np.asarray(labels, np.int64)).cuda()
     fwd = lambda x: torch.nn.functional.cross_entropy(x, ty)
+    if name == "liger":
+      fwd = liger.cross_entropy(ty)
     with torch.no_grad():
       t_f = time_torch(lambda: fwd(tx))
       b_f = timing.busy_torch(lambda: fwd(tx))
@@ -55,8 +59,8 @@ def _loss_torch_rows(x, labels, nb_f, nb_b):
     t_fb = time_torch(fb)
     b_fb = timing.busy_torch(fb)
   except Exception as e:  # noqa: BLE001
-    return [dict(impl="torch", error=f"{type(e).__name__}: {str(e)[:200]}")]
-  return memory_bound.direction_rows("torch", t_f, t_fb, nb_f, nb_b, b_f, b_fb)
+    return [dict(impl=name, error=f"{type(e).__name__}: {str(e)[:200]}")]
+  return memory_bound.direction_rows(name, t_f, t_fb, nb_f, nb_b, b_f, b_fb)
 
 
 def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
@@ -86,6 +90,9 @@ def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
           nb_f,
           nb_b,
         )
+      lg = liger.softmax() if on_gpu and not log and want("liger") else None
+      if lg is not None:
+        rs += torch_rows(lg, (x,), dy, nb_f, nb_b, name="liger")
       for r in rs:
         r.update(
           op="log_softmax" if log else "softmax", case=f"{rows}x{cols}", dtype=np.dtype(dtype).name
@@ -107,6 +114,8 @@ def run(cases=CASES, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
       rs += _loss_jax_rows("xla", f, x, labels, nb_f, nb_b)
     if on_gpu and with_torch and want("torch"):
       rs += _loss_torch_rows(x, labels, nb_f, nb_b)
+    if on_gpu and want("liger") and liger.ops() is not None:
+      rs += _loss_torch_rows(x, labels, nb_f, nb_b, name="liger")
     for r in rs:
       r.update(op="cross_entropy", case=f"{rows}x{cols}", dtype=np.dtype(dtype).name)
     records += rs

@@ -34,6 +34,50 @@ def _fns(labels):
   }
 
 
+def _liger_records(h, w, labels, flops, case):
+  """Liger's fused linear cross-entropy (PyTorch, Triton) on the same data,
+  forward+backward: time, and the peak memory it allocates beyond its inputs."""
+  import numpy as np
+
+  from jaxdnn.bench import liger
+
+  L = liger.ops()
+  if L is None:
+    return []
+  rec = dict(op="linear_cross_entropy", case=case, impl="liger")
+  try:
+    import torch
+
+    to = lambda a, dt: torch.from_numpy(np.array(a.astype(jnp.float32))).cuda().to(dt)
+    th = to(h, torch.bfloat16).requires_grad_(True)
+    tw = to(w.T, torch.bfloat16).requires_grad_(True)  # [vocab, features], PyTorch's layout
+    ty = torch.from_numpy(np.asarray(labels, np.int64)).cuda()
+    loss = liger.linear_cross_entropy(ty)
+
+    def step():
+      loss(th, tw).backward()
+      th.grad = tw.grad = None
+
+    step()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    # Less the gradients, which XLA counts as outputs rather than temporaries.
+    grads = th.numel() * 2 + tw.numel() * 2
+    rec["temp_mb"] = (torch.cuda.max_memory_allocated() - base - grads) / 2**20
+    t = timing.time_torch(step, warmup=1, repeats=5, calls=3)
+    rec.update(time_us=t * 1e6, tflops=flops / t / 1e12)
+    busy = timing.busy_torch(step, calls=5)
+    if busy:
+      rec.update(gpu_us=busy * 1e6, gpu_tflops=flops / busy / 1e12)
+    del th, tw
+  except Exception as e:  # noqa: BLE001 - reported in the table
+    rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+  return [rec]
+
+
 def run(cases=CASES, dtype=jnp.bfloat16, impls=None):
   records = []
   for tokens, features, vocab in cases:
@@ -59,10 +103,12 @@ def run(cases=CASES, dtype=jnp.bfloat16, impls=None):
       except Exception as e:  # noqa: BLE001 - reported in the table
         rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
       records.append(rec)
+    if impls is None or "liger" in impls:
+      records += _liger_records(h, w, labels, flops, f"{tokens}x{features}x{vocab}")
     del h, w
   base = {(r["case"], r["impl"]): r for r in records if "time_us" in r}
   for r in records:
-    for other in ("unfused", "xla"):
+    for other in ("unfused", "xla", "liger"):
       o = base.get((r["case"], other))
       if r["impl"] == "linear_ce" and o and "time_us" in r:
         r.setdefault("speedup_vs", {})[other] = o["time_us"] / r["time_us"]
@@ -76,7 +122,7 @@ def main(argv=None):
   ap.add_argument("--out", help="write the records as JSON here")
   ap.add_argument("--cases", help="comma-separated TOKENSxFEATURESxVOCAB")
   ap.add_argument("--dtype", default="bfloat16")
-  ap.add_argument("--impls", help="anchors besides jaxdnn (unfused,xla)")
+  ap.add_argument("--impls", help="anchors besides jaxdnn (unfused,xla,liger)")
   ap.add_argument("--quick", action="store_true", help="a small case (CPU smoke run)")
   ap.add_argument("--gpu-busy", action="store_true", help="also record GPU-busy time (CUPTI)")
   args = ap.parse_args(argv)

@@ -135,8 +135,9 @@ def test_vmap_per_example_bias(rng):
 
 def test_scalar_and_empty(rng):
   s = jnp.float32(-0.5)
-  assert_close(jaxdnn.bias_act(s, activation="elu"), jax.nn.elu(s), 1e-6)
-  assert_close(jaxdnn.glu(s, s * 2, activation="tanh"), s * jnp.tanh(2 * s), 1e-6)
+  # 2e-5: the CUDA build computes exp and tanh with fast-math approximations.
+  assert_close(jaxdnn.bias_act(s, activation="elu"), jax.nn.elu(s), 2e-5)
+  assert_close(jaxdnn.glu(s, s * 2, activation="tanh"), s * jnp.tanh(2 * s), 2e-5)
   e = jnp.zeros((0, 8))
   assert jaxdnn.bias_act(e, jnp.ones(8), activation="relu").shape == (0, 8)
   db = jax.grad(lambda b: jnp.sum(jaxdnn.bias_act(e, b, activation="relu")))(jnp.ones(8))

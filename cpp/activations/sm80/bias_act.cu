@@ -130,8 +130,7 @@ LaunchStatus BiasActBwdCuda(const BiasActBwdArgs& p, cudaStream_t stream) {
     return Checked();
   });
   if (!s.ok() || !with_bias) return s;
-  SumColumnPartials<1><<<unsigned(CeilDiv(p.shape.cols, 256)), 256, 0, stream>>>(p.partials, p.dbias, nullptr,
-                                                                                 g.row_blocks, p.shape.cols);
+  LaunchColumnPartials<1>(p.partials, p.dbias, nullptr, g.row_blocks, p.shape.cols, stream);
   return Checked();
 }
 

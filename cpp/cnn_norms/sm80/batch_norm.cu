@@ -10,18 +10,37 @@
 namespace jaxdnn::cnn_norms {
 namespace {
 
-// A thread's channels: statistics and parameters in registers.
+// A thread's channels: statistics and parameters in registers. The block's
+// channels are worked out once, a thread each, into shared memory (rather
+// than N per thread, repeated over the block's rows of threads): every
+// thread of the block constructs it.
 template <int N>
 struct Channels {
-  float mean[N], rstd[N], scale[N], bias[N];
-  __device__ Channels(const BatchNormArgs& p, int64_t col, bool live) {
+  float mean[N], rstd[N], scale[N], bias[N], mdz[N], mdzx[N];
+  __device__ Channels(const BatchNormArgs& p, int64_t col, bool live, bool with_totals = false) {
+    __shared__ float sm[6][256];
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+    const int64_t c = int64_t(blockIdx.x) * blockDim.x * N + tid;
+    if (tid < int(blockDim.x) * N && c < p.shape.channels) {
+      const ChannelStats s = StatsOf(p, c);
+      sm[0][tid] = s.mean;
+      sm[1][tid] = s.rstd;
+      sm[2][tid] = p.scale[c];
+      sm[3][tid] = p.bias[c];
+      const bool totals = with_totals && p.attrs.training;
+      sm[4][tid] = totals ? p.total_dz[c] / p.count[c] : 0.f;
+      sm[5][tid] = totals ? p.total_dzx[c] / p.count[c] : 0.f;
+    }
+    __syncthreads();
+    const int at = threadIdx.x * N;
 #pragma unroll
     for (int e = 0; e < N; ++e) {
-      const ChannelStats s = live ? StatsOf(p, col + e) : ChannelStats{0.f, 0.f, 0.f};
-      mean[e] = s.mean;
-      rstd[e] = s.rstd;
-      scale[e] = live ? p.scale[col + e] : 0.f;
-      bias[e] = live ? p.bias[col + e] : 0.f;
+      mean[e] = live ? sm[0][at + e] : 0.f;
+      rstd[e] = live ? sm[1][at + e] : 0.f;
+      scale[e] = live ? sm[2][at + e] : 0.f;
+      bias[e] = live ? sm[3][at + e] : 0.f;
+      mdz[e] = live ? sm[4][at + e] : 0.f;
+      mdzx[e] = live ? sm[5][at + e] : 0.f;
     }
   }
 };
@@ -73,8 +92,8 @@ __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
   using P = Pack<T, kVec>;
   constexpr int N = P::N;
   const int64_t cols = p.shape.channels, col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  const Channels<N> ch(p, col, col < cols);
   if (col >= cols) return;
-  const Channels<N> ch(p, col, true);
   const T* x = static_cast<const T*>(p.x);
   const T* res = static_cast<const T*>(p.residual);
   T* y = static_cast<T*>(p.y);
@@ -155,15 +174,11 @@ __global__ void __launch_bounds__(256) BwdApplyKernel(BatchNormArgs p) {
   using P = Pack<T, kVec>;
   constexpr int N = P::N;
   const int64_t cols = p.shape.channels, col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  const Channels<N> ch(p, col, col < cols, true);
   if (col >= cols) return;
-  const Channels<N> ch(p, col, true);
-  float gain[N], mdz[N], mdzx[N];
+  float gain[N];
 #pragma unroll
-  for (int e = 0; e < N; ++e) {
-    gain[e] = ch.rstd[e] * ch.scale[e];
-    mdz[e] = p.attrs.training ? p.total_dz[col + e] / p.count[col + e] : 0.f;
-    mdzx[e] = p.attrs.training ? p.total_dzx[col + e] / p.count[col + e] : 0.f;
-  }
+  for (int e = 0; e < N; ++e) gain[e] = ch.rstd[e] * ch.scale[e];
   const T* dy = static_cast<const T*>(p.dy);
   const T* x = static_cast<const T*>(p.x);
   const T* res = static_cast<const T*>(p.residual);
@@ -182,7 +197,7 @@ __global__ void __launch_bounds__(256) BwdApplyKernel(BatchNormArgs p) {
         Dz<P, A, N>(p, ch, raw.op, res != nullptr, dz, xhat);
         if (dres) P::Store(dres + r * cols + col, dz);
 #pragma unroll
-        for (int e = 0; e < N; ++e) out[e] = gain[e] * (dz[e] - mdz[e] - xhat[e] * mdzx[e]);
+        for (int e = 0; e < N; ++e) out[e] = gain[e] * (dz[e] - ch.mdz[e] - xhat[e] * ch.mdzx[e]);
         P::Store(dx + r * cols + col, out);
       });
 }
@@ -250,8 +265,7 @@ LaunchStatus BatchNormCuda(BatchNormStep step, const BatchNormArgs& p, cudaStrea
                               });
   if (!s.ok()) return s;
   if (sums) {
-    SumColumnPartials<2>
-        <<<unsigned(CeilDiv(cols, 256)), 256, 0, stream>>>(p.partials, p.out1, p.out2, g.row_blocks, cols);
+    LaunchColumnPartials<2>(p.partials, p.out1, p.out2, g.row_blocks, cols, stream);
   } else if (step == BatchNormStep::kApply) {
     RunningKernel<<<unsigned(CeilDiv(cols, 256)), 256, 0, stream>>>(p);
   }

@@ -93,37 +93,59 @@ __global__ void __launch_bounds__(256)
   BlockColumnSums<2, N>(acc, lanes, live, partials + ((n * chunks + blockIdx.y) * 2) * v.cols + col, v.cols);
 }
 
-// Forward, one thread a (sample, group): the group's mean and rstd from its
-// channels' shifted sums (s1_c, s2_c about k_c over P positions):
-//   mean = sum_c (s1_c + P k_c) / M,  M2 = sum_c s2_c + 2 (k_c - mean) s1_c + P (k_c - mean)^2.
+// The block's sum of v, the same in every thread: warps by butterfly, then
+// the warps' sums in warp order (a fixed order for a fixed launch).
+__device__ inline float BlockSum(float v, float* warp_sums) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();  // warp_sums may still be read by a previous call
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = 0.f;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) t += warp_sums[w];
+  return t;
+}
+
+constexpr int kGroupThreads = 128;
+
+// Forward, one block a (sample, group), its threads over the group's
+// (chunk, channel) partials: the group's mean and rstd from the channels'
+// shifted sums (s1, s2 about k_c over P positions per channel):
+//   mean = (sum s1 + P sum_c k_c) / M,
+//   M2 = sum over partials of s2 + 2 (k_c - mean) s1, plus P sum_c (k_c - mean)^2.
 template <typename T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(kGroupThreads)
     GnStatsKernel(GroupNormFwdArgs p, const float* partials, int64_t chunks) {
+  __shared__ float warp_sums[kGroupThreads / 32];
   const GroupShape& s = p.shape;
-  const int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (item >= s.samples * s.groups) return;
-  const int64_t n = item / s.groups, g = item % s.groups, cg = s.per_group();
+  const int64_t item = blockIdx.x, n = item / s.groups, g = item % s.groups, cg = s.per_group();
   const T* x = static_cast<const T*>(p.x) + n * s.positions * s.channels;
+  const float* part = partials + n * chunks * 2 * s.channels;
+  const float positions = float(s.positions);
+  const int64_t entries = chunks * cg;
+  float t = 0.f;
+  for (int64_t j = threadIdx.x; j < entries; j += blockDim.x) {
+    t += part[(j / cg) * 2 * s.channels + g * cg + j % cg];
+  }
+  for (int64_t c = threadIdx.x; c < cg; c += blockDim.x)
+    t += positions * float(Vec16<T>::Load1(x + g * cg + c));
   const float count = float(s.positions * cg);
-  float total = 0.f;
-  for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
-    float s1 = 0.f;
-    for (int64_t k = 0; k < chunks; ++k) s1 += partials[((n * chunks + k) * 2) * s.channels + c];
-    total += s1 + float(s.positions) * Vec16<T>::Load1(x + c);
-  }
-  const float mean = total / count;
+  const float mean = BlockSum(t, warp_sums) / count;
   float m2 = 0.f;
-  for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
-    float s1 = 0.f, s2 = 0.f;
-    for (int64_t k = 0; k < chunks; ++k) {
-      s1 += partials[((n * chunks + k) * 2) * s.channels + c];
-      s2 += partials[((n * chunks + k) * 2 + 1) * s.channels + c];
-    }
-    const float d = Vec16<T>::Load1(x + c) - mean;
-    m2 += s2 + 2.f * d * s1 + float(s.positions) * d * d;
+  for (int64_t j = threadIdx.x; j < entries; j += blockDim.x) {
+    const int64_t c = g * cg + j % cg;
+    const float* at = part + (j / cg) * 2 * s.channels + c;
+    m2 += at[s.channels] + 2.f * (float(Vec16<T>::Load1(x + c)) - mean) * at[0];
   }
-  p.mean[item] = mean;
-  p.rstd[item] = rsqrtf(fmaxf(m2 / count, 0.f) + p.attrs.epsilon);
+  for (int64_t c = threadIdx.x; c < cg; c += blockDim.x) {
+    const float d = float(Vec16<T>::Load1(x + g * cg + c)) - mean;
+    m2 += positions * d * d;
+  }
+  m2 = BlockSum(m2, warp_sums);
+  if (threadIdx.x == 0) {
+    p.mean[item] = mean;
+    p.rstd[item] = rsqrtf(fmaxf(m2 / count, 0.f) + p.attrs.epsilon);
+  }
 }
 
 // Forward with no positions: the CPU's statistics of an empty group.
@@ -134,28 +156,41 @@ __global__ void __launch_bounds__(256) GnEmptyStatsKernel(GroupNormFwdArgs p) {
   p.rstd[item] = rsqrtf(p.attrs.epsilon);
 }
 
-// Backward, one thread a (sample, group): dscale, dbias of its channels and
-// the group's sums of dxhat and dxhat xhat (into ab [N, G, 2]).
-__global__ void __launch_bounds__(256)
+// Backward, one block a (sample, group): dscale, dbias of its channels (a
+// warp a channel, lanes over the chunks) and the group's sums of dxhat and
+// dxhat xhat (into ab [N, G, 2]).
+__global__ void __launch_bounds__(kGroupThreads)
     GnParamGradKernel(GroupNormBwdArgs p, const float* partials, int64_t chunks, float* ab) {
+  __shared__ float warp_sums[kGroupThreads / 32];
   const GroupShape& s = p.shape;
-  const int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (item >= s.samples * s.groups) return;
-  const int64_t n = item / s.groups, g = item % s.groups, cg = s.per_group();
+  const int64_t item = blockIdx.x, n = item / s.groups, g = item % s.groups, cg = s.per_group();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const float* part = partials + n * chunks * 2 * s.channels;
   float a = 0.f, b = 0.f;
-  for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+  for (int64_t c = g * cg + warp; c < (g + 1) * cg; c += warps) {
     float sdz = 0.f, sdzx = 0.f;
-    for (int64_t k = 0; k < chunks; ++k) {
-      sdz += partials[((n * chunks + k) * 2) * s.channels + c];
-      sdzx += partials[((n * chunks + k) * 2 + 1) * s.channels + c];
+    for (int64_t k = lane; k < chunks; k += 32) {
+      sdz += part[k * 2 * s.channels + c];
+      sdzx += part[(k * 2 + 1) * s.channels + c];
     }
-    p.dbias[n * s.channels + c] = sdz;
-    p.dscale[n * s.channels + c] = sdzx;
-    a = fmaf(p.scale[n * s.channels + c], sdz, a);
-    b = fmaf(p.scale[n * s.channels + c], sdzx, b);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sdz += __shfl_xor_sync(0xffffffffu, sdz, o);
+      sdzx += __shfl_xor_sync(0xffffffffu, sdzx, o);
+    }
+    if (lane == 0) {  // lane 0's sums: one order for every run
+      p.dbias[n * s.channels + c] = sdz;
+      p.dscale[n * s.channels + c] = sdzx;
+      a = fmaf(p.scale[n * s.channels + c], sdz, a);
+      b = fmaf(p.scale[n * s.channels + c], sdzx, b);
+    }
   }
-  ab[2 * item] = a;
-  ab[2 * item + 1] = b;
+  a = BlockSum(lane == 0 ? a : 0.f, warp_sums);
+  b = BlockSum(lane == 0 ? b : 0.f, warp_sums);
+  if (threadIdx.x == 0) {
+    ab[2 * item] = a;
+    ab[2 * item + 1] = b;
+  }
 }
 
 // Elementwise: y (forward), or dx and dresidual (backward).
@@ -169,19 +204,35 @@ __global__ void __launch_bounds__(256)
   const GnView v = ViewOf(s);
   const int64_t n = blockIdx.z;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  // The block's channels, worked out once, a thread each, in shared memory.
+  __shared__ float sm[6][256];
+  {
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+    const int64_t c = int64_t(blockIdx.x) * blockDim.x * N + tid;
+    if (tid < int(blockDim.x) * N && c < v.cols) {
+      const int64_t g = n * s.groups + c / v.cg;
+      const float inv_count = 1.f / float(v.positions * v.cg);
+      sm[0][tid] = mean[g];
+      sm[1][tid] = rstd[g];
+      sm[2][tid] = scale[n * v.cols + c];
+      sm[3][tid] = bias[n * v.cols + c];
+      sm[4][tid] = kBackward ? ab[2 * g] * inv_count : 0.f;
+      sm[5][tid] = kBackward ? ab[2 * g + 1] * inv_count : 0.f;
+    }
+    __syncthreads();
+  }
   if (col >= v.cols) return;
   const int64_t base = n * v.positions * v.cols;
-  const float inv_count = 1.f / float(v.positions * v.cg);
   float m[N], r[N], sc[N], b[N], ma[N], mb[N];
+  const int at = threadIdx.x * N;
 #pragma unroll
   for (int e = 0; e < N; ++e) {
-    const int64_t c = col + e, g = n * s.groups + c / v.cg;
-    m[e] = mean[g];
-    r[e] = rstd[g];
-    sc[e] = scale[n * v.cols + c];
-    b[e] = bias[n * v.cols + c];
-    ma[e] = kBackward ? ab[2 * g] * inv_count : 0.f;
-    mb[e] = kBackward ? ab[2 * g + 1] * inv_count : 0.f;
+    m[e] = sm[0][at + e];
+    r[e] = sm[1][at + e];
+    sc[e] = sm[2][at + e];
+    b[e] = sm[3][at + e];
+    ma[e] = sm[4][at + e];
+    mb[e] = sm[5][at + e];
   }
   using Raw = Loads<typename P::Raw, 3>;
   WalkRows<Raw>(
@@ -251,7 +302,7 @@ LaunchStatus GroupNormFwdCuda(const GroupNormFwdArgs& p, float* workspace, int64
     sk<<<Grid3(sums, s.samples), Block(sums), 0, stream>>>(x, nullptr, nullptr, nullptr, nullptr, nullptr,
                                                            nullptr, s, 0.f, workspace, chunk_rows);
     GnStatsKernel<T>
-        <<<unsigned(CeilDiv(s.samples * s.groups, 256)), 256, 0, stream>>>(p, workspace, sums.row_blocks);
+        <<<unsigned(s.samples * s.groups), kGroupThreads, 0, stream>>>(p, workspace, sums.row_blocks);
     auto ak = elem.vec ? GnApplyKernel<T, A, true, false> : GnApplyKernel<T, A, false, false>;
     ak<<<Grid3(elem, s.samples), Block(elem), 0, stream>>>(x, nullptr, res, p.mean, p.rstd, p.scale, p.bias,
                                                            nullptr, s, p.attrs.param, static_cast<T*>(p.y),
@@ -287,8 +338,8 @@ LaunchStatus GroupNormBwdCuda(const GroupNormBwdArgs& p, float* workspace, int64
     auto sk = sums.vec ? GnSumsKernel<T, A, true, true> : GnSumsKernel<T, A, false, true>;
     sk<<<Grid3(sums, s.samples), Block(sums), 0, stream>>>(x, dy, res, p.mean, p.rstd, p.scale, p.bias, s,
                                                            p.attrs.param, workspace, chunk_rows);
-    GnParamGradKernel<<<unsigned(CeilDiv(s.samples * s.groups, 256)), 256, 0, stream>>>(p, workspace,
-                                                                                        sums.row_blocks, ab);
+    GnParamGradKernel<<<unsigned(s.samples * s.groups), kGroupThreads, 0, stream>>>(p, workspace,
+                                                                                    sums.row_blocks, ab);
     auto ak = elem.vec ? GnApplyKernel<T, A, true, true> : GnApplyKernel<T, A, false, true>;
     ak<<<Grid3(elem, s.samples), Block(elem), 0, stream>>>(x, dy, res, p.mean, p.rstd, p.scale, p.bias, ab, s,
                                                            p.attrs.param, static_cast<T*>(p.dx),

@@ -117,20 +117,45 @@ __device__ inline void BlockColumnSums(float (&acc)[K][N], float* lanes, bool li
   }
 }
 
-// out[k][c] = sum over chunks of partials[chunk][k][c], in chunk order
-// (partials [chunks, K, cols]); one thread a column.
+// out[k][c] = sum over chunks of partials[chunk][k][c] (partials [chunks,
+// K, cols]): a block of 32 columns x kChunkLanes lanes, lane y adding chunks
+// y, y + kChunkLanes, ... in order, then lane 0 adding the lanes in order:
+// a fixed order (deterministic), with the chunks' loads spread over lanes
+// rather than one long dependent walk per column.
+constexpr int kChunkLanes = 8;
+
 template <int K>
-__global__ void __launch_bounds__(256) SumColumnPartials(const float* __restrict__ partials, float* out0,
-                                                         float* out1, int64_t chunks, int64_t cols) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
+__global__ void __launch_bounds__(32 * kChunkLanes)
+    SumColumnPartials(const float* __restrict__ partials, float* out0, float* out1, int64_t chunks,
+                      int64_t cols) {
+  __shared__ float part[kChunkLanes][K][32];
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   float s[K] = {};
-  for (int64_t i = 0; i < chunks; ++i) {
+  if (c < cols) {
+#pragma unroll 4
+    for (int64_t i = threadIdx.y; i < chunks; i += kChunkLanes) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) s[k] += partials[(i * K + k) * cols + c];
+      for (int k = 0; k < K; ++k) s[k] += partials[(i * K + k) * cols + c];
+    }
   }
-  out0[c] = s[0];
-  if constexpr (K > 1) out1[c] = s[1];
+#pragma unroll
+  for (int k = 0; k < K; ++k) part[threadIdx.y][k][threadIdx.x] = s[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    float t = part[0][k][threadIdx.x];
+    for (int y = 1; y < kChunkLanes; ++y) t += part[y][k][threadIdx.x];
+    (k == 0 ? out0 : out1)[c] = t;
+  }
+}
+
+// SumColumnPartials' launch.
+template <int K>
+inline void LaunchColumnPartials(const float* partials, float* out0, float* out1, int64_t chunks,
+                                 int64_t cols, cudaStream_t stream) {
+  SumColumnPartials<K>
+      <<<unsigned(CeilDiv(cols, 32)), dim3(32, kChunkLanes), 0, stream>>>(partials, out0, out1, chunks, cols);
 }
 
 }  // namespace jaxdnn
