@@ -15,8 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdnn
-from jaxdnn.bench import memory_bound
-from jaxdnn.bench import liger
+from jaxdnn.bench import liger, memory_bound
 from jaxdnn.bench.memory_bound import jax_rows, torch_rows
 
 # Issue 27's grid: rows x features of 256 MiB and more in bfloat16, and the

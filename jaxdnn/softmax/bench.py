@@ -12,8 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxdnn
-from jaxdnn.bench import memory_bound, timing
-from jaxdnn.bench import liger
+from jaxdnn.bench import liger, memory_bound, timing
 from jaxdnn.bench.memory_bound import jax_rows, torch_rows
 from jaxdnn.bench.timing import time_jax_chained, time_torch
 

@@ -72,7 +72,6 @@ def _liger_records(h, w, labels, flops, case):
     busy = timing.busy_torch(step, calls=5)
     if busy:
       rec.update(gpu_us=busy * 1e6, gpu_tflops=flops / busy / 1e12)
-    del th, tw
   except Exception as e:  # noqa: BLE001 - reported in the table
     rec["error"] = f"{type(e).__name__}: {str(e)[:200]}"
   return [rec]
