@@ -20,6 +20,7 @@ import numbers
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import CustomVJPPrimal, SymbolicZero
 
 from jaxdnn import _extension, _platform
 from jaxdnn.activations import kinds
@@ -74,12 +75,34 @@ def _bn_fwd(static, x, scale, bias, residual, running_mean, running_var):
   return (y, new_mean, new_var), (x, st, scale, bias, residual)
 
 
+def _value(p):
+  return p.value if isinstance(p, CustomVJPPrimal) else p
+
+
+def _bn_fwd_rule(static, x, scale, bias, residual, running_mean, running_var):
+  """The forward for custom_vjp with symbolic zeros: it notes whether scale or
+  bias is perturbed. Where neither is (frozen parameters) in inference, the
+  backward skips the parameter-gradient reduction, which dx does not need."""
+  args = [_value(a) for a in (x, scale, bias)]
+  res = None if residual is None else _value(residual)
+  out, saved = _bn_fwd(static, *args, res, _value(running_mean), _value(running_var))
+  perturbed = any(getattr(p, "perturbed", True) for p in (scale, bias))
+  # A Python flag cannot be a residual; the pytree's shape carries it.
+  return out, (saved, (None,) if perturbed else ())
+
+
 def _bn_bwd(static, saved, cts):
+  (x, st, scale, bias, residual), want_params = saved
   axis_name, use_running_average = static[5], static[6]
-  x, st, scale, bias, residual = saved
   dy = cts[0]
+  if isinstance(dy, SymbolicZero):
+    dy = jnp.zeros(dy.shape, dy.dtype)
   kw = _kw(static, residual)
   res = () if residual is None else (residual,)
+  if use_running_average and not want_params:
+    zeros = jnp.zeros_like(scale)
+    outs = prims.bwd_apply.bind(dy, x, *st, scale, bias, zeros, zeros, *res, **kw)
+    return outs[0], None, None, (outs[1] if res else None), None, None
   sum_dz, sum_dzx = prims.bwd_reduce.bind(dy, x, *st, scale, bias, *res, **kw)
   tot_dz, tot_dzx = sum_dz, sum_dzx
   if axis_name is not None and not use_running_average:
@@ -91,7 +114,7 @@ def _bn_bwd(static, saved, cts):
   return outs[0], sum_dzx, sum_dz, dres, None, None
 
 
-_bn.defvjp(_bn_fwd, _bn_bwd)
+_bn.defvjp(_bn_fwd_rule, _bn_bwd, symbolic_zeros=True)
 
 
 def _reference(x, scale, bias, residual, rm, rv, static):
