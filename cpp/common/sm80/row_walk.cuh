@@ -84,7 +84,7 @@ __device__ __forceinline__ void WalkRows(int64_t first, int64_t last, int64_t st
 // or JAXDNN_ROWS_WAVE=0. Column-sum plans keep theirs (the workspace's size).
 template <typename Kernel>
 GridPlan ResidentWave(GridPlan g, Kernel kernel, int64_t rows, cudaStream_t stream, int64_t samples = 1) {
-  if (!SwitchOn(Switch::kRowsWave)) return g;
+  if (!SwitchOn(Switch::RowsWave)) return g;
   int device = 0, sms = 0, per_sm = 0;
   if (StreamDevice(stream, &device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
