@@ -100,8 +100,7 @@ LaunchStatus BiasActFwdCuda(const BiasActFwdArgs& p, cudaStream_t stream) {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
     auto kernel = g.vec ? BiasActFwdKernel<T, A, true> : BiasActFwdKernel<T, A, false>;
-    const GridPlan w = ResidentWave(g, kernel, p.shape.rows, stream);
-    kernel<<<Grid(w), Block(w), 0, stream>>>(static_cast<const T*>(p.x), p.bias, static_cast<T*>(p.y),
+    kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.x), p.bias, static_cast<T*>(p.y),
                                              p.shape.rows, p.shape.cols, p.param);
     return Checked();
   });

@@ -73,8 +73,7 @@ LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
     auto kernel = g.vec ? GluFwdKernel<T, A, true> : GluFwdKernel<T, A, false>;
-    const GridPlan w = ResidentWave(g, kernel, p.shape.rows, stream);
-    kernel<<<Grid(w), Block(w), 0, stream>>>(static_cast<const T*>(p.value), static_cast<const T*>(p.gate),
+    kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.value), static_cast<const T*>(p.gate),
                                              static_cast<T*>(p.out), p.shape.rows, p.shape.cols, p.in_stride,
                                              p.param);
     return Checked();
@@ -88,8 +87,7 @@ LaunchStatus GluBwdCuda(const GluBwdArgs& p, cudaStream_t stream) {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
     auto kernel = g.vec ? GluBwdKernel<T, A, true> : GluBwdKernel<T, A, false>;
-    const GridPlan w = ResidentWave(g, kernel, p.shape.rows, stream);
-    kernel<<<Grid(w), Block(w), 0, stream>>>(static_cast<const T*>(p.dout), static_cast<const T*>(p.value),
+    kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.dout), static_cast<const T*>(p.value),
                                              static_cast<const T*>(p.gate), static_cast<T*>(p.dvalue),
                                              static_cast<T*>(p.dgate), p.shape.rows, p.shape.cols,
                                              p.in_stride, p.param);

@@ -251,19 +251,15 @@ LaunchStatus BatchNormCuda(BatchNormStep step, const BatchNormArgs& p, cudaStrea
                                   case BatchNormStep::kStats:
                                     StatsKernel<T, V><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
                                     break;
-                                  case BatchNormStep::kApply: {
-                                    const GridPlan w = ResidentWave(g, ApplyKernel<T, A, V>, rows, stream);
-                                    ApplyKernel<T, A, V><<<Grid(w), Block(w), 0, stream>>>(p);
+                                  case BatchNormStep::kApply:
+                                    ApplyKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p);
                                     break;
-                                  }
                                   case BatchNormStep::kBwdReduce:
                                     BwdReduceKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
                                     break;
-                                  case BatchNormStep::kBwdApply: {
-                                    const GridPlan w = ResidentWave(g, BwdApplyKernel<T, A, V>, rows, stream);
-                                    BwdApplyKernel<T, A, V><<<Grid(w), Block(w), 0, stream>>>(p);
+                                  case BatchNormStep::kBwdApply:
+                                    BwdApplyKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p);
                                     break;
-                                  }
                                 }
                                 return Checked();
                               });

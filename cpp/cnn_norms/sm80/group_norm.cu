@@ -304,10 +304,9 @@ LaunchStatus GroupNormFwdCuda(const GroupNormFwdArgs& p, float* workspace, int64
     GnStatsKernel<T>
         <<<unsigned(s.samples * s.groups), kGroupThreads, 0, stream>>>(p, workspace, sums.row_blocks);
     auto ak = elem.vec ? GnApplyKernel<T, A, true, false> : GnApplyKernel<T, A, false, false>;
-    const GridPlan w = ResidentWave(elem, ak, s.positions, stream, s.samples);
-    ak<<<Grid3(w, s.samples), Block(w), 0, stream>>>(x, nullptr, res, p.mean, p.rstd, p.scale, p.bias,
-                                                     nullptr, s, p.attrs.param, static_cast<T*>(p.y),
-                                                     nullptr);
+    ak<<<Grid3(elem, s.samples), Block(elem), 0, stream>>>(x, nullptr, res, p.mean, p.rstd, p.scale, p.bias,
+                                                           nullptr, s, p.attrs.param, static_cast<T*>(p.y),
+                                                           nullptr);
     return Checked();
   });
 }
@@ -342,10 +341,9 @@ LaunchStatus GroupNormBwdCuda(const GroupNormBwdArgs& p, float* workspace, int64
     GnParamGradKernel<<<unsigned(s.samples * s.groups), kGroupThreads, 0, stream>>>(p, workspace,
                                                                                     sums.row_blocks, ab);
     auto ak = elem.vec ? GnApplyKernel<T, A, true, true> : GnApplyKernel<T, A, false, true>;
-    const GridPlan w = ResidentWave(elem, ak, s.positions, stream, s.samples);
-    ak<<<Grid3(w, s.samples), Block(w), 0, stream>>>(x, dy, res, p.mean, p.rstd, p.scale, p.bias, ab, s,
-                                                     p.attrs.param, static_cast<T*>(p.dx),
-                                                     static_cast<T*>(p.dresidual));
+    ak<<<Grid3(elem, s.samples), Block(elem), 0, stream>>>(x, dy, res, p.mean, p.rstd, p.scale, p.bias, ab, s,
+                                                           p.attrs.param, static_cast<T*>(p.dx),
+                                                           static_cast<T*>(p.dresidual));
     return Checked();
   });
 }

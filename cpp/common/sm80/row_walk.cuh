@@ -10,12 +10,8 @@
 
 #include <type_traits>
 
-#include <algorithm>
-
 #include "common/activation.h"
-#include "common/cuda_device.h"
 #include "common/rows_plan.h"
-#include "common/switches.h"
 #include "common/cuda_vec.cuh"
 #include "common/ffi_util.h"
 #include "common/launch_status.h"
@@ -74,29 +70,6 @@ __device__ __forceinline__ void WalkRows(int64_t first, int64_t last, int64_t st
       if (r0 + k * stride < last) use(r0 + k * stride, raw[k]);
     }
   }
-}
-
-// An elementwise kernel's plan with one wave of the blocks the device keeps
-// resident (the kernel's occupancy at the plan's block size) over the column
-// blocks and samples, each thread grid-striding its rows: no last partial
-// wave, which costs a kernel of 90 registers (two 256-thread blocks a
-// multiprocessor) several percent. The problem-only plan where a query fails
-// or JAXDNN_ROWS_WAVE=0. Column-sum plans keep theirs (the workspace's size).
-template <typename Kernel>
-GridPlan ResidentWave(GridPlan g, Kernel kernel, int64_t rows, cudaStream_t stream, int64_t samples = 1) {
-  if (!SwitchOn(Switch::RowsWave)) return g;
-  int device = 0, sms = 0, per_sm = 0;
-  if (StreamDevice(stream, &device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.tx * g.ty, 0) != cudaSuccess ||
-      per_sm <= 0) {
-    cudaGetLastError();  // a failed query leaves no error for the launch check
-    return g;
-  }
-  const int64_t resident = int64_t(sms) * per_sm;
-  g.row_blocks =
-      std::clamp<int64_t>(resident / (g.col_blocks * samples), 1, std::min(CeilDiv(rows, g.ty), kGridYLimit));
-  return g;
 }
 
 inline dim3 Block(const GridPlan& g) { return dim3(unsigned(g.tx), unsigned(g.ty), 1); }
