@@ -10,40 +10,46 @@
 namespace jaxdnn::cnn_norms {
 namespace {
 
-// A thread's channels: statistics and parameters in registers. The block's
-// channels are worked out once, a thread each, into shared memory (rather
-// than N per thread, repeated over the block's rows of threads): every
-// thread of the block constructs it.
+// A thread's channels' statistics and parameters, worked out once for the
+// block, a thread a channel, into shared memory (rather than N per thread,
+// repeated over the block's rows of threads), and read from there in the
+// row loop: held in registers, six per channel took the backward to 156
+// registers and one block a multiprocessor. Every thread of the block
+// constructs it.
 template <int N>
 struct Channels {
-  float mean[N], rstd[N], scale[N], bias[N], mdz[N], mdzx[N];
-  __device__ Channels(const BatchNormArgs& p, int64_t col, bool live, bool with_totals = false) {
-    __shared__ float sm[6][256];
+  enum { kMean, kRstd, kScale, kBias, kMdz, kMdzx, kGain, kCount };
+  const float (*sm)[256];
+  int at;
+  __device__ Channels(const BatchNormArgs& p, float (*shared)[256], bool with_totals = false)
+      : sm(shared), at(threadIdx.x * N) {
     const int tid = threadIdx.y * blockDim.x + threadIdx.x;
     const int64_t c = int64_t(blockIdx.x) * blockDim.x * N + tid;
     if (tid < int(blockDim.x) * N && c < p.shape.channels) {
       const ChannelStats s = StatsOf(p, c);
-      sm[0][tid] = s.mean;
-      sm[1][tid] = s.rstd;
-      sm[2][tid] = p.scale[c];
-      sm[3][tid] = p.bias[c];
       const bool totals = with_totals && p.attrs.training;
-      sm[4][tid] = totals ? p.total_dz[c] / p.count[c] : 0.f;
-      sm[5][tid] = totals ? p.total_dzx[c] / p.count[c] : 0.f;
+      shared[kMean][tid] = s.mean;
+      shared[kRstd][tid] = s.rstd;
+      shared[kScale][tid] = p.scale[c];
+      shared[kBias][tid] = p.bias[c];
+      shared[kMdz][tid] = totals ? p.total_dz[c] / p.count[c] : 0.f;
+      shared[kMdzx][tid] = totals ? p.total_dzx[c] / p.count[c] : 0.f;
+      shared[kGain][tid] = s.rstd * p.scale[c];
     }
     __syncthreads();
-    const int at = threadIdx.x * N;
-#pragma unroll
-    for (int e = 0; e < N; ++e) {
-      mean[e] = live ? sm[0][at + e] : 0.f;
-      rstd[e] = live ? sm[1][at + e] : 0.f;
-      scale[e] = live ? sm[2][at + e] : 0.f;
-      bias[e] = live ? sm[3][at + e] : 0.f;
-      mdz[e] = live ? sm[4][at + e] : 0.f;
-      mdzx[e] = live ? sm[5][at + e] : 0.f;
-    }
   }
+  __device__ float get(int k, int e) const { return sm[k][at + e]; }
+  __device__ float mean(int e) const { return get(kMean, e); }
+  __device__ float rstd(int e) const { return get(kRstd, e); }
+  __device__ float scale(int e) const { return get(kScale, e); }
+  __device__ float bias(int e) const { return get(kBias, e); }
+  __device__ float mdz(int e) const { return get(kMdz, e); }
+  __device__ float mdzx(int e) const { return get(kMdzx, e); }
+  __device__ float gain(int e) const { return get(kGain, e); }
 };
+
+// The shared memory a block's Channels fills.
+using ChannelTable = float[Channels<1>::kCount][256];
 
 // The rows a block walks: its chunk (column sums) or a grid stride.
 struct RowRange {
@@ -58,7 +64,7 @@ __device__ inline RowRange StridedRows(int64_t rows) {
 }
 
 template <typename T, bool kVec>
-__global__ void __launch_bounds__(256) StatsKernel(BatchNormArgs p, int64_t chunk_rows) {
+__global__ void __launch_bounds__(256, 4) StatsKernel(BatchNormArgs p, int64_t chunk_rows) {
   using P = Pack<T, kVec>;
   constexpr int N = P::N;
   __shared__ float lanes[256 * N];
@@ -92,7 +98,8 @@ __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
   using P = Pack<T, kVec>;
   constexpr int N = P::N;
   const int64_t cols = p.shape.channels, col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
-  const Channels<N> ch(p, col, col < cols);
+  __shared__ ChannelTable channels;
+  const Channels<N> ch(p, channels);
   if (col >= cols) return;
   const T* x = static_cast<const T*>(p.x);
   const T* res = static_cast<const T*>(p.residual);
@@ -110,7 +117,7 @@ __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
         if (res) P::Unpack(raw.op[1], rv);
 #pragma unroll
         for (int e = 0; e < N; ++e) {
-          float z = (v[e] - ch.mean[e]) * ch.rstd[e] * ch.scale[e] + ch.bias[e];
+          float z = (v[e] - ch.mean(e)) * ch.rstd(e) * ch.scale(e) + ch.bias(e);
           if (res) z += rv[e];
           v[e] = Apply<A>(z, p.attrs.param);
         }
@@ -128,21 +135,22 @@ __device__ inline void Dz(const BatchNormArgs& p, const Channels<N>& ch, const t
   if (res) P::Unpack(raw[2], rv);
 #pragma unroll
   for (int e = 0; e < N; ++e) {
-    xhat[e] = (v[e] - ch.mean[e]) * ch.rstd[e];
-    float z = xhat[e] * ch.scale[e] + ch.bias[e];
+    xhat[e] = (v[e] - ch.mean(e)) * ch.rstd(e);
+    float z = xhat[e] * ch.scale(e) + ch.bias(e);
     if (res) z += rv[e];
     dz[e] = Backprop<A>(z, g[e], p.attrs.param);
   }
 }
 
 template <typename T, Act A, bool kVec>
-__global__ void __launch_bounds__(256) BwdReduceKernel(BatchNormArgs p, int64_t chunk_rows) {
+__global__ void __launch_bounds__(256, 2) BwdReduceKernel(BatchNormArgs p, int64_t chunk_rows) {
   using P = Pack<T, kVec>;
   constexpr int N = P::N;
   __shared__ float lanes[256 * N];
   const int64_t cols = p.shape.channels, col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   const bool live = col < cols;
-  const Channels<N> ch(p, col, live);
+  __shared__ ChannelTable channels;
+  const Channels<N> ch(p, channels);
   const T* dy = static_cast<const T*>(p.dy);
   const T* x = static_cast<const T*>(p.x);
   const T* res = static_cast<const T*>(p.residual);
@@ -170,15 +178,13 @@ __global__ void __launch_bounds__(256) BwdReduceKernel(BatchNormArgs p, int64_t 
 }
 
 template <typename T, Act A, bool kVec>
-__global__ void __launch_bounds__(256) BwdApplyKernel(BatchNormArgs p) {
+__global__ void __launch_bounds__(256, 2) BwdApplyKernel(BatchNormArgs p) {
   using P = Pack<T, kVec>;
   constexpr int N = P::N;
   const int64_t cols = p.shape.channels, col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
-  const Channels<N> ch(p, col, col < cols, true);
+  __shared__ ChannelTable channels;
+  const Channels<N> ch(p, channels, true);
   if (col >= cols) return;
-  float gain[N];
-#pragma unroll
-  for (int e = 0; e < N; ++e) gain[e] = ch.rstd[e] * ch.scale[e];
   const T* dy = static_cast<const T*>(p.dy);
   const T* x = static_cast<const T*>(p.x);
   const T* res = static_cast<const T*>(p.residual);
@@ -197,7 +203,7 @@ __global__ void __launch_bounds__(256) BwdApplyKernel(BatchNormArgs p) {
         Dz<P, A, N>(p, ch, raw.op, res != nullptr, dz, xhat);
         if (dres) P::Store(dres + r * cols + col, dz);
 #pragma unroll
-        for (int e = 0; e < N; ++e) out[e] = gain[e] * (dz[e] - ch.mdz[e] - xhat[e] * ch.mdzx[e]);
+        for (int e = 0; e < N; ++e) out[e] = ch.gain(e) * (dz[e] - ch.mdz(e) - xhat[e] * ch.mdzx(e));
         P::Store(dx + r * cols + col, out);
       });
 }

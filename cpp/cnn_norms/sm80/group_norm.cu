@@ -223,17 +223,15 @@ __global__ void __launch_bounds__(256)
   }
   if (col >= v.cols) return;
   const int64_t base = n * v.positions * v.cols;
-  float m[N], r[N], sc[N], b[N], ma[N], mb[N];
+  // Read from shared memory in the row loop, not held in registers (six a
+  // channel would cost the occupancy; see batch_norm.cu's Channels).
   const int at = threadIdx.x * N;
-#pragma unroll
-  for (int e = 0; e < N; ++e) {
-    m[e] = sm[0][at + e];
-    r[e] = sm[1][at + e];
-    sc[e] = sm[2][at + e];
-    b[e] = sm[3][at + e];
-    ma[e] = sm[4][at + e];
-    mb[e] = sm[5][at + e];
-  }
+  const float* m = sm[0] + at;
+  const float* r = sm[1] + at;
+  const float* sc = sm[2] + at;
+  const float* b = sm[3] + at;
+  const float* ma = sm[4] + at;
+  const float* mb = sm[5] + at;
   using Raw = Loads<typename P::Raw, 3>;
   WalkRows<Raw>(
       int64_t(blockIdx.y) * blockDim.y + threadIdx.y, v.positions, int64_t(gridDim.y) * blockDim.y,

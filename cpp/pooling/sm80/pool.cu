@@ -77,7 +77,28 @@ __device__ inline int64_t Inside(const Geo& g, const Dims3& o) {
   return n;
 }
 
-// grid: x over channel units, y over (sample, output position) pairs.
+// Output position o's window along dim k clamped to the input: the first
+// input and step, and the window steps [lo, hi) that land inside.
+struct Span {
+  int first, step, lo, hi;
+};
+__device__ inline Span ClampedWindow(const Geo& g, int k, int o) {
+  int64_t first, step, count;
+  WindowOf(g, k, o, &first, &step, &count);
+  const int64_t in = g.in[k];
+  const int64_t lo = first >= 0 ? 0 : (-first + step - 1) / step;
+  const int64_t hi = in - first <= 0 ? 0 : min(count, (in - first + step - 1) / step);
+  return {int(first), int(step), int(lo), int(max(lo, hi))};
+}
+
+// Window loads a thread keeps in flight.
+constexpr int kWindowBatch = 8;
+
+// grid: x over channel units, y over (sample, output position) pairs. Per
+// pair, the window's rows of (dim 1, dim 2) positions are walked flat in
+// batches of kWindowBatch loads issued before any is used, in window order
+// (the first arg-max wins); 32-bit position arithmetic (the launcher checks
+// a sample's positions fit).
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(256)
     FwdKernel(const T* __restrict__ x, T* __restrict__ y, int32_t* index, Geo g, int64_t pairs) {
@@ -85,10 +106,15 @@ __global__ void __launch_bounds__(256)
   constexpr int N = P::N;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col >= g.channels) return;
+  const int out1 = int(g.out[1]), out2 = int(g.out[2]), in1 = int(g.in[1]), in2 = int(g.in[2]);
   for (int64_t pair = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; pair < pairs;
        pair += int64_t(gridDim.y) * blockDim.y) {
-    const int64_t n = pair / g.out_positions, o = pair % g.out_positions;
-    const Dims3 od = Unflatten(o, g.out);
+    const int64_t n = pair / g.out_positions;
+    const int o = int(pair - n * g.out_positions);
+    const int o2 = o % out2, o1 = (o / out2) % out1, o0 = o / (out2 * out1);
+    const Span s0 = ClampedWindow(g, 0, o0), s1 = ClampedWindow(g, 1, o1), s2 = ClampedWindow(g, 2, o2);
+    const int w2 = s2.hi - s2.lo, plane = (s1.hi - s1.lo) * w2;
+    const T* xs = x + n * g.in_positions * g.channels + col;
     float acc[N];
     int32_t arg[N];
 #pragma unroll
@@ -96,43 +122,64 @@ __global__ void __launch_bounds__(256)
       acc[e] = g.max ? -INFINITY : 0.f;
       arg[e] = -1;
     }
-    int64_t first[3], step[3], count[3];
-    for (int k = 0; k < 3; ++k) WindowOf(g, k, od.v[k], &first[k], &step[k], &count[k]);
-    int64_t inside = 0;
-    for (int64_t j0 = 0; j0 < count[0]; ++j0) {
-      const int64_t i0 = first[0] + j0 * step[0];
-      if (i0 < 0 || i0 >= g.in[0]) continue;
-      for (int64_t j1 = 0; j1 < count[1]; ++j1) {
-        const int64_t i1 = first[1] + j1 * step[1];
-        if (i1 < 0 || i1 >= g.in[1]) continue;
-        for (int64_t j2 = 0; j2 < count[2]; ++j2) {
-          const int64_t i2 = first[2] + j2 * step[2];
-          if (i2 < 0 || i2 >= g.in[2]) continue;
-          const int64_t i = (i0 * g.in[1] + i1) * g.in[2] + i2;
+    for (int j0 = s0.lo; j0 < s0.hi; ++j0) {
+      const int i0 = s0.first + j0 * s0.step;
+      for (int f0 = 0; f0 < plane; f0 += kWindowBatch) {
+        typename P::Raw raw[kWindowBatch];
+        int pos[kWindowBatch];
+#pragma unroll
+        for (int b = 0; b < kWindowBatch; ++b) {
+          const int f = f0 + b;
+          const int i1 = s1.first + (s1.lo + f / max(w2, 1)) * s1.step;
+          const int i2 = s2.first + (s2.lo + f % max(w2, 1)) * s2.step;
+          pos[b] = (i0 * in1 + i1) * in2 + i2;
+          if (f < plane) raw[b] = P::Load(xs + int64_t(pos[b]) * g.channels);
+        }
+#pragma unroll
+        for (int b = 0; b < kWindowBatch; ++b) {
+          if (f0 + b >= plane) break;
           float v[N];
-          P::Unpack(P::Load(x + (n * g.in_positions + i) * g.channels + col), v);
-          ++inside;
+          P::Unpack(raw[b], v);
 #pragma unroll
           for (int e = 0; e < N; ++e) {
             if (!g.max) {
               acc[e] += v[e];
             } else if (!isnan(acc[e]) && (v[e] > acc[e] || isnan(v[e]) || arg[e] < 0)) {
               acc[e] = v[e];
-              arg[e] = int32_t(i);
+              arg[e] = pos[b];
             }
           }
         }
       }
     }
-    const float div = g.max ? 1.f : Divisor(g, inside);
+    const float div = g.max ? 1.f : Divisor(g, int64_t(s0.hi - s0.lo) * plane);
 #pragma unroll
     for (int e = 0; e < N; ++e) acc[e] /= div;
-    const int64_t at = (n * g.out_positions + o) * g.channels + col;
+    const int64_t at = pair * g.channels + col;
     P::Store(y + at, acc);
     if (g.max) {
 #pragma unroll
       for (int e = 0; e < N; ++e) index[at + e] = arg[e];
     }
+  }
+}
+
+// N indices from a vector's 4N-byte row (16-byte loads where N is whole
+// vectors of four: the vector path's rows and columns are 16-byte aligned).
+template <int N>
+__device__ inline void LoadIndex(const int32_t* p, int32_t (&out)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      const int4 v = __ldg(reinterpret_cast<const int4*>(p) + q);
+      out[4 * q] = v.x;
+      out[4 * q + 1] = v.y;
+      out[4 * q + 2] = v.z;
+      out[4 * q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) out[e] = p[e];
   }
 }
 
@@ -181,8 +228,10 @@ __global__ void __launch_bounds__(256) BwdKernel(const T* __restrict__ dy, const
           float d[N];
           P::Unpack(P::Load(dy + at), d);
           if (g.max) {
+            int32_t idx[N];
+            LoadIndex<N>(index + at, idx);
 #pragma unroll
-            for (int e = 0; e < N; ++e) acc[e] += index[at + e] == int32_t(i) ? d[e] : 0.f;
+            for (int e = 0; e < N; ++e) acc[e] += idx[e] == int32_t(i) ? d[e] : 0.f;
           } else {
             const float div = Divisor(g, Inside(g, Dims3{{o0, o1, o2}}));
 #pragma unroll
@@ -213,6 +262,9 @@ LaunchStatus ByDtypeVec(ffi::DataType dtype, bool vec, Launch launch) {
 LaunchStatus PoolFwdCuda(const PoolFwdArgs& p, cudaStream_t stream) {
   const int64_t pairs = p.g.batch * p.g.out_positions();
   if (pairs == 0 || p.g.channels == 0) return cudaSuccess;
+  if (p.g.in_positions() > INT32_MAX || p.g.out_positions() > INT32_MAX) {
+    return LaunchStatus::Refused("a sample has more than 2^31 - 1 positions");
+  }
   const GridPlan plan = MakeGridPlan(pairs, p.g.channels, p.g.channels, ffi::ByteWidth(p.dtype));
   const Geo g = GeoOf(p.g);
   return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
