@@ -4,7 +4,6 @@
 // columns and walk rows as bias_act's kernels do.
 #include "activations/sm80/activation_launch.h"
 #include "common/sm80/row_walk.cuh"
-#include "common/switches.h"
 
 namespace jaxdnn::activations {
 namespace {
@@ -65,61 +64,6 @@ __global__ void __launch_bounds__(256)
       });
 }
 
-// The same two kernels over the flat [rows, vectors] grid (WalkFlat).
-template <typename T, Act A, bool kVec>
-__global__ void __launch_bounds__(256)
-    GluFwdFlatKernel(const T* __restrict__ value, const T* __restrict__ gate, T* __restrict__ out,
-                     int64_t rows, int64_t cols, int64_t in_stride, float param) {
-  using P = Pack<T, kVec>;
-  constexpr int N = P::N;
-  using Raw = Loads<typename P::Raw, 2>;
-  WalkFlat<Raw>(
-      cols / N, rows,
-      [&](int64_t r, int64_t u) {
-        return Raw{{P::Load(value + r * in_stride + u * N), P::Load(gate + r * in_stride + u * N)}};
-      },
-      [&](int64_t r, int64_t u, const Raw& raw) {
-        float v[N], z[N];
-        P::Unpack(raw.op[0], v);
-        P::Unpack(raw.op[1], z);
-#pragma unroll
-        for (int e = 0; e < N; ++e) v[e] *= Apply<A>(z[e], param);
-        P::Store(out + r * cols + u * N, v);
-      });
-}
-
-template <typename T, Act A, bool kVec>
-__global__ void __launch_bounds__(256)
-    GluBwdFlatKernel(const T* __restrict__ dout, const T* __restrict__ value, const T* __restrict__ gate,
-                     T* __restrict__ dvalue, T* __restrict__ dgate, int64_t rows, int64_t cols,
-                     int64_t in_stride, float param) {
-  using P = Pack<T, kVec>;
-  constexpr int N = P::N;
-  using Raw = Loads<typename P::Raw, 3>;
-  WalkFlat<Raw>(
-      cols / N, rows,
-      [&](int64_t r, int64_t u) {
-        return Raw{{P::Load(dout + r * cols + u * N), P::Load(value + r * in_stride + u * N),
-                    P::Load(gate + r * in_stride + u * N)}};
-      },
-      [&](int64_t r, int64_t u, const Raw& raw) {
-        float g[N], v[N], z[N];
-        P::Unpack(raw.op[0], g);
-        P::Unpack(raw.op[1], v);
-        P::Unpack(raw.op[2], z);
-#pragma unroll
-        for (int e = 0; e < N; ++e) {
-          const float dz = Backprop<A>(z[e], g[e] * v[e], param);
-          v[e] = g[e] * Apply<A>(z[e], param);
-          z[e] = dz;
-        }
-        P::Store(dvalue + r * in_stride + u * N, v);
-        P::Store(dgate + r * in_stride + u * N, z);
-      });
-}
-
-bool FlatWalk() { return SwitchText(Switch::kElementwiseWalk) == "flat"; }
-
 }  // namespace
 
 LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
@@ -128,13 +72,6 @@ LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
-    if (FlatWalk()) {
-      auto flat = g.vec ? GluFwdFlatKernel<T, A, true> : GluFwdFlatKernel<T, A, false>;
-      flat<<<FlatBlocks(g.units, p.shape.rows), kBlockThreads, 0, stream>>>(
-          static_cast<const T*>(p.value), static_cast<const T*>(p.gate), static_cast<T*>(p.out), p.shape.rows,
-          p.shape.cols, p.in_stride, p.param);
-      return Checked();
-    }
     auto kernel = g.vec ? GluFwdKernel<T, A, true> : GluFwdKernel<T, A, false>;
     kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.value), static_cast<const T*>(p.gate),
                                              static_cast<T*>(p.out), p.shape.rows, p.shape.cols, p.in_stride,
@@ -149,14 +86,6 @@ LaunchStatus GluBwdCuda(const GluBwdArgs& p, cudaStream_t stream) {
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
-    if (FlatWalk()) {
-      auto flat = g.vec ? GluBwdFlatKernel<T, A, true> : GluBwdFlatKernel<T, A, false>;
-      flat<<<FlatBlocks(g.units, p.shape.rows), kBlockThreads, 0, stream>>>(
-          static_cast<const T*>(p.dout), static_cast<const T*>(p.value), static_cast<const T*>(p.gate),
-          static_cast<T*>(p.dvalue), static_cast<T*>(p.dgate), p.shape.rows, p.shape.cols, p.in_stride,
-          p.param);
-      return Checked();
-    }
     auto kernel = g.vec ? GluBwdKernel<T, A, true> : GluBwdKernel<T, A, false>;
     kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.dout), static_cast<const T*>(p.value),
                                              static_cast<const T*>(p.gate), static_cast<T*>(p.dvalue),

@@ -8,7 +8,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <type_traits>
 
 #include "common/activation.h"
@@ -71,48 +70,6 @@ __device__ __forceinline__ void WalkRows(int64_t first, int64_t last, int64_t st
       if (r0 + k * stride < last) use(r0 + k * stride, raw[k]);
     }
   }
-}
-
-// use(r, u, load(r, u)) over the [rows, units] grid of 16-byte vectors (or
-// elements) taken flat: thread t of the 1-D grid starts at unit t and
-// strides by the grid's threads, kUnroll units of loads in flight. A block
-// covers 256 consecutive vectors (4 KB, whole rows' runs) where the row
-// walker's blocks read 512-byte strips of many rows.
-template <typename Raw, typename Load, typename Use>
-__device__ __forceinline__ void WalkFlat(int64_t units, int64_t rows, Load load, Use use) {
-  const int64_t total = units * rows, stride = int64_t(gridDim.x) * blockDim.x;
-  const bool narrow = total <= int64_t(UINT32_MAX);  // 32-bit division suffices
-  auto split = [&](int64_t u, int64_t* r, int64_t* c) {
-    if (narrow) {
-      const uint32_t q = uint32_t(u) / uint32_t(units);
-      *r = q;
-      *c = int64_t(uint32_t(u) - q * uint32_t(units));
-    } else {
-      *r = u / units;
-      *c = u - *r * units;
-    }
-  };
-  for (int64_t u0 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u0 < total; u0 += stride * kUnroll) {
-    Raw raw[kUnroll];
-    int64_t r[kUnroll], c[kUnroll];
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      if (u0 + k * stride < total) {
-        split(u0 + k * stride, &r[k], &c[k]);
-        raw[k] = load(r[k], c[k]);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      if (u0 + k * stride < total) use(r[k], c[k], raw[k]);
-    }
-  }
-}
-
-// WalkFlat's 1-D grid: up to two waves of 256-thread blocks.
-inline unsigned FlatBlocks(int64_t units, int64_t rows) {
-  return unsigned(
-      std::clamp<int64_t>(CeilDiv(units * rows, kBlockThreads * kUnroll), 1, 2 * kResidentBlocks));
 }
 
 inline dim3 Block(const GridPlan& g) { return dim3(unsigned(g.tx), unsigned(g.ty), 1); }
