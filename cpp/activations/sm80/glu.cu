@@ -4,15 +4,16 @@
 // columns and walk rows as bias_act's kernels do.
 #include "activations/sm80/activation_launch.h"
 #include "common/sm80/row_walk.cuh"
+#include "common/switches.h"
 
 namespace jaxdnn::activations {
 namespace {
 
-template <typename T, Act A, bool kVec>
+template <typename T, Act A, bool kVec, bool kStream>
 __global__ void __launch_bounds__(256)
     GluFwdKernel(const T* __restrict__ value, const T* __restrict__ gate, T* __restrict__ out, int64_t rows,
                  int64_t cols, int64_t in_stride, float param) {
-  using P = Pack<T, kVec>;
+  using P = Pack<T, kVec, kStream>;
   constexpr int N = P::N;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col >= cols) return;
@@ -32,12 +33,12 @@ __global__ void __launch_bounds__(256)
       });
 }
 
-template <typename T, Act A, bool kVec>
+template <typename T, Act A, bool kVec, bool kStream>
 __global__ void __launch_bounds__(256)
     GluBwdKernel(const T* __restrict__ dout, const T* __restrict__ value, const T* __restrict__ gate,
                  T* __restrict__ dvalue, T* __restrict__ dgate, int64_t rows, int64_t cols, int64_t in_stride,
                  float param) {
-  using P = Pack<T, kVec>;
+  using P = Pack<T, kVec, kStream>;
   constexpr int N = P::N;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col >= cols) return;
@@ -64,6 +65,9 @@ __global__ void __launch_bounds__(256)
       });
 }
 
+// The vector kernels' load and store hints (JAXDNN_GLU_LOADS).
+bool PlainLoads() { return SwitchText(Switch::kGluLoads) == "plain"; }
+
 }  // namespace
 
 LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
@@ -72,7 +76,9 @@ LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
-    auto kernel = g.vec ? GluFwdKernel<T, A, true> : GluFwdKernel<T, A, false>;
+    auto kernel = !g.vec         ? GluFwdKernel<T, A, false, true>
+                  : PlainLoads() ? GluFwdKernel<T, A, true, false>
+                                 : GluFwdKernel<T, A, true, true>;
     kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.value), static_cast<const T*>(p.gate),
                                              static_cast<T*>(p.out), p.shape.rows, p.shape.cols, p.in_stride,
                                              p.param);
@@ -86,7 +92,9 @@ LaunchStatus GluBwdCuda(const GluBwdArgs& p, cudaStream_t stream) {
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
-    auto kernel = g.vec ? GluBwdKernel<T, A, true> : GluBwdKernel<T, A, false>;
+    auto kernel = !g.vec         ? GluBwdKernel<T, A, false, true>
+                  : PlainLoads() ? GluBwdKernel<T, A, true, false>
+                                 : GluBwdKernel<T, A, true, true>;
     kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.dout), static_cast<const T*>(p.value),
                                              static_cast<const T*>(p.gate), static_cast<T*>(p.dvalue),
                                              static_cast<T*>(p.dgate), p.shape.rows, p.shape.cols,
