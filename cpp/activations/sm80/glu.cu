@@ -4,16 +4,15 @@
 // columns and walk rows as bias_act's kernels do.
 #include "activations/sm80/activation_launch.h"
 #include "common/sm80/row_walk.cuh"
-#include "common/switches.h"
 
 namespace jaxdnn::activations {
 namespace {
 
-template <typename T, Act A, bool kVec, bool kStream>
+template <typename T, Act A, bool kVec>
 __global__ void __launch_bounds__(256)
     GluFwdKernel(const T* __restrict__ value, const T* __restrict__ gate, T* __restrict__ out, int64_t rows,
                  int64_t cols, int64_t in_stride, float param) {
-  using P = Pack<T, kVec, kStream>;
+  using P = Pack<T, kVec>;
   constexpr int N = P::N;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col >= cols) return;
@@ -33,12 +32,12 @@ __global__ void __launch_bounds__(256)
       });
 }
 
-template <typename T, Act A, bool kVec, bool kStream>
+template <typename T, Act A, bool kVec>
 __global__ void __launch_bounds__(256)
     GluBwdKernel(const T* __restrict__ dout, const T* __restrict__ value, const T* __restrict__ gate,
                  T* __restrict__ dvalue, T* __restrict__ dgate, int64_t rows, int64_t cols, int64_t in_stride,
                  float param) {
-  using P = Pack<T, kVec, kStream>;
+  using P = Pack<T, kVec>;
   constexpr int N = P::N;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col >= cols) return;
@@ -65,9 +64,6 @@ __global__ void __launch_bounds__(256)
       });
 }
 
-// The vector kernels' load and store hints (JAXDNN_GLU_LOADS).
-bool PlainLoads() { return SwitchText(Switch::kGluLoads) == "plain"; }
-
 }  // namespace
 
 LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
@@ -76,9 +72,7 @@ LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
-    auto kernel = !g.vec         ? GluFwdKernel<T, A, false, true>
-                  : PlainLoads() ? GluFwdKernel<T, A, true, false>
-                                 : GluFwdKernel<T, A, true, true>;
+    auto kernel = g.vec ? GluFwdKernel<T, A, true> : GluFwdKernel<T, A, false>;
     kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.value), static_cast<const T*>(p.gate),
                                              static_cast<T*>(p.out), p.shape.rows, p.shape.cols, p.in_stride,
                                              p.param);
@@ -92,9 +86,7 @@ LaunchStatus GluBwdCuda(const GluBwdArgs& p, cudaStream_t stream) {
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
-    auto kernel = !g.vec         ? GluBwdKernel<T, A, false, true>
-                  : PlainLoads() ? GluBwdKernel<T, A, true, false>
-                                 : GluBwdKernel<T, A, true, true>;
+    auto kernel = g.vec ? GluBwdKernel<T, A, true> : GluBwdKernel<T, A, false>;
     kernel<<<Grid(g), Block(g), 0, stream>>>(static_cast<const T*>(p.dout), static_cast<const T*>(p.value),
                                              static_cast<const T*>(p.gate), static_cast<T*>(p.dvalue),
                                              static_cast<T*>(p.dgate), p.shape.rows, p.shape.cols,

@@ -18,17 +18,13 @@
 
 namespace jaxdnn {
 
-// kStream: the streaming cache hints (ld/st .cs, evict first) on vectors;
-// false: plain loads and stores.
-template <typename T, bool kVec, bool kStream = true>
+template <typename T, bool kVec>
 struct Pack {
   static constexpr int N = kVec ? Vec16<T>::kElems : 1;
   using Raw = std::conditional_t<kVec, uint4, T>;
   __device__ static Raw Load(const T* p) {
-    if constexpr (kVec && kStream) {
+    if constexpr (kVec) {
       return LoadStream(p);
-    } else if constexpr (kVec) {
-      return *reinterpret_cast<const uint4*>(p);
     } else {
       return *p;
     }
@@ -41,10 +37,8 @@ struct Pack {
     }
   }
   __device__ static void Store(T* p, const float* f) {
-    if constexpr (kVec && kStream) {
+    if constexpr (kVec) {
       StoreStream(p, Vec16<T>::Pack(f));
-    } else if constexpr (kVec) {
-      *reinterpret_cast<uint4*>(p) = Vec16<T>::Pack(f);
     } else {
       Vec16<T>::Store1(p, f[0]);
     }
