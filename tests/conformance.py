@@ -124,6 +124,16 @@ class OpSpec:
 # ---------------------------------------------------------------- helpers
 
 
+def output_loss(outputs, weights):
+  """The checks' loss of an op's output leaves: sum of sin(y) * weight over
+  the finite entries, in float32."""
+  total = 0.0
+  for y, w in zip(outputs, weights):
+    y = y.astype(jnp.float32)
+    total += jnp.sum(jnp.where(jnp.isfinite(y), jnp.sin(y) * w, 0.0))
+  return total
+
+
 def normal(rng, shape, dtype=jnp.float32, scale=1.0, offset=0.0):
   """Fresh standard-normal draws * scale + offset, as a jax array of `dtype`."""
   x = rng.standard_normal(shape, dtype=np.float32) * np.float32(scale) + np.float32(offset)
@@ -298,10 +308,7 @@ class ConformanceSuite:
     arrive): so a one-ulp difference in y, which cos(y) magnifies where y is
     large, is not charged to the backward."""
     ys = jax.tree.leaves(self.jit(self.call(impl), impl)(*args))
-    cts = [
-      jnp.where(jnp.isfinite(y), jnp.cos(y.astype(jnp.float32)) * w, 0.0).astype(y.dtype)
-      for y, w in zip(ys, weights)
-    ]
+    cts = jax.grad(output_loss)(ys, weights)  # in the outputs' dtypes, as the kernel gets them
     wide, argnums = list(self.oracle_args(args)), self.diff_argnums(args)
 
     def oracle(*diff):
@@ -332,11 +339,7 @@ class ConformanceSuite:
 
     def loss(*args):
       *inputs, weights = args
-      total = 0.0
-      for y, w in zip(jax.tree.leaves(f(*inputs)), weights):
-        y = y.astype(jnp.float32)
-        total += jnp.sum(jnp.where(jnp.isfinite(y), jnp.sin(y) * w, 0.0))
-      return total
+      return output_loss(jax.tree.leaves(f(*inputs)), weights)
 
     return loss
 

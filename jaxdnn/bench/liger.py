@@ -1,6 +1,7 @@
 """Liger-Kernel (Triton kernels for PyTorch) as an anchor, where it imports:
 the GPU machine gets its pure-Python wheel carried along (benchmarks/gpu_run.sh).
-Each maker returns a PyTorch callable in torch_rows' form, or None without Liger."""
+Each function returns None without Liger: glu and softmax a maker in
+torch_rows' form (torch -> callable), the losses the callable itself."""
 
 from __future__ import annotations
 

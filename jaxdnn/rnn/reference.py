@@ -57,8 +57,7 @@ def _reverse_valid(a, lengths):
   (the rest in place): its own inverse."""
   t = jnp.arange(a.shape[0])[:, None]
   idx = jnp.where(t < lengths[None, :], lengths[None, :] - 1 - t, t)
-  idx = idx.reshape(idx.shape + (1,) * (a.ndim - 2))
-  return jnp.take_along_axis(a, jnp.broadcast_to(idx, a.shape[:2] + (1,) * (a.ndim - 2)), axis=0)
+  return jnp.take_along_axis(a, idx.reshape(idx.shape + (1,) * (a.ndim - 2)), axis=0)
 
 
 def _direction(x, p, mode, lengths, carry0, reverse):

@@ -270,26 +270,43 @@ dim3 Grid3(const GridPlan& g, int64_t samples) {
 
 }  // namespace
 
-GnWorkspace GroupNormWorkspace(const GroupShape& s, int64_t itemsize) {
-  const GridPlan g = MakeColumnSumPlan(s.positions, s.channels, itemsize, s.samples);
-  return {g.row_blocks, s.samples * g.row_blocks * 2 * s.channels, s.samples * s.groups * 2};
+namespace {
+
+// Both directions' launch plan: the column sums' grid and chunks, the
+// elementwise grid, and the workspace they imply.
+struct GnPlan {
+  GridPlan sums, elem;
+  int64_t chunk_rows;
+  GnWorkspace ws;
+};
+
+GnPlan PlanOf(const GroupShape& s, int64_t itemsize) {
+  GnPlan p;
+  p.sums = MakeColumnSumPlan(s.positions, s.channels, itemsize, s.samples);
+  p.elem = MakeGridPlan(s.positions, s.channels, s.channels, itemsize, s.samples);
+  p.chunk_rows = CeilDiv(s.positions, p.sums.row_blocks);
+  p.ws = {p.sums.row_blocks, s.samples * p.sums.row_blocks * 2 * s.channels, s.samples * s.groups * 2};
+  return p;
 }
+
+}  // namespace
+
+GnWorkspace GroupNormWorkspace(const GroupShape& s, int64_t itemsize) { return PlanOf(s, itemsize).ws; }
 
 LaunchStatus GroupNormFwdCuda(const GroupNormFwdArgs& p, float* workspace, int64_t workspace_elems,
                               cudaStream_t stream) {
   const GroupShape& s = p.shape;
   if (s.samples == 0 || s.channels == 0) return cudaSuccess;
   if (s.samples > kGridYLimit) return LaunchStatus::Refused("more than 65535 samples in one call");
-  const int64_t item = ffi::ByteWidth(p.dtype);
-  const GnWorkspace ws = GroupNormWorkspace(s, item);
-  if (workspace_elems < ws.partials) return LaunchStatus::Refused("the workspace is smaller than the plan's");
+  const GnPlan plan = PlanOf(s, ffi::ByteWidth(p.dtype));
+  const GridPlan &sums = plan.sums, &elem = plan.elem;
+  const int64_t chunk_rows = plan.chunk_rows;
+  if (workspace_elems < plan.ws.partials)
+    return LaunchStatus::Refused("the workspace is smaller than the plan's");
   if (s.positions == 0) {
     GnEmptyStatsKernel<<<unsigned(CeilDiv(s.samples * s.groups, 256)), 256, 0, stream>>>(p);
     return Checked();
   }
-  const GridPlan sums = MakeColumnSumPlan(s.positions, s.channels, item, s.samples);
-  const GridPlan elem = MakeGridPlan(s.positions, s.channels, s.channels, item, s.samples);
-  const int64_t chunk_rows = CeilDiv(s.positions, sums.row_blocks);
   return ByDtypeAct(p.dtype, p.attrs.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
@@ -314,19 +331,17 @@ LaunchStatus GroupNormBwdCuda(const GroupNormBwdArgs& p, float* workspace, int64
   const GroupShape& s = p.shape;
   if (s.samples == 0 || s.channels == 0) return cudaSuccess;
   if (s.samples > kGridYLimit) return LaunchStatus::Refused("more than 65535 samples in one call");
-  const int64_t item = ffi::ByteWidth(p.dtype);
-  const GnWorkspace ws = GroupNormWorkspace(s, item);
-  if (workspace_elems < ws.partials + ws.group_sums) {
+  const GnPlan plan = PlanOf(s, ffi::ByteWidth(p.dtype));
+  const GridPlan &sums = plan.sums, &elem = plan.elem;
+  const int64_t chunk_rows = plan.chunk_rows;
+  if (workspace_elems < plan.ws.partials + plan.ws.group_sums) {
     return LaunchStatus::Refused("the workspace is smaller than the plan's");
   }
   if (s.positions == 0) {
     cudaError_t e = cudaMemsetAsync(p.dscale, 0, sizeof(float) * s.samples * s.channels, stream);
     return e != cudaSuccess ? e : cudaMemsetAsync(p.dbias, 0, sizeof(float) * s.samples * s.channels, stream);
   }
-  const GridPlan sums = MakeColumnSumPlan(s.positions, s.channels, item, s.samples);
-  const GridPlan elem = MakeGridPlan(s.positions, s.channels, s.channels, item, s.samples);
-  const int64_t chunk_rows = CeilDiv(s.positions, sums.row_blocks);
-  float* ab = workspace + ws.partials;
+  float* ab = workspace + plan.ws.partials;
   return ByDtypeAct(p.dtype, p.attrs.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
