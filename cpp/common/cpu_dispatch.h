@@ -1,6 +1,6 @@
-// The CPU kernels' dtype x activation dispatch: fn(T{}, Act constant) with T
-// the host element type of `dtype` (float, bf16_t, f16_t), or an error
-// naming the op.
+// The CPU kernels' dtype (and activation) dispatch: fn(T{}[, Act constant])
+// with T the host element type of `dtype` (float, bf16_t, f16_t), or an
+// error naming the op.
 #pragma once
 
 #include <string>
@@ -11,16 +11,23 @@
 
 namespace jaxdnn {
 
+// fn(T{}) with T the host element type of `dtype`, or an error naming the op.
 template <typename Fn>
-ffi::Error ByDtypeActCpu(ffi::DataType dtype, int32_t act, const char* op, Fn fn) {
-  bool known = false;
-  auto with_type = [&](auto t) { known = ByAct(act, [&](auto a) { fn(t, a); }); };
+ffi::Error ByDtypeCpu(ffi::DataType dtype, const char* op, Fn fn) {
   switch (dtype) {
-    case ffi::DataType::F32: with_type(float{}); break;
-    case ffi::DataType::BF16: with_type(bf16_t{}); break;
-    case ffi::DataType::F16: with_type(f16_t{}); break;
+    case ffi::DataType::F32: fn(float{}); break;
+    case ffi::DataType::BF16: fn(bf16_t{}); break;
+    case ffi::DataType::F16: fn(f16_t{}); break;
     default: return InvalidArg(op, std::string("unsupported dtype ") + DtypeName(dtype));
   }
+  return ffi::Error::Success();
+}
+
+template <typename Fn>
+ffi::Error ByDtypeActCpu(ffi::DataType dtype, int32_t act, const char* op, Fn fn) {
+  bool known = true;
+  ffi::Error e = ByDtypeCpu(dtype, op, [&](auto t) { known = ByAct(act, [&](auto a) { fn(t, a); }); });
+  if (e.failure()) return e;
   if (!known) return InvalidArg(op, "unknown activation code " + std::to_string(act));
   return ffi::Error::Success();
 }

@@ -9,22 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_dispatch.h"
 #include "common/cpu_parallel.h"
 #include "common/host_half.h"
 
 namespace jaxdnn::pooling {
 namespace {
-
-template <typename Fn>
-ffi::Error ByDtype(ffi::DataType dtype, const char* op, Fn fn) {
-  switch (dtype) {
-    case ffi::DataType::F32: fn(float{}); break;
-    case ffi::DataType::BF16: fn(bf16_t{}); break;
-    case ffi::DataType::F16: fn(f16_t{}); break;
-    default: return InvalidArg(op, std::string("unsupported dtype ") + DtypeName(dtype));
-  }
-  return ffi::Error::Success();
-}
 
 // fn(flat input position) for the window of output position `o` (flat), in
 // window order, skipping padding; returns how many positions the window has
@@ -129,12 +119,12 @@ void Backward(const PoolBwdArgs& p, ffi::ThreadPool* pool) {
 
 ffi::Error PoolFwdCpu(const PoolFwdArgs& p, ffi::ThreadPool* pool) {
   if (p.g.batch == 0 || p.g.channels == 0 || p.g.out_positions() == 0) return ffi::Error::Success();
-  return ByDtype(p.dtype, "jaxdnn pooling forward", [&](auto t) { Forward<decltype(t)>(p, pool); });
+  return ByDtypeCpu(p.dtype, "jaxdnn pooling forward", [&](auto t) { Forward<decltype(t)>(p, pool); });
 }
 
 ffi::Error PoolBwdCpu(const PoolBwdArgs& p, ffi::ThreadPool* pool) {
   if (p.g.batch == 0 || p.g.channels == 0 || p.g.in_positions() == 0) return ffi::Error::Success();
-  return ByDtype(p.dtype, "jaxdnn pooling backward", [&](auto t) { Backward<decltype(t)>(p, pool); });
+  return ByDtypeCpu(p.dtype, "jaxdnn pooling backward", [&](auto t) { Backward<decltype(t)>(p, pool); });
 }
 
 }  // namespace jaxdnn::pooling

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/cpu_dispatch.h"
 #include "common/cpu_parallel.h"
 #include "common/host_half.h"
 #include "softmax/problem.h"
@@ -31,13 +32,7 @@ inline float MaxNaN(float m, float v) { return (std::isnan(v) || v > m) && !std:
 template <typename Fn>
 ffi::Error ByDtype(ffi::DataType dtype, const SoftmaxShape& s, const char* op, Fn fn) {
   if (s.rows == 0 || s.cols == 0) return ffi::Error::Success();
-  switch (dtype) {
-    case ffi::DataType::F32: fn(float{}); break;
-    case ffi::DataType::BF16: fn(bf16_t{}); break;
-    case ffi::DataType::F16: fn(f16_t{}); break;
-    default: return InvalidArg(op, std::string("unsupported dtype ") + DtypeName(dtype));
-  }
-  return ffi::Error::Success();
+  return ByDtypeCpu(dtype, op, fn);
 }
 
 }  // namespace jaxdnn::softmax
