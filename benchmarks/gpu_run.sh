@@ -3,7 +3,8 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   build tests selftests norms attention softmax act loss cnn_norms pool upstream (and sweep, below)
+#   build tests selftests norms attention softmax act loss cnn_norms pool upstream (and sweep, below;
+#   norms_grid: issue 23's LayerNorm/RMSNorm grid against XLA, GRID_ARGS its arguments)
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
 # upstream: JAX's own attention tests (tests/upstream/), given JAX's
@@ -85,6 +86,11 @@ bench act 300 "^(bias_|glu_)|ceiling"
 bench loss 300 "linear_ce|unfused|xla|device"
 bench cnn_norms 300 "^(bn_|gn32)|ceiling"
 bench pool 300 "_pool|ceiling"
+if has norms_grid; then
+  echo "== norms grid (issue 23)"
+  ( cd /tmp && timeout "$(left 420)" python3 -m jaxdnn.bench norms_grid ${GRID_ARGS:-} --out "$out/norms_grid.json" ) > "$out/norms_grid.txt" 2>&1
+  grep -E "<$|geomean|cells|device|Error|error" "$out/norms_grid.txt" | tail -80
+fi
 if has sweep; then
   for sw in ${SWEEP:--}; do
     [ "$sw" = "-" ] && sw=""

@@ -20,6 +20,7 @@ EXTRA = {
   "act": ("activations", "bench"),
   "loss": ("softmax", "loss_bench"),
   "pool": ("pooling", "bench"),
+  "norms_grid": ("norms", "grid_bench"),
 }
 
 
