@@ -10,8 +10,13 @@
 
 #include "common/switches.h"
 #include "norms/problem.h"
+#include "norms/sm80/norm_config.h"
 
 namespace jaxdnn::norms {
+
+// JAXDNN_NORM_BWD=stream: every backward whose partials fit runs the stream
+// kernel (A/Bs); the plan and the launcher both ask.
+inline bool BwdStreamForced() { return SwitchText(Switch::kNormBwd) == "stream"; }
 
 struct NormBwdPlan {
   int64_t partials = 1;  // blocks per group, each writing a float32 partial row (2 * dim)
@@ -21,8 +26,25 @@ struct NormBwdPlan {
 // most 512 16-byte vectors (the backward's blocks then fit twice), else one
 // (JAXDNN_NORM_BWD_BLOCKS_PER_SM overrides it). Fewer, longer blocks keep the
 // partials' traffic small; at least 16 rows per block.
+// Rows that only the stream kernel takes (norms/sm80/norm_stream.cuh; judged
+// on the row alone, as if aligned) fill the SMs' threads instead: as many
+// blocks (or clusters) as the SMs hold (ChooseBwdStream), at least 4 rows
+// per row slot.
 inline NormBwdPlan MakeNormBwdPlan(const NormShape& s, int64_t itemsize) {
   constexpr int64_t kWaveSms = 132;
+  const int elems = int(16 / itemsize);
+  if (BwdStreamForced() || ChooseBwdLaunch(s.dim, elems, true).vpt == 0) {
+    const StreamLaunch l = ChooseBwdStream(s.dim, elems, true);
+    if (l.blocks_per_sm > 0) {
+      const int64_t groups = std::max<int64_t>(s.groups, 1);
+      const int64_t target = std::max<int64_t>(1, kWaveSms * l.blocks_per_sm / l.cluster / groups);
+      // Clusters (rows split over CTAs) go down to a row each: few, wide rows.
+      const int64_t min_rows = l.cluster > 1 ? 1 : 4 * l.rpc;
+      NormBwdPlan plan;
+      plan.partials = std::max<int64_t>(1, std::min(target, (s.rows / groups + min_rows - 1) / min_rows));
+      return plan;
+    }
+  }
   const int64_t row_bytes = s.dim * itemsize;
   const int64_t per_sm = SwitchInt(Switch::kNormBwdBlocksPerSm, row_bytes <= 512 * 16 ? 2 : 1);
   const int64_t groups = std::max<int64_t>(s.groups, 1);

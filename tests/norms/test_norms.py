@@ -121,6 +121,50 @@ def test_gpu_large_bf16(kind, shape):
     assert_close(g, w, 5e-2)
 
 
+# Rows the register kernels cannot hold run the two-sweep stream kernels:
+# odd widths element by element (127, 4097, 20001), float32 rows too wide for
+# registers in 16-byte vectors (12288, 20000), and rows whose backward
+# partials outgrow shared memory (65536) on the scalar backward.
+@requires_gpu
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize(
+  "shape,dtype",
+  [
+    ((300, 127), jnp.float32),
+    ((257, 127), jnp.bfloat16),
+    ((100, 4097), jnp.float32),
+    ((64, 4097), jnp.float16),
+    ((9, 20001), jnp.bfloat16),
+    ((64, 12288), jnp.float32),
+    ((33, 20000), jnp.float32),
+    ((6, 65536), jnp.bfloat16),
+  ],
+  ids=str,
+)
+def test_gpu_stream_rows(kind, residual, shape, dtype):
+  x = rand(shape, dtype, offset=0.5)
+  r = rand(shape, dtype) if residual else None
+  s, b = params(kind, shape[-1])
+  dy = rand(shape, dtype)
+
+  def f(impl):
+    def run(x, r, s, b):
+      kw = dict(residual=r) if residual else {}
+      out = call(kind, x, s, b, implementation=impl, **kw)
+      return out if not residual else out[0] + out[1]
+
+    def fwd_bwd(x, r, s, b):
+      y, vjp = jax.vjp(run, x, r, s, b)
+      return (y, *[g for g in vjp(dy) if g is not None])
+
+    return jax.jit(fwd_bwd)(x, r, s, b)
+
+  got, want = f("cuda"), f("xla")
+  for i, (g, w) in enumerate(zip(got, want)):
+    assert_close(g, w, tol(dtype) if i == 0 else 4 * tol(dtype) + 2e-4, atol=None)
+
+
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
 def test_gpu_backward_is_deterministic(kind):

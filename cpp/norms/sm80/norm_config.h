@@ -3,6 +3,8 @@
 // path used when the row cannot be moved in aligned 16-byte vectors.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 namespace jaxdnn::norms {
@@ -27,9 +29,15 @@ inline RowLaunch ScalarLaunch(int64_t dim) {
   return l;
 }
 
+// Threads a grid needs to keep an H100's 132 SMs loaded (1536 of each SM's
+// 2048): below it, a norm kernel is latency-bound, not bandwidth-bound.
+constexpr int64_t kFillThreads = 132 * 1536;
+
 // Forward: the fewest threads per row such that each holds at most max_vpt
-// (else up to 8) packed vectors in registers; up to 512 threads.
-inline RowLaunch ChooseFwdLaunch(int64_t dim, int elems_per_vec, bool aligned, int max_vpt,
+// (else up to 8) packed vectors in registers; up to 512 threads. Problems
+// too small to fill the GPU that way spread each row over more threads
+// (fewer vectors each) until they do.
+inline RowLaunch ChooseFwdLaunch(int64_t rows, int64_t dim, int elems_per_vec, bool aligned, int max_vpt,
                                  int block_threads) {
   if (!aligned || dim % elems_per_vec != 0) return ScalarLaunch(dim);
   const int64_t nvec = dim / elems_per_vec;
@@ -40,6 +48,12 @@ inline RowLaunch ChooseFwdLaunch(int64_t dim, int elems_per_vec, bool aligned, i
   }
   if (l.tpr > 512) return ScalarLaunch(dim);
   l.vpt = NextPow2((nvec + l.tpr - 1) / l.tpr);
+  while (l.vpt > 1 && rows * l.tpr < kFillThreads) {
+    const int tpr = RoundUp32((nvec + l.vpt / 2 - 1) / (l.vpt / 2));
+    if (tpr > 512) break;
+    l.vpt /= 2;
+    l.tpr = tpr;
+  }
   l.rpc = l.tpr >= block_threads ? 1 : block_threads / l.tpr;
   return l;
 }
@@ -62,6 +76,57 @@ inline RowLaunch ChooseBwdLaunch(int64_t dim, int elems_per_vec, bool aligned) {
   if (l.vpt == 0) return ScalarLaunch(dim);
   l.tpr = RoundUp32((nvec + l.vpt - 1) / l.vpt);
   l.rpc = l.tpr >= 256 ? 1 : 256 / l.tpr;
+  return l;
+}
+
+// The two-sweep stream kernels (norms/sm80/norm_stream.cuh) take the rows the
+// register kernels above cannot: in 16-byte vectors when the row is made of
+// them (`vec`), else element by element. `tpr` threads per row slot (four
+// chunks each per sweep step, up to 1024), `rpc` slots per block (short rows
+// share blocks of 256 threads, at most 8 slots).
+struct StreamLaunch {
+  bool vec = false;
+  int tpr = 0;
+  int rpc = 1;
+  size_t smem = 0;        // backward: the slots' float32 partial rows, [rpc][2][columns]
+  int blocks_per_sm = 0;  // backward: 0 when the partials do not fit shared memory
+  int cluster = 1;        // backward: CTAs sharing a row, each a slice of its columns
+};
+
+inline StreamLaunch ChooseStream(int64_t dim, int elems_per_vec, bool aligned) {
+  StreamLaunch l;
+  l.vec = aligned && dim % elems_per_vec == 0;
+  const int64_t n = l.vec ? dim / elems_per_vec : dim;
+  l.tpr = int(std::min<int64_t>(1024, RoundUp32((n + 3) / 4)));
+  l.rpc = l.tpr >= 256 ? 1 : std::min(8, 256 / l.tpr);
+  return l;
+}
+
+inline StreamLaunch ChooseFwdStream(int64_t dim, int elems_per_vec, bool aligned) {
+  return ChooseStream(dim, elems_per_vec, aligned);
+}
+
+// The backward's partials live in shared memory, [rpc][2][columns] float32
+// (both norms keep two rows). A row whose partials exceed 200 KiB is split
+// over a cluster of 2-8 CTAs (sm_90), each owning a slice of at most 64 KiB
+// of partials: 65536-wide rows take 8. As many blocks an SM as its 2048
+// threads and 228 KiB of shared memory allow; blocks_per_sm == 0: too wide.
+inline StreamLaunch ChooseBwdStream(int64_t dim, int elems_per_vec, bool aligned) {
+  StreamLaunch l = ChooseStream(dim, elems_per_vec, aligned);
+  const int64_t n = l.vec ? dim / elems_per_vec : dim, width = l.vec ? elems_per_vec : 1;
+  l.smem = size_t(l.rpc) * 2 * size_t(dim) * sizeof(float);
+  if (l.smem > 200 * 1024) {
+    for (l.cluster = 2; l.cluster <= 8; l.cluster *= 2) {
+      const int64_t share = (n + l.cluster - 1) / l.cluster;
+      l.smem = 2 * size_t(share * width) * sizeof(float);
+      l.tpr = int(std::min<int64_t>(1024, RoundUp32((share + 3) / 4)));
+      l.rpc = 1;
+      if (l.smem <= 64 * 1024) break;
+    }
+    if (l.cluster > 8) return l;
+  }
+  const int64_t by_smem = (228 * 1024) / int64_t(l.smem + 1024 + 2 * 8 * 64 * sizeof(float));
+  l.blocks_per_sm = int(std::max<int64_t>(1, std::min<int64_t>(2048 / (l.tpr * l.rpc), by_smem)));
   return l;
 }
 

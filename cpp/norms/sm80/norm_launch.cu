@@ -8,11 +8,13 @@
 #include "common/cuda_check.h"
 #include "common/cuda_vec.cuh"
 #include "common/switches.h"
+#include "norms/plan.h"
 #include "norms/sm80/norm_backward.cuh"
 #include "norms/sm80/norm_backward_ring.cuh"
 #include "norms/sm80/norm_config.h"
 #include "norms/sm80/norm_forward.cuh"
 #include "norms/sm80/norm_forward_pairs.cuh"
+#include "norms/sm80/norm_stream.cuh"
 
 namespace jaxdnn::norms {
 namespace {
@@ -47,7 +49,21 @@ void LaunchFwdVec(int vpt, const dim3& grid, const dim3& block, cudaStream_t str
     case 2: NormFwdVecKernel<T, kLayer, kResidual, 2, kKeep><<<grid, block, 0, stream>>>(p); break;
     case 4: NormFwdVecKernel<T, kLayer, kResidual, 4, kKeep><<<grid, block, 0, stream>>>(p); break;
     case 8: NormFwdVecKernel<T, kLayer, kResidual, 8, kKeep><<<grid, block, 0, stream>>>(p); break;
-    default: NormFwdScalarKernel<T, kLayer, kResidual><<<grid, block, 0, stream>>>(p); break;
+    default: break;
+  }
+}
+
+// Rows the register kernel cannot hold (odd widths, unaligned views, rows
+// over 512 threads' registers): two sweeps, the second from L2.
+template <typename T, bool kLayer, bool kResidual>
+void LaunchFwdStream(bool aligned, cudaStream_t stream, const NormFwdArgs& p) {
+  const StreamLaunch l = ChooseFwdStream(p.shape.dim, Vec16<T>::kElems, aligned);
+  const dim3 block(l.tpr, l.rpc);
+  const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
+  if (l.vec) {
+    NormFwdStreamKernel<T, kLayer, kResidual, true><<<grid, block, 0, stream>>>(p);
+  } else {
+    NormFwdStreamKernel<T, kLayer, kResidual, false><<<grid, block, 0, stream>>>(p);
   }
 }
 
@@ -65,7 +81,11 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
     }
   }
   const RowLaunch l =
-      ChooseFwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(), kFwdBlockThreads);
+      ChooseFwdLaunch(p.shape.rows, p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(), kFwdBlockThreads);
+  if (l.vpt == 0 || SwitchText(Switch::kNormFwd) == "stream") {
+    LaunchFwdStream<T, kLayer, kResidual>(aligned, stream, p);
+    return CheckLaunch("jaxdnn norm forward (two sweeps) launch " + ShapeText(p.shape));
+  }
   const dim3 block(l.tpr, l.rpc);
   const dim3 grid(unsigned((p.shape.rows + l.rpc - 1) / l.rpc));
   LaunchFwdVec<T, kLayer, kResidual>(l.vpt, grid, block, stream, p);
@@ -117,6 +137,41 @@ bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p,
   return true;
 }
 
+// Rows the ring kernel cannot take, whose partials fit shared memory, one
+// CTA's or a cluster's (ChooseBwdStream); false for wider rows.
+template <typename T, bool kLayer, bool kResidual>
+bool LaunchBwdStream(bool aligned, cudaStream_t stream, const NormBwdArgs& p, BwdGrid bg) {
+  const StreamLaunch l = ChooseBwdStream(p.shape.dim, Vec16<T>::kElems, aligned);
+  if (l.blocks_per_sm == 0) return false;
+  void (*kernel)(NormBwdArgs, BwdGrid) =
+      l.cluster > 1 ? (l.vec ? NormBwdStreamKernel<T, kLayer, kResidual, true, true>
+                             : NormBwdStreamKernel<T, kLayer, kResidual, false, true>)
+                    : (l.vec ? NormBwdStreamKernel<T, kLayer, kResidual, true>
+                             : NormBwdStreamKernel<T, kLayer, kResidual, false>);
+  // A function attribute, not a stream operation: safe under graph capture.
+  // If it fails, the launch is skipped and CheckLaunch reports the error.
+  if (l.smem > 48 * 1024 &&
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem)) != cudaSuccess) {
+    return true;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.blockDim = dim3(l.tpr, l.rpc);
+  cfg.gridDim = dim3(unsigned(p.num_partials * l.cluster), unsigned(p.shape.groups));
+  cfg.dynamicSmemBytes = l.smem;
+  cfg.stream = stream;
+  if (l.cluster > 1) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = l.cluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  cudaLaunchKernelEx(&cfg, kernel, p, bg);  // CheckLaunch reports a failure
+  return true;
+}
+
 // Backward blocks of short rows (one vector per thread, under 512 threads a
 // row) hold 512 threads' worth of rows, not 256: LayerNorm 16384x1024 2.27 ->
 // 2.50 TB/s; 1024 threads and twice the blocks per SM lost (docs/perf/norms.md,
@@ -128,7 +183,7 @@ template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
   const bool aligned =
       Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) && (!kResidual || Aligned16(p.dsum));
-  RowLaunch l = ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
+  RowLaunch l = BwdStreamForced() ? RowLaunch{} : ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
   if (l.vpt == 1 && l.tpr < BwdBlockThreads()) l.rpc = BwdBlockThreads() / l.tpr;
   const int64_t rpg = p.shape.rows_per_group();
   const BwdGrid bg{(rpg + p.num_partials - 1) / p.num_partials};
@@ -139,6 +194,7 @@ ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
     case 4: launched = LaunchBwdVec<T, kLayer, kResidual, 4>(l, stream, p, bg); break;
     default: break;
   }
+  if (!launched) launched = LaunchBwdStream<T, kLayer, kResidual>(aligned, stream, p, bg);
   if (!launched) {
     l = ScalarLaunch(p.shape.dim);
     const dim3 grid(unsigned(p.num_partials), unsigned(p.shape.groups));
