@@ -70,6 +70,19 @@ struct Vec16<__half> : Vec16Half<__half, __half2, H2ToF2, F2ToH2, HToF, FToH> {}
 // parameters that every row re-reads.
 __device__ inline uint4 LoadStream(const void* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
 __device__ inline void StoreStream(void* p, const uint4& v) { __stcs(reinterpret_cast<uint4*>(p), v); }
+// Row accesses with the hint chosen per launch: evict-first where the rows are
+// touched once in a problem larger than L2, plain where the problem fits in
+// L2 and the next kernel (or call) may find it there.
+__device__ inline uint4 LoadRow(const void* p, bool stream) {
+  return stream ? __ldcs(reinterpret_cast<const uint4*>(p)) : __ldg(reinterpret_cast<const uint4*>(p));
+}
+__device__ inline void StoreRow(void* p, const uint4& v, bool stream) {
+  if (stream) {
+    __stcs(reinterpret_cast<uint4*>(p), v);
+  } else {
+    *reinterpret_cast<uint4*>(p) = v;
+  }
+}
 __device__ inline float4 LoadParam(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
 // A parameter read that asks L1 to keep the line over streamed data (every
 // row of a norm re-reads the same scale and bias).

@@ -48,6 +48,7 @@ struct NormFwdArgs {
   void* z;      // residual sum, written only when residual != null
   float* mean;  // [rows]; null for RMSNorm
   float* rstd;  // [rows]
+  bool stream_rows = true;  // CUDA: evict-first row accesses (RowCachePolicy)
 };
 
 // Backward from the saved z, mean and rstd:
@@ -68,6 +69,7 @@ struct NormBwdArgs {
   float* dbias;     // [groups, dim]; null for RMSNorm
   float* partials;  // CUDA workspace [groups, num_partials, 2, dim]; null on CPU
   int64_t num_partials;
+  bool stream_rows = true;  // CUDA: evict-first row accesses (RowCachePolicy)
 };
 
 // Buffer order (the Python primitives follow it):

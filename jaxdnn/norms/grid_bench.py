@@ -211,9 +211,13 @@ def main(argv=None):
         r["error"] = f"{type(e).__name__}: {str(e)[:200]}"
       print_row(r)
       records.append(r)
+      _write(a.out, device, records)  # after every cell: a run cut short keeps what it measured
   for line in summary(records):
     print(line)
-  if a.out:
-    with open(a.out, "w") as f:
-      json.dump(dict(device=device, jax=jax.__version__, records=records), f, indent=1)
   return 0
+
+
+def _write(path, device, records):
+  if path:
+    with open(path, "w") as f:
+      json.dump(dict(device=device, jax=jax.__version__, records=records), f, indent=1)

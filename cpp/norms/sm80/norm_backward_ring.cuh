@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
       if (j >= nvec) continue;
       float dx[N];
       if constexpr (kResidual) {
-        V::Unpack(LoadStream(static_cast<const T*>(p.dsum) + base + j * N), dx);
+        V::Unpack(LoadRow(static_cast<const T*>(p.dsum) + base + j * N, p.stream_rows), dx);
       } else {
 #pragma unroll
         for (int i = 0; i < N; ++i) dx[i] = 0.0f;
@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
           dx[i] += rstd * (dy * sc - mg - xhat * mgx);
         });
       }
-      StoreStream(static_cast<T*>(p.dx) + base + j * N, V::Pack(dx));
+      StoreRow(static_cast<T*>(p.dx) + base + j * N, V::Pack(dx), p.stream_rows);
     }
   }
   CombineSlotsAndWrite<kLayer, kVpt, N>(p, acc_s, acc_b,

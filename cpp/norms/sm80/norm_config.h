@@ -81,9 +81,9 @@ inline RowLaunch ChooseBwdLaunch(int64_t dim, int elems_per_vec, bool aligned) {
 
 // The two-sweep stream kernels (norms/sm80/norm_stream.cuh) take the rows the
 // register kernels above cannot: in 16-byte vectors when the row is made of
-// them (`vec`), else element by element. `tpr` threads per row slot (four
-// chunks each per sweep step, up to 1024), `rpc` slots per block (short rows
-// share blocks of 256 threads, at most 8 slots).
+// them (`vec`), else element by element. `tpr` threads per row slot (up to
+// 1024: four vectors or sixteen elements each), `rpc` slots per block (short
+// rows share blocks of 256 threads, at most 8 slots).
 struct StreamLaunch {
   bool vec = false;
   int tpr = 0;
@@ -97,7 +97,10 @@ inline StreamLaunch ChooseStream(int64_t dim, int elems_per_vec, bool aligned) {
   StreamLaunch l;
   l.vec = aligned && dim % elems_per_vec == 0;
   const int64_t n = l.vec ? dim / elems_per_vec : dim;
-  l.tpr = int(std::min<int64_t>(1024, RoundUp32((n + 3) / 4)));
+  // Element rows: 16 elements a thread, so a row's reductions are amortized
+  // and an SM keeps several rows in flight (4 a thread ran 4097-wide rows
+  // at under half of XLA's rate, one 1024-thread row per SM at a time).
+  l.tpr = int(std::min<int64_t>(1024, RoundUp32((n + (l.vec ? 3 : 15)) / (l.vec ? 4 : 16))));
   l.rpc = l.tpr >= 256 ? 1 : std::min(8, 256 / l.tpr);
   return l;
 }

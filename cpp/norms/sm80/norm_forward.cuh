@@ -76,7 +76,8 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
   for (int k = 0; k < kVpt; ++k) {
     const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
     raw[k] =
-        (live && j < nvec) ? LoadStream(static_cast<const T*>(p.x) + base + j * N) : make_uint4(0, 0, 0, 0);
+        (live && j < nvec) ? LoadRow(static_cast<const T*>(p.x) + base + j * N, p.stream_rows)
+                           : make_uint4(0, 0, 0, 0);
   }
   if constexpr (kResidual) {
 #pragma unroll
@@ -85,12 +86,12 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
       if (live && j < nvec) {
         float a[N], b[N];
         V::Unpack(raw[k], a);
-        V::Unpack(LoadStream(static_cast<const T*>(p.residual) + base + j * N), b);
+        V::Unpack(LoadRow(static_cast<const T*>(p.residual) + base + j * N, p.stream_rows), b);
 #pragma unroll
         for (int e = 0; e < N; ++e) a[e] += b[e];
         // Normalize the sum as rounded to T: the value that is returned.
         raw[k] = V::Pack(a);
-        StoreStream(static_cast<T*>(p.z) + base + j * N, raw[k]);
+        StoreRow(static_cast<T*>(p.z) + base + j * N, raw[k], p.stream_rows);
       }
     }
   }
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
 #pragma unroll
       for (int e = 0; e < 4; ++e) out[4 * q + e] = (v[4 * q + e] - centre) * rstd * sc[e] + bi[e];
     }
-    StoreStream(static_cast<T*>(p.y) + base + j * N, V::Pack(out));
+    StoreRow(static_cast<T*>(p.y) + base + j * N, V::Pack(out), p.stream_rows);
   }
 }
 

@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(512, 3) NormFwdPairKernel(NormFwdArgs p) {
 #pragma unroll
   for (int k = 0; k < kPairVpt; ++k) {
     const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-    a[k] = j < nvec ? LoadStream(x + base_a + j * N) : make_uint4(0, 0, 0, 0);
-    b[k] = (live_b && j < nvec) ? LoadStream(x + base_b + j * N) : make_uint4(0, 0, 0, 0);
+    a[k] = j < nvec ? LoadRow(x + base_a + j * N, p.stream_rows) : make_uint4(0, 0, 0, 0);
+    b[k] = (live_b && j < nvec) ? LoadRow(x + base_b + j * N, p.stream_rows) : make_uint4(0, 0, 0, 0);
   }
   const float shift_a = RowShift<T, false>(p, base_a);
   const float shift_b = live_b ? RowShift<T, false>(p, base_b) : 0.0f;
@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(512, 3) NormFwdPairKernel(NormFwdArgs p) {
         ob[4 * q + e] = (vb[4 * q + e] - mean_b) * rstd_b * sc[e] + bi[e];
       }
     }
-    StoreStream(y + base_a + j * N, V::Pack(oa));
-    if (live_b) StoreStream(y + base_b + j * N, V::Pack(ob));
+    StoreRow(y + base_a + j * N, V::Pack(oa), p.stream_rows);
+    if (live_b) StoreRow(y + base_b + j * N, V::Pack(ob), p.stream_rows);
   }
 }
 

@@ -232,9 +232,21 @@ ffi::Error BwdTyped(const NormBwdArgs& p, cudaStream_t stream) {
   });
 }
 
+// Evict-first row accesses only where a problem's rows outgrow half of an
+// H100's 50 MB L2: below that, plain accesses leave the rows where the next
+// kernel (the backward, or the next call) finds them (XLA's fusions, plain
+// accesses, ran 4096 x 1024 float32 rows at 1.5x the rate of the all-streaming
+// kernels; docs/perf/norms.md, Current design: Row cache policy).
+bool RowCachePolicyStreams(const NormShape& s, ffi::DataType dtype) {
+  const int64_t item = dtype == ffi::DataType::F32 ? 4 : 2;
+  return s.rows * s.dim * item > (int64_t(24) << 20);
+}
+
 }  // namespace
 
-ffi::Error NormFwdCuda(const NormFwdArgs& p, cudaStream_t stream) {
+ffi::Error NormFwdCuda(const NormFwdArgs& args, cudaStream_t stream) {
+  NormFwdArgs p = args;
+  p.stream_rows = RowCachePolicyStreams(p.shape, p.dtype);
   if (p.shape.rows == 0) return ffi::Error::Success();
   ClearStaleLaunchError();
   switch (p.dtype) {
@@ -245,7 +257,9 @@ ffi::Error NormFwdCuda(const NormFwdArgs& p, cudaStream_t stream) {
   }
 }
 
-ffi::Error NormBwdCuda(const NormBwdArgs& p, cudaStream_t stream) {
+ffi::Error NormBwdCuda(const NormBwdArgs& args, cudaStream_t stream) {
+  NormBwdArgs p = args;
+  p.stream_rows = RowCachePolicyStreams(p.shape, p.dtype);
   ClearStaleLaunchError();
   if (p.shape.rows == 0) {
     // No rows: the parameter gradients are zero; nothing else to do.

@@ -43,15 +43,17 @@ constexpr int kStreamMaxSlots = 8;
 
 // One access of a streamed row: a 16-byte vector (kVec) or one element.
 // Load: the first sweep's read of an input (kept in cache for the second);
-// LoadLast: the second sweep's (also coherent with this thread's own writes,
-// which the forward's residual sum z needs); Keep: a store read back later.
+// LoadLast / Store: the second sweep's, evict-first when `stream` (the
+// launch's RowCachePolicy; an evict-first load is also coherent with this
+// thread's own writes, which the forward's residual sum z needs); Keep: a
+// store read back later.
 template <typename T, bool kVec>
 struct Chunk {
   static constexpr int kElems = Vec16<T>::kElems;
   using Raw = uint4;
   __device__ static Raw Load(const T* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
-  __device__ static Raw LoadLast(const T* p) { return LoadStream(p); }
-  __device__ static void Store(T* p, const Raw& r) { StoreStream(p, r); }
+  __device__ static Raw LoadLast(const T* p, bool stream) { return LoadRow(p, stream); }
+  __device__ static void Store(T* p, const Raw& r, bool stream) { StoreRow(p, r, stream); }
   __device__ static void Keep(T* p, const Raw& r) { *reinterpret_cast<uint4*>(p) = r; }
   __device__ static void Unpack(const Raw& r, float* f) { Vec16<T>::Unpack(r, f); }
   __device__ static Raw Pack(const float* f) { return Vec16<T>::Pack(f); }
@@ -72,36 +74,47 @@ struct Chunk<T, false> {
   static constexpr int kElems = 1;
   using Raw = T;
   __device__ static Raw Load(const T* p) { return __ldg(p); }
-  __device__ static Raw LoadLast(const T* p) { return __ldcs(p); }
-  __device__ static void Store(T* p, const Raw& r) { __stcs(p, r); }
+  __device__ static Raw LoadLast(const T* p, bool stream) { return stream ? __ldcs(p) : __ldg(p); }
+  __device__ static void Store(T* p, const Raw& r, bool stream) {
+    if (stream) {
+      __stcs(p, r);
+    } else {
+      *p = r;
+    }
+  }
   __device__ static void Keep(T* p, const Raw& r) { *p = r; }
   __device__ static void Unpack(const Raw& r, float* f) { f[0] = ToF32(r); }
   __device__ static Raw Pack(const float* f) { return FromF32<T>(f[0]); }
   __device__ static void Params(const float* p, float* f) { f[0] = __ldg(p); }
 };
 
-// Chan et al.'s merge of two (count, mean, M2) summaries.
+// Chan et al.'s merge of two (count, mean, M2) summaries, written so that
+// merge(a, b) and merge(b, a) agree bit for bit (the mean as a weighted sum,
+// the squared difference symmetric): a butterfly then leaves every lane of a
+// warp the same value.
 __device__ inline float3 MergeMeanM2(float3 a, float3 b) {
   const float n = a.x + b.x;
-  if (b.x == 0.0f) return a;
-  if (a.x == 0.0f) return b;
+  if (n == 0.0f) return a;
   const float d = b.y - a.y;
-  return make_float3(n, a.y + d * (b.x / n), a.z + b.z + d * d * (a.x * b.x / n));
+  return make_float3(n, (a.x * a.y + b.x * b.y) / n, a.z + b.z + d * d * (a.x * b.x / n));
 }
 
-// (count, mean, M2) over the blockDim.x threads of this row slot, merged in
-// a fixed order (a shuffle-down tree, then the warps in warp order) so every
-// thread gets the same bits. One barrier; `scratch` holds blockDim.y * 96
-// floats and must not be written again by the kernel.
-__device__ inline float3 RowMergeMeanM2(float3 v, float* scratch) {
+__device__ inline float3 WarpMergeMeanM2(float3 v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    const float3 w = make_float3(__shfl_down_sync(0xffffffffu, v.x, o), __shfl_down_sync(0xffffffffu, v.y, o),
-                                 __shfl_down_sync(0xffffffffu, v.z, o));
-    v = MergeMeanM2(v, w);
+    v = MergeMeanM2(v, make_float3(__shfl_xor_sync(0xffffffffu, v.x, o), __shfl_xor_sync(0xffffffffu, v.y, o),
+                                   __shfl_xor_sync(0xffffffffu, v.z, o)));
   }
-  v = make_float3(__shfl_sync(0xffffffffu, v.x, 0), __shfl_sync(0xffffffffu, v.y, 0),
-                  __shfl_sync(0xffffffffu, v.z, 0));
+  return v;
+}
+
+// (count, mean, M2) over the blockDim.x threads of this row slot: a
+// butterfly within each warp, then one over the warps' summaries (lane i
+// holding warp i's), so every thread gets the same bits, run after run. One
+// barrier; `scratch` holds blockDim.y * 96 floats and must not be written
+// again by the kernel.
+__device__ inline float3 RowMergeMeanM2(float3 v, float* scratch) {
+  v = WarpMergeMeanM2(v);
   const int warps = blockDim.x >> 5;
   if (warps == 1) return v;
   float* s = scratch + threadIdx.y * 96;
@@ -112,9 +125,8 @@ __device__ inline float3 RowMergeMeanM2(float3 v, float* scratch) {
     s[64 + warp] = v.z;
   }
   __syncthreads();
-  float3 m = make_float3(s[0], s[32], s[64]);
-  for (int w = 1; w < warps; ++w) m = MergeMeanM2(m, make_float3(s[w], s[32 + w], s[64 + w]));
-  return m;
+  return WarpMergeMeanM2(lane < warps ? make_float3(s[lane], s[32 + lane], s[64 + lane])
+                                      : make_float3(0.0f, 0.0f, 0.0f));
 }
 
 // Forward. LayerNorm takes its statistics about a shift, the row's first
@@ -199,7 +211,7 @@ __global__ void __launch_bounds__(1024) NormFwdStreamKernel(NormFwdArgs p) {
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int64_t j = j0 + int64_t(b) * step;
-      if (j < n) r[b] = C::LoadLast(src + j * N);
+      if (j < n) r[b] = kResidual ? C::LoadLast(src + j * N, true) : C::LoadLast(src + j * N, p.stream_rows);
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
@@ -214,7 +226,7 @@ __global__ void __launch_bounds__(1024) NormFwdStreamKernel(NormFwdArgs p) {
         out[e] = ((v[e] - shift) - centre) * rstd * sc[e];
         if constexpr (kLayer) out[e] += bi[e];
       }
-      C::Store(y + j * N, C::Pack(out));
+      C::Store(y + j * N, C::Pack(out), p.stream_rows);
     }
   }
 }
@@ -288,7 +300,9 @@ __global__ void __launch_bounds__(1024) NormBwdStreamKernel(NormBwdArgs p, BwdGr
   }
 
   const float inv_dim = 1.0f / float(dim);
-  for (int64_t it = 0; it < iters; ++it) {
+  // First sweep of row slot `it`: this thread's share of the row sums, and
+  // its partials added in shared memory.
+  auto sweep1 = [&](int64_t it) {
     const int64_t row = first + it * blockDim.y + threadIdx.y;
     const bool live = row < last;
     const int64_t base = live ? row * dim : 0;
@@ -325,34 +339,30 @@ __global__ void __launch_bounds__(1024) NormBwdStreamKernel(NormBwdArgs p, BwdGr
         if constexpr (kLayer) AddToShared<N>(acc_b + (j - lo) * N, dy);
       }
     }
+    // The block's row sums (one barrier; the scratch buffers alternate).
     float* sums = scratch[it & 1];
-    float2 t = kLayer ? RowSum2OneBarrier(make_float2(sum_g, sum_gx), sums)
-                      : make_float2(0.0f, RowSumOneBarrier(sum_gx, sums));
-    if constexpr (kCluster) {
-      // The CTAs' sums, added in rank order; the two slot buffers alternate
-      // by row, and each row's cluster barrier orders the reuse.
-      namespace cg = cooperative_groups;
-      cg::cluster_group c = cg::this_cluster();
-      float2* slot = &cta_sums[it & 1];
-      if (threadIdx.x == 0) *slot = t;
-      c.sync();
-      t = make_float2(0.0f, 0.0f);
-      for (int r = 0; r < int(slices); ++r) {
-        const float2 v = *c.map_shared_rank(slot, r);
-        t.x += v.x;
-        t.y += v.y;
-      }
-    }
+    return kLayer ? RowSum2OneBarrier(make_float2(sum_g, sum_gx), sums)
+                  : make_float2(0.0f, RowSumOneBarrier(sum_gx, sums));
+  };
+  // Second sweep of row slot `it` given the whole row's sums: dx.
+  auto sweep2 = [&](int64_t it, float2 t) {
+    const int64_t row = first + it * blockDim.y + threadIdx.y;
+    if (row >= last) return;
+    const int64_t base = row * dim;
+    const float mean = kLayer ? p.mean[row] : 0.0f;
+    const float rstd = p.rstd[row];
     const float mg = t.x * inv_dim, mgx = t.y * inv_dim;
-    for (int64_t j0 = lo + threadIdx.x; live && j0 < hi; j0 += int64_t(kBatch) * step) {
+    for (int64_t j0 = lo + threadIdx.x; j0 < hi; j0 += int64_t(kBatch) * step) {
       Raw dyr[kBatch], zr[kBatch], dsr[kResidual ? kBatch : 1];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int64_t j = j0 + int64_t(b) * step;
         if (j < hi) {
-          dyr[b] = C::LoadLast(dy_g + base + j * N);
-          zr[b] = C::LoadLast(z_g + base + j * N);
-          if constexpr (kResidual) dsr[b] = C::LoadLast(static_cast<const T*>(p.dsum) + base + j * N);
+          dyr[b] = C::LoadLast(dy_g + base + j * N, p.stream_rows);
+          zr[b] = C::LoadLast(z_g + base + j * N, p.stream_rows);
+          if constexpr (kResidual) {
+            dsr[b] = C::LoadLast(static_cast<const T*>(p.dsum) + base + j * N, p.stream_rows);
+          }
         }
       }
 #pragma unroll
@@ -374,12 +384,40 @@ __global__ void __launch_bounds__(1024) NormBwdStreamKernel(NormBwdArgs p, BwdGr
           const float xhat = (zv[e] - mean) * rstd;
           dx[e] += rstd * (dy[e] * sc[e] - mg - xhat * mgx);
         }
-        C::Store(static_cast<T*>(p.dx) + base + j * N, C::Pack(dx));
+        C::Store(static_cast<T*>(p.dx) + base + j * N, C::Pack(dx), p.stream_rows);
+      }
+    }
+  };
+
+  if constexpr (!kCluster) {
+    for (int64_t it = 0; it < iters; ++it) sweep2(it, sweep1(it));
+  } else {
+    // Software-pipelined over rows: row it's CTA sums are published (arrive)
+    // before the second sweep of row it - 1 and read after it (wait), so the
+    // cluster barrier's latency hides behind that sweep. A CTA rewrites its
+    // slot it & 1 only after the barrier of row it - 1, which every peer
+    // passes only once it has read row it - 2's slots.
+    namespace cg = cooperative_groups;
+    cg::cluster_group c = cg::this_cluster();
+    float2 prev = make_float2(0.0f, 0.0f);
+    for (int64_t it = 0; it <= iters; ++it) {
+      if (it < iters) {
+        const float2 t = sweep1(it);
+        if (threadIdx.x == 0) cta_sums[it & 1] = t;
+      }
+      c.barrier_arrive();
+      if (it > 0) sweep2(it - 1, prev);
+      c.barrier_wait();
+      if (it < iters) {
+        prev = make_float2(0.0f, 0.0f);
+        for (int r = 0; r < int(slices); ++r) {
+          const float2 v = *c.map_shared_rank(&cta_sums[it & 1], r);
+          prev.x += v.x;
+          prev.y += v.y;
+        }
       }
     }
   }
-  // No CTA may leave while a peer can still read its sums.
-  if constexpr (kCluster) cooperative_groups::this_cluster().sync();
 
   if (blockDim.y > 1) __syncthreads();
   if (threadIdx.y != 0) return;
