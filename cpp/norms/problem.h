@@ -45,9 +45,9 @@ struct NormFwdArgs {
   const float* scale;    // [groups, dim]
   const float* bias;     // [groups, dim]; null for RMSNorm
   void* y;
-  void* z;      // residual sum, written only when residual != null
-  float* mean;  // [rows]; null for RMSNorm
-  float* rstd;  // [rows]
+  void* z;                  // residual sum, written only when residual != null
+  float* mean;              // [rows]; null for RMSNorm
+  float* rstd;              // [rows]
   bool stream_rows = true;  // CUDA: evict-first row accesses (RowCachePolicy)
 };
 

@@ -75,9 +75,8 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
 #pragma unroll
   for (int k = 0; k < kVpt; ++k) {
     const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-    raw[k] =
-        (live && j < nvec) ? LoadRow(static_cast<const T*>(p.x) + base + j * N, p.stream_rows)
-                           : make_uint4(0, 0, 0, 0);
+    raw[k] = (live && j < nvec) ? LoadRow(static_cast<const T*>(p.x) + base + j * N, p.stream_rows)
+                                : make_uint4(0, 0, 0, 0);
   }
   if constexpr (kResidual) {
 #pragma unroll
