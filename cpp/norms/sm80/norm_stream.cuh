@@ -138,7 +138,11 @@ __global__ void __launch_bounds__(1024) NormFwdStreamKernel(NormFwdArgs p) {
   using C = Chunk<T, kVec>;
   using Raw = typename C::Raw;
   constexpr int N = C::kElems;
-  constexpr int kBatch = 4;  // chunks a thread has in flight per sweep step
+  // Chunks a thread has in flight per sweep step: an element row's sixteen
+  // at once (one round trip a sweep; four at a time left 4097-wide rows
+  // latency-bound; eight with a residual, within 64 registers), a vector
+  // row's four.
+  constexpr int kBatch = kVec ? 4 : kResidual ? 8 : 16;
   __shared__ float scratch[32 * 96];
   const int64_t dim = p.shape.dim, n = dim / N;
   const int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -264,13 +268,15 @@ __device__ inline void AddToShared(float* dst, const float* v) {
 // columns; per row the CTAs' sums meet through distributed shared memory and
 // are added in rank order, so the row is still read once from DRAM.
 template <typename T, bool kLayer, bool kResidual, bool kVec, bool kCluster = false>
-__global__ void __launch_bounds__(1024) NormBwdStreamKernel(NormBwdArgs p, BwdGrid grid) {
+__global__ void __launch_bounds__(kCluster ? 512 : 1024) NormBwdStreamKernel(NormBwdArgs p, BwdGrid grid) {
   using C = Chunk<T, kVec>;
   using Raw = typename C::Raw;
   constexpr int N = C::kElems;
   // Chunks a thread has in flight per sweep step: two 16-byte vectors of
-  // each input keep the 1024-thread blocks within 64 registers.
-  constexpr int kBatch = kVec ? 2 : 4;
+  // each input keep the 1024-thread blocks within 64 registers; a cluster's
+  // CTAs (at most 512 threads, four vectors each) load theirs at once; element
+  // rows eight (four with a residual).
+  constexpr int kBatch = kCluster ? 4 : kVec ? 2 : kResidual ? 4 : 8;
   extern __shared__ float4 acc_smem[];
   __shared__ float scratch[2][kStreamMaxSlots * 64];
   __shared__ float2 cta_sums[2];
