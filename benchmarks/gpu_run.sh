@@ -87,9 +87,16 @@ bench loss 300 "linear_ce|unfused|xla|device"
 bench cnn_norms 300 "^(bn_|gn32)|ceiling"
 bench pool 300 "_pool|ceiling"
 if has norms_grid; then
-  echo "== norms grid (issue 23)"
-  ( cd /tmp && timeout "$(left 420)" python3 -m jaxdnn.bench norms_grid ${GRID_ARGS:-} --out "$out/norms_grid.json" ) > "$out/norms_grid.txt" 2>&1
-  grep -E "<$|geomean|cells|device|Error|error" "$out/norms_grid.txt" | tail -80
+  # GRID_SWEEP: space-separated entries of comma-separated VAR=value switches
+  # ("-" for none), one grid process each (norms_grid-TAG.{txt,json}).
+  for sw in ${GRID_SWEEP:--}; do
+    [ "$sw" = "-" ] && sw=""
+    tag=${sw:-defaults}; tag=${tag//[^A-Za-z0-9_]/_}
+    echo "== norms grid (issue 23) ${sw:-(defaults)}"
+    ( cd /tmp && env ${sw//,/ } timeout "$(left 420)" python3 -m jaxdnn.bench norms_grid ${GRID_ARGS:-} \
+        --out "$out/norms_grid-$tag.json" ) > "$out/norms_grid-$tag.txt" 2>&1
+    grep -E "geomean|cells|Error|error" "$out/norms_grid-$tag.txt" | tail -20
+  done
 fi
 if has sweep; then
   for sw in ${SWEEP:--}; do

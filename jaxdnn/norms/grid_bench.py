@@ -36,12 +36,13 @@ MIN_BYTES = 1 << 20
 MARKER = "FillFunctor"
 
 
-def grid(widths=WIDTHS, rows=ROWS, dtypes=DTYPES):
-  """(rows, width, dtype, scale dtype) of every cell over MIN_BYTES."""
+def grid(widths=WIDTHS, rows=ROWS, dtypes=DTYPES, scales=("same", "float32")):
+  """(rows, width, dtype, scale dtype) of every cell over MIN_BYTES; `scales`
+  picks the parameters' dtypes ("same": x's)."""
   out = []
   for dt in dtypes:
     item = np.dtype(dt).itemsize
-    scale_dtypes = (dt,) if dt == "float32" else (dt, "float32")
+    scale_dtypes = tuple(dict.fromkeys(dt if sc == "same" else sc for sc in scales))
     for w in widths:
       for r in rows:
         if r * w * item > MIN_BYTES:
@@ -184,6 +185,7 @@ def main(argv=None):
   ap.add_argument("--dtypes", default=",".join(DTYPES))
   ap.add_argument("--widths", default=",".join(map(str, WIDTHS)))
   ap.add_argument("--rows", default=",".join(map(str, ROWS)))
+  ap.add_argument("--scales", default="same,float32", help="parameter dtypes: same (x's), float32")
   ap.add_argument("--ops", default="layer,rms")
   ap.add_argument("--calls", type=int, default=20)
   a = ap.parse_args(argv)
@@ -194,6 +196,7 @@ def main(argv=None):
     tuple(int(v) for v in a.widths.split(",")),
     tuple(int(v) for v in a.rows.split(",")),
     tuple(a.dtypes.split(",")),
+    tuple(a.scales.split(",")),
   )
   device = jax.devices()[0].device_kind
   print(f"device: {device}, jax {jax.__version__}; {len(cells)} cells per op; GPU-busy us per call")
