@@ -33,6 +33,17 @@ struct NormBwdPlan {
 inline NormBwdPlan MakeNormBwdPlan(const NormShape& s, int64_t itemsize) {
   constexpr int64_t kWaveSms = 132;
   const int elems = int(16 / itemsize);
+  // Odd widths: one partial row per phase-grouped block (a multiple of the
+  // phase count; norms/sm80/norm_backward_phased.cuh).
+  if (!BwdStreamForced() && s.dim % elems != 0 && s.groups == 1) {
+    const PhasedLaunch l =
+        ChoosePhased(s.rows, s.dim, elems, PhaseCountOfBytes(s.dim * itemsize), 16 / elems);
+    if (l.vpt > 0) {
+      NormBwdPlan plan;
+      plan.partials = l.blocks;
+      return plan;
+    }
+  }
   if (BwdStreamForced() || ChooseBwdLaunch(s.dim, elems, true).vpt == 0) {
     const StreamLaunch l = ChooseBwdStream(s.dim, elems, true);
     if (l.blocks_per_sm > 0) {

@@ -79,6 +79,45 @@ inline RowLaunch ChooseBwdLaunch(int64_t dim, int elems_per_vec, bool aligned) {
   return l;
 }
 
+// The phase-grouped forward for odd widths (norms/sm80/norm_forward_phased.cuh):
+// body vectors per thread (1, 2 or 4; 0: the row is too wide), threads per
+// row (at most 256), and rows per block (at least 4, so the parameters a
+// block loads once serve several rows; blocks enough for one full wave).
+struct PhasedLaunch {
+  int vpt = 0;
+  int tpr = 0;
+  int64_t rows_per_block = 1;
+  int64_t blocks = 0;
+};
+
+// Distinct 16-byte phases of the rows of a row_bytes-long row: 16 / gcd(16, row_bytes).
+inline int PhaseCountOfBytes(int64_t row_bytes) {
+  int64_t g = 16;
+  while (row_bytes % g != 0) g /= 2;
+  return int(16 / g);
+}
+
+// max_vpt: 4 for the forward; the backward keeps three floats a column
+// (scale, dscale, dbias), so at most 16 columns a thread.
+inline PhasedLaunch ChoosePhased(int64_t rows, int64_t dim, int elems_per_vec, int phases, int max_vpt = 4) {
+  PhasedLaunch l;
+  const int64_t body = dim / elems_per_vec;
+  for (int vpt = 1; vpt <= max_vpt; vpt *= 2) {
+    if (RoundUp32((body + vpt - 1) / vpt) <= 256) {
+      l.vpt = vpt;
+      break;
+    }
+  }
+  if (l.vpt == 0) return l;
+  l.tpr = std::max(32, RoundUp32((body + l.vpt - 1) / l.vpt));
+  const int64_t per_phase = (rows + phases - 1) / phases;
+  const int64_t wave = 132 * (2048 / l.tpr);
+  const int64_t chunks = std::max<int64_t>(1, std::min((wave + phases - 1) / phases, (per_phase + 3) / 4));
+  l.rows_per_block = (per_phase + chunks - 1) / chunks;
+  l.blocks = chunks * phases;
+  return l;
+}
+
 // The two-sweep stream kernels (norms/sm80/norm_stream.cuh) take the rows the
 // register kernels above cannot: in 16-byte vectors when the row is made of
 // them (`vec`), else element by element. `tpr` threads per row slot (up to

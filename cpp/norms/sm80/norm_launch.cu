@@ -10,10 +10,12 @@
 #include "common/switches.h"
 #include "norms/plan.h"
 #include "norms/sm80/norm_backward.cuh"
+#include "norms/sm80/norm_backward_phased.cuh"
 #include "norms/sm80/norm_backward_ring.cuh"
 #include "norms/sm80/norm_config.h"
 #include "norms/sm80/norm_forward.cuh"
 #include "norms/sm80/norm_forward_pairs.cuh"
+#include "norms/sm80/norm_forward_phased.cuh"
 #include "norms/sm80/norm_stream.cuh"
 
 namespace jaxdnn::norms {
@@ -67,6 +69,24 @@ void LaunchFwdStream(bool aligned, cudaStream_t stream, const NormFwdArgs& p) {
   }
 }
 
+// Odd widths without a residual or per-group parameters, in aligned
+// buffers: the phase-grouped vector kernel; false where it does not apply.
+template <typename T, bool kLayer>
+bool LaunchFwdPhased(cudaStream_t stream, const NormFwdArgs& p) {
+  constexpr int N = Vec16<T>::kElems;
+  if (p.shape.dim % N == 0 || p.shape.groups != 1 || !Aligned16(p.x) || !Aligned16(p.y)) return false;
+  if (SwitchText(Switch::kNormFwd) == "stream") return false;
+  const PhasedLaunch l =
+      ChoosePhased(p.shape.rows, p.shape.dim, N, PhaseCountOfBytes(p.shape.dim * int64_t(sizeof(T))));
+  const dim3 grid(unsigned(l.blocks)), block(l.tpr);
+  switch (l.vpt) {
+    case 1: NormFwdPhasedKernel<T, kLayer, 1><<<grid, block, 0, stream>>>(p, l.rows_per_block); return true;
+    case 2: NormFwdPhasedKernel<T, kLayer, 2><<<grid, block, 0, stream>>>(p, l.rows_per_block); return true;
+    case 4: NormFwdPhasedKernel<T, kLayer, 4><<<grid, block, 0, stream>>>(p, l.rows_per_block); return true;
+    default: return false;
+  }
+}
+
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const bool aligned =
@@ -83,6 +103,11 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
   const RowLaunch l =
       ChooseFwdLaunch(p.shape.rows, p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(), kFwdBlockThreads);
   if (l.vpt == 0 || SwitchText(Switch::kNormFwd) == "stream") {
+    if constexpr (!kResidual) {
+      if (LaunchFwdPhased<T, kLayer>(stream, p)) {
+        return CheckLaunch("jaxdnn norm forward (phase-grouped) launch " + ShapeText(p.shape));
+      }
+    }
     LaunchFwdStream<T, kLayer, kResidual>(aligned, stream, p);
     return CheckLaunch("jaxdnn norm forward (two sweeps) launch " + ShapeText(p.shape));
   }
@@ -137,6 +162,32 @@ bool LaunchBwdVec(const RowLaunch& l, cudaStream_t stream, const NormBwdArgs& p,
   return true;
 }
 
+// Odd widths (no residual, one group, aligned buffers) on the phase-grouped
+// backward, when the plan gave it a whole number of blocks per phase; false
+// where it does not apply.
+template <typename T, bool kLayer>
+bool LaunchBwdPhased(bool aligned, cudaStream_t stream, const NormBwdArgs& p) {
+  constexpr int N = Vec16<T>::kElems;
+  if (!aligned || p.shape.dim % N == 0 || p.shape.groups != 1 || BwdStreamForced()) return false;
+  const int phases = PhaseCountOfBytes(p.shape.dim * int64_t(sizeof(T)));
+  const PhasedLaunch l = ChoosePhased(p.shape.rows, p.shape.dim, N, phases, 16 / N);
+  if (l.vpt == 0 || p.num_partials % phases != 0) return false;
+  const int64_t chunks = p.num_partials / phases, per_phase = (p.shape.rows + phases - 1) / phases;
+  const int64_t rows_per_block = (per_phase + chunks - 1) / chunks;
+  const dim3 grid(unsigned(p.num_partials)), block(l.tpr);
+  switch (l.vpt) {
+    case 1: NormBwdPhasedKernel<T, kLayer, 1><<<grid, block, 0, stream>>>(p, rows_per_block); return true;
+    case 2: NormBwdPhasedKernel<T, kLayer, 2><<<grid, block, 0, stream>>>(p, rows_per_block); return true;
+    case 4:
+      if constexpr (N == 4) {
+        NormBwdPhasedKernel<T, kLayer, 4><<<grid, block, 0, stream>>>(p, rows_per_block);
+        return true;
+      }
+      return false;
+    default: return false;
+  }
+}
+
 // Rows the ring kernel cannot take, whose partials fit shared memory, one
 // CTA's or a cluster's (ChooseBwdStream); false for wider rows.
 template <typename T, bool kLayer, bool kResidual>
@@ -150,7 +201,7 @@ bool LaunchBwdStream(bool aligned, cudaStream_t stream, const NormBwdArgs& p, Bw
                              : NormBwdStreamKernel<T, kLayer, kResidual, false>);
   // A function attribute, not a stream operation: safe under graph capture.
   // If it fails, the launch is skipped and CheckLaunch reports the error.
-  if (l.smem > 48 * 1024 &&
+  if (l.smem > 32 * 1024 &&
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.smem)) != cudaSuccess) {
     return true;
   }
@@ -193,6 +244,9 @@ ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
     case 2: launched = LaunchBwdVec<T, kLayer, kResidual, 2>(l, stream, p, bg); break;
     case 4: launched = LaunchBwdVec<T, kLayer, kResidual, 4>(l, stream, p, bg); break;
     default: break;
+  }
+  if constexpr (!kResidual) {
+    if (!launched) launched = LaunchBwdPhased<T, kLayer>(aligned, stream, p);
   }
   if (!launched) launched = LaunchBwdStream<T, kLayer, kResidual>(aligned, stream, p, bg);
   if (!launched) {
