@@ -36,8 +36,8 @@ inline NormBwdPlan MakeNormBwdPlan(const NormShape& s, int64_t itemsize) {
   // Odd widths: one partial row per phase-grouped block (a multiple of the
   // phase count; norms/sm80/norm_backward_phased.cuh).
   if (!BwdStreamForced() && s.dim % elems != 0 && s.groups == 1) {
-    const PhasedLaunch l =
-        ChoosePhased(s.rows, s.dim, elems, PhaseCountOfBytes(s.dim * itemsize), 16 / elems);
+    const PhasedLaunch l = ChoosePhased(s.rows, s.dim, elems, PhaseCountOfBytes(s.dim * itemsize), 16 / elems,
+                                        kPhasedBwdMinBody);
     if (l.vpt > 0) {
       NormBwdPlan plan;
       plan.partials = l.blocks;

@@ -98,10 +98,16 @@ inline int PhaseCountOfBytes(int64_t row_bytes) {
 }
 
 // max_vpt: 4 for the forward; the backward keeps three floats a column
-// (scale, dscale, dbias), so at most 16 columns a thread.
-inline PhasedLaunch ChoosePhased(int64_t rows, int64_t dim, int elems_per_vec, int phases, int max_vpt = 4) {
+// (scale, dscale, dbias), so at most 16 columns a thread. min_body: the
+// backward takes rows of at least kPhasedBwdMinBody vectors; narrower rows
+// would leave one warp a block and thousands of partial rows to reduce
+// (127-wide rows ran at a fifth of XLA's rate), and stay on the stream kernel.
+constexpr int64_t kPhasedBwdMinBody = 64;
+inline PhasedLaunch ChoosePhased(int64_t rows, int64_t dim, int elems_per_vec, int phases, int max_vpt = 4,
+                                 int64_t min_body = 0) {
   PhasedLaunch l;
   const int64_t body = dim / elems_per_vec;
+  if (body < min_body) return l;
   for (int vpt = 1; vpt <= max_vpt; vpt *= 2) {
     if (RoundUp32((body + vpt - 1) / vpt) <= 256) {
       l.vpt = vpt;

@@ -170,7 +170,7 @@ bool LaunchBwdPhased(bool aligned, cudaStream_t stream, const NormBwdArgs& p) {
   constexpr int N = Vec16<T>::kElems;
   if (!aligned || p.shape.dim % N == 0 || p.shape.groups != 1 || BwdStreamForced()) return false;
   const int phases = PhaseCountOfBytes(p.shape.dim * int64_t(sizeof(T)));
-  const PhasedLaunch l = ChoosePhased(p.shape.rows, p.shape.dim, N, phases, 16 / N);
+  const PhasedLaunch l = ChoosePhased(p.shape.rows, p.shape.dim, N, phases, 16 / N, kPhasedBwdMinBody);
   if (l.vpt == 0 || p.num_partials % phases != 0) return false;
   const int64_t chunks = p.num_partials / phases, per_phase = (p.shape.rows + phases - 1) / phases;
   const int64_t rows_per_block = (per_phase + chunks - 1) / chunks;
