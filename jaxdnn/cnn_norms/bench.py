@@ -109,9 +109,11 @@ def run(cases=None, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
     if on_gpu and with_torch and want("torch"):
 
       def torch_gn(torch):
+        # PyTorch's group_norm takes parameters of the input's dtype only.
         F = torch.nn.functional
-        w = torch.ones(c, device="cuda")
-        bb = torch.zeros(c, device="cuda")
+        tdt = getattr(torch, np.dtype(dtype).name)
+        w = torch.ones(c, device="cuda", dtype=tdt)
+        bb = torch.zeros(c, device="cuda", dtype=tdt)
         return lambda x: _back(torch, F.silu(F.group_norm(_torch_nchw(torch, x), 32, w, bb)))
 
       rs += torch_rows(torch_gn, (x,), cot, nb_f, nb_b)
