@@ -270,3 +270,25 @@ def test_backward_is_deterministic_across_threads(kind):
   for _ in range(3):
     for u, v in zip(first, g(x, s)):
       np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+def test_grid_bench_cells_and_marker_segments():
+  # The issue-23 grid: 127 cells per op over 1 MB; the CUPTI records of one
+  # session split at the marker kernels into one segment per function.
+  from jaxdnn.norms import grid_bench
+
+  cells = grid_bench.grid()
+  assert len(cells) == 127 and len(set(cells)) == 127
+  assert all(r * w * np.dtype(dt).itemsize > grid_bench.MIN_BYTES for r, w, dt, _ in cells)
+  assert ("float32", "float32") == tuple(
+    {(dt, sc) for _, _, dt, sc in cells if dt == "float32"}.pop()
+  )
+  recs = [
+    (30, 1, "k2"),
+    (0, 1, "FillFunctor"),
+    (10, 2, "k1"),
+    (20, 1, "x FillFunctor"),
+    (40, 1, "FillFunctor"),
+  ]
+  assert grid_bench._segments(recs, 2) == [[(2, "k1")], [(1, "k2")]]
+  assert grid_bench._segments(recs, 3) is None
