@@ -12,4 +12,5 @@ FAMILIES = (
   "activations",
   "cnn_norms",
   "pooling",
+  "recurrent",
 )

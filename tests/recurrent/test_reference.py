@@ -9,8 +9,8 @@ import pytest
 from conformance import assert_close, normal
 from jax.test_util import check_grads
 
-from jaxdnn.rnn import layout
-from jaxdnn.rnn.reference import rnn_reference
+from jaxdnn.recurrent import layout
+from jaxdnn.recurrent.reference import rnn_reference
 
 MODES = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
 

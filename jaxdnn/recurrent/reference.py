@@ -5,7 +5,7 @@ against (and, until they land, the only implementation).
                                  initial_state=None, time_major=False)
 
 x [batch, time, features] ([time, batch, features] with time_major); params
-in jaxdnn.rnn.layout's layout; outputs [batch, time, directions * hidden];
+in jaxdnn.recurrent.layout's layout; outputs [batch, time, directions * hidden];
 state h [layers * directions, batch, hidden] in PyTorch's order (layer-major,
 forward before reverse), and for the LSTM the pair (h, c). With seq_lengths
 [batch], steps at or past an example's length leave its state alone and
@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxdnn.rnn.layout import check_mode
+from jaxdnn.recurrent.layout import check_mode
 
 
 def _cell(mode):
@@ -81,11 +81,17 @@ def _direction(x, p, mode, lengths, carry0, reverse):
   return out, carry
 
 
-def rnn_reference(x, params, *, mode, seq_lengths=None, initial_state=None, time_major=False):
+def check_call(x, params, mode, seq_lengths, initial_state, time_major):
+  """Validates the call; -> (time-major float32 x, lengths [batch] int32,
+  initial states (one or two [layers * dirs, batch, hidden] float32), dirs)."""
   check_mode(mode)
-  if x.ndim != 3:
-    raise ValueError(f"rnn: x must be [batch, time, features], got shape {x.shape}")
-  if not params or any(len(layer) not in (1, 2) for layer in params):
+  if getattr(x, "ndim", None) != 3:
+    raise ValueError(f"rnn: x must be [batch, time, features], got shape {getattr(x, 'shape', x)}")
+  if not jnp.issubdtype(x.dtype, jnp.floating):
+    raise ValueError(f"rnn: x must be a floating-point array, got {x.dtype}")
+  if not isinstance(params, (tuple, list)) or not params:
+    raise ValueError("rnn: params must be a tuple over layers of one or two directions' dicts")
+  if any(not isinstance(layer, (tuple, list)) or len(layer) not in (1, 2) for layer in params):
     raise ValueError("rnn: params must be a tuple over layers of one or two directions' dicts")
   dirs = len(params[0])
   if any(len(layer) != dirs for layer in params):
@@ -93,6 +99,16 @@ def rnn_reference(x, params, *, mode, seq_lengths=None, initial_state=None, time
   xs = x if time_major else jnp.swapaxes(x, 0, 1)
   steps, batch = xs.shape[:2]
   hidden = params[0][0]["w_hh"].shape[0]
+  gates = check_mode(mode)
+  for li, layer in enumerate(params):
+    fan_in = xs.shape[-1] if li == 0 else dirs * hidden
+    for p in layer:
+      want = dict(w_ih=(fan_in, gates * hidden), w_hh=(hidden, gates * hidden))
+      want.update(b_ih=(gates * hidden,), b_hh=(gates * hidden,))
+      for name, shape in want.items():
+        if name not in p or tuple(p[name].shape) != shape:
+          got = tuple(p[name].shape) if name in p else "missing"
+          raise ValueError(f"rnn: params[{li}] {name} must have shape {shape}, got {got}")
   if seq_lengths is None:
     lengths = jnp.full((batch,), steps, jnp.int32)
   else:
@@ -101,27 +117,54 @@ def rnn_reference(x, params, *, mode, seq_lengths=None, initial_state=None, time
       raise ValueError(
         f"rnn: seq_lengths must be integers of shape ({batch},), got {lengths.dtype}{lengths.shape}"
       )
-    lengths = jnp.clip(lengths.astype(jnp.int32), 0, steps)
-  f32 = lambda a: jnp.asarray(a).astype(jnp.float32)
+    lengths = jnp.clip(lengths, 0, steps).astype(jnp.int32)
   n_state = 2 if mode == "lstm" else 1
+  full = (len(params) * dirs, batch, hidden)
   if initial_state is None:
-    init = [jnp.zeros((len(params) * dirs, batch, hidden), jnp.float32)] * n_state
+    init = [jnp.zeros(full, jnp.float32)] * n_state
   else:
-    init = [f32(s) for s in (initial_state if mode == "lstm" else (initial_state,))]
-  layer_in = f32(xs)
+    init = list(initial_state) if mode == "lstm" else [initial_state]
+    if len(init) != n_state or any(tuple(jnp.shape(s)) != full for s in init):
+      what = "a pair (h, c)" if mode == "lstm" else "h"
+      raise ValueError(f"rnn: initial_state must be {what} of shape {full}")
+    init = [jnp.asarray(s).astype(jnp.float32) for s in init]
+  return xs.astype(jnp.float32), lengths, init, dirs
+
+
+def run_layers(xs, params, mode, lengths, init, dirs, direction, between=None):
+  """The layers over time-major float32 xs: direction(x, p, carry0, reverse)
+  -> (out, carry) runs one direction; between(layer_index, out) -> out runs
+  between layers (dropout). -> (outputs, final states list)."""
+  n_state = len(init)
+  layer_in = xs
   finals = [[] for _ in range(n_state)]
   for li, layer in enumerate(params):
     outs = []
     for d, p in enumerate(layer):
       k = li * dirs + d
-      out, carry = _direction(
-        layer_in, jax.tree.map(f32, p), mode, lengths, tuple(s[k] for s in init), reverse=d == 1
+      out, carry = direction(
+        layer_in,
+        jax.tree.map(lambda a: jnp.asarray(a).astype(jnp.float32), p),
+        tuple(s[k] for s in init),
+        d == 1,
       )
       outs.append(out)
       for j in range(n_state):
         finals[j].append(carry[j])
     layer_in = jnp.concatenate(outs, axis=-1)
-  out = layer_in.astype(x.dtype)
+    if between is not None and li + 1 < len(params):
+      layer_in = between(li, layer_in)
+  return layer_in, finals
+
+
+def rnn_reference(x, params, *, mode, seq_lengths=None, initial_state=None, time_major=False):
+  xs, lengths, init, dirs = check_call(x, params, mode, seq_lengths, initial_state, time_major)
+
+  def direction(layer_in, p, carry0, reverse):
+    return _direction(layer_in, p, mode, lengths, carry0, reverse)
+
+  out, finals = run_layers(xs, params, mode, lengths, init, dirs, direction)
+  out = out.astype(x.dtype)
   out = out if time_major else jnp.swapaxes(out, 0, 1)
   states = tuple(jnp.stack(f).astype(x.dtype) for f in finals)
   return out, (states if mode == "lstm" else states[0])

@@ -1,0 +1,142 @@
+"""jaxdnn.recurrent: LSTM, GRU and the plain tanh/ReLU RNN, multi-layer,
+bidirectional, with per-example lengths (PyTorch's packed-sequence
+semantics), in jaxdnn.recurrent.layout's weight layout.
+
+Every step's input projection runs as one GEMM (XLA's dot); the recurrence
+of each direction of each layer is a primitive pair (forward, backward)
+tied by custom_vjp, with a C++ CPU kernel. There is no CUDA recurrence kernel
+yet: on a GPU, implementation=None serves the call with the XLA composition
+(a lax.scan, with a warning) and implementation="cuda" is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdnn import _platform
+from jaxdnn.recurrent.layout import check_mode
+from jaxdnn.recurrent.primitives import rnn_backward, rnn_forward
+from jaxdnn.recurrent.reference import _direction, _reverse_valid, check_call, run_layers
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _layer(mode, implementation, gx, w_hh, b_hh, h0, c0, lengths):
+  out, h_n, c_n, _, _ = rnn_forward.bind(
+    gx, w_hh, b_hh, h0, c0, lengths, mode=mode, implementation=implementation
+  )
+  return out, h_n, c_n
+
+
+def _layer_fwd(mode, implementation, gx, w_hh, b_hh, h0, c0, lengths):
+  out, h_n, c_n, saved, c_seq = rnn_forward.bind(
+    gx, w_hh, b_hh, h0, c0, lengths, mode=mode, implementation=implementation
+  )
+  return (out, h_n, c_n), (w_hh, h0, c0, lengths, out, saved, c_seq)
+
+
+def _layer_bwd(mode, implementation, res, cts):
+  w_hh, h0, c0, lengths, out, saved, c_seq = res
+  dout, dh_n, dc_n = cts
+  dgx, dw, db, dh0, dc0 = rnn_backward.bind(
+    dout,
+    dh_n,
+    dc_n,
+    w_hh,
+    h0,
+    c0,
+    lengths,
+    out,
+    saved,
+    c_seq,
+    mode=mode,
+    implementation=implementation,
+  )
+  return dgx, dw, db, dh0, dc0, np.zeros(lengths.shape, jax.dtypes.float0)
+
+
+_layer.defvjp(_layer_fwd, _layer_bwd)
+
+
+def rnn(
+  x,
+  params,
+  *,
+  mode="lstm",
+  num_layers=None,
+  bidirectional=None,
+  seq_lengths=None,
+  initial_state=None,
+  dropout_rate=0.0,
+  dropout_rng=None,
+  time_major=False,
+  implementation=None,
+):
+  """A recurrent stack over x [batch, time, features] ([time, batch, ...]
+  with time_major).
+
+  Args:
+    params: a tuple over layers of a tuple over directions of dicts w_ih,
+      w_hh, b_ih, b_hh (jaxdnn.recurrent.layout; converters from PyTorch and Flax).
+    mode: "lstm", "gru" (cuDNN's and PyTorch's formulation), "rnn_tanh",
+      "rnn_relu".
+    num_layers, bidirectional: optional checks against params' structure.
+    seq_lengths: [batch] integers: steps at or past an example's length leave
+      its state alone and output zeros; the reverse direction starts at its
+      last valid step.
+    initial_state: h [layers * directions, batch, hidden] (LSTM: (h, c)).
+    dropout_rate, dropout_rng: dropout on the outputs of every layer but the
+      last (PyTorch's), with rate > 0 requiring a key.
+    implementation: None, "cpu", "cuda" (refused: no kernel yet) or "xla".
+
+  Returns:
+    outputs [batch, time, directions * hidden] in x's dtype, and the final
+    state h [layers * directions, batch, hidden] (LSTM: (h, c)), PyTorch's
+    order (layer-major, forward before reverse).
+  """
+  check_mode(mode)
+  xs, lengths, init, dirs = check_call(x, params, mode, seq_lengths, initial_state, time_major)
+  if num_layers is not None and num_layers != len(params):
+    raise ValueError(f"rnn: num_layers={num_layers} but params hold {len(params)} layers")
+  if bidirectional is not None and bool(bidirectional) != (dirs == 2):
+    raise ValueError(
+      f"rnn: bidirectional={bidirectional} but params hold {dirs} direction(s) per layer"
+    )
+  rate = float(dropout_rate)
+  if not 0.0 <= rate < 1.0:
+    raise ValueError(f"rnn: dropout_rate must be in [0, 1), got {dropout_rate}")
+  if rate > 0.0 and dropout_rng is None:
+    raise ValueError("rnn: dropout_rate > 0 needs dropout_rng")
+  no_kernel = "float64 inputs" if x.dtype == jnp.float64 else None
+  impl = _platform.resolve(
+    implementation,
+    "rnn",
+    cuda_unsupported=lambda: "no CUDA recurrence kernel yet",
+    no_kernel=no_kernel,
+  )
+
+  def direction(layer_in, p, carry0, reverse):
+    if impl == "xla":
+      return _direction(layer_in, p, mode, lengths, carry0, reverse)
+    seq = _reverse_valid(layer_in, lengths) if reverse else layer_in
+    gx = seq @ p["w_ih"] + p["b_ih"]  # every step's input projection at once
+    c0 = carry0[1] if mode == "lstm" else jnp.zeros((0,), jnp.float32)
+    out, h_n, c_n = _layer(mode, impl, gx, p["w_hh"], p["b_hh"], carry0[0], c0, lengths)
+    if reverse:
+      out = _reverse_valid(out, lengths)
+    return out, ((h_n, c_n) if mode == "lstm" else (h_n,))
+
+  def between(li, out):
+    if rate == 0.0:
+      return out
+    keep = jax.random.bernoulli(jax.random.fold_in(dropout_rng, li), 1.0 - rate, out.shape)
+    return jnp.where(keep, out / (1.0 - rate), 0.0)
+
+  out, finals = run_layers(xs, params, mode, lengths, init, dirs, direction, between)
+  out = out.astype(x.dtype)
+  out = out if time_major else jnp.swapaxes(out, 0, 1)
+  states = tuple(jnp.stack(f).astype(x.dtype) for f in finals)
+  return out, (states if mode == "lstm" else states[0])

@@ -1,0 +1,151 @@
+"""The recurrent family's primitives on the FfiOp base: one direction of one
+layer over the projected inputs (operand order: cpp/recurrent/problem.h).
+
+  forward:  gx [T, B, G*H], w_hh, b_hh, h0 [B, H], c0, lengths [B] int32
+         -> out [T, B, H], h_n, c_n, saved [T, B, S], c_seq
+  backward: dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq
+         -> dgx, dw_hh, db_hh, dh0, dc0
+
+c0 / c_n / c_seq / dc_n / dc0 are the LSTM's and empty ([0]) otherwise;
+everything float32. vmap folds its axis into the batch (the recurrence treats
+examples independently), the weight gradients then summed per vmapped index;
+per-example weights go through the plain-JAX recurrence (layer_xla.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
+from jaxdnn.recurrent import layer_xla
+
+MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
+SAVED = {"lstm": 4, "gru": 4, "rnn_tanh": 0, "rnn_relu": 0}
+
+
+def _fold(a, dim, size, batch_axis):
+  """a with its vmapped axis (at `dim`) merged into its batch axis
+  (`batch_axis` of the unbatched operand): [.., size * B, ..]."""
+  a = to_front(a, dim, size)  # [size, ...]
+  a = jnp.moveaxis(a, 0, batch_axis)  # [..., size, B, ...]
+  shape = a.shape[:batch_axis] + (a.shape[batch_axis] * a.shape[batch_axis + 1],)
+  return a.reshape(shape + a.shape[batch_axis + 2 :])
+
+
+def _unfold(a, size, batch_axis):
+  shape = a.shape[:batch_axis] + (size, a.shape[batch_axis] // size) + a.shape[batch_axis + 1 :]
+  return jnp.moveaxis(a.reshape(shape), batch_axis, 0)
+
+
+# The batch axis of each operand (None: not per-example) in fold order.
+_FWD_BATCH_AXES = (1, None, None, 0, 0, 0)
+_FWD_OUT_AXES = (1, 0, 0, 1, 1)
+_BWD_BATCH_AXES = (1, 0, 0, None, 0, 0, 0, 1, 1, 1)
+_BWD_OUT_AXES = (1, None, None, 0, 0)
+
+
+def _fold_all(args, dims, size, axes):
+  out = []
+  for a, d, ax in zip(args, dims, axes):
+    if ax is None or a.size == 0 and a.ndim == 1:
+      out.append(a)
+    elif d is not_mapped:
+      out.append(_fold(jnp.broadcast_to(a, (size,) + a.shape), 0, size, ax))
+    else:
+      out.append(_fold(a, d, size, ax))
+  return out
+
+
+class RnnForward(FfiOp):
+  name = "jaxdnn_rnn_fwd"
+  target = "jaxdnn_rnn_fwd"
+
+  def abstract_eval(self, gx, w_hh, b_hh, h0, c0, lengths, *, mode, implementation):
+    t, b, _ = gx.shape
+    h = w_hh.shape[0]
+    lstm = mode == "lstm"
+    f32 = jnp.float32
+    return [
+      shaped((t, b, h), f32),
+      shaped((b, h), f32),
+      shaped((b, h) if lstm else (0,), f32),
+      shaped((t, b, SAVED[mode] * h), f32),
+      shaped((t, b, h) if lstm else (0,), f32),
+    ]
+
+  def ffi_attributes(self, *, mode, implementation):
+    return {"mode": np.int32(MODES[mode])}
+
+  def sharding(self, avals_in, avals_out, **params):
+    return None  # replicated for now: the batch axis is not a leading one
+
+  def batch(self, args, dims, **params):
+    size = batch_size(args, dims)
+    if dims[1] is not not_mapped or dims[2] is not not_mapped:
+      return _per_example_weights(layer_xla.forward, args, dims, size, **params)
+    outs = self.bind(*_fold_all(args, dims, size, _FWD_BATCH_AXES), **params)
+    outs = [
+      o if (o.ndim == 1 and o.size == 0) else _unfold(o, size, ax)
+      for o, ax in zip(outs, _FWD_OUT_AXES)
+    ]
+    return outs, [not_mapped if (o.ndim == 1 and o.size == 0) else 0 for o in outs]
+
+
+class RnnBackward(FfiOp):
+  name = "jaxdnn_rnn_bwd"
+  target = "jaxdnn_rnn_bwd"
+
+  def abstract_eval(
+    self, dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq, *, mode, implementation
+  ):
+    t, b, h = dout.shape
+    g = w_hh.shape[1]
+    f32 = jnp.float32
+    return [
+      shaped((t, b, g), f32),
+      shaped(w_hh.shape, f32),
+      shaped((g,), f32),
+      shaped((b, h), f32),
+      shaped((b, h) if mode == "lstm" else (0,), f32),
+    ]
+
+  def ffi_attributes(self, *, mode, implementation):
+    return {"mode": np.int32(MODES[mode])}
+
+  def sharding(self, avals_in, avals_out, **params):
+    return None
+
+  def batch(self, args, dims, **params):
+    size = batch_size(args, dims)
+    if dims[3] is not not_mapped:
+      return _per_example_weights(layer_xla.backward, args, dims, size, **params)
+    folded = _fold_all(args, dims, size, _BWD_BATCH_AXES)
+    dgx, _, _, dh0, dc0 = self.bind(*folded, **params)
+    # Each vmapped index owns its weight gradient: summed here per index from
+    # the recurrent pre-activation gradients (dgx, with the GRU's candidate
+    # part scaled by its reset gate) and the previous states.
+    h0, out, saved = folded[4], folded[7], folded[8]
+    h_prev = jnp.concatenate([h0[None], out[:-1]], axis=0)
+    dq = dgx
+    if params["mode"] == "gru":
+      hid = h0.shape[-1]
+      dq = dgx.at[..., 2 * hid :].multiply(saved[..., :hid])
+    dq_v = _unfold(dq, size, 1)  # [size, T, B, G]
+    dw = jnp.einsum("vtbh,vtbg->vhg", _unfold(h_prev, size, 1), dq_v)
+    db = jnp.sum(dq_v, axis=(1, 2))
+    dc0 = dc0 if dc0.size == 0 else _unfold(dc0, size, 0)
+    outs = [_unfold(dgx, size, 1), dw, db, _unfold(dh0, size, 0), dc0]
+    return outs, [0, 0, 0, 0, not_mapped if dc0.size == 0 else 0]
+
+
+def _per_example_weights(fn, args, dims, size, *, mode, implementation):
+  """Per-example weights: the recurrence in plain JAX (layer_xla), vmapped."""
+  in_axes = [None if d is not_mapped else d for d in dims]
+  outs = jax.vmap(lambda *a: fn(mode, *a), in_axes=in_axes, axis_size=size)(*args)
+  return list(outs), [0] * len(outs)
+
+
+rnn_forward = RnnForward()
+rnn_backward = RnnBackward()
