@@ -124,7 +124,8 @@ def test_gpu_large_bf16(kind, shape):
 # Rows the register kernels cannot hold run the two-sweep stream kernels:
 # odd widths element by element (127, 4097, 20001), float32 rows too wide for
 # registers in 16-byte vectors (12288, 20000), and rows whose backward
-# partials outgrow shared memory (65536) on the scalar backward.
+# partials outgrow shared memory (65536 in vectors, 30001 in elements) on the
+# clustered stream backward.
 @requires_gpu
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("residual", [False, True])
@@ -139,6 +140,7 @@ def test_gpu_large_bf16(kind, shape):
     ((64, 12288), jnp.float32),
     ((33, 20000), jnp.float32),
     ((6, 65536), jnp.bfloat16),
+    ((9, 30001), jnp.float32),
   ],
   ids=str,
 )

@@ -167,7 +167,8 @@ inline StreamLaunch ChooseBwdStream(int64_t dim, int elems_per_vec, bool aligned
     for (l.cluster = 2; l.cluster <= 8; l.cluster *= 2) {
       const int64_t share = (n + l.cluster - 1) / l.cluster;
       l.smem = 2 * size_t(share * width) * sizeof(float);
-      l.tpr = int(std::min<int64_t>(1024, RoundUp32((share + 3) / 4)));
+      // At most 512 threads: the clustered kernel's launch bound.
+      l.tpr = int(std::min<int64_t>(512, RoundUp32(l.vec ? (share + 3) / 4 : (share + 15) / 16)));
       l.rpc = 1;
       if (l.smem <= 64 * 1024) break;
     }
