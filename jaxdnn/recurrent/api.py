@@ -110,7 +110,7 @@ def rnn(
     raise ValueError(f"rnn: dropout_rate must be in [0, 1), got {dropout_rate}")
   if rate > 0.0 and dropout_rng is None:
     raise ValueError("rnn: dropout_rate > 0 needs dropout_rng")
-  no_kernel = "float64 inputs" if x.dtype == jnp.float64 else None
+  no_kernel = "a float64 x" if x.dtype == jnp.float64 else None
   impl = _platform.resolve(
     implementation,
     "rnn",

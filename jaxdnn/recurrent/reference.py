@@ -96,6 +96,11 @@ def check_call(x, params, mode, seq_lengths, initial_state, time_major):
   dirs = len(params[0])
   if any(len(layer) != dirs for layer in params):
     raise ValueError("rnn: every layer of params must have the same number of directions")
+  names = ("w_ih", "w_hh", "b_ih", "b_hh")
+  for li, layer in enumerate(params):
+    for p in layer:
+      if not isinstance(p, dict) or any(n not in p for n in names):
+        raise ValueError(f"rnn: params[{li}] must hold dicts with {', '.join(names)}")
   xs = x if time_major else jnp.swapaxes(x, 0, 1)
   steps, batch = xs.shape[:2]
   hidden = params[0][0]["w_hh"].shape[0]
