@@ -71,7 +71,17 @@ def test_every_family_is_registered_once():
     "jaxdnn_attention_bwd",
   } <= targets
   if _extension.has_cuda_kernels():
-    assert set(_extension.cuda_module.registrations()) == targets
+    # A family may declare targets whose CUDA kernel is still pending
+    # (primitives.CUDA_PENDING); on CUDA their primitives lower to plain JAX.
+    pending = set()
+    for family in _families.FAMILIES:
+      try:
+        prims = __import__(f"jaxdnn.{family}.primitives", fromlist=["CUDA_PENDING"])
+      except ImportError:
+        continue
+      pending |= set(getattr(prims, "CUDA_PENDING", ()))
+    assert pending <= targets
+    assert set(_extension.cuda_module.registrations()) == targets - pending
 
 
 def test_bench_lists_every_benchmarked_family():
