@@ -14,21 +14,19 @@
 
 namespace jaxdnn::norms {
 
-// blockIdx.x = chunk * P + phase (gridDim.x = the plan's partials, a
-// multiple of P); rows phase + P * i for i in the chunk's range.
+// Blocks as in the forward (ThisPhaseBlock); gridDim.x = the plan's
+// partials, a multiple of P.
 template <typename T, bool kLayer, int kVpt>
 __global__ void __launch_bounds__(256) NormBwdPhasedKernel(NormBwdArgs p, int64_t rows_per_block) {
   using V = Vec16<T>;
   constexpr int N = V::kElems;
   __shared__ float scratch[2][64];
   const int64_t dim = p.shape.dim, rows = p.shape.rows;
-  const int P = PhaseCount<T>(dim);
-  const int phase = int(blockIdx.x % P);
-  const int64_t chunk = blockIdx.x / P;
-  const PhaseLayout l = PhaseOf<T>(dim, phase);
+  const PhaseBlock pb = ThisPhaseBlock<T>(dim, rows_per_block);
+  const PhaseLayout& l = pb.l;
   const int tid = threadIdx.x, step = blockDim.x;
-  const bool has_head = tid < l.head, has_tail = tid < l.tail;
-  const int64_t tail_col = l.head + l.body * N + tid;
+  const bool has_head = pb.has_head, has_tail = pb.has_tail;
+  const int64_t tail_col = pb.tail_col;
 
   float sc[kVpt][N], acc_s[kVpt][N], acc_b[kVpt][N];
   float sc_h = has_head ? __ldg(p.scale + tid) : 0.0f, sc_t = has_tail ? __ldg(p.scale + tail_col) : 0.0f;
@@ -44,9 +42,8 @@ __global__ void __launch_bounds__(256) NormBwdPhasedKernel(NormBwdArgs p, int64_
   }
 
   const float inv_dim = 1.0f / float(dim);
-  const int64_t first = phase + int64_t(P) * chunk * rows_per_block;
   for (int64_t i = 0; i < rows_per_block; ++i) {
-    const int64_t row = first + int64_t(P) * i;
+    const int64_t row = pb.Row(i);
     if (row >= rows) break;  // uniform over the block
     const int64_t base = row * dim;
     const T* dy_r = static_cast<const T*>(p.dy) + base;

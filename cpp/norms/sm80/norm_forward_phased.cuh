@@ -47,6 +47,31 @@ __device__ inline PhaseLayout PhaseOf(int64_t dim, int phase) {
   return l;
 }
 
+// What a phase-grouped block and its thread take: blockIdx.x = chunk * P +
+// phase, the rows phase + P * (chunk * rows_per_block + i); threads t < N
+// also take head and tail element t.
+struct PhaseBlock {
+  PhaseLayout l;
+  int phases;
+  int64_t first_row;
+  bool has_head, has_tail;
+  int64_t tail_col;
+  __device__ int64_t Row(int64_t i) const { return first_row + int64_t(phases) * i; }
+};
+
+template <typename T>
+__device__ inline PhaseBlock ThisPhaseBlock(int64_t dim, int64_t rows_per_block) {
+  PhaseBlock b;
+  b.phases = PhaseCount<T>(dim);
+  const int phase = int(blockIdx.x % b.phases);
+  b.l = PhaseOf<T>(dim, phase);
+  b.first_row = phase + int64_t(b.phases) * (blockIdx.x / b.phases) * rows_per_block;
+  b.has_head = int(threadIdx.x) < b.l.head;
+  b.has_tail = int(threadIdx.x) < b.l.tail;
+  b.tail_col = b.l.head + b.l.body * Vec16<T>::kElems + threadIdx.x;
+  return b;
+}
+
 // blockIdx.x = chunk * P + phase; the block takes rows phase + P * i for i in
 // its chunk. kVpt body vectors a thread; threads t < N also take head and
 // tail element t. LayerNorm statistics about a shift (the row's first
@@ -57,13 +82,11 @@ __global__ void __launch_bounds__(512) NormFwdPhasedKernel(NormFwdArgs p, int64_
   constexpr int N = V::kElems;
   __shared__ float scratch[2][96];
   const int64_t dim = p.shape.dim, rows = p.shape.rows;
-  const int P = PhaseCount<T>(dim);
-  const int phase = int(blockIdx.x % P);
-  const int64_t chunk = blockIdx.x / P;
-  const PhaseLayout l = PhaseOf<T>(dim, phase);
+  const PhaseBlock pb = ThisPhaseBlock<T>(dim, rows_per_block);
+  const PhaseLayout& l = pb.l;
   const int tid = threadIdx.x, step = blockDim.x;
-  const bool has_head = tid < l.head, has_tail = tid < l.tail;
-  const int64_t tail_col = l.head + l.body * N + tid;
+  const bool has_head = pb.has_head, has_tail = pb.has_tail;
+  const int64_t tail_col = pb.tail_col;
 
   // This thread's parameters, for every row of the block.
   float sc[kVpt][N], bi[kVpt][N], sc_h = 0.0f, bi_h = 0.0f, sc_t = 0.0f, bi_t = 0.0f;
@@ -87,9 +110,8 @@ __global__ void __launch_bounds__(512) NormFwdPhasedKernel(NormFwdArgs p, int64_
   }
 
   const float inv_dim = 1.0f / float(dim);
-  const int64_t first = phase + int64_t(P) * chunk * rows_per_block;
   for (int64_t i = 0; i < rows_per_block; ++i) {
-    const int64_t row = first + int64_t(P) * i;
+    const int64_t row = pb.Row(i);
     if (row >= rows) break;  // uniform over the block
     const T* x = static_cast<const T*>(p.x) + row * dim;
     T* y = static_cast<T*>(p.y) + row * dim;
