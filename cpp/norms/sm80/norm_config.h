@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "norms/problem.h"
+
 namespace jaxdnn::norms {
 
 struct RowLaunch {
@@ -91,7 +93,7 @@ struct PhasedLaunch {
 };
 
 // Distinct 16-byte phases of the rows of a row_bytes-long row: 16 / gcd(16, row_bytes).
-inline int PhaseCountOfBytes(int64_t row_bytes) {
+JAXDNN_HOST_DEVICE inline int PhaseCountOfBytes(int64_t row_bytes) {
   int64_t g = 16;
   while (row_bytes % g != 0) g /= 2;
   return int(16 / g);

@@ -13,6 +13,7 @@
 
 #include "common/cuda_vec.cuh"
 #include "norms/problem.h"
+#include "norms/sm80/norm_config.h"
 #include "norms/sm80/norm_forward.cuh"
 #include "norms/sm80/norm_stream.cuh"
 
@@ -24,14 +25,6 @@ struct PhaseLayout {
   int64_t body;  // whole vectors after it
   int tail;      // elements after the body
 };
-
-template <typename T>
-__device__ inline int PhaseCount(int64_t dim) {
-  const int64_t bytes = dim * int64_t(sizeof(T));
-  int64_t g = 16;
-  while (bytes % g != 0) g /= 2;  // gcd(16, bytes): a power of two
-  return int(16 / g);             // as PhaseCountOfBytes (norms/sm80/norm_config.h)
-}
 
 template <typename T>
 __device__ inline PhaseLayout PhaseOf(int64_t dim, int phase) {
@@ -62,7 +55,7 @@ struct PhaseBlock {
 template <typename T>
 __device__ inline PhaseBlock ThisPhaseBlock(int64_t dim, int64_t rows_per_block) {
   PhaseBlock b;
-  b.phases = PhaseCount<T>(dim);
+  b.phases = PhaseCountOfBytes(dim * int64_t(sizeof(T)));
   const int phase = int(blockIdx.x % b.phases);
   b.l = PhaseOf<T>(dim, phase);
   b.first_row = phase + int64_t(b.phases) * (blockIdx.x / b.phases) * rows_per_block;
