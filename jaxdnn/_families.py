@@ -13,4 +13,5 @@ FAMILIES = (
   "cnn_norms",
   "pooling",
   "recurrent",
+  "conv",
 )

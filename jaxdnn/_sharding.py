@@ -6,7 +6,9 @@ Each operand and result has a role:
   "param"  [*lead[:g], D]    per-group parameters (g = 0: shared by all rows);
   "row:e"  [*lead, E]        rows like "row" with another width, factor
                              named e (a GLU's output is half its split
-                             input's; per-sample group statistics).
+                             input's; per-sample group statistics);
+  "param:e" [*lead[:g], E]   parameters with their own width, factor named
+                             e (a convolution's weights and bias).
 A "param" *result* of a reducing op (a parameter gradient) is a sum over the
 rows, so each shard computes its part and a psum over the row-sharding mesh
 axes completes it. Nothing else communicates: sharded rows stay in place.
@@ -31,6 +33,15 @@ def row_of(factor: str) -> str:
 ROW_ALT = row_of("e")
 
 
+def param_of(factor: str) -> str:
+  """The role of parameters whose last dim has its own width (factor name)."""
+  return f"param:{factor}"
+
+
+def _is_param(role: str) -> bool:
+  return role == PARAM or role.startswith("param:")
+
+
 @dataclass(frozen=True)
 class LeadingDimsSharding:
   n_lead: int  # leading (row) dims of a "row" operand
@@ -47,6 +58,8 @@ class LeadingDimsSharding:
       return lead
     if role.startswith("row:"):
       return lead + [role[4:]]
+    if role.startswith("param:"):
+      return lead[: self.n_groups] + [role[6:]]
     return lead[: self.n_groups] + ["d"]
 
   def rule(self) -> str:
@@ -91,7 +104,7 @@ class LeadingDimsSharding:
       if not (self.reduces_params and reduce_axes):
         return outs
       return tuple(
-        jax.lax.psum(o, reduce_axes) if r == PARAM else o for o, r in zip(outs, self.out_roles)
+        jax.lax.psum(o, reduce_axes) if _is_param(r) else o for o, r in zip(outs, self.out_roles)
       )
 
     return mesh, per_shard, out_shardings, arg_shardings

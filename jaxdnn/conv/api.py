@@ -1,0 +1,344 @@
+"""Public convolution: conv and conv_transpose with Flax's arguments
+(channels-last x [batch, *spatial, C_in], weights [*window, C_in/groups,
+C_out]) and a fused epilogue, activation(alpha * conv + bias + beta *
+residual), as custom_vjp functions whose forward, data gradient and weight
+gradient are jaxdnn primitives (the activation's derivative and the bias
+gradient fused into the gradients)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdnn import _extension, _platform
+from jaxdnn.activations import kinds
+from jaxdnn.conv import geometry as geom
+from jaxdnn.conv import reference
+from jaxdnn.conv.primitives import (
+  SAVE_NOTHING,
+  SAVE_OUTPUT,
+  SAVE_PREACT,
+  conv_dgrad,
+  conv_forward,
+  conv_wgrad,
+)
+
+FLOATS = tuple(np.dtype(d) for d in (jnp.float32, jnp.bfloat16, jnp.float16, np.float64))
+# Algorithms as cuDNN names them; those without a kernel yet are refused by name.
+ALGORITHMS = ("direct", "implicit_gemm", "winograd", "fft")
+BUILT_ALGORITHMS = ("direct",)
+# Activations whose derivative is a test on the output (relu's y > 0).
+_FROM_OUTPUT = (1, 2)
+
+
+def _check_array(op, name, a):
+  if not hasattr(a, "shape") or not hasattr(a, "dtype"):
+    raise TypeError(f"{op}: {name} must be an array, got {type(a).__name__}")
+  if np.dtype(a.dtype) not in FLOATS:
+    raise TypeError(
+      f"{op}: {name} must be float32, bfloat16, float16 or float64, got dtype {a.dtype}"
+    )
+  return jnp.asarray(a)
+
+
+def _scalar(op, name, value):
+  if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    raise TypeError(f"{op}: {name} must be a Python float, got {value!r}")
+  with np.errstate(over="ignore"):
+    f32 = float(np.float32(value))
+  if not math.isfinite(f32) or (value != 0 and f32 == 0):
+    raise ValueError(f"{op}: {name} must be a finite float32 number, got {value!r}")
+  return f32
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _conv(static, x, w, bias, residual):
+  return _conv_fwd(static, x, w, bias, residual)[0]
+
+
+def _operands(*arrays):
+  return tuple(a for a in arrays if a is not None)
+
+
+def _conv_fwd(static, x, w, bias, residual):
+  outs = conv_forward.bind(x, w, *_operands(bias, residual), **static)
+  saved = {SAVE_NOTHING: None, SAVE_OUTPUT: outs[0], SAVE_PREACT: outs[-1]}[static["saved"]]
+  return outs[0], (x, w, saved)
+
+
+def _conv_bwd(static, res, dy):
+  x, w, saved = res
+  s = _operands(saved)
+  dgrad = conv_dgrad.bind(dy, w, *s, **static)
+  wgrad = conv_wgrad.bind(x, dy, *s, **static)
+  dbias = wgrad[1] if static["has_bias"] else None
+  dres = dgrad[1] if static["has_residual"] else None
+  return dgrad[0], wgrad[0], dbias, dres
+
+
+_conv.defvjp(_conv_fwd, _conv_bwd)
+
+
+def _activation(op, activation, approximate, negative_slope, elu_alpha):
+  if activation is None:
+    return 0, 0.0
+  return kinds.resolve(
+    op, activation, approximate=approximate, negative_slope=negative_slope, alpha=elu_alpha
+  )
+
+
+def _run(
+  op,
+  x,
+  w,
+  bias,
+  residual,
+  g,
+  pad_mode,
+  activation,
+  approximate,
+  negative_slope,
+  elu_alpha,
+  alpha,
+  beta,
+  preferred_element_type,
+  algorithm,
+  implementation,
+):
+  act, act_param = _activation(op, activation, approximate, negative_slope, elu_alpha)
+  alpha = _scalar(op, "alpha", alpha)
+  beta = _scalar(op, "beta", beta)
+  if preferred_element_type is None:
+    out_dtype = x.dtype
+  elif np.dtype(preferred_element_type) in (np.dtype(jnp.float32), np.dtype(x.dtype)):
+    out_dtype = np.dtype(preferred_element_type)
+  else:
+    raise ValueError(
+      f"{op}: preferred_element_type must be None (x's dtype) or float32, got "
+      f"{preferred_element_type!r}"
+    )
+  out_shape = (g.batch, *g.out, g.out_channels)
+  if bias is not None:
+    bias = _check_array(op, "bias", bias)
+    if bias.shape != (g.out_channels,):
+      raise ValueError(
+        f"{op}: bias must have shape ({g.out_channels},) (w's output channels), got {bias.shape}"
+      )
+  if residual is not None:
+    residual = _check_array(op, "residual", residual)
+    if residual.shape != out_shape:
+      raise ValueError(
+        f"{op}: residual must have the output's shape {out_shape}, got {residual.shape}"
+      )
+  if algorithm is not None and algorithm not in ALGORITHMS:
+    raise ValueError(f"{op}: algorithm must be None or one of {ALGORITHMS}, got {algorithm!r}")
+  if algorithm is not None and algorithm not in BUILT_ALGORITHMS:
+    raise ValueError(
+      f"{op}: algorithm={algorithm!r} has no jaxdnn kernel yet (built: {BUILT_ALGORITHMS})"
+    )
+  wide = x.dtype == jnp.float64 or w.dtype == jnp.float64
+  impl = _platform.resolve(
+    implementation,
+    op,
+    lambda: (
+      None if _extension.has_cuda_target("jaxdnn_conv_fwd") else "no CUDA convolution kernel yet"
+    ),
+    no_kernel="float64 operands" if wide else None,
+  )
+  if pad_mode is not None:
+    mode, wrap = pad_mode
+    x = jnp.pad(x, ((0, 0), *wrap, (0, 0)), mode=mode)
+  if impl == "xla":
+    return reference.forward(x, w, bias, residual, g, act, act_param, alpha, beta, out_dtype)
+  saved = SAVE_NOTHING if act == 0 else (SAVE_OUTPUT if act in _FROM_OUTPUT else SAVE_PREACT)
+  static = dict(
+    g=dataclasses.replace(g, batch=0),
+    act=act,
+    act_param=act_param,
+    alpha=alpha,
+    beta=beta,
+    has_bias=bias is not None,
+    has_residual=residual is not None,
+    saved=saved,
+    out_dtype=str(np.dtype(out_dtype)),
+    x_dtype=str(np.dtype(x.dtype)),
+    w_dtype=str(np.dtype(w.dtype)),
+    bias_dtype=str(np.dtype(bias.dtype)) if bias is not None else "",
+    residual_dtype=str(np.dtype(residual.dtype)) if residual is not None else "",
+    implementation=impl,
+  )
+  n = g.batch
+  y = _conv(
+    static,
+    x.reshape(n, -1),
+    w.reshape(-1),
+    bias,
+    None if residual is None else residual.reshape(n, -1),
+  )
+  return y.reshape(out_shape)
+
+
+def _inputs(op, x, w):
+  x = _check_array(op, "x", x)
+  w = _check_array(op, "w", w)
+  if x.dtype != w.dtype:
+    raise TypeError(f"{op}: x and w must have the same dtype, got {x.dtype} and {w.dtype}")
+  return x, w
+
+
+def conv(
+  x,
+  w,
+  bias=None,
+  *,
+  strides=1,
+  padding="SAME",
+  input_dilation=1,
+  kernel_dilation=1,
+  feature_group_count=1,
+  activation=None,
+  approximate=True,
+  negative_slope=0.01,
+  elu_alpha=1.0,
+  residual=None,
+  alpha=1.0,
+  beta=1.0,
+  preferred_element_type=None,
+  algorithm=None,
+  implementation=None,
+):
+  """activation(alpha * conv(x, w) + bias + beta * residual), fused.
+
+  The convolution is lax.conv_general_dilated's (cross-correlation, as Flax's
+  nn.Conv computes it), accumulated in float32; the epilogue runs in float32
+  and rounds once.
+
+  Args:
+    x: [batch, *spatial, C_in] with 1-3 spatial dims; float32, bfloat16 or
+      float16 (float64 runs on the XLA composition with one warning).
+    w: [*window, C_in // feature_group_count, C_out], x's dtype (Flax's
+      kernel layout).
+    bias: None or [C_out], any float dtype.
+    strides, input_dilation, kernel_dilation: an int or one int per spatial
+      dim, each >= 1 (Flax's arguments; input_dilation is lax's lhs_dilation).
+    padding: "SAME", "VALID", "CIRCULAR" / "REFLECT" (the input padded
+      periodically / by reflection by half the dilated window, then VALID:
+      Flax's), "CAUSAL" (1D: all the padding before), an int, or per spatial
+      dim an int or a (low, high) pair (negative entries crop, as lax's).
+    feature_group_count: groups of channels convolved separately (C_in for
+      a depthwise convolution).
+    activation: None or one of "relu", "relu6", "gelu", "silu", "sigmoid",
+      "tanh", "elu", "leaky_relu", "softplus", "squared_relu", "identity"
+      (jax.nn's definitions); approximate selects gelu's tanh form (True,
+      jax.nn's default) or the erf form; negative_slope is leaky_relu's,
+      elu_alpha elu's alpha.
+    residual: None or an array of the output's shape, added (times beta)
+      before the activation; its gradient is beta times the pre-activation's.
+    alpha, beta: finite float32 scales of the convolution and the residual.
+    preferred_element_type: None (x's dtype) or float32, the output's dtype.
+    algorithm: None (chosen per problem) or one of "direct", "implicit_gemm",
+      "winograd", "fft"; one with no kernel yet is refused by name.
+    implementation: None (the kernel for the platform), "cuda", "cpu" or
+      "xla" (plain JAX: lax.conv_general_dilated and jax.nn, the oracle).
+
+  Returns:
+    [batch, *out_spatial, C_out], the output spatial dims lax's for the
+    padding and strides.
+  """
+  op = "conv"
+  x, w = _inputs(op, x, w)
+  g, pad_mode = geom.make(
+    op, x.shape, w.shape, strides, padding, input_dilation, kernel_dilation, feature_group_count
+  )
+  return _run(
+    op,
+    x,
+    w,
+    bias,
+    residual,
+    g,
+    pad_mode,
+    activation,
+    approximate,
+    negative_slope,
+    elu_alpha,
+    alpha,
+    beta,
+    preferred_element_type,
+    algorithm,
+    implementation,
+  )
+
+
+def conv_transpose(
+  x,
+  w,
+  bias=None,
+  *,
+  strides=1,
+  padding="SAME",
+  kernel_dilation=1,
+  transpose_kernel=False,
+  activation=None,
+  approximate=True,
+  negative_slope=0.01,
+  elu_alpha=1.0,
+  residual=None,
+  alpha=1.0,
+  beta=1.0,
+  preferred_element_type=None,
+  algorithm=None,
+  implementation=None,
+):
+  """Transposed convolution with Flax's nn.ConvTranspose semantics
+  (lax.conv_transpose: the input dilated by the strides, then convolved), and
+  conv's fused epilogue.
+
+  Args:
+    x: [batch, *spatial, C_in] with 1-3 spatial dims.
+    w: [*window, C_in, C_out] (transpose_kernel=False, Flax's default) or
+      [*window, C_out, C_in] with the window flipped (transpose_kernel=True:
+      the gradient of the conv with that kernel).
+    strides, kernel_dilation: an int or one int per spatial dim.
+    padding: "SAME", "VALID" (lax.conv_transpose's), an int, or per spatial
+      dim an int or a (low, high) pair of the input-dilated convolution.
+    The other arguments as conv's.
+  """
+  op = "conv_transpose"
+  x, w = _inputs(op, x, w)
+  n = x.ndim - 2
+  if x.ndim < 3 or x.ndim > 5 or w.ndim != x.ndim:
+    geom.make(op, x.shape, w.shape, 1, "VALID", 1, 1, 1)  # raises the rank error
+  if not isinstance(transpose_kernel, bool):
+    raise TypeError(f"{op}: transpose_kernel must be a bool, got {transpose_kernel!r}")
+  window = tuple(w.shape[:n])
+  strides_t = geom.ints(op, "strides", strides, n)
+  kd = geom.ints(op, "kernel_dilation", kernel_dilation, n)
+  pads = geom.transpose_pads(op, padding, window, strides_t, kd)
+  if transpose_kernel:
+    w = jnp.swapaxes(jnp.flip(w, axis=tuple(range(n))), -1, -2)
+  g, _ = geom.make(op, x.shape, w.shape, 1, pads, strides_t, kd, 1)
+  return _run(
+    op,
+    x,
+    w,
+    bias,
+    residual,
+    g,
+    None,
+    activation,
+    approximate,
+    negative_slope,
+    elu_alpha,
+    alpha,
+    beta,
+    preferred_element_type,
+    algorithm,
+    implementation,
+  )

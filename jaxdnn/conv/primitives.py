@@ -1,0 +1,265 @@
+"""Convolution's primitives on the FfiOp base (cpp/conv/problem.h). Python
+folds the spatial dims: x is [N, in positions * C_in], the weights flat
+[taps * C_in/groups * C_out], the output [N, out positions * C_out]:
+
+  forward:  x, w, [bias], [residual]   -> y, [z]   (z: the pre-activation,
+                                                    saved when the
+                                                    activation needs it)
+  dgrad:    dy, w, [saved]             -> dx, [d residual]
+  wgrad:    x, dy, [saved]             -> dw, [d bias]
+
+`saved` is what the forward kept for the activation's derivative: nothing
+(no activation), y (relu, relu6: their derivative is a test on y) or z.
+Static params: `g`, the Geometry with batch 0 (the batch is the operands'),
+and the epilogue (act, act_param, alpha, beta, has_bias, has_residual,
+saved) and result dtypes.
+
+vmap: a vmapped batch of inputs folds into N; vmapped weights (or bias)
+fold into the groups, and the weight gradient always does (each vmapped
+index owns its gradient): x [V, N, P * C] -> [N, P * V * C], w -> grouped
+V times. Sharding: samples split with no communication; the weight and
+bias gradients are sums over samples, completed by one psum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
+from jaxdnn._sharding import ROW, LeadingDimsSharding, param_of, row_of
+from jaxdnn.activations import kinds
+from jaxdnn.conv import reference
+
+OUT = row_of("o")
+WEIGHTS = param_of("w")
+BIAS = param_of("b")
+
+# FFI targets with a CPU kernel and no CUDA kernel yet (issue 25): on CUDA
+# the primitives lower to XLA's convolution (reference.py), and the house test
+# lets these miss from the CUDA module's registrations.
+CUDA_PENDING = frozenset({"jaxdnn_conv_fwd", "jaxdnn_conv_dgrad", "jaxdnn_conv_wgrad"})
+
+SAVE_NOTHING, SAVE_OUTPUT, SAVE_PREACT = 0, 1, 2
+
+
+def positions(dims) -> int:
+  return int(np.prod(dims, dtype=np.int64))
+
+
+def _full(a, n, dims, channels):
+  """[N, P * C] -> [N, *dims, C] (the user-facing layout)."""
+  return a.reshape((n, *dims, channels))
+
+
+class _ConvOp(FfiOp):
+  def ffi_attributes(
+    self, *, g, act, act_param, alpha, beta, saved, has_bias, has_residual, **_
+  ):
+    names = ("in_dims", "out_dims", "window", "strides", "in_dilation", "k_dilation", "pad_lo")
+    attrs = {k: np.asarray(v, np.int64) for k, v in zip(names, g.attributes())}
+    return dict(
+      in_channels=np.int64(g.in_channels),
+      out_channels=np.int64(g.out_channels),
+      groups=np.int64(g.groups),
+      act=np.int32(act),
+      act_param=np.float32(act_param),
+      alpha=np.float32(alpha),
+      beta=np.float32(beta),
+      saved=np.int32(saved),
+      has_bias=np.int32(has_bias),
+      has_residual=np.int32(has_residual),
+      **attrs,
+    )
+
+  def _bind_folded_samples(self, args, dims, roles, **params):
+    """vmap folded into the sample axis: the shared operands (roles "w",
+    "b") are not vmapped; the others ("x", "o" rows) are, or are broadcast."""
+    size = batch_size(args, dims)
+    moved = []
+    for a, d, r in zip(args, dims, roles):
+      if r in ("x", "o"):
+        a = to_front(a, d, size)
+        a = a.reshape((-1,) + a.shape[2:])
+      moved.append(a)
+    outs = self.bind(*moved, **params)
+    return [o.reshape((size, -1) + o.shape[1:]) for o in outs], [0] * len(outs)
+
+  def _bind_folded_groups(self, args, dims, roles, out_roles, **params):
+    """vmap folded into the groups: each vmapped index its own group set."""
+    size = batch_size(args, dims)
+    g = params["g"]
+    folded = []
+    for a, d, role in zip(args, dims, roles):
+      a = to_front(a, d, size)
+      folded.append(_fold_channels(a, role, g, size))
+    g2 = dataclasses.replace(
+      g,
+      in_channels=g.in_channels * size,
+      out_channels=g.out_channels * size,
+      groups=g.groups * size,
+    )
+    outs = self.bind(*folded, **{**params, "g": g2})
+    return [_unfold_channels(o, r, g, size) for o, r in zip(outs, out_roles)], [0] * len(outs)
+
+
+def _fold_channels(a, role, g, size):
+  """a [V, ...] with its V copies moved next to the channels (cf. the module
+  docstring); role: "x" (C_in rows), "o" (C_out rows), "w", "b"."""
+  if role == "w":
+    taps = positions(g.window)
+    a = a.reshape(size, taps, g.in_channels // g.groups, g.out_channels)
+    return jnp.moveaxis(a, 0, 2).reshape(-1)
+  if role == "b":
+    return a.reshape(-1)
+  c = g.in_channels if role == "x" else g.out_channels
+  n = a.shape[1]
+  a = a.reshape(size, n, -1, c)
+  return jnp.moveaxis(a, 0, 2).reshape(n, -1)
+
+
+def _unfold_channels(a, role, g, size):
+  if role == "w":
+    taps = positions(g.window)
+    a = a.reshape(taps, g.in_channels // g.groups, size, g.out_channels)
+    return jnp.moveaxis(a, 2, 0).reshape(size, -1)
+  if role == "b":
+    return a.reshape(size, -1)
+  c = g.in_channels if role == "x" else g.out_channels
+  n = a.shape[0]
+  a = a.reshape(n, -1, size, c)
+  return jnp.moveaxis(a, 2, 0).reshape(size, n, -1)
+
+
+def _dtype(name):
+  return np.dtype(jnp.dtype(name))
+
+
+class ConvForward(_ConvOp):
+  name = target = "jaxdnn_conv_fwd"
+
+  def _roles(self, has_bias, has_residual):
+    return ("x", "w") + (("b",) if has_bias else ()) + (("o",) if has_residual else ())
+
+  def abstract_eval(self, x, w, *rest, g, saved, out_dtype, **_):
+    y = shaped((x.shape[0], positions(g.out) * g.out_channels), _dtype(out_dtype))
+    return [y] + ([y] if saved == SAVE_PREACT else [])
+
+  def batch(self, args, dims, *, has_bias, has_residual, **params):
+    params = dict(params, has_bias=has_bias, has_residual=has_residual)
+    roles = self._roles(has_bias, has_residual)
+    shared = [d for d, r in zip(dims, roles) if r in ("w", "b")]
+    outs = ("o", "o") if params["saved"] == SAVE_PREACT else ("o",)
+    if all(d is not_mapped for d in shared):
+      return self._bind_folded_samples(args, dims, roles, **params)
+    return self._bind_folded_groups(args, dims, roles, outs, **params)
+
+  def sharding(self, avals_in, avals_out, *, has_bias, has_residual, **_):
+    ins = (ROW, WEIGHTS) + ((BIAS,) if has_bias else ()) + ((OUT,) if has_residual else ())
+    return LeadingDimsSharding(1, 0, ins, (OUT,) * len(avals_out), reduces_params=False)
+
+  def fallback(self, platform, **params):
+    if platform != "cuda":
+      return None
+    return lambda *args: _forward_composed(*args, **params)
+
+
+def _forward_composed(
+  x, w, *rest, g, act, act_param, alpha, beta, has_bias, has_residual, saved, out_dtype, **_
+):
+  n = x.shape[0]
+  rest = list(rest)
+  bias = rest.pop(0) if has_bias else None
+  residual = rest.pop(0) if has_residual else None
+  xs = _full(x, n, g.spatial, g.in_channels)
+  ws = w.reshape((*g.window, g.in_channels // g.groups, g.out_channels))
+  rs = None if residual is None else _full(residual, n, g.out, g.out_channels)
+  c = reference.conv(xs, ws, g)
+  z = reference.epilogue_z(c, bias, rs, alpha, beta)
+  y = kinds.function(act, act_param)(z).astype(out_dtype).reshape(n, -1)
+  return (y, z.astype(out_dtype).reshape(n, -1)) if saved == SAVE_PREACT else (y,)
+
+
+class ConvDgrad(_ConvOp):
+  name = target = "jaxdnn_conv_dgrad"
+
+  def abstract_eval(self, dy, w, *saved, g, has_residual, x_dtype, residual_dtype, **_):
+    dx = shaped((dy.shape[0], positions(g.spatial) * g.in_channels), _dtype(x_dtype))
+    if not has_residual:
+      return [dx]
+    return [dx, shaped(dy.shape, _dtype(residual_dtype))]
+
+  def batch(self, args, dims, **params):
+    roles = ("o", "w") + (("o",) if len(args) > 2 else ())
+    outs = ("x", "o") if params["has_residual"] else ("x",)
+    if dims[1] is not_mapped:
+      return self._bind_folded_samples(args, dims, roles, **params)
+    return self._bind_folded_groups(args, dims, roles, outs, **params)
+
+  def sharding(self, avals_in, avals_out, *, has_residual, **_):
+    ins = (OUT, WEIGHTS) + ((OUT,) * (len(avals_in) - 2))
+    outs = (ROW,) + ((OUT,) if has_residual else ())
+    return LeadingDimsSharding(1, 0, ins, outs, reduces_params=False)
+
+  def fallback(self, platform, **params):
+    if platform != "cuda":
+      return None
+    return lambda *args: _dgrad_composed(*args, **params)
+
+
+def _dgrad_composed(
+  dy, w, *saved, g, act, act_param, beta, has_residual, x_dtype, residual_dtype, alpha, **_
+):
+  n = dy.shape[0]
+  dz = reference.backprop(act, act_param, dy, saved[0] if saved else None)
+  ws = w.reshape((*g.window, g.in_channels // g.groups, g.out_channels))
+  gn = dataclasses.replace(g, batch=n)
+  dconv = _full(dz * alpha, n, g.out, g.out_channels)
+  dx = reference.data_grad(dconv, ws, gn, _dtype(x_dtype)).astype(x_dtype).reshape(n, -1)
+  if not has_residual:
+    return (dx,)
+  return dx, (dz * beta).astype(residual_dtype)
+
+
+class ConvWgrad(_ConvOp):
+  name = target = "jaxdnn_conv_wgrad"
+
+  def abstract_eval(self, x, dy, *saved, g, has_bias, w_dtype, bias_dtype, **_):
+    taps = positions(g.window)
+    dw = shaped((taps * (g.in_channels // g.groups) * g.out_channels,), _dtype(w_dtype))
+    return [dw] + ([shaped((g.out_channels,), _dtype(bias_dtype))] if has_bias else [])
+
+  def batch(self, args, dims, **params):
+    roles = ("x", "o") + (("o",) if len(args) > 2 else ())
+    outs = ("w", "b") if params["has_bias"] else ("w",)
+    return self._bind_folded_groups(args, dims, roles, outs, **params)
+
+  def sharding(self, avals_in, avals_out, *, has_bias, **_):
+    ins = (ROW, OUT) + ((OUT,) * (len(avals_in) - 2))
+    outs = (WEIGHTS,) + ((BIAS,) if has_bias else ())
+    return LeadingDimsSharding(1, 0, ins, outs, reduces_params=True)
+
+  def fallback(self, platform, **params):
+    if platform != "cuda":
+      return None
+    return lambda *args: _wgrad_composed(*args, **params)
+
+
+def _wgrad_composed(x, dy, *saved, g, act, act_param, alpha, has_bias, w_dtype, bias_dtype, **_):
+  n = x.shape[0]
+  dz = reference.backprop(act, act_param, dy, saved[0] if saved else None)
+  gn = dataclasses.replace(g, batch=n)
+  xs = _full(x, n, g.spatial, g.in_channels)
+  w_shape = (*g.window, g.in_channels // g.groups, g.out_channels)
+  dconv = _full(dz * alpha, n, g.out, g.out_channels)
+  dw = reference.weight_grad(xs, dconv, gn, w_shape, _dtype(w_dtype)).astype(w_dtype).reshape(-1)
+  if not has_bias:
+    return (dw,)
+  return dw, jnp.sum(dz, axis=0).reshape(-1, g.out_channels).sum(axis=0).astype(bias_dtype)
+
+
+conv_forward = ConvForward()
+conv_dgrad = ConvDgrad()
+conv_wgrad = ConvWgrad()
