@@ -16,5 +16,12 @@ def test_mlp_demo_runs(capsys):
   assert "final loss" in capsys.readouterr().out
 
 
+def test_resnet_demo_runs(capsys):
+  args = "--model resnet --steps 2 --width 4 --batch 8 --train-images 32 --test-images 16"
+  assert demo.main(args.split()) == 0
+  out = capsys.readouterr().out
+  assert "held-out accuracy" in out and "training step (batch 8): jaxdnn" in out
+
+
 def test_unknown_model_is_refused(capsys):
-  assert demo.main(["--model", "resnet"]) == 2
+  assert demo.main(["--model", "vgg"]) == 2
