@@ -3,7 +3,7 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   build tests selftests norms attention softmax act loss cnn_norms pool upstream (and sweep, below;
+#   build tests selftests norms attention softmax act loss cnn_norms pool conv upstream (and sweep, below;
 #   norms_grid: issue 23's LayerNorm/RMSNorm grid against XLA, GRID_ARGS its arguments)
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
@@ -86,6 +86,7 @@ bench act 300 "^(bias_|glu_)|ceiling"
 bench loss 300 "linear_ce|unfused|xla|device"
 bench cnn_norms 300 "^(bn_|gn32)|ceiling"
 bench pool 300 "_pool|ceiling"
+bench conv 480 "r50|depthwise|grouped|transposed|3D|1D|unet|device"
 if has norms_grid; then
   # GRID_SWEEP: space-separated entries of comma-separated VAR=value switches
   # ("-" for none), one grid process each (norms_grid-TAG.{txt,json}).

@@ -40,7 +40,7 @@ constexpr int64_t kFillThreads = 132 * 1536;
 // too small to fill the GPU that way spread each row over more threads
 // (fewer vectors each) until they do.
 inline RowLaunch ChooseFwdLaunch(int64_t rows, int64_t dim, int elems_per_vec, bool aligned, int max_vpt,
-                                 int block_threads) {
+                                 int block_threads, int64_t fill_threads = kFillThreads) {
   if (!aligned || dim % elems_per_vec != 0) return ScalarLaunch(dim);
   const int64_t nvec = dim / elems_per_vec;
   RowLaunch l;
@@ -50,7 +50,7 @@ inline RowLaunch ChooseFwdLaunch(int64_t rows, int64_t dim, int elems_per_vec, b
   }
   if (l.tpr > 512) return ScalarLaunch(dim);
   l.vpt = NextPow2((nvec + l.tpr - 1) / l.tpr);
-  while (l.vpt > 1 && rows * l.tpr < kFillThreads) {
+  while (l.vpt > 1 && rows * l.tpr < fill_threads) {
     const int tpr = RoundUp32((nvec + l.vpt / 2 - 1) / (l.vpt / 2));
     if (tpr > 512) break;
     l.vpt /= 2;

@@ -28,6 +28,7 @@ constexpr int kFwdMaxVpt = 4;
 // the forward starts from (fewer threads and more rows resident per SM with
 // more), for A/Bs.
 int FwdStartVpt() { return static_cast<int>(SwitchInt(Switch::kNormFwdVpt, kFwdMaxVpt)); }
+int64_t FwdFillThreads() { return SwitchInt(Switch::kNormFwdFill, kFillThreads); }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -100,8 +101,8 @@ ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
       return CheckLaunch("jaxdnn norm forward (row pairs) launch " + ShapeText(p.shape));
     }
   }
-  const RowLaunch l =
-      ChooseFwdLaunch(p.shape.rows, p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(), kFwdBlockThreads);
+  const RowLaunch l = ChooseFwdLaunch(p.shape.rows, p.shape.dim, Vec16<T>::kElems, aligned, FwdStartVpt(),
+                                      kFwdBlockThreads, FwdFillThreads());
   if (l.vpt == 0 || SwitchText(Switch::kNormFwd) == "stream") {
     if constexpr (!kResidual) {
       if (LaunchFwdPhased<T, kLayer>(stream, p)) {
