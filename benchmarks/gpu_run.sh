@@ -75,7 +75,11 @@ bench() {
   shift 3
   has "$step" || return 0
   echo "== $step benchmark"
-  ( cd /tmp && timeout "$(left "$secs")" python3 -m jaxdnn.bench "$step" --gpu-busy "$@" \
+  # GPU-busy times for the memory-bound tables (conv's kernels are long enough
+  # for host timing, and CUPTI would double its run time).
+  local busy=--gpu-busy
+  [ "$step" = conv ] && busy=
+  ( cd /tmp && timeout "$(left "$secs")" python3 -m jaxdnn.bench "$step" $busy "$@" \
       --out "$out/$step.json" ) > "$out/$step.txt" 2>&1
   grep -E "$pattern" "$out/$step.txt" | grep -vE "WARNING|warn|^ *tq, tk" | tail -60
 }
@@ -86,7 +90,7 @@ bench act 300 "^(bias_|glu_)|ceiling"
 bench loss 300 "linear_ce|unfused|xla|device"
 bench cnn_norms 300 "^(bn_|gn32)|ceiling"
 bench pool 300 "_pool|ceiling"
-bench conv 480 "r50|depthwise|grouped|transposed|3D|1D|unet|device"
+bench conv 480 "r50|depthwise|grouped|transposed|3D|1D|unet|device" ${CONV_ARGS:-}
 if has norms_grid; then
   # GRID_SWEEP: space-separated entries of comma-separated VAR=value switches
   # ("-" for none), one grid process each (norms_grid-TAG.{txt,json}).

@@ -172,7 +172,11 @@ def _record(name, mode, impl, t, busy, flops):
   return r
 
 
-def run(cases=None, modes=None, impls=("jaxdnn", "xla", "torch"), dtype=jnp.bfloat16):
+def run(
+  cases=None, modes=None, impls=("jaxdnn", "xla", "torch"), dtype=jnp.bfloat16, progress=None
+):
+  """The records; `progress(records)` after each case (to print and save as
+  the run goes: a device call may be cut off)."""
   on_gpu = jax.default_backend() == "gpu"
   cuda_conv = on_gpu and _extension.has_cuda_target("jaxdnn_conv_fwd")
   records = []
@@ -200,6 +204,8 @@ def run(cases=None, modes=None, impls=("jaxdnn", "xla", "torch"), dtype=jnp.bflo
           continue
         records.append(_jax_row(name, mode, impl, kw, x, w, b, flops))
     del x, w, b
+    if progress:
+      progress(records)
   return records
 
 
@@ -254,10 +260,11 @@ def _torch_rows(name, mode, xs, ws, kw, x, w, b, flops):
   return [_record(name, mode, "torch", t, busy, flops)]
 
 
-def print_table(records):
+def print_table(records, header=True):
   hdr = f"{'case':<40}{'dir':<15}{'impl':<8}{'us':>10}{'TFLOP/s':>9}  speedup"
-  print(hdr)
-  print("-" * len(hdr))
+  if header:
+    print(hdr)
+    print("-" * len(hdr))
   for r in records:
     if "error" in r:
       print(f"{r['case']:<40}{r['direction']:<15}{r['impl']:<8} {r['error'][:70]}")
@@ -276,7 +283,9 @@ def main(argv=None):
   argv = sys.argv[1:] if argv is None else argv
   ap = argparse.ArgumentParser(prog="python -m jaxdnn.bench conv")
   ap.add_argument("--out", help="write the records as JSON here")
-  ap.add_argument("--cases", help="comma-separated substrings of case names (default: all)")
+  ap.add_argument(
+    "--cases", help="comma-separated substrings of case names, _ for a space (default: all)"
+  )
   ap.add_argument("--modes", help="comma-separated: fwd,fwd_bias_relu,fwd+bwd (default: all)")
   ap.add_argument("--impls", default="jaxdnn,xla,torch")
   ap.add_argument("--gpu-busy", action="store_true", help="also GPU-busy time (CUPTI, PyTorch)")
@@ -285,18 +294,25 @@ def main(argv=None):
   timing.MODE["gpu_busy"] = args.gpu_busy
   kw = dict(impls=tuple(args.impls.split(",")))
   if args.cases:
-    kw["cases"] = args.cases.split(",")
+    kw["cases"] = [c.replace("_", " ") for c in args.cases.split(",")]
   if args.modes:
     kw["modes"] = args.modes.split(",")
   if args.quick:
     global CASES
     CASES = [("quick 3x3 16x16 32->32", (4, 16, 16, 32), (3, 3, 32, 32), {}, ("fwd", "fwd+bwd"))]
-  records = run(**kw)
-  add_ratios(records)
   device = jax.devices()[0]
   print(f"device: {device.device_kind} ({jax.default_backend()}), jax {jax.__version__}")
-  print_table(records)
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(dict(device=device.device_kind, jax=jax.__version__, records=records), f, indent=1)
+  printed = [0]
+
+  def progress(records):
+    add_ratios(records)
+    print_table(records[printed[0] :], header=printed[0] == 0)
+    printed[0] = len(records)
+    if args.out:
+      with open(args.out, "w") as f:
+        json.dump(
+          dict(device=device.device_kind, jax=jax.__version__, records=records), f, indent=1
+        )
+
+  progress(run(**kw, progress=progress))
   return 0

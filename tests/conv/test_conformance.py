@@ -151,4 +151,3 @@ class TestStrided3D(ConformanceSuite):
 
 class TestTranspose2D(ConformanceSuite):
   spec = TRANSPOSE_2D
-
