@@ -7,9 +7,12 @@ layer over the projected inputs (operand order: cpp/recurrent/problem.h).
          -> dgx, dw_hh, db_hh, dh0, dc0
 
 c0 / c_n / c_seq / dc_n / dc0 are the LSTM's and empty ([0]) otherwise;
-everything float32. vmap folds its axis into the batch (the recurrence treats
-examples independently), the weight gradients then summed per vmapped index;
-per-example weights go through the plain-JAX recurrence (layer_xla.py).
+everything float32. A sharded batch runs per shard, the weight gradients
+psum'd over it; under Explicit mesh axes the results' types carry the
+batch's sharding (sharding.py). vmap folds its axis into the batch (the
+recurrence treats examples independently), the weight gradients then summed
+per vmapped index; per-example weights go through the plain-JAX recurrence
+(layer_xla.py).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
+from jaxdnn._primitive import FfiOp, batch_size, not_mapped, to_front
 from jaxdnn.recurrent import layer_xla
+from jaxdnn.recurrent.sharding import BATCH, backward_sharding, batch_entry, forward_sharding, typed
 
 MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
 
@@ -71,13 +75,15 @@ class RnnForward(FfiOp):
     t, b, _ = gx.shape
     h = w_hh.shape[0]
     lstm = mode == "lstm"
-    f32 = jnp.float32
+    e = batch_entry(gx, 1)  # the results' batch is split like gx's
+    seq = lambda width: typed((t, b, width), gx, ("t", BATCH, "w"), e)
+    state, empty = typed((b, h), gx, (BATCH, "h"), e), typed((0,), gx)
     return [
-      shaped((t, b, h), f32),
-      shaped((b, h), f32),
-      shaped((b, h) if lstm else (0,), f32),
-      shaped((t, b, SAVED[mode] * h), f32),
-      shaped((t, b, h) if lstm else (0,), f32),
+      seq(h),
+      state,
+      state if lstm else empty,
+      seq(SAVED[mode] * h),
+      seq(h) if lstm else empty,
     ]
 
   def ffi_attributes(self, *, mode, implementation):
@@ -88,8 +94,8 @@ class RnnForward(FfiOp):
       return None
     return lambda *args: layer_xla.forward(mode, *args)
 
-  def sharding(self, avals_in, avals_out, **params):
-    return None  # replicated for now: the batch axis is not a leading one
+  def sharding(self, avals_in, avals_out, *, mode, implementation):
+    return forward_sharding(mode)
 
   def batch(self, args, dims, **params):
     size = batch_size(args, dims)
@@ -112,13 +118,15 @@ class RnnBackward(FfiOp):
   ):
     t, b, h = dout.shape
     g = w_hh.shape[1]
-    f32 = jnp.float32
+    # Each gradient typed as its operand (custom_vjp checks they match): dgx
+    # like dout (so like gx), dw_hh, dh0 and dc0 like w_hh, h0 and c0.
+    like = lambda a: a.update(dtype=jnp.dtype(jnp.float32), weak_type=False)
     return [
-      shaped((t, b, g), f32),
-      shaped(w_hh.shape, f32),
-      shaped((g,), f32),
-      shaped((b, h), f32),
-      shaped((b, h) if mode == "lstm" else (0,), f32),
+      typed((t, b, g), dout, ("t", BATCH, "g"), batch_entry(dout, 1)),
+      like(w_hh),
+      typed((g,), w_hh),
+      like(h0),
+      like(c0),
     ]
 
   def ffi_attributes(self, *, mode, implementation):
@@ -129,8 +137,8 @@ class RnnBackward(FfiOp):
       return None
     return lambda *args: layer_xla.backward(mode, *args)
 
-  def sharding(self, avals_in, avals_out, **params):
-    return None
+  def sharding(self, avals_in, avals_out, *, mode, implementation):
+    return backward_sharding(mode)
 
   def batch(self, args, dims, **params):
     size = batch_size(args, dims)
