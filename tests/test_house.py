@@ -71,8 +71,9 @@ def test_every_family_is_registered_once():
     "jaxdnn_attention_bwd",
   } <= targets
   if _extension.has_cuda_kernels():
-    # A family may declare targets whose CUDA kernel is still pending
-    # (primitives.CUDA_PENDING); on CUDA their primitives lower to plain JAX.
+    # A family may declare targets whose CUDA kernel is still pending or
+    # optional (primitives.CUDA_PENDING: built only with CUTLASS, say); those
+    # may miss, and then on CUDA their primitives lower to plain JAX.
     pending = set()
     for family in _families.FAMILIES:
       try:
@@ -81,7 +82,7 @@ def test_every_family_is_registered_once():
         continue
       pending |= set(getattr(prims, "CUDA_PENDING", ()))
     assert pending <= targets
-    assert set(_extension.cuda_module.registrations()) == targets - pending
+    assert targets - pending <= set(_extension.cuda_module.registrations()) <= targets
 
 
 def test_bench_lists_every_benchmarked_family():

@@ -17,7 +17,8 @@ bool IsFloat(ffi::DataType t) {
   return t == ffi::DataType::F32 || t == ffi::DataType::BF16 || t == ffi::DataType::F16;
 }
 
-ffi::Error Shape(const ffi::AnyBuffer& b, std::initializer_list<int64_t> dims, const char* op, const char* name) {
+ffi::Error Shape(const ffi::AnyBuffer& b, std::initializer_list<int64_t> dims, const char* op,
+                 const char* name) {
   auto d = b.dimensions();
   bool ok = d.size() == dims.size();
   size_t k = 0;
@@ -34,8 +35,8 @@ ffi::Error Done(size_t a, size_t r, ffi::RemainingArgs args, ffi::RemainingRets 
 
 }  // namespace
 
-ffi::ErrorOr<ConvFwdArgs> ReadConvFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, const ConvGeometry& g,
-                                          const Epilogue& e) {
+ffi::ErrorOr<ConvFwdArgs> ReadConvFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                          const ConvGeometry& g, const Epilogue& e) {
   size_t a = 0, r = 0;
   const int64_t n = g.batch, xw = g.in_positions() * g.in_channels, yw = g.out_positions() * g.out_channels;
   ConvFwdArgs p;
@@ -71,6 +72,13 @@ ffi::ErrorOr<ConvFwdArgs> ReadConvFwdCall(ffi::RemainingArgs args, ffi::Remainin
     if (z->element_type() != p.out_dtype) return ffi::Unexpected(InvalidArg(kFwd, "z must have y's dtype"));
     p.z = z->untyped_data();
   }
+  if (r < rets.size()) {  // CUDA's workspace
+    JAXDNN_TRY(ws, NextRet(rets, r, kFwd, "workspace"));
+    if (ws->element_type() != ffi::DataType::U8)
+      return ffi::Unexpected(InvalidArg(kFwd, "workspace must be uint8"));
+    p.workspace = ws->untyped_data();
+    p.workspace_bytes = ws->element_count();
+  }
   JAXDNN_CHECK(Done(a, r, args, rets, kFwd));
   return p;
 }
@@ -93,7 +101,8 @@ ffi::ErrorOr<ConvDgradArgs> ReadConvDgradCall(ffi::RemainingArgs args, ffi::Rema
   if (e.saved != kSaveNothing) {
     JAXDNN_TRY(saved, NextArg(args, a, kDgrad, "saved"));
     JAXDNN_CHECK(Shape(saved, {n, yw}, kDgrad, "saved"));
-    if (saved.element_type() != p.dy_dtype) return ffi::Unexpected(InvalidArg(kDgrad, "saved must have dy's dtype"));
+    if (saved.element_type() != p.dy_dtype)
+      return ffi::Unexpected(InvalidArg(kDgrad, "saved must have dy's dtype"));
     p.saved = saved.untyped_data();
   }
   JAXDNN_TRY(dx, NextRet(rets, r, kDgrad, "dx"));
@@ -128,7 +137,8 @@ ffi::ErrorOr<ConvWgradArgs> ReadConvWgradCall(ffi::RemainingArgs args, ffi::Rema
   if (e.saved != kSaveNothing) {
     JAXDNN_TRY(saved, NextArg(args, a, kWgrad, "saved"));
     JAXDNN_CHECK(Shape(saved, {n, yw}, kWgrad, "saved"));
-    if (saved.element_type() != p.dy_dtype) return ffi::Unexpected(InvalidArg(kWgrad, "saved must have dy's dtype"));
+    if (saved.element_type() != p.dy_dtype)
+      return ffi::Unexpected(InvalidArg(kWgrad, "saved must have dy's dtype"));
     p.saved = saved.untyped_data();
   }
   JAXDNN_TRY(dw, NextRet(rets, r, kWgrad, "dw"));

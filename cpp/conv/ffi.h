@@ -1,5 +1,5 @@
-// Handler symbols of the convolution family, one per direction (CPU; the
-// CUDA kernels are issue 25's next step).
+// Handler symbols of the convolution family: one per direction on the CPU;
+// the CUDA forward is defined in ffi_cuda.cc (with CUTLASS).
 #pragma once
 
 #include "xla/ffi/api/ffi.h"

@@ -1,10 +1,89 @@
-// The convolution family has no CUDA kernels yet (issue 25): on CUDA its
-// primitives lower to XLA's convolution (jaxdnn/conv/primitives.py,
-// `fallback`), so it exports no CUDA targets.
+// XLA FFI handlers for CUDA convolution: the forward on CUTLASS's sm90
+// implicit GEMM where the build has the CUTLASS headers (JAXDNN_HAVE_CUTLASS);
+// the gradients have no CUDA kernel yet (issue 25): on CUDA their primitives
+// lower to XLA's convolution (jaxdnn/conv/primitives.py, `fallback`). The
+// stream and the workspace come from XLA; nothing allocates or synchronizes.
 #include "common/ffi_registry.h"
+
+#ifdef JAXDNN_HAVE_CUTLASS
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <string>
+
+#include "common/cuda_check.h"
+#include "conv/geometry_attrs.h"
+#include "conv/sm90/conv_fprop_sm90.h"
+#endif
 
 namespace jaxdnn::conv {
 
+#ifdef JAXDNN_HAVE_CUTLASS
+namespace {
+
+ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t in_channels,
+               int64_t out_channels, int64_t groups, Dims in, Dims out, Dims window, Dims stride,
+               Dims in_dilation, Dims k_dilation, Dims pad_lo, int32_t act, float act_param, float alpha,
+               float beta, int32_t saved, int32_t has_bias, int32_t has_residual) {
+  const ConvAttrs attrs{in_channels, out_channels, groups,     in,       out,         window,
+                        stride,      in_dilation,  k_dilation, pad_lo,   act,         act_param,
+                        alpha,       beta,         saved,      has_bias, has_residual};
+  auto g = GeometryOf(BatchOf(args), attrs);
+  if (!g.has_value()) return g.error();
+  auto e = EpilogueOf(attrs);
+  if (!e.has_value()) return e.error();
+  auto p = ReadConvFwdCall(args, rets, *g, *e);
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  const LaunchStatus s = ConvFpropSm90(*p, p->workspace, p->workspace_bytes, stream);
+  if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (sm90): " + s.Text());
+  return ffi::Error::Success();
+}
+
+// The forward's workspace bytes for a problem, or -1 where the kernel does
+// not serve it (Python then runs the whole op on XLA). Arguments: the
+// geometry's 7 dims as <name>0..2, channels, groups, the epilogue and the
+// dtypes as XLA FFI DataType codes.
+int64_t FwdWorkspace(const QueryArgs& q) {
+  ConvFwdArgs p;
+  ConvGeometry& g = p.g;
+  g.batch = QueryArg(q, "batch");
+  g.in_channels = QueryArg(q, "in_channels");
+  g.out_channels = QueryArg(q, "out_channels");
+  g.groups = QueryArg(q, "groups");
+  const char* names[] = {"in", "out", "window", "stride", "in_dilation", "k_dilation", "pad_lo"};
+  std::array<int64_t, 3>* dims[] = {&g.in,          &g.out,        &g.window, &g.stride,
+                                    &g.in_dilation, &g.k_dilation, &g.pad_lo};
+  for (int d = 0; d < 7; ++d) {
+    for (int k = 0; k < 3; ++k)
+      (*dims[d])[k] = QueryArg(q, (std::string(names[d]) + std::to_string(k)).c_str());
+  }
+  p.e.act = int32_t(QueryArg(q, "act"));
+  p.e.saved = int32_t(QueryArg(q, "saved"));
+  p.e.has_bias = QueryArg(q, "has_bias") != 0;
+  p.e.has_residual = QueryArg(q, "has_residual") != 0;
+  p.dtype = static_cast<ffi::DataType>(QueryArg(q, "dtype"));
+  p.out_dtype = static_cast<ffi::DataType>(QueryArg(q, "out_dtype"));
+  p.bias_dtype = static_cast<ffi::DataType>(QueryArg(q, "bias_dtype"));
+  p.residual_dtype = static_cast<ffi::DataType>(QueryArg(q, "residual_dtype"));
+  // Stand-ins for the operands the plan only checks for presence.
+  static const char kPresent = 0;
+  p.bias = p.e.has_bias ? &kPresent : nullptr;
+  p.residual = p.e.has_residual ? &kPresent : nullptr;
+  if (ConvFpropSm90Refusal(p) != nullptr) return -1;
+  return int64_t(ConvFpropSm90Workspace(p));
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kConvFwdCuda, Fwd, JAXDNN_CONV_BIND(ffi::PlatformStream<cudaStream_t>),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+FamilyExports CudaExports() {
+  return {{{"jaxdnn_conv_fwd", kConvFwdCuda}}, {{"conv_fwd_workspace", FwdWorkspace}}};
+}
+#else
 FamilyExports CudaExports() { return {{}, {}}; }
+#endif
 
 }  // namespace jaxdnn::conv

@@ -76,25 +76,25 @@ inline int64_t BatchOf(ffi::RemainingArgs args) {
 
 // The convolution handlers' binding, on the platform context CONTEXT; the
 // handler takes (context, args, rets, ConvAttrs fields in order).
-#define JAXDNN_CONV_BIND(CONTEXT)                   \
-  ::xla::ffi::Ffi::Bind()                           \
-      .Ctx<CONTEXT>()                               \
-      .RemainingArgs()                              \
-      .RemainingRets()                              \
-      .Attr<int64_t>("in_channels")                 \
-      .Attr<int64_t>("out_channels")                \
-      .Attr<int64_t>("groups")                      \
-      .Attr<::jaxdnn::conv::Dims>("in_dims")        \
-      .Attr<::jaxdnn::conv::Dims>("out_dims")       \
-      .Attr<::jaxdnn::conv::Dims>("window")         \
-      .Attr<::jaxdnn::conv::Dims>("strides")        \
-      .Attr<::jaxdnn::conv::Dims>("in_dilation")    \
-      .Attr<::jaxdnn::conv::Dims>("k_dilation")     \
-      .Attr<::jaxdnn::conv::Dims>("pad_lo")         \
-      .Attr<int32_t>("act")                         \
-      .Attr<float>("act_param")                     \
-      .Attr<float>("alpha")                         \
-      .Attr<float>("beta")                          \
-      .Attr<int32_t>("saved")                       \
-      .Attr<int32_t>("has_bias")                    \
+#define JAXDNN_CONV_BIND(CONTEXT)                \
+  ::xla::ffi::Ffi::Bind()                        \
+      .Ctx<CONTEXT>()                            \
+      .RemainingArgs()                           \
+      .RemainingRets()                           \
+      .Attr<int64_t>("in_channels")              \
+      .Attr<int64_t>("out_channels")             \
+      .Attr<int64_t>("groups")                   \
+      .Attr<::jaxdnn::conv::Dims>("in_dims")     \
+      .Attr<::jaxdnn::conv::Dims>("out_dims")    \
+      .Attr<::jaxdnn::conv::Dims>("window")      \
+      .Attr<::jaxdnn::conv::Dims>("strides")     \
+      .Attr<::jaxdnn::conv::Dims>("in_dilation") \
+      .Attr<::jaxdnn::conv::Dims>("k_dilation")  \
+      .Attr<::jaxdnn::conv::Dims>("pad_lo")      \
+      .Attr<int32_t>("act")                      \
+      .Attr<float>("act_param")                  \
+      .Attr<float>("alpha")                      \
+      .Attr<float>("beta")                       \
+      .Attr<int32_t>("saved")                    \
+      .Attr<int32_t>("has_bias")                 \
       .Attr<int32_t>("has_residual")

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "common/ffi_util.h"
@@ -49,51 +50,53 @@ struct Epilogue {
 struct ConvFwdArgs {
   ConvGeometry g;
   Epilogue e;
-  ffi::DataType dtype;                    // x's and w's
-  ffi::DataType out_dtype;                // y's and z's
+  ffi::DataType dtype;      // x's and w's
+  ffi::DataType out_dtype;  // y's and z's
   ffi::DataType bias_dtype = ffi::DataType::INVALID, residual_dtype = ffi::DataType::INVALID;
-  const void* x = nullptr;                // [N, in positions * C_in]
-  const void* w = nullptr;                // [taps * C_in/groups * C_out]
-  const void* bias = nullptr;             // [C_out] or null
-  const void* residual = nullptr;         // [N, out positions * C_out] or null
-  void* y = nullptr;                      // [N, out positions * C_out]
-  void* z = nullptr;                      // kSavePreact: like y
+  const void* x = nullptr;         // [N, in positions * C_in]
+  const void* w = nullptr;         // [taps * C_in/groups * C_out]
+  const void* bias = nullptr;      // [C_out] or null
+  const void* residual = nullptr;  // [N, out positions * C_out] or null
+  void* y = nullptr;               // [N, out positions * C_out]
+  void* z = nullptr;               // kSavePreact: like y
+  void* workspace = nullptr;       // CUDA: scratch XLA allocated (the plan's size)
+  size_t workspace_bytes = 0;
 };
 
 struct ConvDgradArgs {
   ConvGeometry g;
   Epilogue e;
-  ffi::DataType dtype;                    // w's and dx's
-  ffi::DataType dy_dtype;                 // dy's and saved's
+  ffi::DataType dtype;     // w's and dx's
+  ffi::DataType dy_dtype;  // dy's and saved's
   ffi::DataType residual_dtype = ffi::DataType::INVALID;
   const void* dy = nullptr;
   const void* w = nullptr;
-  const void* saved = nullptr;            // null for kSaveNothing
+  const void* saved = nullptr;  // null for kSaveNothing
   void* dx = nullptr;
-  void* dresidual = nullptr;              // null without a residual
+  void* dresidual = nullptr;  // null without a residual
 };
 
 struct ConvWgradArgs {
   ConvGeometry g;
   Epilogue e;
-  ffi::DataType dtype;                    // x's and dw's
+  ffi::DataType dtype;  // x's and dw's
   ffi::DataType dy_dtype;
   ffi::DataType bias_dtype = ffi::DataType::INVALID;
   const void* x = nullptr;
   const void* dy = nullptr;
   const void* saved = nullptr;
   void* dw = nullptr;
-  void* dbias = nullptr;                  // null without a bias
+  void* dbias = nullptr;  // null without a bias
 };
 
 // Attributes: the geometry as int64 arrays of 3 (in_dims, out_dims, window,
 // strides, in_dilation, k_dilation, pad_lo), in/out channels, groups, act,
 // act_param, alpha, beta, saved, has_bias, has_residual. Buffers:
-//   forward  args x, w, [bias], [residual]   rets y, [z]
+//   forward  args x, w, [bias], [residual]   rets y, [z], [workspace u8]
 //   dgrad    args dy, w, [saved]             rets dx, [d residual]
 //   wgrad    args x, dy, [saved]             rets dw, [d bias]
-ffi::ErrorOr<ConvFwdArgs> ReadConvFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, const ConvGeometry& g,
-                                          const Epilogue& e);
+ffi::ErrorOr<ConvFwdArgs> ReadConvFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
+                                          const ConvGeometry& g, const Epilogue& e);
 ffi::ErrorOr<ConvDgradArgs> ReadConvDgradCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
                                               const ConvGeometry& g, const Epilogue& e);
 ffi::ErrorOr<ConvWgradArgs> ReadConvWgradCall(ffi::RemainingArgs args, ffi::RemainingRets rets,

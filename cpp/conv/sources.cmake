@@ -1,7 +1,12 @@
 # The convolution family's sources, relative to this folder (read by jaxdnn_family).
+# The CUTLASS kernels only where the CUTLASS headers were found (CMakeLists.txt).
 set(FAMILY_CPU_SOURCES
   call_frame.cc
   ffi_cpu.cc
   cpu/conv_kernels.cc)
 set(FAMILY_CUDA_SOURCES
+  call_frame.cc
   ffi_cuda.cc)
+if(JAXDNN_HAVE_CUTLASS)
+  list(APPEND FAMILY_CUDA_SOURCES sm90/conv_fprop_sm90.cu)
+endif()

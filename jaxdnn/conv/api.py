@@ -27,6 +27,7 @@ from jaxdnn.conv.primitives import (
   conv_dgrad,
   conv_forward,
   conv_wgrad,
+  forward_plan,
 )
 
 FLOATS = tuple(np.dtype(d) for d in (jnp.float32, jnp.bfloat16, jnp.float16, np.float64))
@@ -143,20 +144,33 @@ def _run(
       f"{op}: algorithm={algorithm!r} has no jaxdnn kernel yet (built: {BUILT_ALGORITHMS})"
     )
   wide = x.dtype == jnp.float64 or w.dtype == jnp.float64
+  saved = SAVE_NOTHING if act == 0 else (SAVE_OUTPUT if act in _FROM_OUTPUT else SAVE_PREACT)
+  bias_dtype = str(np.dtype(bias.dtype)) if bias is not None else ""
+  residual_dtype = str(np.dtype(residual.dtype)) if residual is not None else ""
+
+  def cuda_unsupported():
+    if not _extension.has_cuda_target("jaxdnn_conv_fwd"):
+      return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
+    plan = forward_plan(
+      g, g.batch, x.dtype, np.dtype(out_dtype), bias_dtype, residual_dtype, act, saved,
+      bias is not None, residual is not None,
+    )  # fmt: skip
+    if plan < 0:
+      return (
+        "the CUDA convolution kernel does not serve this call yet (it takes bfloat16/float16 "
+        "x and w with x's output dtype, no groups, no input dilation, channels multiples of "
+        "8, padding <= 16, and no activation, relu or relu6)"
+      )
+    return None
+
   impl = _platform.resolve(
-    implementation,
-    op,
-    lambda: (
-      None if _extension.has_cuda_target("jaxdnn_conv_fwd") else "no CUDA convolution kernel yet"
-    ),
-    no_kernel="float64 operands" if wide else None,
+    implementation, op, cuda_unsupported, no_kernel="float64 operands" if wide else None
   )
   if pad_mode is not None:
     mode, wrap = pad_mode
     x = jnp.pad(x, ((0, 0), *wrap, (0, 0)), mode=mode)
   if impl == "xla":
     return reference.forward(x, w, bias, residual, g, act, act_param, alpha, beta, out_dtype)
-  saved = SAVE_NOTHING if act == 0 else (SAVE_OUTPUT if act in _FROM_OUTPUT else SAVE_PREACT)
   static = dict(
     g=dataclasses.replace(g, batch=0),
     act=act,
@@ -169,8 +183,8 @@ def _run(
     out_dtype=str(np.dtype(out_dtype)),
     x_dtype=str(np.dtype(x.dtype)),
     w_dtype=str(np.dtype(w.dtype)),
-    bias_dtype=str(np.dtype(bias.dtype)) if bias is not None else "",
-    residual_dtype=str(np.dtype(residual.dtype)) if residual is not None else "",
+    bias_dtype=bias_dtype,
+    residual_dtype=residual_dtype,
     implementation=impl,
   )
   n = g.batch

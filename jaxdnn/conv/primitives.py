@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdnn import _extension
 from jaxdnn._primitive import FfiOp, batch_size, not_mapped, shaped, to_front
 from jaxdnn._sharding import ROW, LeadingDimsSharding, param_of, row_of
 from jaxdnn.activations import kinds
@@ -37,10 +39,41 @@ OUT = row_of("o")
 WEIGHTS = param_of("w")
 BIAS = param_of("b")
 
-# FFI targets with a CPU kernel and no CUDA kernel yet (issue 25): on CUDA
-# the primitives lower to XLA's convolution (reference.py), and the house test
-# lets these miss from the CUDA module's registrations.
+# FFI targets that may have no CUDA kernel in a build (issue 25): the
+# gradients have none yet, the forward only with the CUTLASS headers. On CUDA
+# a primitive without its target lowers to XLA's convolution (reference.py),
+# and the house test lets these miss from the CUDA module's registrations.
 CUDA_PENDING = frozenset({"jaxdnn_conv_fwd", "jaxdnn_conv_dgrad", "jaxdnn_conv_wgrad"})
+
+# XLA FFI DataType codes (xla/ffi/api/c_api.h), for the plan query.
+_FFI_DTYPES = {"float16": 10, "float32": 11, "float64": 12, "bfloat16": 16}
+
+
+def forward_plan(
+  g, batch, x_dtype, out_dtype, bias_dtype, residual_dtype, act, saved, has_bias, has_residual
+) -> int:
+  """The CUDA forward's workspace bytes for this problem, or -1 where its
+  kernel does not serve it (cpp/conv/ffi_cuda.cc, the launcher's own plan)."""
+  names = ("in", "out", "window", "stride", "in_dilation", "k_dilation", "pad_lo")
+  dims = {f"{n}{k}": v for n, vals in zip(names, g.attributes()) for k, v in enumerate(vals)}
+  code = lambda d: _FFI_DTYPES.get(str(d), 0) if d else 0
+  return _extension.plan_query(
+    "conv_fwd_workspace",
+    batch=batch,
+    in_channels=g.in_channels,
+    out_channels=g.out_channels,
+    groups=g.groups,
+    act=act,
+    saved=saved,
+    has_bias=int(has_bias),
+    has_residual=int(has_residual),
+    dtype=code(x_dtype),
+    out_dtype=code(out_dtype),
+    bias_dtype=code(bias_dtype),
+    residual_dtype=code(residual_dtype),
+    **dims,
+  )
+
 
 SAVE_NOTHING, SAVE_OUTPUT, SAVE_PREACT = 0, 1, 2
 
@@ -55,9 +88,7 @@ def _full(a, n, dims, channels):
 
 
 class _ConvOp(FfiOp):
-  def ffi_attributes(
-    self, *, g, act, act_param, alpha, beta, saved, has_bias, has_residual, **_
-  ):
+  def ffi_attributes(self, *, g, act, act_param, alpha, beta, saved, has_bias, has_residual, **_):
     names = ("in_dims", "out_dims", "window", "strides", "in_dilation", "k_dilation", "pad_lo")
     attrs = {k: np.asarray(v, np.int64) for k, v in zip(names, g.attributes())}
     return dict(
@@ -160,10 +191,33 @@ class ConvForward(_ConvOp):
     ins = (ROW, WEIGHTS) + ((BIAS,) if has_bias else ()) + ((OUT,) if has_residual else ())
     return LeadingDimsSharding(1, 0, ins, (OUT,) * len(avals_out), reduces_params=False)
 
+  def workspace(self, platform, avals_in, *, g, **params):
+    """CUDA: the bytes the sm90 forward's plan asks for (CUTLASS's own, the
+    weights transposed K-major, the bias in float32)."""
+    if platform != "cuda" or not _extension.has_cuda_target(self.target):
+      return []
+    nbytes = _plan_of(avals_in, g, params)
+    return [jax.ShapeDtypeStruct((max(nbytes, 1),), jnp.uint8)]
+
   def fallback(self, platform, **params):
-    if platform != "cuda":
+    if platform != "cuda" or _extension.has_cuda_target(self.target):
       return None
     return lambda *args: _forward_composed(*args, **params)
+
+
+def _plan_of(avals_in, g, params):
+  return forward_plan(
+    g,
+    avals_in[0].shape[0],
+    params["x_dtype"],
+    params["out_dtype"],
+    params["bias_dtype"],
+    params["residual_dtype"],
+    params["act"],
+    params["saved"],
+    params["has_bias"],
+    params["has_residual"],
+  )
 
 
 def _forward_composed(

@@ -287,6 +287,22 @@ LaunchStatus Run(const ConvFwdArgs& p, const Plan& pl, void* workspace, size_t w
 
 }  // namespace
 
+template <class T>
+bool Implementable(const Plan& pl, const ConvFwdArgs& p) {
+  const auto args = MakeArguments<T>(pl, p.e.alpha, p.e.has_residual ? p.e.beta : 0.0f, nullptr, nullptr,
+                                     nullptr, nullptr, nullptr);
+  return FpropSm90<T>::Kernel::can_implement(args);
+}
+
+const char* ConvFpropSm90Refusal(const ConvFwdArgs& p) {
+  Plan pl;
+  if (const char* why = MakePlan(p, &pl)) return why;
+  if (pl.empty) return nullptr;
+  const bool ok = p.dtype == ffi::DataType::BF16 ? Implementable<cutlass::bfloat16_t>(pl, p)
+                                                 : Implementable<cutlass::half_t>(pl, p);
+  return ok ? nullptr : "conv_fprop_sm90: outside CUTLASS's 3-D im2col TMA limits";
+}
+
 size_t ConvFpropSm90Workspace(const ConvFwdArgs& p) {
   Plan pl;
   if (MakePlan(p, &pl) != nullptr || pl.empty) return 0;

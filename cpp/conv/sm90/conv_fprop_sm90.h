@@ -32,6 +32,11 @@ namespace jaxdnn::conv {
 // weights and the float32 bias, each 256-byte aligned.
 size_t ConvFpropSm90Workspace(const ConvFwdArgs& p);
 
+// Why ConvFpropSm90 would refuse p (the shape, dtype and epilogue rules and
+// CUTLASS's can_implement; not the pointers' alignment), or nullptr: what the
+// plan query tells Python before it picks this kernel.
+const char* ConvFpropSm90Refusal(const ConvFwdArgs& p);
+
 // Enqueues the forward on `stream`; no allocation, no host synchronization.
 // workspace must hold ConvFpropSm90Workspace(p) bytes, 16-byte aligned.
 LaunchStatus ConvFpropSm90(const ConvFwdArgs& p, void* workspace, size_t workspace_bytes,

@@ -1,0 +1,84 @@
+"""The CUDA forward (CUTLASS sm90 implicit GEMM, cpp/conv/sm90/) against
+the float32 oracle on the cases it serves: 1D-3D, strides, kernel dilation,
+padding, bias, residual with alpha and beta, relu and relu6, bfloat16 and
+float16; its custom call in the HLO; the gradients (XLA's, through the
+primitives' fallback) through it; calls it does not serve run on XLA with a
+warning. Skipped without a GPU whose build has the kernel."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conformance import assert_close, custom_call_targets, normal
+from conftest import on_gpu
+
+import jaxdnn
+from jaxdnn import _extension
+
+pytestmark = pytest.mark.skipif(
+  not on_gpu() or not _extension.has_cuda_target("jaxdnn_conv_fwd"),
+  reason="needs a GPU and a build with the CUTLASS convolution kernel",
+)
+
+CASES = [
+  ((2, 16, 16, 64), (3, 3, 64, 64), dict(activation="relu")),
+  ((2, 15, 13, 32), (3, 3, 32, 48), dict(strides=2, activation="relu6")),
+  ((2, 14, 14, 256), (1, 1, 256, 128), dict(strides=2, padding="VALID")),
+  ((2, 32, 32, 8), (7, 7, 8, 64), dict(strides=2, padding=((3, 3), (3, 3)), activation="relu")),
+  ((1, 6, 10, 10, 16), (3, 3, 3, 16, 32), dict(activation="relu")),
+  ((3, 50, 24), (5, 24, 40), dict(kernel_dilation=2, padding="CAUSAL")),
+  ((2, 9, 9, 136), (3, 3, 136, 24), dict(padding=((2, 0), (1, 1)))),
+]
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=str)
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_forward_matches_oracle(case, dtype):
+  rng = np.random.default_rng(case)
+  xs, ws, kw = CASES[case]
+  x = normal(rng, xs, dtype)
+  w = normal(rng, ws, dtype, scale=1.0 / np.sqrt(np.prod(ws[:-1])))
+  b = normal(rng, ws[-1:], jnp.float32)
+  f = jax.jit(lambda x, w, b: jaxdnn.conv(x, w, b, **kw))
+  assert "jaxdnn_conv_fwd" in custom_call_targets(f.lower(x, w, b).compile().as_text())
+  got = f(x, w, b)
+  wide = lambda a: a.astype(jnp.float32)
+  want = jaxdnn.conv(wide(x), wide(w), b, implementation="xla", **kw).astype(dtype)
+  assert_close(got, want, 1e-2)
+
+
+def test_residual_alpha_beta_and_gradients():
+  rng = np.random.default_rng(7)
+  x = normal(rng, (2, 12, 12, 32), jnp.bfloat16)
+  w = normal(rng, (3, 3, 32, 32), jnp.bfloat16, scale=0.06)
+  b = normal(rng, (32,), jnp.bfloat16)
+  r = normal(rng, (2, 12, 12, 32), jnp.bfloat16)
+
+  def loss(impl):
+    def f(x, w, b, r):
+      y = jaxdnn.conv(
+        x, w, b, residual=r, alpha=0.5, beta=2.0, activation="relu", implementation=impl
+      )
+      y = y.astype(jnp.float32)
+      return jnp.sum(y * jnp.cos(jnp.arange(y.size, dtype=jnp.float32).reshape(y.shape)))
+
+    return f
+
+  wide = lambda a: a.astype(jnp.float32)
+  got = jax.jit(loss(None))(x, w, b, r)
+  want = loss("xla")(wide(x), wide(w), wide(b), wide(r))
+  assert_close(got, want, 2e-2)
+  g = jax.jit(jax.grad(loss(None), argnums=(0, 1, 2, 3)))(x, w, b, r)
+  gw = jax.grad(loss("xla"), argnums=(0, 1, 2, 3))(wide(x), wide(w), wide(b), wide(r))
+  for a, c in zip(g, gw):
+    assert_close(a, c, 5e-2)
+
+
+def test_unserved_calls_run_on_xla_with_a_warning():
+  x = jnp.ones((1, 8, 8, 6), jnp.bfloat16)  # 6 channels: not a multiple of 8
+  w = jnp.ones((3, 3, 6, 8), jnp.bfloat16)
+  with pytest.warns(UserWarning, match="does not serve"):
+    y = jaxdnn.conv(x, w)
+  assert y.shape == (1, 8, 8, 8)
+  with pytest.raises(ValueError, match="cannot serve"):
+    jaxdnn.conv(x, w, implementation="cuda")
