@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conformance import assert_close, custom_call_targets, normal
+from conftest import on_gpu
 
 import jaxdnn
 
@@ -87,6 +88,9 @@ def test_matches_lax(rng, case, dtype):
     assert_close(got_g, want_g, GRAD_TOL[dtype])
 
 
+@pytest.mark.skipif(
+  on_gpu(), reason="float32 runs on XLA on a GPU (test_conv_cuda.py checks the kernel)"
+)
 def test_custom_calls_in_hlo(rng):
   x, w, b, _ = _args(rng, (2, 6, 6, 4), (3, 3, 4, 4), jnp.float32)
   f = lambda x, w, b: jnp.sum(jaxdnn.conv(x, w, b, activation="gelu") ** 2)

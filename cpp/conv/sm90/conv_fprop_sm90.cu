@@ -1,10 +1,6 @@
-// CUTLASS 3 implicit-GEMM forward convolution on sm_90a (conv_fprop_sm90.h).
-// GEMM view: M = N * outD * outH * outW (output positions, x read through the
-// TMA's im2col mode), N = C_out, K = (C_in, S, R, T) walked as ceil(C_in/64)
-// channel blocks per tap. One configuration: the 128x128x64 tile, cluster
-// 1x1x1, CUTLASS's non-persistent warp-specialized schedule (the only sm90
-// conv schedule; the one its generator instantiates), stages filling the
-// shared memory the TMA epilogue leaves.
+// The sm90 forward convolution's launcher (conv_fprop_sm90.h): the plan,
+// the weights transposed K-major, and the CUTLASS kernel of the tile width
+// the plan picks (conv_fprop_sm90_n64.cu / _n128.cu).
 #include "conv/sm90/conv_fprop_sm90.h"
 
 #include <cuda_fp16.h>
@@ -14,64 +10,25 @@
 #include <climits>
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "common/activation.h"
-
-#include "cutlass/cutlass.h"
-#include "cute/tensor.hpp"
-#include "cutlass/kernel_hardware_info.hpp"
-#include "cutlass/numeric_types.h"
-#include "cutlass/conv/convolution.h"
-#include "cutlass/conv/convnd_problem_shape.hpp"
-#include "cutlass/conv/dispatch_policy.hpp"
-#include "cutlass/conv/collective/collective_builder.hpp"
-#include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/epilogue/fusion/operations.hpp"
-#include "cutlass/epilogue/thread/activation.h"
-#include "cutlass/conv/kernel/conv_universal.hpp"
-#include "cutlass/device_kernel.h"
+#include "common/switches.h"
+#include "conv/sm90/conv_fprop_sm90_plan.h"
 
 namespace jaxdnn::conv {
 namespace {
 
-// The kernel for 16-bit element T (cutlass::bfloat16_t or cutlass::half_t).
-template <class T>
-struct FpropSm90 {
-  static constexpr int kAlign = 8;  // elements in 16 bytes: TMA's stride and address unit
-  using Layout = cutlass::layout::TensorNDHWC;
-  // K tile as a rank-1 shape: it tiles only the channel mode of (C, S, R, T).
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::Shape<cute::_64>>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  // D = clamp(alpha * acc + bias + beta * C, lo, hi): identity, relu and relu6
-  // are clamp bounds, so one kernel serves the three at run time. Bias is
-  // float32 (the launcher widens it), C (the residual) and D are T.
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<cutlass::epilogue::thread::Clamp, T,
-                                                                    float, float, T, float>;
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, T, Layout, kAlign, T, Layout, kAlign,
-      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
-  using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop, T, Layout, kAlign,
-      T, Layout, kAlign, float, TileShape, ClusterShape,
-      cutlass::conv::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::conv::KernelImplicitTmaWarpSpecializedSm90>::CollectiveOp;
-  using Problem = cutlass::conv::ConvProblemShape<cutlass::conv::Operator::kFprop, 3>;
-  using Kernel = cutlass::conv::kernel::ConvUniversal<Problem, Mainloop, Epilogue>;
-};
+using sm90::Plan;
+using sm90::RoundUp;
 
-constexpr size_t kWsAlign = 256;
-size_t RoundUp(size_t n) { return (n + kWsAlign - 1) / kWsAlign * kWsAlign; }
-
-// The problem in CUTLASS's terms, checked.
-struct Plan {
-  int act[5], flt[5];  // [N, D, H, W, C_in], [C_out, T, R, S, C_in]
-  int lo[3], hi[3], stride[3], dil[3];
-  float clamp_lo, clamp_hi;
-  size_t weight_bytes = 0, bias_bytes = 0;
-  bool empty = false;  // nothing to write
-};
+// The CTA tile's C_out width: 64 where C_out fits it (a 128-wide tile would
+// idle half its MMAs), else 128; JAXDNN_CONV_TILE_N forces one.
+int TileN(int64_t out_channels) {
+  const std::string forced = SwitchText(Switch::kConvTileN);
+  if (forced == "64" || forced == "128") return std::stoi(forced);
+  return out_channels <= 64 ? 64 : 128;
+}
 
 bool FitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
@@ -113,9 +70,6 @@ const char* MakePlan(const ConvFwdArgs& p, Plan* pl) {
       p.bias_dtype != ffi::DataType::F16 && p.bias_dtype != ffi::DataType::F64) {
     return "conv_fprop_sm90: unsupported bias dtype";
   }
-  if ((p.e.has_bias && p.bias == nullptr) || (p.e.has_residual && p.residual == nullptr)) {
-    return "conv_fprop_sm90: bias or residual flagged but null";
-  }
   if (g.batch == 0 || g.out_positions() == 0 || g.out_channels == 0) {
     pl->empty = true;
     return nullptr;
@@ -153,44 +107,11 @@ const char* MakePlan(const ConvFwdArgs& p, Plan* pl) {
     pl->dil[k] = int(g.k_dilation[k]);
   }
   if (g.taps() > 65535) return "conv_fprop_sm90: more than 65535 taps";
+  pl->half = p.dtype == ffi::DataType::F16;
+  pl->tile_n = TileN(g.out_channels);
   pl->weight_bytes = RoundUp(size_t(g.weights()) * 2);
   pl->bias_bytes = p.e.has_bias ? RoundUp(size_t(g.out_channels) * sizeof(float)) : 0;
   return nullptr;
-}
-
-template <class T>
-typename FpropSm90<T>::Kernel::Arguments MakeArguments(const Plan& pl, float alpha, float beta, const void* x,
-                                                       const void* wt, const float* bias, const void* c,
-                                                       void* d) {
-  using Kernel = typename FpropSm90<T>::Kernel;
-  typename FpropSm90<T>::Problem shape(
-      cutlass::conv::Mode::kCrossCorrelation, {pl.act[0], pl.act[1], pl.act[2], pl.act[3], pl.act[4]},
-      {pl.flt[0], pl.flt[1], pl.flt[2], pl.flt[3], pl.flt[4]}, {pl.lo[0], pl.lo[1], pl.lo[2]},
-      {pl.hi[0], pl.hi[1], pl.hi[2]}, {pl.stride[0], pl.stride[1], pl.stride[2]},
-      {pl.dil[0], pl.dil[1], pl.dil[2]}, 1);
-  // C and D: M mode (q, p, z, n) innermost first, from the packed [N, Z, P, Q, K].
-  typename Kernel::StrideC dc{};
-  typename Kernel::StrideD dd{};
-  cute::for_each(cute::make_seq<4>{}, [&](auto i) {
-    cute::get<0, i>(dc) = shape.stride_C[3 - i];
-    cute::get<0, i>(dd) = shape.stride_C[3 - i];
-  });
-  typename Kernel::Arguments args{};
-  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape = shape;
-  args.mainloop.ptr_A = static_cast<const T*>(x);
-  args.mainloop.ptr_B = static_cast<const T*>(wt);
-  auto& t = args.epilogue.thread;
-  t.alpha = alpha;
-  t.beta = beta;
-  t.bias_ptr = bias;  // null: a zero bias, nothing read
-  t.activation.lower_bound = pl.clamp_lo;
-  t.activation.upper_bound = pl.clamp_hi;
-  args.epilogue.ptr_C = static_cast<const T*>(c);
-  args.epilogue.dC = dc;
-  args.epilogue.ptr_D = static_cast<T*>(d);
-  args.epilogue.dD = dd;
-  return args;
 }
 
 // w [taps, C_in, C_out] -> wt [C_out, taps, C_in] through a 32x32 tile per
@@ -227,88 +148,89 @@ __global__ void PrepareWeightsKernel(const uint16_t* __restrict__ w, uint16_t* _
   }
 }
 
-template <class T>
-size_t CutlassWorkspace(const Plan& pl) {
-  const auto args = MakeArguments<T>(pl, 1.0f, 0.0f, nullptr, nullptr, nullptr, nullptr, nullptr);
-  return RoundUp(FpropSm90<T>::Kernel::get_workspace_size(args));
-}
-
 bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-template <class T>
+// fn<kHalf, kTileN>() for the plan's configuration.
+template <template <bool, int> class Fn, class... Args>
+auto Dispatch(const Plan& pl, Args&&... args) {
+  if (pl.half) {
+    return pl.tile_n == 64 ? Fn<true, 64>::Call(args...) : Fn<true, 128>::Call(args...);
+  }
+  return pl.tile_n == 64 ? Fn<false, 64>::Call(args...) : Fn<false, 128>::Call(args...);
+}
+
+template <bool H, int N>
+struct WorkspaceOf {
+  static size_t Call(const Plan& pl) { return sm90::CutlassWorkspace<H, N>(pl); }
+};
+template <bool H, int N>
+struct ImplementableOf {
+  static bool Call(const Plan& pl, float alpha, float beta) {
+    return sm90::Implementable<H, N>(pl, alpha, beta);
+  }
+};
+template <bool H, int N>
+struct LaunchOf {
+  template <class... A>
+  static LaunchStatus Call(const A&... a) {
+    return sm90::Launch<H, N>(a...);
+  }
+};
+
 LaunchStatus Run(const ConvFwdArgs& p, const Plan& pl, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream) {
-  using Kernel = typename FpropSm90<T>::Kernel;
-  const size_t cutlass_bytes = CutlassWorkspace<T>(pl);
+  const size_t cutlass_bytes = Dispatch<WorkspaceOf>(pl, pl);
   if (workspace_bytes < cutlass_bytes + pl.weight_bytes + pl.bias_bytes || workspace == nullptr) {
     return LaunchStatus::Refused("conv_fprop_sm90: workspace smaller than ConvFpropSm90Workspace");
   }
   const bool has_res = p.e.has_residual;
+  if ((p.e.has_bias && p.bias == nullptr) || (has_res && p.residual == nullptr)) {
+    return LaunchStatus::Refused("conv_fprop_sm90: bias or residual flagged but null");
+  }
   if (!Aligned16(workspace) || !Aligned16(p.x) || !Aligned16(p.y) || (has_res && !Aligned16(p.residual))) {
     return LaunchStatus::Refused("conv_fprop_sm90: x, y, residual and workspace must be 16-byte aligned");
   }
-  char* ws = static_cast<char*>(workspace);
-  void* wt = ws + cutlass_bytes;
-  float* bias = p.e.has_bias ? reinterpret_cast<float*>(ws + cutlass_bytes + pl.weight_bytes) : nullptr;
-
   // Without a residual, beta = 0 keeps C unread (CUTLASS skips its loads);
   // y stands in as C so that C's TMA descriptor is still a valid one.
-  const auto args = MakeArguments<T>(pl, p.e.alpha, has_res ? p.e.beta : 0.0f, p.x, wt, bias,
-                                     has_res ? p.residual : p.y, p.y);
-  if (!Kernel::can_implement(args)) {
+  const float beta = has_res ? p.e.beta : 0.0f;
+  if (!Dispatch<ImplementableOf>(pl, pl, p.e.alpha, beta)) {
     return LaunchStatus::Refused(
         "conv_fprop_sm90: outside CUTLASS's 3-D im2col TMA limits (per dim: padding <= 16, "
         "(window - 1) * dilation <= min(30, 16 + high padding); output positions < 2^31)");
   }
-
+  char* ws = static_cast<char*>(workspace);
+  void* wt = ws + cutlass_bytes;
+  float* bias = p.e.has_bias ? reinterpret_cast<float*>(ws + cutlass_bytes + pl.weight_bytes) : nullptr;
   const int taps = int(p.g.taps()), cin = pl.act[4], cout = pl.flt[0];
   const dim3 prep_grid((cout + 31) / 32, (cin + 31) / 32, taps);
   PrepareWeightsKernel<<<prep_grid, dim3(32, 8), 0, stream>>>(static_cast<const uint16_t*>(p.w),
                                                               static_cast<uint16_t*>(wt), taps, cin, cout,
                                                               p.bias, p.bias_dtype, bias);
-  cudaError_t err = cudaGetLastError();
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-
   void* cutlass_ws = cutlass_bytes > 0 ? workspace : nullptr;
-  if (Kernel::initialize_workspace(args, cutlass_ws, stream) != cutlass::Status::kSuccess) {
-    return LaunchStatus::Refused("conv_fprop_sm90: CUTLASS workspace initialization failed");
-  }
-  // TMA descriptors (encoded on the host) travel in the kernel parameters.
-  const typename Kernel::Params params = Kernel::to_underlying_arguments(args, cutlass_ws);
-  constexpr int kSmem = Kernel::SharedStorageSize;
-  auto* kernel = &cutlass::device_kernel<Kernel>;
-  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)) !=
-      cudaSuccess) {
-    return err;
-  }
-  kernel<<<Kernel::get_grid_shape(params), Kernel::get_block_shape(), kSmem, stream>>>(params);
-  return cudaGetLastError();
+  const void* c = has_res ? p.residual : p.y;
+  return Dispatch<LaunchOf>(pl, pl, p.e.alpha, beta, p.x, static_cast<const void*>(wt),
+                            static_cast<const float*>(bias), c, p.y, cutlass_ws, stream);
 }
 
 }  // namespace
-
-template <class T>
-bool Implementable(const Plan& pl, const ConvFwdArgs& p) {
-  const auto args = MakeArguments<T>(pl, p.e.alpha, p.e.has_residual ? p.e.beta : 0.0f, nullptr, nullptr,
-                                     nullptr, nullptr, nullptr);
-  return FpropSm90<T>::Kernel::can_implement(args);
-}
 
 const char* ConvFpropSm90Refusal(const ConvFwdArgs& p) {
   Plan pl;
   if (const char* why = MakePlan(p, &pl)) return why;
   if (pl.empty) return nullptr;
-  const bool ok = p.dtype == ffi::DataType::BF16 ? Implementable<cutlass::bfloat16_t>(pl, p)
-                                                 : Implementable<cutlass::half_t>(pl, p);
-  return ok ? nullptr : "conv_fprop_sm90: outside CUTLASS's 3-D im2col TMA limits";
+  const float beta = p.e.has_residual ? p.e.beta : 0.0f;
+  if (!Dispatch<ImplementableOf>(pl, pl, p.e.alpha, beta)) {
+    return "conv_fprop_sm90: outside CUTLASS's 3-D im2col TMA limits";
+  }
+  return nullptr;
 }
 
 size_t ConvFpropSm90Workspace(const ConvFwdArgs& p) {
   Plan pl;
   if (MakePlan(p, &pl) != nullptr || pl.empty) return 0;
-  const size_t cutlass_bytes = p.dtype == ffi::DataType::BF16 ? CutlassWorkspace<cutlass::bfloat16_t>(pl)
-                                                              : CutlassWorkspace<cutlass::half_t>(pl);
-  return cutlass_bytes + pl.weight_bytes + pl.bias_bytes;
+  return Dispatch<WorkspaceOf>(pl, pl) + pl.weight_bytes + pl.bias_bytes;
 }
 
 LaunchStatus ConvFpropSm90(const ConvFwdArgs& p, void* workspace, size_t workspace_bytes,
@@ -316,9 +238,7 @@ LaunchStatus ConvFpropSm90(const ConvFwdArgs& p, void* workspace, size_t workspa
   Plan pl;
   if (const char* why = MakePlan(p, &pl)) return LaunchStatus::Refused(why);
   if (pl.empty) return cudaSuccess;
-  if (p.dtype == ffi::DataType::BF16)
-    return Run<cutlass::bfloat16_t>(p, pl, workspace, workspace_bytes, stream);
-  return Run<cutlass::half_t>(p, pl, workspace, workspace_bytes, stream);
+  return Run(p, pl, workspace, workspace_bytes, stream);
 }
 
 }  // namespace jaxdnn::conv

@@ -15,12 +15,27 @@ mkdir -p "$out"
 bin="$out/conv_fprop_sm90_selftest"
 stage=${STAGE:-all}
 start=$SECONDS
-[ "$stage" = run ] || nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
-  -Icpp -I"$CUTLASS_INCLUDE" -I"$CUTLASS_INCLUDE/../tools/util/include" -I"$JAX_INCLUDE" -DNDEBUG \
-  tests/cuda/conv/conv_fprop_sm90_selftest.cu cpp/conv/sm90/conv_fprop_sm90.cu -o "$bin"
+flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Icpp -I"$CUTLASS_INCLUDE"
+  -I"$CUTLASS_INCLUDE/../tools/util/include" -I"$JAX_INCLUDE" -DNDEBUG)
+srcs=(tests/cuda/conv/conv_fprop_sm90_selftest.cu cpp/conv/sm90/conv_fprop_sm90.cu
+  cpp/conv/sm90/conv_fprop_sm90_n64.cu cpp/conv/sm90/conv_fprop_sm90_n128.cu cpp/common/switches.cc)
+if [ "$stage" != run ]; then
+  # One nvcc per source, side by side (each CUTLASS tile unit takes about a minute).
+  objs=()
+  for src in "${srcs[@]}"; do
+    obj="$out/$(basename "$src").o"
+    objs+=("$obj")
+    nvcc "${flags[@]}" -c "$src" -o "$obj" &
+  done
+  wait
+  nvcc -gencode=arch=compute_90a,code=sm_90a "${objs[@]}" -o "$bin"
+fi
 [ "$stage" = run ] || echo "built $bin in $((SECONDS - start)) s"
 [ "$stage" = build ] && exit 0
 status=0
 "$bin" || status=$?
-"$bin" bench || status=$?
+for tile in 64 128; do
+  echo "-- JAXDNN_CONV_TILE_N=$tile"
+  JAXDNN_CONV_TILE_N=$tile "$bin" bench || status=$?
+done
 exit $status
