@@ -8,6 +8,9 @@ folds the spatial dims: x is [N, in positions * C_in], the weights flat
   dgrad:    dy, w, [saved]             -> dx, [d residual]
   wgrad:    x, dy, [saved]             -> dw, [d bias]
 
+On CUDA, a primitive whose kernel is missing from the build lowers to
+XLA's convolutions in the operands' dtype (reference.py, native=True).
+
 `saved` is what the forward kept for the activation's derivative: nothing
 (no activation), y (relu, relu6: their derivative is a test on y) or z.
 Static params: `g`, the Geometry with batch 0 (the batch is the operands'),
@@ -230,7 +233,7 @@ def _forward_composed(
   xs = _full(x, n, g.spatial, g.in_channels)
   ws = w.reshape((*g.window, g.in_channels // g.groups, g.out_channels))
   rs = None if residual is None else _full(residual, n, g.out, g.out_channels)
-  c = reference.conv(xs, ws, g)
+  c = reference.conv(xs, ws, g, native=True)
   z = reference.epilogue_z(c, bias, rs, alpha, beta)
   y = kinds.function(act, act_param)(z).astype(out_dtype).reshape(n, -1)
   return (y, z.astype(out_dtype).reshape(n, -1)) if saved == SAVE_PREACT else (y,)
@@ -271,7 +274,8 @@ def _dgrad_composed(
   ws = w.reshape((*g.window, g.in_channels // g.groups, g.out_channels))
   gn = dataclasses.replace(g, batch=n)
   dconv = _full(dz * alpha, n, g.out, g.out_channels)
-  dx = reference.data_grad(dconv, ws, gn, _dtype(x_dtype)).astype(x_dtype).reshape(n, -1)
+  dx = reference.data_grad(dconv, ws, gn, _dtype(x_dtype), native=True)
+  dx = dx.astype(x_dtype).reshape(n, -1)
   if not has_residual:
     return (dx,)
   return dx, (dz * beta).astype(residual_dtype)
@@ -308,7 +312,8 @@ def _wgrad_composed(x, dy, *saved, g, act, act_param, alpha, has_bias, w_dtype, 
   xs = _full(x, n, g.spatial, g.in_channels)
   w_shape = (*g.window, g.in_channels // g.groups, g.out_channels)
   dconv = _full(dz * alpha, n, g.out, g.out_channels)
-  dw = reference.weight_grad(xs, dconv, gn, w_shape, _dtype(w_dtype)).astype(w_dtype).reshape(-1)
+  dw = reference.weight_grad(xs, dconv, gn, w_shape, _dtype(w_dtype), native=True)
+  dw = dw.astype(w_dtype).reshape(-1)
   if not has_bias:
     return (dw,)
   return dw, jnp.sum(dz, axis=0).reshape(-1, g.out_channels).sum(axis=0).astype(bias_dtype)

@@ -20,9 +20,23 @@ def acc_dtype(dtype):
   return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
-def conv(x, w, g):
+def conv(x, w, g, native=False):
   """lax.conv_general_dilated on channels-last x and Flax-layout w with the
-  Geometry g's explicit padding, accumulated in float32 (float64)."""
+  Geometry g's explicit padding, accumulated in float32 (float64) and
+  returned so; native=True: XLA's convolution as user code gets it (x's
+  dtype out, default precision: cuDNN's fast paths), for the lowerings that
+  stand in for a missing kernel rather than serve as the oracle."""
+  if native:
+    return jax.lax.conv_general_dilated(
+      x,
+      w,
+      window_strides=g.strides,
+      padding=g.pads,
+      lhs_dilation=g.input_dilation,
+      rhs_dilation=g.kernel_dilation,
+      dimension_numbers=_SPECS[g.ndim],
+      feature_group_count=g.groups,
+    ).astype(acc_dtype(x.dtype))
   acc = acc_dtype(x.dtype)
   precision = jax.lax.Precision.HIGHEST if x.dtype in (jnp.float32, jnp.float64) else None
   return jax.lax.conv_general_dilated(
@@ -50,9 +64,10 @@ def epilogue_z(c, bias, residual, alpha, beta):
   return z
 
 
-def forward(x, w, bias, residual, g, act, act_param, alpha, beta, out_dtype):
-  """y = activation(alpha * conv + bias + beta * residual), rounded once."""
-  z = epilogue_z(conv(x, w, g), bias, residual, alpha, beta)
+def forward(x, w, bias, residual, g, act, act_param, alpha, beta, out_dtype, native=False):
+  """y = activation(alpha * conv + bias + beta * residual), rounded once
+  (native: the convolution XLA's way, see conv)."""
+  z = epilogue_z(conv(x, w, g, native), bias, residual, alpha, beta)
   return kinds.function(act, act_param)(z).astype(out_dtype)
 
 
@@ -67,14 +82,22 @@ def backprop(act, act_param, dy, saved):
   return vjp(dy)[0]
 
 
-def data_grad(dconv, w, g, x_dtype):
-  """dL/dx of conv(x, w) given dL/dconv (a linear map: its transpose)."""
-  x0 = jax.ShapeDtypeStruct((g.batch, *g.spatial, g.in_channels), x_dtype)
-  _, vjp = jax.vjp(lambda x: conv(x, w, g), jnp.zeros(x0.shape, x0.dtype))
+def data_grad(dconv, w, g, x_dtype, native=False):
+  """dL/dx of conv(x, w) given dL/dconv (a linear map: its transpose);
+  native: XLA's data-gradient convolution in x's dtype."""
+  x0 = jnp.zeros((g.batch, *g.spatial, g.in_channels), x_dtype)
+  if native:
+    _, vjp = jax.vjp(lambda x: conv(x, w, g, True).astype(x_dtype), x0)
+    return vjp(dconv.astype(x_dtype))[0]
+  _, vjp = jax.vjp(lambda x: conv(x, w, g), x0)
   return vjp(dconv.astype(acc_dtype(x_dtype)))[0]
 
 
-def weight_grad(x, dconv, g, w_shape, w_dtype):
-  """dL/dw of conv(x, w) given dL/dconv."""
-  _, vjp = jax.vjp(lambda w: conv(x, w, g), jnp.zeros(w_shape, w_dtype))
+def weight_grad(x, dconv, g, w_shape, w_dtype, native=False):
+  """dL/dw of conv(x, w) given dL/dconv; native as data_grad's."""
+  w0 = jnp.zeros(w_shape, w_dtype)
+  if native:
+    _, vjp = jax.vjp(lambda w: conv(x, w, g, True).astype(x.dtype), w0)
+    return vjp(dconv.astype(x.dtype))[0]
+  _, vjp = jax.vjp(lambda w: conv(x, w, g), w0)
   return vjp(dconv.astype(acc_dtype(x.dtype)))[0]
