@@ -99,13 +99,18 @@ class LeadingDimsSharding:
     out_shardings = tuple(NamedSharding(mesh, self._spec(r, lead)) for r in self.out_roles)
     reduce_axes = _mesh_axes(lead[self.n_groups :])
 
+    def psum(o):
+      # 16-bit parameter gradients are summed over the shards in float32 and
+      # rounded once more, not accumulated in 16 bits shard by shard.
+      if jax.numpy.dtype(o.dtype).itemsize < 4:
+        return jax.lax.psum(o.astype(jax.numpy.float32), reduce_axes).astype(o.dtype)
+      return jax.lax.psum(o, reduce_axes)
+
     def per_shard(*args):
       outs = call(*args)
       if not (self.reduces_params and reduce_axes):
         return outs
-      return tuple(
-        jax.lax.psum(o, reduce_axes) if _is_param(r) else o for o, r in zip(outs, self.out_roles)
-      )
+      return tuple(psum(o) if _is_param(r) else o for o, r in zip(outs, self.out_roles))
 
     return mesh, per_shard, out_shardings, arg_shardings
 

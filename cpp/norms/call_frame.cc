@@ -33,14 +33,29 @@ ffi::Error CheckLike(const ffi::AnyBuffer& ref, const ffi::AnyBuffer& b, const c
   return ffi::Error::Success();
 }
 
-ffi::Error CheckParam(const ffi::AnyBuffer& b, const NormShape& s, const char* name) {
-  if (b.element_type() != ffi::DataType::F32 || LastDim(b) != s.dim ||
-      int64_t(b.element_count()) % (s.dim ? s.dim : 1) != 0) {
-    return InvalidArg(kOp, std::string(name) + " must be float32 [groups, dim]");
+// A parameter (or its gradient) of dtype `want`, the one scale has (float32
+// or x's dtype).
+ffi::Error CheckParam(const ffi::AnyBuffer& b, const NormShape& s, ffi::DataType want, const char* name) {
+  if (b.element_type() != want) {
+    return InvalidArg(kOp, std::string(name) + " must have scale's dtype " + DtypeName(want) + ", got " +
+                               DtypeName(b.element_type()));
+  }
+  if (LastDim(b) != s.dim || int64_t(b.element_count()) % (s.dim ? s.dim : 1) != 0) {
+    return InvalidArg(kOp, std::string(name) + " must be [groups, dim]");
   }
   const int64_t groups = s.dim ? int64_t(b.element_count()) / s.dim : 1;
   if (groups != s.groups) return InvalidArg(kOp, std::string(name) + " has the wrong group count");
   return ffi::Error::Success();
+}
+
+// The parameters' dtype, from scale: float32 or x's dtype.
+ffi::ErrorOr<ffi::DataType> ParamDtype(const ffi::AnyBuffer& x, const ffi::AnyBuffer& scale) {
+  const ffi::DataType t = scale.element_type();
+  if (t != ffi::DataType::F32 && t != x.element_type()) {
+    return ffi::Unexpected(InvalidArg(kOp, std::string("scale must be float32 or x's dtype ") +
+                                               DtypeName(x.element_type()) + ", got " + DtypeName(t)));
+  }
+  return t;
 }
 
 ffi::Error CheckStat(const ffi::AnyBuffer& b, const NormShape& s, const char* name) {
@@ -84,19 +99,21 @@ ffi::ErrorOr<NormFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   }
   JAXDNN_TRY(scale, Arg(args, a, "scale"));
   JAXDNN_TRY(shape, ShapeOf(x, scale));
-  JAXDNN_CHECK(CheckParam(scale, shape, "scale"));
+  JAXDNN_TRY(pdtype, ParamDtype(x, scale));
+  JAXDNN_CHECK(CheckParam(scale, shape, pdtype, "scale"));
   p.shape = shape;
   p.dtype = x.element_type();
   p.x = x.untyped_data();
-  p.scale = static_cast<const float*>(scale.untyped_data());
+  p.scale = scale.untyped_data();
+  p.params16 = pdtype != ffi::DataType::F32;
   if (residual) {
     JAXDNN_CHECK(CheckLike(x, res, "residual"));
     p.residual = res.untyped_data();
   }
   if (layer) {
     JAXDNN_TRY(bias, Arg(args, a, "bias"));
-    JAXDNN_CHECK(CheckParam(bias, shape, "bias"));
-    p.bias = static_cast<const float*>(bias.untyped_data());
+    JAXDNN_CHECK(CheckParam(bias, shape, pdtype, "bias"));
+    p.bias = bias.untyped_data();
   }
   JAXDNN_TRY(y, Ret(rets, r, "y"));
   JAXDNN_CHECK(CheckLike(x, *y, "y"));
@@ -129,12 +146,14 @@ ffi::ErrorOr<NormBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   JAXDNN_TRY(scale, Arg(args, a, "scale"));
   JAXDNN_TRY(shape, ShapeOf(z, scale));
   JAXDNN_CHECK(CheckLike(z, dy, "dy"));
-  JAXDNN_CHECK(CheckParam(scale, shape, "scale"));
+  JAXDNN_TRY(pdtype, ParamDtype(z, scale));
+  JAXDNN_CHECK(CheckParam(scale, shape, pdtype, "scale"));
   p.shape = shape;
   p.dtype = z.element_type();
   p.dy = dy.untyped_data();
   p.z = z.untyped_data();
-  p.scale = static_cast<const float*>(scale.untyped_data());
+  p.scale = scale.untyped_data();
+  p.params16 = pdtype != ffi::DataType::F32;
   if (layer) {
     JAXDNN_TRY(mean, Arg(args, a, "mean"));
     JAXDNN_CHECK(CheckStat(mean, shape, "mean"));
@@ -152,12 +171,12 @@ ffi::ErrorOr<NormBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   JAXDNN_CHECK(CheckLike(z, *dx, "dx"));
   p.dx = dx->untyped_data();
   JAXDNN_TRY(dscale, Ret(rets, r, "dscale"));
-  JAXDNN_CHECK(CheckParam(*dscale, shape, "dscale"));
-  p.dscale = static_cast<float*>(dscale->untyped_data());
+  JAXDNN_CHECK(CheckParam(*dscale, shape, pdtype, "dscale"));
+  p.dscale = dscale->untyped_data();
   if (layer) {
     JAXDNN_TRY(dbias, Ret(rets, r, "dbias"));
-    JAXDNN_CHECK(CheckParam(*dbias, shape, "dbias"));
-    p.dbias = static_cast<float*>(dbias->untyped_data());
+    JAXDNN_CHECK(CheckParam(*dbias, shape, pdtype, "dbias"));
+    p.dbias = dbias->untyped_data();
   }
   if (has_workspace) {
     JAXDNN_TRY(ws, Ret(rets, r, "workspace"));

@@ -1,9 +1,11 @@
 // The norm family's problem description, shared by the CPU and CUDA paths.
 //
 // x has shape [*leading, dim]; its rows are the flattened leading dims. The
-// float32 scale/bias have shape [*groups, dim] where `groups` is a prefix of
-// the leading dims (empty unless vmap batched the parameters), so rows are
-// split into `groups` contiguous runs that each use their own scale row.
+// scale/bias have shape [*groups, dim] where `groups` is a prefix of the
+// leading dims (empty unless vmap batched the parameters), so rows are split
+// into `groups` contiguous runs that each use their own scale row. They are
+// float32, or (`params16`) both in x's 16-bit dtype: the kernels convert them
+// to float32 as they load them, and write dscale/dbias in the same dtype.
 #pragma once
 
 #include <cstdint>
@@ -42,13 +44,14 @@ struct NormFwdArgs {
   ffi::DataType dtype;
   const void* x;
   const void* residual;  // null when no residual is fused
-  const float* scale;    // [groups, dim]
-  const float* bias;     // [groups, dim]; null for RMSNorm
+  const void* scale;     // [groups, dim], float32 or (params16) x's dtype
+  const void* bias;      // [groups, dim], scale's dtype; null for RMSNorm
   void* y;
   void* z;                  // residual sum, written only when residual != null
   float* mean;              // [rows]; null for RMSNorm
   float* rstd;              // [rows]
   bool stream_rows = true;  // CUDA: evict-first row accesses (RowCachePolicy)
+  bool params16 = false;    // scale and bias in x's 16-bit dtype, not float32
 };
 
 // Backward from the saved z, mean and rstd:
@@ -60,16 +63,17 @@ struct NormBwdArgs {
   ffi::DataType dtype;
   const void* dy;
   const void* z;
-  const float* scale;
+  const void* scale;  // [groups, dim], float32 or (params16) x's dtype
   const float* mean;  // null for RMSNorm
   const float* rstd;
   const void* dsum;  // cotangent of the residual sum; may be null
   void* dx;
-  float* dscale;    // [groups, dim]
-  float* dbias;     // [groups, dim]; null for RMSNorm
+  void* dscale;     // [groups, dim], scale's dtype
+  void* dbias;      // [groups, dim], scale's dtype; null for RMSNorm
   float* partials;  // CUDA workspace [groups, num_partials, 2, dim]; null on CPU
   int64_t num_partials;
   bool stream_rows = true;  // CUDA: evict-first row accesses (RowCachePolicy)
+  bool params16 = false;    // scale, dscale and dbias in x's 16-bit dtype, not float32
 };
 
 // Buffer order (the Python primitives follow it):

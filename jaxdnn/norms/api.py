@@ -47,10 +47,21 @@ def _norm_bwd(kind, epsilon, implementation, saved, ct):
 _norm.defvjp(_forward, _norm_bwd)
 
 
-def _params_f32(scale, bias, dim, zero_centered_scale, layer):
-  # The kernels read float32 parameters; the cast (and the zero-centred +1)
-  # is outside the custom_vjp, so autodiff carries the gradient back to the
-  # caller's dtype.
+def _params(scale, bias, dim, zero_centered_scale, layer, dtype):
+  # The kernels read parameters in float32 or in x's dtype (converted to
+  # float32 in registers) and return their gradients in that dtype, so
+  # parameters already in one of those go in as they are: no convert runs
+  # before the kernel or after its backward. Anything else (another dtype,
+  # scale and bias of different dtypes, a parameter left out and synthesized
+  # here, the zero-centred +1) is cast to float32 outside the custom_vjp, so
+  # autodiff carries the gradient back to the caller's dtype.
+  given = [p for p in ((scale, bias) if layer else (scale,)) if p is not None]
+  native = {jnp.dtype(jnp.float32), jnp.dtype(dtype)}
+  dtypes = {jnp.dtype(p.dtype) for p in given}
+  if len(given) == (2 if layer else 1) and not zero_centered_scale and len(dtypes) == 1:
+    (pdtype,) = dtypes
+    if pdtype in native:
+      return scale, (bias if layer else None)
   if scale is None:
     s = jnp.ones((dim,), jnp.float32)
   else:
@@ -77,7 +88,9 @@ def layer_norm(
 
   Args:
     x: [..., D] float32, bfloat16 or float16.
-    scale, bias: optional [D] parameters (any floating dtype).
+    scale, bias: optional [D] parameters (any floating dtype). In float32 or
+      in x's dtype (both the same) the kernels read them as they are and
+      return their gradients in that dtype; others are cast to float32.
     epsilon: added to the variance; must be > 0.
     residual: optional array like `x`; normalizes `x + residual` and returns
       `(y, x + residual)`, the pre-norm residual stream of a transformer.
@@ -94,7 +107,7 @@ def layer_norm(
     return reference.layer_norm(
       x, scale, bias, epsilon=epsilon, residual=residual, zero_centered_scale=zero_centered_scale
     )
-  s, b = _params_f32(scale, bias, x.shape[-1], zero_centered_scale, True)
+  s, b = _params(scale, bias, x.shape[-1], zero_centered_scale, True, dtype)
   res = None if residual is None else residual.astype(dtype)
   return _norm("layer", float(epsilon), impl, x.astype(dtype), res, s, b)
 
@@ -112,6 +125,6 @@ def rms_norm(
     return reference.rms_norm(
       x, scale, epsilon=epsilon, residual=residual, zero_centered_scale=zero_centered_scale
     )
-  s, _ = _params_f32(scale, None, x.shape[-1], zero_centered_scale, False)
+  s, _ = _params(scale, None, x.shape[-1], zero_centered_scale, False, dtype)
   res = None if residual is None else residual.astype(dtype)
   return _norm("rms", float(epsilon), impl, x.astype(dtype), res, s, None)

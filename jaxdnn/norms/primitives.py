@@ -4,8 +4,10 @@ Operand order matches cpp/norms/problem.h:
   forward:  x, [residual], scale, [bias]        -> y, [z], [mean], rstd
   backward: dy, z, scale, [mean], rstd, [dsum]  -> dx, dscale, [dbias]
 (bias/mean/dbias for LayerNorm; residual/z/dsum when a residual is fused).
-scale and bias are float32 [*groups, D]: `groups` is a prefix of x's leading
-dims, non-empty only once vmap has batched the parameters.
+scale and bias are [*groups, D], both float32 or both in x's dtype (read as
+they are, converted to float32 in the kernels' registers); dscale and dbias
+come back in scale's dtype. `groups` is a prefix of x's leading dims,
+non-empty only once vmap has batched the parameters.
 """
 
 from __future__ import annotations
@@ -94,9 +96,10 @@ class NormBackward(FfiOp):
     return tuple(ins), tuple(outs)
 
   def abstract_eval(self, dy, z, scale, *rest, kind, residual, implementation):
-    outs = [shaped(z.shape, z.dtype), shaped(scale.shape, jnp.float32)]
+    # The parameter gradients in the parameters' dtype (bias shares scale's).
+    outs = [shaped(z.shape, z.dtype), shaped(scale.shape, scale.dtype)]
     if kind == "layer":
-      outs.append(shaped(scale.shape, jnp.float32))
+      outs.append(shaped(scale.shape, scale.dtype))
     return outs
 
   def ffi_attributes(self, *, kind, residual, implementation):

@@ -44,3 +44,29 @@ def test_sharded_rows(kind, residual):
   assert "jaxdnn_norm_bwd" in hlo and "all-gather" not in hlo
   # The only communication: summing the parameter gradients over the shards.
   assert "all-reduce" in hlo
+
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_sharded_16bit_parameters(kind):
+  # bfloat16 parameters reach the kernels as they are, whose per-shard
+  # gradients come back in bfloat16 and are summed over the shards (in
+  # float32: jaxdnn/_sharding.py; the CPU's XLA widens a 16-bit all-reduce
+  # by itself, so the compiled HLO here cannot tell).
+  mesh = jax.make_mesh((2, 2), ("data", "model"))
+  x = rand((8, 6, 64), jnp.bfloat16)
+  s, b = (None if p is None else p.astype(jnp.bfloat16) for p in params(kind, 64))
+  xs = jax.device_put(x, NamedSharding(mesh, P("data", "model", None)))
+  argnums = (1, 2) if kind == "layer" else (1,)
+
+  def grad(impl):
+    loss = lambda x, s, b: jnp.sum(
+      jnp.sin(call(kind, x, s, b, implementation=impl)) * jnp.arange(64.0)
+    )
+    return jax.jit(jax.grad(loss, argnums=argnums))
+
+  got, want = grad(None)(xs, s, b), grad("xla")(x, s, b)
+  for g, w in zip(got, want):
+    assert g.dtype == jnp.bfloat16
+    assert_close(g, w, 4e-2)
+  hlo = grad(None).lower(xs, s, b).compile().as_text()
+  assert "jaxdnn_norm_bwd" in hlo and "all-gather" not in hlo and "all-reduce" in hlo

@@ -2,6 +2,8 @@
 no parameters, batched parameters, NaN/Inf, empty rows, mixed dtypes, GPU
 launch layouts and determinism."""
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -89,6 +91,129 @@ def test_mixed_parameter_dtype():
   assert_close(y, jaxdnn.rms_norm(x, s, implementation="xla"), 2e-2)
   g = jax.grad(lambda s: jnp.sum(jaxdnn.rms_norm(x, s).astype(jnp.float32)))(s)
   assert g.dtype == jnp.float32
+
+
+# The kernels read 16-bit parameters in x's dtype as they are (converted in
+# registers) and return their gradients in that dtype: against the oracle,
+# over the scalar/odd (3, 4097), vector (64, 1000) and grouped (vmap) paths.
+KERNELS = [None] + ([] if jax.default_backend() == "gpu" else ["cpu"])
+DTYPES16 = [jnp.bfloat16, jnp.float16]
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES16, ids=lambda d: jnp.dtype(d).name)
+@pytest.mark.parametrize("shape", [(4, 3), (7, 1000), (3, 4097), (2, 3, 64)], ids=str)
+@pytest.mark.parametrize("residual", [False, True])
+def test_16bit_parameters(impl, kind, dtype, shape, residual):
+  x, r, dy = rand(shape, dtype, offset=0.5), rand(shape, dtype), rand(shape, dtype)
+  s, b = (p if p is None else p.astype(dtype) for p in params(kind, shape[-1]))
+
+  def run(impl):
+    def f(x, r, s, b):
+      out = call(kind, x, s, b, residual=r if residual else None, implementation=impl)
+      return out if not residual else out[0] + out[1]
+
+    def fwd_bwd(x, r, s, b):
+      y, vjp = jax.vjp(f, x, r, s, b)
+      return y, vjp(dy)
+
+    return jax.jit(fwd_bwd)(x, r, s, b)
+
+  (y, grads), (y_want, grads_want) = run(impl), run("xla")
+  assert y.dtype == dtype
+  assert_close(y, y_want, tol(dtype))
+  for name, g, w in zip(("dx", "dresidual", "dscale", "dbias"), grads, grads_want):
+    if w is None:
+      continue
+    assert g.dtype == w.dtype == dtype, name
+    assert_close(g, w, 4 * tol(dtype))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES16, ids=lambda d: jnp.dtype(d).name)
+def test_16bit_parameters_grouped_by_vmap(kind, dtype):
+  x = rand((3, 5, 40), dtype)
+  s, b = rand((3, 40), dtype, offset=1.0), rand((3, 40), dtype)
+  layer = kind == "layer"
+
+  def loss(impl):
+    f = jax.vmap(lambda x, s, b: call(kind, x, s, b if layer else None, implementation=impl))
+    return lambda x, s, b: jnp.sum(jnp.sin(f(x, s, b).astype(jnp.float32)))
+
+  argnums = (0, 1, 2) if layer else (0, 1)
+  got = jax.jit(jax.grad(loss(None), argnums=argnums))(x, s, b)
+  want = jax.jit(jax.grad(loss("xla"), argnums=argnums))(x, s, b)
+  for g, w in zip(got, want):
+    assert g.dtype == dtype
+    assert_close(g, w, 4 * tol(dtype))
+
+
+def _custom_call(hlo, target):
+  """(result types, operand types) of the one custom call to `target` in HLO text."""
+  (line,) = [ln for ln in hlo.splitlines() if f'custom_call_target="{target}"' in ln]
+  results = line.split("=", 1)[1].split(" custom-call(", 1)[0]
+  rest = line.split("operand_layout_constraints=", 1)[1]
+  depth = itertools.accumulate({"{": 1, "}": -1}.get(c, 0) for c in rest)
+  end = next(i for i, d in enumerate(depth) if d == 0)  # the brace closing the list
+  return results, rest[: end + 1]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_16bit_parameters_reach_the_kernel_without_a_convert(kind):
+  # bfloat16 x and parameters: the custom call takes the parameters as they
+  # are, so nothing runs before it (a convert is a kernel launch of its own on
+  # a GPU), and the backward call returns their gradients in bfloat16.
+  layer = kind == "layer"
+  x = rand((16, 64), jnp.bfloat16)
+  s, b = rand((64,), jnp.bfloat16, offset=1.0), rand((64,), jnp.bfloat16)
+  fwd = jax.jit(lambda x, s, b: call(kind, x, s, b if layer else None))
+  hlo = fwd.lower(x, s, b).compile().as_text()
+  _, operands = _custom_call(hlo, "jaxdnn_norm_fwd")
+  assert operands.count("bf16[64]") == (2 if layer else 1) and "f32[64]" not in operands, operands
+  assert " convert(" not in hlo, hlo
+  # The control: float16 parameters with bfloat16 x are converted to float32.
+  s16 = s.astype(jnp.float16)
+  assert " convert(" in fwd.lower(x, s16, b.astype(jnp.float16)).compile().as_text()
+
+  argnums = (1, 2) if layer else (1,)
+  loss = lambda x, s, b: jnp.sum(call(kind, x, s, b if layer else None).astype(jnp.float32))
+  grad = jax.jit(jax.grad(loss, argnums=argnums))
+  results, operands = _custom_call(grad.lower(x, s, b).compile().as_text(), "jaxdnn_norm_bwd")
+  assert results.count("bf16[64]") == len(argnums) and "f32[64]" not in results, results
+  assert "f32[64]" not in operands, operands
+  for g in grad(x, s, b):
+    assert g.dtype == jnp.bfloat16
+
+
+@pytest.mark.parametrize(
+  "x_dtype,p_dtype,zero_centered",
+  [
+    (jnp.bfloat16, jnp.float16, False),  # neither float32 nor x's dtype
+    (jnp.float32, jnp.bfloat16, False),
+    (jnp.bfloat16, jnp.bfloat16, True),  # the +1 is computed in float32
+  ],
+  ids=str,
+)
+def test_other_parameter_dtypes_go_through_float32(x_dtype, p_dtype, zero_centered):
+  x = rand((6, 48), x_dtype)
+  s, b = rand((48,), p_dtype, offset=0.5), rand((48,), p_dtype)
+
+  def f(impl):
+    return lambda x, s, b: jaxdnn.layer_norm(
+      x, s, b, zero_centered_scale=zero_centered, implementation=impl
+    )
+
+  assert_close(f(None)(x, s, b), f("xla")(x, s, b), tol(x_dtype))
+  loss = lambda impl: lambda *a: jnp.sum(jnp.sin(f(impl)(*a).astype(jnp.float32)))
+  got = jax.grad(loss(None), argnums=(0, 1, 2))(x, s, b)
+  want = jax.grad(loss("xla"), argnums=(0, 1, 2))(x, s, b)
+  for g, w, dt in zip(got, want, (x_dtype, p_dtype, p_dtype)):
+    assert g.dtype == dt
+    assert_close(g, w, 4 * tol(x_dtype) + 4 * tol(p_dtype))
+  # A parameter left out is synthesized in float32, and the other one with it.
+  got = jax.grad(lambda s: jnp.sum(jaxdnn.layer_norm(x, s).astype(jnp.float32) ** 2))(s)
+  assert got.dtype == p_dtype
 
 
 @requires_gpu
@@ -221,6 +346,58 @@ def test_gpu_launch_layouts(kind, shape, dtype, residual):
   want = jax.jit(jax.grad(_loss(kind, "xla", residual), argnums=argnums))(x, s, b, r)
   for g, w in zip(got, want):
     assert_close(g, w, 5e-2 if dtype != jnp.float32 else 1e-3)
+
+
+# 16-bit parameters (x's dtype) through every CUDA kernel's parameter loads
+# and the reduction's dscale/dbias stores: the vector forward (64, 4096 with a
+# residual), the row-pair forward (LayerNorm 8192), the phase-grouped forward
+# and backward (127, 4097), the stream kernels in vectors (65536, clustered
+# backward) and in elements (20001), the backward ring (64, 8192, 16384),
+# the scalar backward (32768) and parameters grouped by vmap (5, 7, 1536).
+@requires_gpu
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+  "shape,dtype",
+  [
+    ((3001, 64), jnp.bfloat16),
+    ((1000, 4096), jnp.float16),
+    ((1031, 8192), jnp.bfloat16),
+    ((257, 127), jnp.bfloat16),
+    ((64, 4097), jnp.float16),
+    ((6, 65536), jnp.bfloat16),
+    ((9, 20001), jnp.bfloat16),
+    ((257, 16384), jnp.bfloat16),
+    ((33, 32768), jnp.bfloat16),
+    ((5, 7, 1536), jnp.bfloat16),
+  ],
+  ids=str,
+)
+@pytest.mark.parametrize("residual", [False, True])
+def test_gpu_16bit_parameters(kind, shape, dtype, residual):
+  x, r, dy = rand(shape, dtype, offset=0.5), rand(shape, dtype), rand(shape, dtype)
+  s, b = (p if p is None else p.astype(dtype) for p in params(kind, shape[-1]))
+  grouped = len(shape) == 3
+  if grouped:
+    s, b = (None if p is None else jnp.stack([p] * shape[0]) for p in (s, b))
+
+  def run(impl):
+    def f(x, r, s, b):
+      g = lambda x, r, s, b: call(
+        kind, x, s, b, residual=r if residual else None, implementation=impl
+      )
+      out = jax.vmap(g)(x, r, s, b) if grouped else g(x, r, s, b)
+      return out if not residual else out[0] + out[1]
+
+    def fwd_bwd(x, r, s, b):
+      y, vjp = jax.vjp(f, x, r, s, b)
+      return (y, *[g for g in vjp(dy) if g is not None])
+
+    return jax.jit(fwd_bwd)(x, r, s, b)
+
+  got, want = run("cuda"), run("xla")
+  for i, (g, w) in enumerate(zip(got, want)):
+    assert g.dtype == w.dtype == dtype
+    assert_close(g, w, tol(dtype) if i == 0 else 4 * tol(dtype) + 2e-4)
 
 
 # The 16-bit LayerNorm forward takes one-pass statistics about a shift (the

@@ -36,6 +36,28 @@ float LaneSum(int64_t n, F&& term) {
 // Rows per work item: at least 64, and at most 64 items.
 int64_t ChunkRows(int64_t rows) { return std::max<int64_t>(64, (rows + 63) / 64); }
 
+// n parameters as float32: float32 ones as they are, 16-bit ones (params16:
+// x's dtype T) converted once per call into `buf`. Null stays null.
+template <typename T>
+const float* ParamsF32(const void* p, bool params16, int64_t n, std::vector<float>& buf) {
+  if (p == nullptr || !params16) return static_cast<const float*>(p);
+  const T* t = static_cast<const T*>(p);
+  buf.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) buf[i] = ToFloat(t[i]);
+  return buf.data();
+}
+
+// n float32 parameter gradients written in the parameters' dtype (rounded once).
+template <typename T>
+void StoreParamsF32(const float* v, bool params16, int64_t n, void* dst) {
+  if (!params16) {
+    std::copy(v, v + n, static_cast<float*>(dst));
+    return;
+  }
+  T* t = static_cast<T*>(dst);
+  for (int64_t i = 0; i < n; ++i) t[i] = FromFloat<T>(v[i]);
+}
+
 template <typename T>
 void FwdRows(const NormFwdArgs& p, ffi::ThreadPool* pool) {
   const int64_t dim = p.shape.dim, rpg = p.shape.rows_per_group();
@@ -45,14 +67,17 @@ void FwdRows(const NormFwdArgs& p, ffi::ThreadPool* pool) {
   T* y = static_cast<T*>(p.y);
   T* z = static_cast<T*>(p.z);
   const float inv_dim = 1.0f / float(dim);
+  std::vector<float> scale_buf, bias_buf;
+  const float* scale_f = ParamsF32<T>(p.scale, p.params16, p.shape.groups * dim, scale_buf);
+  const float* bias_f = layer ? ParamsF32<T>(p.bias, p.params16, p.shape.groups * dim, bias_buf) : nullptr;
   const int64_t chunk = ChunkRows(p.shape.rows);
   ParallelFor(pool, (p.shape.rows + chunk - 1) / chunk, [&](int64_t c) {
     std::vector<float> row(dim);
     float* v = row.data();
     for (int64_t r = c * chunk; r < std::min(p.shape.rows, (c + 1) * chunk); ++r) {
       const int64_t off = r * dim;
-      const float* scale = p.scale + (r / rpg) * dim;
-      const float* bias = layer ? p.bias + (r / rpg) * dim : nullptr;
+      const float* scale = scale_f + (r / rpg) * dim;
+      const float* bias = layer ? bias_f + (r / rpg) * dim : nullptr;
       if (res) {
         for (int64_t j = 0; j < dim; ++j) {
           // The sum is rounded to the input dtype before it is normalized,
@@ -95,6 +120,8 @@ void BwdRows(const NormBwdArgs& p, ffi::ThreadPool* pool) {
   const T* dsum = static_cast<const T*>(p.dsum);
   T* dx = static_cast<T*>(p.dx);
   const float inv_dim = 1.0f / float(dim);
+  std::vector<float> scale_buf;
+  const float* scale_f = ParamsF32<T>(p.scale, p.params16, groups * dim, scale_buf);
   // Chunks never straddle a group, so each chunk's partial belongs to one.
   const int64_t chunk = ChunkRows(rpg);
   const int64_t per_group = rpg ? (rpg + chunk - 1) / chunk : 0;
@@ -104,7 +131,7 @@ void BwdRows(const NormBwdArgs& p, ffi::ThreadPool* pool) {
     const int64_t first = group * rpg + c * chunk, last = std::min(first + chunk, (group + 1) * rpg);
     std::vector<float> xhat_buf(dim), dy_buf(dim), g_buf(dim);
     float *xhat = xhat_buf.data(), *d = dy_buf.data(), *g = g_buf.data();
-    const float* scale = p.scale + group * dim;
+    const float* scale = scale_f + group * dim;
     float* dscale = partials.data() + item * 2 * dim;
     float* dbias = dscale + dim;
     for (int64_t r = first; r < last; ++r) {
@@ -129,19 +156,23 @@ void BwdRows(const NormBwdArgs& p, ffi::ThreadPool* pool) {
       }
     }
   });
-  // Chunk partials summed in chunk order.
+  // Chunk partials summed in chunk order (float32), then written in the
+  // parameters' dtype.
+  std::vector<float> sums(2 * size_t(dim));
   for (int64_t group = 0; group < groups; ++group) {
-    float* ds = p.dscale + group * dim;
-    float* db = layer ? p.dbias + group * dim : nullptr;
-    std::fill(ds, ds + dim, 0.0f);
-    if (db) std::fill(db, db + dim, 0.0f);
+    float* ds = sums.data();
+    float* db = ds + dim;
+    std::fill(sums.begin(), sums.end(), 0.0f);
     for (int64_t c = 0; c < per_group; ++c) {
       const float* part = partials.data() + (group * per_group + c) * 2 * dim;
       for (int64_t j = 0; j < dim; ++j) ds[j] += part[j];
-      if (db) {
+      if (layer) {
         for (int64_t j = 0; j < dim; ++j) db[j] += part[dim + j];
       }
     }
+    const int64_t off = group * dim * (p.params16 ? int64_t(sizeof(T)) : 4);
+    StoreParamsF32<T>(ds, p.params16, dim, static_cast<char*>(p.dscale) + off);
+    if (layer) StoreParamsF32<T>(db, p.params16, dim, static_cast<char*>(p.dbias) + off);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "common/cuda_vec.cuh"
 #include "norms/problem.h"
+#include "norms/sm80/norm_params.cuh"
 
 namespace jaxdnn::norms {
 
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(256) NormBwdScalarKernel(NormBwdArgs p, BwdGri
   const int64_t group = blockIdx.y, part = blockIdx.x;
   const int64_t first = group * rpg + part * grid.chunk;
   const int64_t last = min(first + grid.chunk, (group + 1) * rpg);
-  const float* scale = p.scale + group * dim;
+  const int64_t scale_row = group * dim;  // this group's parameters' first column
   float* out = p.partials + (group * gridDim.x + part) * 2 * dim;
   for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) out[j] = out[dim + j] = 0.0f;
 
@@ -94,7 +95,7 @@ __global__ void __launch_bounds__(256) NormBwdScalarKernel(NormBwdArgs p, BwdGri
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
       const float d = V::Load1(dy + base + j);
       const float xhat = (V::Load1(z + base + j) - mean) * rstd;
-      const float g = d * scale[j];
+      const float g = d * LoadParam1<T>(p.scale, scale_row + j, p.params16);
       sum_g += g;
       sum_gx += g * xhat;
       out[j] += d * xhat;
@@ -104,7 +105,8 @@ __global__ void __launch_bounds__(256) NormBwdScalarKernel(NormBwdArgs p, BwdGri
     const float mgx = RowSum(sum_gx, scratch) * inv_dim;
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
       const float xhat = (V::Load1(z + base + j) - mean) * rstd;
-      float v = rstd * (V::Load1(dy + base + j) * scale[j] - mg - xhat * mgx);
+      float v = rstd * (V::Load1(dy + base + j) * LoadParam1<T>(p.scale, scale_row + j, p.params16) - mg -
+                        xhat * mgx);
       if constexpr (kResidual) v += V::Load1(static_cast<const T*>(p.dsum) + base + j);
       V::Store1(static_cast<T*>(p.dx) + base + j, v);
     }
@@ -147,8 +149,9 @@ __global__ void __launch_bounds__(32 * kReduceWarps) NormReducePartialsKernel(No
     s += sums[0][w][threadIdx.x];
     b += sums[1][w][threadIdx.x];
   }
-  p.dscale[group * dim + c] = s;
-  if constexpr (kLayer) p.dbias[group * dim + c] = b;
+  // The one rounding to the parameters' dtype.
+  StoreParamGrad(p.dscale, group * dim + c, s, p.params16, p.dtype);
+  if constexpr (kLayer) StoreParamGrad(p.dbias, group * dim + c, b, p.params16, p.dtype);
 }
 
 }  // namespace jaxdnn::norms

@@ -11,6 +11,7 @@
 #include "norms/problem.h"
 #include "norms/sm80/norm_backward.cuh"
 #include "norms/sm80/norm_forward_phased.cuh"
+#include "norms/sm80/norm_params.cuh"
 
 namespace jaxdnn::norms {
 
@@ -28,18 +29,21 @@ __global__ void __launch_bounds__(256) NormBwdPhasedKernel(NormBwdArgs p, int64_
   const bool has_head = pb.has_head, has_tail = pb.has_tail;
   const int64_t tail_col = pb.tail_col;
 
-  float sc[kVpt][N], acc_s[kVpt][N], acc_b[kVpt][N];
-  float sc_h = has_head ? __ldg(p.scale + tid) : 0.0f, sc_t = has_tail ? __ldg(p.scale + tail_col) : 0.0f;
+  float sc[kVpt][N], acc_s[kVpt][N], acc_b[kVpt][N], sc_h, sc_t;
   float hs = 0.0f, hb = 0.0f, ts = 0.0f, tb = 0.0f;  // head and tail partials
+  ByParamDtype<T>(p.params16, [&](auto params16) {
+    sc_h = has_head ? LoadParam1<T>(p.scale, tid, params16) : 0.0f;
+    sc_t = has_tail ? LoadParam1<T>(p.scale, tail_col, params16) : 0.0f;
 #pragma unroll
-  for (int k = 0; k < kVpt; ++k) {
-    const int64_t v = tid + int64_t(k) * step;
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t v = tid + int64_t(k) * step;
 #pragma unroll
-    for (int e = 0; e < N; ++e) {
-      sc[k][e] = v < l.body ? __ldg(p.scale + l.head + v * N + e) : 0.0f;
-      acc_s[k][e] = acc_b[k][e] = 0.0f;
+      for (int e = 0; e < N; ++e) {
+        sc[k][e] = v < l.body ? LoadParam1<T>(p.scale, l.head + v * N + e, params16) : 0.0f;
+        acc_s[k][e] = acc_b[k][e] = 0.0f;
+      }
     }
-  }
+  });
 
   const float inv_dim = 1.0f / float(dim);
   for (int64_t i = 0; i < rows_per_block; ++i) {

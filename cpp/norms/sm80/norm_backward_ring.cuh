@@ -13,6 +13,7 @@
 #include "common/sm80/cp_async.cuh"
 #include "common/cuda_vec.cuh"
 #include "norms/sm80/norm_backward.cuh"
+#include "norms/sm80/norm_params.cuh"
 #include "norms/problem.h"
 
 namespace jaxdnn::norms {
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
   const int64_t iters = last > first ? (last - first + blockDim.y - 1) / blockDim.y : 0;
   const T* dy_g = static_cast<const T*>(p.dy);
   const T* z_g = static_cast<const T*>(p.z);
-  const float* scale = p.scale + group * dim;
+  const int64_t scale_row = group * dim;  // this group's parameters' first column
 
   // This thread's ring vectors for one stage: dy at [k * tpr], z at
   // [(kVpt + k) * tpr].
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(BwdRingMaxThreads<kVpt>(), 1)
       V::Unpack(z_raw[k], z);
 #pragma unroll
       for (int q = 0; q < N / 4; ++q) {
-        const float4 s4 = LoadParam(scale + j * N + 4 * q);
+        const float4 s4 = LoadParam4<T>(p.scale, scale_row + j * N + 4 * q, p.params16);
         const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) fn(4 * q + e, dy[4 * q + e], (z[4 * q + e] - mean) * rstd, sc[e]);

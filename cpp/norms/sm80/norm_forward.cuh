@@ -6,6 +6,7 @@
 
 #include "common/cuda_vec.cuh"
 #include "norms/problem.h"
+#include "norms/sm80/norm_params.cuh"
 
 namespace jaxdnn::norms {
 
@@ -150,13 +151,11 @@ __global__ void __launch_bounds__(512) __maxnreg__((FwdMaxRegisters<T, kLayer, k
     V::Unpack(raw[k], v);
 #pragma unroll
     for (int q = 0; q < N / 4; ++q) {
-      const float4 s4 = kKeepParams ? LoadParamKeep(p.scale + prow + j * N + 4 * q)
-                                    : LoadParam(p.scale + prow + j * N + 4 * q);
+      const float4 s4 = LoadParam4<T, kKeepParams>(p.scale, prow + j * N + 4 * q, p.params16);
       const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
       float bi[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (kLayer) {
-        const float4 b4 = kKeepParams ? LoadParamKeep(p.bias + prow + j * N + 4 * q)
-                                      : LoadParam(p.bias + prow + j * N + 4 * q);
+        const float4 b4 = LoadParam4<T, kKeepParams>(p.bias, prow + j * N + 4 * q, p.params16);
         bi[0] = b4.x;
         bi[1] = b4.y;
         bi[2] = b4.z;

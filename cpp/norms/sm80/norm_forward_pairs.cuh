@@ -11,6 +11,7 @@
 
 #include "common/cuda_vec.cuh"
 #include "norms/sm80/norm_forward.cuh"
+#include "norms/sm80/norm_params.cuh"
 #include "norms/problem.h"
 
 namespace jaxdnn::norms {
@@ -98,8 +99,8 @@ __global__ void __launch_bounds__(512, 3) NormFwdPairKernel(NormFwdArgs p) {
     V::Unpack(b[k], vb);
 #pragma unroll
     for (int q = 0; q < N / 4; ++q) {
-      const float4 s4 = LoadParamKeep(p.scale + j * N + 4 * q);
-      const float4 b4 = LoadParamKeep(p.bias + j * N + 4 * q);
+      const float4 s4 = LoadParam4<T, true>(p.scale, j * N + 4 * q, p.params16);
+      const float4 b4 = LoadParam4<T, true>(p.bias, j * N + 4 * q, p.params16);
       const float sc[4] = {s4.x, s4.y, s4.z, s4.w};
       const float bi[4] = {b4.x, b4.y, b4.z, b4.w};
 #pragma unroll

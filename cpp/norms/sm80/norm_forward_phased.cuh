@@ -15,6 +15,7 @@
 #include "norms/problem.h"
 #include "norms/sm80/norm_config.h"
 #include "norms/sm80/norm_forward.cuh"
+#include "norms/sm80/norm_params.cuh"
 #include "norms/sm80/norm_stream.cuh"
 
 namespace jaxdnn::norms {
@@ -83,24 +84,26 @@ __global__ void __launch_bounds__(512) NormFwdPhasedKernel(NormFwdArgs p, int64_
 
   // This thread's parameters, for every row of the block.
   float sc[kVpt][N], bi[kVpt][N], sc_h = 0.0f, bi_h = 0.0f, sc_t = 0.0f, bi_t = 0.0f;
+  ByParamDtype<T>(p.params16, [&](auto params16) {
 #pragma unroll
-  for (int k = 0; k < kVpt; ++k) {
-    const int64_t v = tid + int64_t(k) * step;
+    for (int k = 0; k < kVpt; ++k) {
+      const int64_t v = tid + int64_t(k) * step;
 #pragma unroll
-    for (int e = 0; e < N; ++e) {
-      const int64_t c = l.head + v * N + e;
-      sc[k][e] = v < l.body ? __ldg(p.scale + c) : 0.0f;
-      bi[k][e] = (kLayer && v < l.body) ? __ldg(p.bias + c) : 0.0f;
+      for (int e = 0; e < N; ++e) {
+        const int64_t c = l.head + v * N + e;
+        sc[k][e] = v < l.body ? LoadParam1<T>(p.scale, c, params16) : 0.0f;
+        bi[k][e] = (kLayer && v < l.body) ? LoadParam1<T>(p.bias, c, params16) : 0.0f;
+      }
     }
-  }
-  if (has_head) {
-    sc_h = __ldg(p.scale + tid);
-    if constexpr (kLayer) bi_h = __ldg(p.bias + tid);
-  }
-  if (has_tail) {
-    sc_t = __ldg(p.scale + tail_col);
-    if constexpr (kLayer) bi_t = __ldg(p.bias + tail_col);
-  }
+    if (has_head) {
+      sc_h = LoadParam1<T>(p.scale, tid, params16);
+      if constexpr (kLayer) bi_h = LoadParam1<T>(p.bias, tid, params16);
+    }
+    if (has_tail) {
+      sc_t = LoadParam1<T>(p.scale, tail_col, params16);
+      if constexpr (kLayer) bi_t = LoadParam1<T>(p.bias, tail_col, params16);
+    }
+  });
 
   const float inv_dim = 1.0f / float(dim);
   for (int64_t i = 0; i < rows_per_block; ++i) {

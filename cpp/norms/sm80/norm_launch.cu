@@ -16,6 +16,7 @@
 #include "norms/sm80/norm_forward.cuh"
 #include "norms/sm80/norm_forward_pairs.cuh"
 #include "norms/sm80/norm_forward_phased.cuh"
+#include "norms/sm80/norm_params.cuh"
 #include "norms/sm80/norm_stream.cuh"
 
 namespace jaxdnn::norms {
@@ -88,10 +89,13 @@ bool LaunchFwdPhased(cudaStream_t stream, const NormFwdArgs& p) {
   }
 }
 
+// `aligned`: the rows move in 16-byte vectors and the parameters in
+// LoadParam4's 16-byte (float32) or 8-byte (16-bit) loads.
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchFwd(const NormFwdArgs& p, cudaStream_t stream) {
-  const bool aligned =
-      Aligned16(p.x) && Aligned16(p.y) && (!kResidual || (Aligned16(p.residual) && Aligned16(p.z)));
+  const bool aligned = Aligned16(p.x) && Aligned16(p.y) &&
+                       (!kResidual || (Aligned16(p.residual) && Aligned16(p.z))) &&
+                       ParamsAligned(p.scale, p.params16) && ParamsAligned(p.bias, p.params16);
   if constexpr (kLayer && !kResidual && sizeof(T) == 2) {
     if (UsePairKernel(p.shape, Vec16<T>::kElems, aligned)) {
       const int64_t nvec = p.shape.dim / Vec16<T>::kElems;
@@ -233,8 +237,8 @@ int BwdBlockThreads() { return static_cast<int>(SwitchInt(Switch::kNormBwdBlockT
 
 template <typename T, bool kLayer, bool kResidual>
 ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
-  const bool aligned =
-      Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) && (!kResidual || Aligned16(p.dsum));
+  const bool aligned = Aligned16(p.dy) && Aligned16(p.z) && Aligned16(p.dx) &&
+                       (!kResidual || Aligned16(p.dsum)) && ParamsAligned(p.scale, p.params16);
   RowLaunch l = BwdStreamForced() ? RowLaunch{} : ChooseBwdLaunch(p.shape.dim, Vec16<T>::kElems, aligned);
   if (l.vpt == 1 && l.tpr < BwdBlockThreads()) l.rpc = BwdBlockThreads() / l.tpr;
   const int64_t rpg = p.shape.rows_per_group();
@@ -318,7 +322,7 @@ ffi::Error NormBwdCuda(const NormBwdArgs& args, cudaStream_t stream) {
   ClearStaleLaunchError();
   if (p.shape.rows == 0) {
     // No rows: the parameter gradients are zero; nothing else to do.
-    const size_t bytes = size_t(p.shape.groups * p.shape.dim) * sizeof(float);
+    const size_t bytes = size_t(p.shape.groups * p.shape.dim) * (p.params16 ? 2 : sizeof(float));
     if (cudaMemsetAsync(p.dscale, 0, bytes, stream) != cudaSuccess ||
         (p.dbias && cudaMemsetAsync(p.dbias, 0, bytes, stream) != cudaSuccess)) {
       return CheckLaunch("jaxdnn norm backward memset");

@@ -17,26 +17,9 @@
 #include "common/cuda_vec.cuh"
 #include "norms/problem.h"
 #include "norms/sm80/norm_backward.cuh"
+#include "norms/sm80/norm_params.cuh"
 
 namespace jaxdnn::norms {
-
-__device__ inline float ToF32(float v) { return v; }
-__device__ inline float ToF32(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ inline float ToF32(__half v) { return __half2float(v); }
-template <typename T>
-__device__ inline T FromF32(float v);
-template <>
-__device__ inline float FromF32<float>(float v) {
-  return v;
-}
-template <>
-__device__ inline __nv_bfloat16 FromF32<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ inline __half FromF32<__half>(float v) {
-  return __float2half_rn(v);
-}
 
 // Row slots of a stream-kernel block at most (short rows share blocks).
 constexpr int kStreamMaxSlots = 8;
@@ -57,10 +40,12 @@ struct Chunk {
   __device__ static void Keep(T* p, const Raw& r) { *reinterpret_cast<uint4*>(p) = r; }
   __device__ static void Unpack(const Raw& r, float* f) { Vec16<T>::Unpack(r, f); }
   __device__ static Raw Pack(const float* f) { return Vec16<T>::Pack(f); }
-  __device__ static void Params(const float* p, float* f) {
+  // The kElems parameters from column c (norms/sm80/norm_params.cuh).
+  template <typename P>
+  __device__ static void Params(const void* params, int64_t c, P params16, float* f) {
 #pragma unroll
     for (int q = 0; q < kElems / 4; ++q) {
-      const float4 v = LoadParam(p + 4 * q);
+      const float4 v = LoadParam4<T>(params, c + 4 * q, params16);
       f[4 * q] = v.x;
       f[4 * q + 1] = v.y;
       f[4 * q + 2] = v.z;
@@ -85,7 +70,10 @@ struct Chunk<T, false> {
   __device__ static void Keep(T* p, const Raw& r) { *p = r; }
   __device__ static void Unpack(const Raw& r, float* f) { f[0] = ToF32(r); }
   __device__ static Raw Pack(const float* f) { return FromF32<T>(f[0]); }
-  __device__ static void Params(const float* p, float* f) { f[0] = __ldg(p); }
+  template <typename P>
+  __device__ static void Params(const void* params, int64_t c, P params16, float* f) {
+    f[0] = LoadParam1<T>(params, c, params16);
+  }
 };
 
 // Chan et al.'s merge of two (count, mean, M2) summaries, written so that
@@ -210,29 +198,34 @@ __global__ void __launch_bounds__(1024) NormFwdStreamKernel(NormFwdArgs p) {
   const T* src = kResidual ? z : x;
   T* y = static_cast<T*>(p.y) + base;
   const int64_t prow = (row / p.shape.rows_per_group()) * dim;
-  for (int64_t j0 = threadIdx.x; j0 < n; j0 += int64_t(kBatch) * step) {
-    Raw r[kBatch];
+  ByParamDtype<T>(p.params16, [&](auto params16) {
+    for (int64_t j0 = threadIdx.x; j0 < n; j0 += int64_t(kBatch) * step) {
+      Raw r[kBatch];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int64_t j = j0 + int64_t(b) * step;
-      if (j < n) r[b] = kResidual ? C::LoadLast(src + j * N, true) : C::LoadLast(src + j * N, p.stream_rows);
-    }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int64_t j = j0 + int64_t(b) * step;
-      if (j >= n) continue;
-      float v[N], sc[N], bi[N], out[N];
-      C::Unpack(r[b], v);
-      C::Params(p.scale + prow + j * N, sc);
-      if constexpr (kLayer) C::Params(p.bias + prow + j * N, bi);
-#pragma unroll
-      for (int e = 0; e < N; ++e) {
-        out[e] = ((v[e] - shift) - centre) * rstd * sc[e];
-        if constexpr (kLayer) out[e] += bi[e];
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t j = j0 + int64_t(b) * step;
+        if (j < n) {
+          r[b] = kResidual ? C::LoadLast(src + j * N, true) : C::LoadLast(src + j * N, p.stream_rows);
+        }
       }
-      C::Store(y + j * N, C::Pack(out), p.stream_rows);
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t j = j0 + int64_t(b) * step;
+        if (j >= n) continue;
+        float v[N], sc[N], out[N];
+        [[maybe_unused]] float bi[N];  // LayerNorm's
+        C::Unpack(r[b], v);
+        C::Params(p.scale, prow + j * N, params16, sc);
+        if constexpr (kLayer) C::Params(p.bias, prow + j * N, params16, bi);
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          out[e] = ((v[e] - shift) - centre) * rstd * sc[e];
+          if constexpr (kLayer) out[e] += bi[e];
+        }
+        C::Store(y + j * N, C::Pack(out), p.stream_rows);
+      }
     }
-  }
+  });
 }
 
 // dst[0..N) += v, in 16-byte accesses where N allows (a thread's chunks are
@@ -294,7 +287,7 @@ __global__ void __launch_bounds__(kCluster ? 512 : 1024) NormBwdStreamKernel(Nor
   const int64_t iters = last > first ? (last - first + blockDim.y - 1) / blockDim.y : 0;
   const T* dy_g = static_cast<const T*>(p.dy);
   const T* z_g = static_cast<const T*>(p.z);
-  const float* scale = p.scale + group * dim;
+  const int64_t scale_row = group * dim;  // this group's parameters' first column
   const int step = blockDim.x;
   const int64_t cols = share * N;  // partial columns per slot
   float* acc = reinterpret_cast<float*>(acc_smem);
@@ -332,7 +325,7 @@ __global__ void __launch_bounds__(kCluster ? 512 : 1024) NormBwdStreamKernel(Nor
         float dy[N], zv[N], sc[N], ds[N];
         C::Unpack(dyr[b], dy);
         C::Unpack(zr[b], zv);
-        C::Params(scale + j * N, sc);
+        C::Params(p.scale, scale_row + j * N, p.params16, sc);
 #pragma unroll
         for (int e = 0; e < N; ++e) {
           const float xhat = (zv[e] - mean) * rstd;
@@ -378,7 +371,7 @@ __global__ void __launch_bounds__(kCluster ? 512 : 1024) NormBwdStreamKernel(Nor
         float dy[N], zv[N], sc[N], dx[N];
         C::Unpack(dyr[b], dy);
         C::Unpack(zr[b], zv);
-        C::Params(scale + j * N, sc);
+        C::Params(p.scale, scale_row + j * N, p.params16, sc);
         if constexpr (kResidual) {
           C::Unpack(dsr[b], dx);
         } else {
