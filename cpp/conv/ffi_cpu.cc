@@ -11,11 +11,11 @@ namespace {
 #define JAXDNN_CONV_ATTR_PARAMS                                                                              \
   int64_t in_channels, int64_t out_channels, int64_t groups, Dims in, Dims out, Dims window, Dims stride,    \
       Dims in_dilation, Dims k_dilation, Dims pad_lo, int32_t act, float act_param, float alpha, float beta, \
-      int32_t saved, int32_t has_bias, int32_t has_residual
+      int32_t saved, int32_t has_bias, int32_t has_residual, int32_t algorithm
 #define JAXDNN_CONV_ATTRS                                                                             \
   ConvAttrs {                                                                                         \
     in_channels, out_channels, groups, in, out, window, stride, in_dilation, k_dilation, pad_lo, act, \
-        act_param, alpha, beta, saved, has_bias, has_residual                                         \
+        act_param, alpha, beta, saved, has_bias, has_residual, algorithm                              \
   }
 
 template <typename Args, typename Read, typename Run>

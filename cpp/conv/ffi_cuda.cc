@@ -24,10 +24,10 @@ namespace {
 ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t in_channels,
                int64_t out_channels, int64_t groups, Dims in, Dims out, Dims window, Dims stride,
                Dims in_dilation, Dims k_dilation, Dims pad_lo, int32_t act, float act_param, float alpha,
-               float beta, int32_t saved, int32_t has_bias, int32_t has_residual) {
-  const ConvAttrs attrs{in_channels, out_channels, groups,     in,       out,         window,
-                        stride,      in_dilation,  k_dilation, pad_lo,   act,         act_param,
-                        alpha,       beta,         saved,      has_bias, has_residual};
+               float beta, int32_t saved, int32_t has_bias, int32_t has_residual, int32_t algorithm) {
+  const ConvAttrs attrs{in_channels, out_channels, groups,     in,       out,          window,
+                        stride,      in_dilation,  k_dilation, pad_lo,   act,          act_param,
+                        alpha,       beta,         saved,      has_bias, has_residual, algorithm};
   auto g = GeometryOf(BatchOf(args), attrs);
   if (!g.has_value()) return g.error();
   auto e = EpilogueOf(attrs);
@@ -44,7 +44,7 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
 // not serve it (Python then runs the whole op on XLA). Arguments: the
 // geometry's 7 dims as <name>0..2, channels, groups, the epilogue and the
 // dtypes as XLA FFI DataType codes.
-int64_t FwdWorkspace(const QueryArgs& q) {
+ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
   ConvFwdArgs p;
   ConvGeometry& g = p.g;
   g.batch = QueryArg(q, "batch");
@@ -70,8 +70,21 @@ int64_t FwdWorkspace(const QueryArgs& q) {
   static const char kPresent = 0;
   p.bias = p.e.has_bias ? &kPresent : nullptr;
   p.residual = p.e.has_residual ? &kPresent : nullptr;
+  return p;
+}
+
+int64_t FwdWorkspace(const QueryArgs& q) {
+  const ConvFwdArgs p = FwdArgsOf(q);
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
   return int64_t(ConvFpropSm90Workspace(p));
+}
+
+// The CTA tile width (output channels) the forward's plan picks for a
+// problem (the same arguments as FwdWorkspace), or -1 where it refuses.
+int64_t FwdTileN(const QueryArgs& q) {
+  const ConvFwdArgs p = FwdArgsOf(q);
+  if (ConvFpropSm90Refusal(p) != nullptr) return -1;
+  return ConvFpropSm90TileN(p);
 }
 
 }  // namespace
@@ -80,7 +93,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kConvFwdCuda, Fwd, JAXDNN_CONV_BIND(ffi::PlatformS
                               {ffi::Traits::kCmdBufferCompatible});
 
 FamilyExports CudaExports() {
-  return {{{"jaxdnn_conv_fwd", kConvFwdCuda}}, {{"conv_fwd_workspace", FwdWorkspace}}};
+  return {{{"jaxdnn_conv_fwd", kConvFwdCuda}},
+          {{"conv_fwd_workspace", FwdWorkspace}, {"conv_fwd_tile_n", FwdTileN}}};
 }
 #else
 FamilyExports CudaExports() { return {{}, {}}; }

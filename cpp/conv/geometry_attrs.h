@@ -14,7 +14,7 @@ struct ConvAttrs {
   Dims in, out, window, stride, in_dilation, k_dilation, pad_lo;
   int32_t act;
   float act_param, alpha, beta;
-  int32_t saved, has_bias, has_residual;
+  int32_t saved, has_bias, has_residual, algorithm;
 };
 
 inline ffi::ErrorOr<ConvGeometry> GeometryOf(int64_t batch, const ConvAttrs& a) {
@@ -28,6 +28,10 @@ inline ffi::ErrorOr<ConvGeometry> GeometryOf(int64_t batch, const ConvAttrs& a) 
   g.in_channels = a.in_channels;
   g.out_channels = a.out_channels;
   g.groups = a.groups;
+  g.algorithm = a.algorithm;
+  if (a.algorithm < kAlgoAuto || a.algorithm > kAlgoDirect) {
+    return ffi::Unexpected(InvalidArg(kOp, "unknown algorithm code"));
+  }
   if (g.groups < 1 || g.in_channels < 1 || g.out_channels < 1 || g.in_channels % g.groups ||
       g.out_channels % g.groups) {
     return ffi::Unexpected(InvalidArg(kOp, "channels must be positive multiples of groups"));
@@ -97,4 +101,5 @@ inline int64_t BatchOf(ffi::RemainingArgs args) {
       .Attr<float>("beta")                       \
       .Attr<int32_t>("saved")                    \
       .Attr<int32_t>("has_bias")                 \
-      .Attr<int32_t>("has_residual")
+      .Attr<int32_t>("has_residual")             \
+      .Attr<int32_t>("algorithm")

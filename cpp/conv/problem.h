@@ -28,8 +28,14 @@ namespace jaxdnn::conv {
 
 enum Saved : int32_t { kSaveNothing = 0, kSaveOutput = 1, kSavePreact = 2 };
 
+// The algorithm a call asked for (jaxdnn/conv/api.py's codes); the CPU
+// kernels run depthwise problems on a channel-vector loop unless told
+// kImplicitGemm.
+enum Algorithm : int32_t { kAlgoAuto = 0, kAlgoImplicitGemm = 1, kAlgoDirect = 2 };
+
 struct ConvGeometry {
   int64_t batch = 0, in_channels = 0, out_channels = 0, groups = 1;
+  int32_t algorithm = kAlgoAuto;
   std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, window{1, 1, 1}, stride{1, 1, 1}, in_dilation{1, 1, 1},
       k_dilation{1, 1, 1}, pad_lo{0, 0, 0};
   int64_t in_positions() const { return in[0] * in[1] * in[2]; }
@@ -91,7 +97,7 @@ struct ConvWgradArgs {
 
 // Attributes: the geometry as int64 arrays of 3 (in_dims, out_dims, window,
 // strides, in_dilation, k_dilation, pad_lo), in/out channels, groups, act,
-// act_param, alpha, beta, saved, has_bias, has_residual. Buffers:
+// act_param, alpha, beta, saved, has_bias, has_residual, algorithm. Buffers:
 //   forward  args x, w, [bias], [residual]   rets y, [z], [workspace u8]
 //   dgrad    args dy, w, [saved]             rets dx, [d residual]
 //   wgrad    args x, dy, [saved]             rets dw, [d bias]

@@ -5,6 +5,6 @@ bias + beta * residual). geometry (arguments to one lax-style problem),
 reference (plain JAX, the oracle), primitives (forward, data gradient,
 weight gradient), api (the public functions)."""
 
-from jaxdnn.conv.api import conv, conv_transpose
+from jaxdnn.conv.api import conv, conv_plan, conv_transpose
 
-__all__ = ["conv", "conv_transpose"]
+__all__ = ["conv", "conv_transpose", "conv_plan"]

@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import math
 import numbers
+import warnings
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,9 +33,11 @@ from jaxdnn.conv.primitives import (
 )
 
 FLOATS = tuple(np.dtype(d) for d in (jnp.float32, jnp.bfloat16, jnp.float16, np.float64))
-# Algorithms as cuDNN names them; those without a kernel yet are refused by name.
-ALGORITHMS = ("direct", "implicit_gemm", "winograd", "fft")
-BUILT_ALGORITHMS = ("direct",)
+# Algorithms as cuDNN names them; those without a kernel yet are refused by
+# name. Codes as the kernels take them (cpp/conv/problem.h).
+ALGORITHMS = ("implicit_gemm", "direct", "winograd", "fft")
+BUILT_ALGORITHMS = ("implicit_gemm", "direct")
+ALGORITHM_CODES = {"implicit_gemm": 1, "direct": 2}
 # Activations whose derivative is a test on the output (relu's y > 0).
 _FROM_OUTPUT = (1, 2)
 
@@ -45,7 +49,7 @@ def _check_array(op, name, a):
     raise TypeError(
       f"{op}: {name} must be float32, bfloat16, float16 or float64, got dtype {a.dtype}"
     )
-  return jnp.asarray(a)
+  return a if isinstance(a, jax.ShapeDtypeStruct) else jnp.asarray(a)
 
 
 def _scalar(op, name, value):
@@ -94,7 +98,31 @@ def _activation(op, activation, approximate, negative_slope, elu_alpha):
   )
 
 
-def _run(
+class _Call(NamedTuple):
+  """One convolution call, decided: its checked arguments and which kernel
+  serves it (or XLA), with the reason."""
+
+  op: str
+  x: Any
+  w: Any
+  bias: Any
+  residual: Any
+  g: geom.Geometry
+  pad_mode: Any
+  act: int
+  act_param: float
+  alpha: float
+  beta: float
+  out_dtype: Any
+  saved: int
+  implementation: str | None  # as the lowering takes it: None, "cpu", "cuda" or "xla"
+  native: bool  # XLA's convolution as user code gets it (a fallback), not the oracle
+  platform: str  # "cpu", "cuda" or "xla"
+  algorithm: str
+  reason: str
+
+
+def _decide(
   op,
   x,
   w,
@@ -111,12 +139,12 @@ def _run(
   preferred_element_type,
   algorithm,
   implementation,
-):
+) -> _Call:
   act, act_param = _activation(op, activation, approximate, negative_slope, elu_alpha)
   alpha = _scalar(op, "alpha", alpha)
   beta = _scalar(op, "beta", beta)
   if preferred_element_type is None:
-    out_dtype = x.dtype
+    out_dtype = np.dtype(x.dtype)
   elif np.dtype(preferred_element_type) in (np.dtype(jnp.float32), np.dtype(x.dtype)):
     out_dtype = np.dtype(preferred_element_type)
   else:
@@ -127,32 +155,47 @@ def _run(
   out_shape = (g.batch, *g.out, g.out_channels)
   if bias is not None:
     bias = _check_array(op, "bias", bias)
-    if bias.shape != (g.out_channels,):
+    if tuple(bias.shape) != (g.out_channels,):
       raise ValueError(
         f"{op}: bias must have shape ({g.out_channels},) (w's output channels), got {bias.shape}"
       )
   if residual is not None:
     residual = _check_array(op, "residual", residual)
-    if residual.shape != out_shape:
+    if tuple(residual.shape) != out_shape:
       raise ValueError(
         f"{op}: residual must have the output's shape {out_shape}, got {residual.shape}"
       )
   if algorithm is not None and algorithm not in ALGORITHMS:
     raise ValueError(f"{op}: algorithm must be None or one of {ALGORITHMS}, got {algorithm!r}")
-  if algorithm is not None and algorithm not in BUILT_ALGORITHMS:
-    raise ValueError(
-      f"{op}: algorithm={algorithm!r} has no jaxdnn kernel yet (built: {BUILT_ALGORITHMS})"
-    )
+  _platform.check_implementation(implementation, op)
   wide = x.dtype == jnp.float64 or w.dtype == jnp.float64
   saved = SAVE_NOTHING if act == 0 else (SAVE_OUTPUT if act in _FROM_OUTPUT else SAVE_PREACT)
   bias_dtype = str(np.dtype(bias.dtype)) if bias is not None else ""
   residual_dtype = str(np.dtype(residual.dtype)) if residual is not None else ""
+  depthwise = g.in_channels == g.groups and g.out_channels == g.groups
+
+  # The platform a kernel would run on, and whether the algorithm asked for
+  # has a kernel there: a forced algorithm that cannot serve is an error.
+  backend = jax.default_backend()
+  target = implementation or ("cuda" if backend == "gpu" else "cpu" if backend == "cpu" else None)
+  if algorithm is not None and implementation != "xla":
+    if algorithm not in BUILT_ALGORITHMS:
+      raise ValueError(
+        f"{op}: algorithm={algorithm!r} has no jaxdnn kernel yet (built: {BUILT_ALGORITHMS})"
+      )
+    if target == "cpu" and algorithm == "direct" and not depthwise:
+      raise ValueError(
+        f"{op}: algorithm='direct' serves depthwise convolutions (one channel per group) "
+        "on the CPU so far; use 'implicit_gemm' or None"
+      )
+    if target == "cuda" and algorithm != "implicit_gemm":
+      raise ValueError(f"{op}: algorithm={algorithm!r} has no CUDA kernel yet")
 
   def cuda_unsupported():
     if not _extension.has_cuda_target("jaxdnn_conv_fwd"):
       return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
     plan = forward_plan(
-      g, g.batch, x.dtype, np.dtype(out_dtype), bias_dtype, residual_dtype, act, saved,
+      g, g.batch, x.dtype, out_dtype, bias_dtype, residual_dtype, act, saved,
       bias is not None, residual is not None,
     )  # fmt: skip
     if plan < 0:
@@ -163,34 +206,80 @@ def _run(
       )
     return None
 
-  impl = _platform.resolve(
-    implementation, op, cuda_unsupported, no_kernel="float64 operands" if wide else None
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    impl = _platform.resolve(
+      implementation, op, cuda_unsupported, no_kernel="float64 operands" if wide else None
+    )
+  fallback_reason = str(caught[0].message) if caught else ""
+  if impl == "xla" and implementation is None and algorithm is not None:
+    raise ValueError(f"{op}: algorithm={algorithm!r} cannot serve this call: {fallback_reason}")
+  platform = "xla" if impl == "xla" else (impl or target)
+  if platform == "xla":
+    chosen = "xla"
+    reason = fallback_reason or "implementation='xla' (the plain-JAX oracle)"
+  elif platform == "cuda":
+    chosen = "implicit_gemm"
+    reason = "the sm90 implicit GEMM serves this call (CUTLASS, TMA im2col, fused epilogue)"
+  elif algorithm is not None:
+    chosen, reason = algorithm, f"algorithm={algorithm!r} asked for"
+  elif depthwise:
+    chosen, reason = "direct", "depthwise: the channel-vector direct loop"
+  else:
+    chosen, reason = "implicit_gemm", "the blocked GEMM over each output row's patches"
+  return _Call(
+    op,
+    x,
+    w,
+    bias,
+    residual,
+    g,
+    pad_mode,
+    act,
+    act_param,
+    alpha,
+    beta,
+    out_dtype,
+    saved,
+    impl,
+    impl == "xla" and implementation is None,
+    platform,
+    chosen,
+    reason,
   )
-  if pad_mode is not None:
-    mode, wrap = pad_mode
+
+
+def _execute(c: _Call):
+  if c.implementation == "xla" and c.native:
+    warnings.warn(c.reason, stacklevel=3)
+  x, w = jnp.asarray(c.x), jnp.asarray(c.w)
+  bias = None if c.bias is None else jnp.asarray(c.bias)
+  residual = None if c.residual is None else jnp.asarray(c.residual)
+  if c.pad_mode is not None:
+    mode, wrap = c.pad_mode
     x = jnp.pad(x, ((0, 0), *wrap, (0, 0)), mode=mode)
-  if impl == "xla":
+  g = c.g
+  args = (x, w, bias, residual, g, c.act, c.act_param, c.alpha, c.beta, c.out_dtype)
+  if c.implementation == "xla":
     # Asked for: the float32-accumulating oracle; chosen because no kernel
     # serves the call: XLA's convolution as user code runs it.
-    native = implementation is None
-    return reference.forward(
-      x, w, bias, residual, g, act, act_param, alpha, beta, out_dtype, native=native
-    )
+    return reference.forward(*args, native=c.native)
   static = dict(
     g=dataclasses.replace(g, batch=0),
-    act=act,
-    act_param=act_param,
-    alpha=alpha,
-    beta=beta,
+    act=c.act,
+    act_param=c.act_param,
+    alpha=c.alpha,
+    beta=c.beta,
     has_bias=bias is not None,
     has_residual=residual is not None,
-    saved=saved,
-    out_dtype=str(np.dtype(out_dtype)),
+    saved=c.saved,
+    algorithm=ALGORITHM_CODES[c.algorithm],
+    out_dtype=str(np.dtype(c.out_dtype)),
     x_dtype=str(np.dtype(x.dtype)),
     w_dtype=str(np.dtype(w.dtype)),
-    bias_dtype=bias_dtype,
-    residual_dtype=residual_dtype,
-    implementation=impl,
+    bias_dtype=str(np.dtype(bias.dtype)) if bias is not None else "",
+    residual_dtype=str(np.dtype(residual.dtype)) if residual is not None else "",
+    implementation=c.implementation,
   )
   n = g.batch
   y = _conv(
@@ -200,7 +289,37 @@ def _run(
     bias,
     None if residual is None else residual.reshape(n, -1),
   )
-  return y.reshape(out_shape)
+  return y.reshape((n, *g.out, g.out_channels))
+
+
+def _plan_report(c: _Call) -> dict:
+  report = dict(
+    implementation=c.platform, algorithm=c.algorithm, reason=c.reason, config={}, gradients=""
+  )
+  if c.platform == "cuda":
+    static = dict(
+      x_dtype=str(np.dtype(c.x.dtype)),
+      out_dtype=str(np.dtype(c.out_dtype)),
+      bias_dtype=str(np.dtype(c.bias.dtype)) if c.bias is not None else "",
+      residual_dtype=str(np.dtype(c.residual.dtype)) if c.residual is not None else "",
+      act=c.act,
+      saved=c.saved,
+      has_bias=c.bias is not None,
+      has_residual=c.residual is not None,
+    )
+    report["config"] = dict(
+      kernel="CUTLASS sm90 implicit GEMM, warp-specialized, cluster 1x1",
+      workspace_bytes=forward_plan(c.g, c.g.batch, **static),
+      tile=f"128x{forward_plan(c.g, c.g.batch, query='conv_fwd_tile_n', **static)}x64",
+    )
+    report["gradients"] = "XLA's convolutions in the operands' dtype (no CUDA dgrad/wgrad yet)"
+  elif c.platform == "cpu":
+    report["config"] = dict(kernel="6x16 float32 register tiles" if c.algorithm != "direct" else
+                            "channel-vector loop")  # fmt: skip
+    report["gradients"] = "the CPU kernels (data gradient on the transposed problem)"
+  else:
+    report["gradients"] = "jax.grad of the XLA composition"
+  return report
 
 
 def _inputs(op, x, w):
@@ -275,24 +394,66 @@ def conv(
   g, pad_mode = geom.make(
     op, x.shape, w.shape, strides, padding, input_dilation, kernel_dilation, feature_group_count
   )
-  return _run(
-    op,
-    x,
-    w,
-    bias,
-    residual,
-    g,
-    pad_mode,
-    activation,
-    approximate,
-    negative_slope,
-    elu_alpha,
-    alpha,
-    beta,
-    preferred_element_type,
-    algorithm,
-    implementation,
+  return _execute(
+    _decide(
+      op,
+      x,
+      w,
+      bias,
+      residual,
+      g,
+      pad_mode,
+      activation,
+      approximate,
+      negative_slope,
+      elu_alpha,
+      alpha,
+      beta,
+      preferred_element_type,
+      algorithm,
+      implementation,
+    )
   )
+
+
+def conv_plan(
+  x,
+  w,
+  bias=None,
+  *,
+  strides=1,
+  padding="SAME",
+  input_dilation=1,
+  kernel_dilation=1,
+  feature_group_count=1,
+  activation=None,
+  approximate=True,
+  negative_slope=0.01,
+  elu_alpha=1.0,
+  residual=None,
+  alpha=1.0,
+  beta=1.0,
+  preferred_element_type=None,
+  algorithm=None,
+  implementation=None,
+):
+  """Which kernel `conv` with these arguments would run, and why, without
+  running it: arrays or jax.ShapeDtypeStruct for x, w, bias and residual.
+
+  Returns:
+    dict(implementation="cpu" | "cuda" | "xla", algorithm=..., reason=...,
+    config={the kernel and its tile / workspace}, gradients=how the backward
+    runs). Raises what `conv` would raise for these arguments.
+  """
+  op = "conv"
+  x, w = _inputs(op, x, w)
+  g, pad_mode = geom.make(
+    op, x.shape, w.shape, strides, padding, input_dilation, kernel_dilation, feature_group_count
+  )
+  return _plan_report(_decide(
+    op, x, w, bias, residual, g, pad_mode, activation, approximate, negative_slope, elu_alpha,
+    alpha, beta, preferred_element_type, algorithm, implementation,
+  ))  # fmt: skip
 
 
 def conv_transpose(
@@ -343,21 +504,23 @@ def conv_transpose(
   if transpose_kernel:
     w = jnp.swapaxes(jnp.flip(w, axis=tuple(range(n))), -1, -2)
   g, _ = geom.make(op, x.shape, w.shape, 1, pads, strides_t, kd, 1)
-  return _run(
-    op,
-    x,
-    w,
-    bias,
-    residual,
-    g,
-    None,
-    activation,
-    approximate,
-    negative_slope,
-    elu_alpha,
-    alpha,
-    beta,
-    preferred_element_type,
-    algorithm,
-    implementation,
+  return _execute(
+    _decide(
+      op,
+      x,
+      w,
+      bias,
+      residual,
+      g,
+      None,
+      activation,
+      approximate,
+      negative_slope,
+      elu_alpha,
+      alpha,
+      beta,
+      preferred_element_type,
+      algorithm,
+      implementation,
+    )
   )

@@ -53,15 +53,26 @@ _FFI_DTYPES = {"float16": 10, "float32": 11, "float64": 12, "bfloat16": 16}
 
 
 def forward_plan(
-  g, batch, x_dtype, out_dtype, bias_dtype, residual_dtype, act, saved, has_bias, has_residual
+  g,
+  batch,
+  x_dtype,
+  out_dtype,
+  bias_dtype,
+  residual_dtype,
+  act,
+  saved,
+  has_bias,
+  has_residual,
+  query="conv_fwd_workspace",
 ) -> int:
   """The CUDA forward's workspace bytes for this problem, or -1 where its
-  kernel does not serve it (cpp/conv/ffi_cuda.cc, the launcher's own plan)."""
+  kernel does not serve it (cpp/conv/ffi_cuda.cc, the launcher's own plan);
+  query="conv_fwd_tile_n": the CTA tile's width in output channels."""
   names = ("in", "out", "window", "stride", "in_dilation", "k_dilation", "pad_lo")
   dims = {f"{n}{k}": v for n, vals in zip(names, g.attributes()) for k, v in enumerate(vals)}
   code = lambda d: _FFI_DTYPES.get(str(d), 0) if d else 0
   return _extension.plan_query(
-    "conv_fwd_workspace",
+    query,
     batch=batch,
     in_channels=g.in_channels,
     out_channels=g.out_channels,
@@ -91,7 +102,9 @@ def _full(a, n, dims, channels):
 
 
 class _ConvOp(FfiOp):
-  def ffi_attributes(self, *, g, act, act_param, alpha, beta, saved, has_bias, has_residual, **_):
+  def ffi_attributes(
+    self, *, g, act, act_param, alpha, beta, saved, has_bias, has_residual, algorithm, **_
+  ):
     names = ("in_dims", "out_dims", "window", "strides", "in_dilation", "k_dilation", "pad_lo")
     attrs = {k: np.asarray(v, np.int64) for k, v in zip(names, g.attributes())}
     return dict(
@@ -105,6 +118,7 @@ class _ConvOp(FfiOp):
       saved=np.int32(saved),
       has_bias=np.int32(has_bias),
       has_residual=np.int32(has_residual),
+      algorithm=np.int32(algorithm),
       **attrs,
     )
 

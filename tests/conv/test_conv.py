@@ -290,3 +290,27 @@ def test_operand_errors():
     jaxdnn.conv_transpose(x, w, strides=2, padding="CIRCULAR")
   with pytest.raises(TypeError, match="transpose_kernel"):
     jaxdnn.conv_transpose(x, w, transpose_kernel=1)
+
+
+def test_algorithm_forcing_and_plan(rng):
+  x = normal(rng, (2, 9, 8, 6))
+  w = normal(rng, (3, 3, 1, 6))
+  kw = dict(feature_group_count=6, kernel_dilation=2, activation="silu")
+  want = jaxdnn.conv(x, w, implementation="xla", **kw)
+  for algorithm in (None, "direct", "implicit_gemm"):
+    got = jax.jit(lambda x, w, a=algorithm: jaxdnn.conv(x, w, algorithm=a, **kw))(x, w)
+    assert_close(got, want, 2e-5)
+    g = jax.grad(lambda w, a=algorithm: jnp.sum(jnp.sin(jaxdnn.conv(x, w, algorithm=a, **kw))))(w)
+    r = jax.grad(lambda w: jnp.sum(jnp.sin(jaxdnn.conv(x, w, implementation="xla", **kw))))(w)
+    assert_close(g, r, 5e-5)
+  if not on_gpu():
+    plan = jaxdnn.conv_plan(x, w, **kw)
+    assert plan["implementation"] == "cpu" and plan["algorithm"] == "direct", plan
+    plan = jaxdnn.conv_plan(x, w, algorithm="implicit_gemm", **kw)
+    assert plan["algorithm"] == "implicit_gemm" and "asked for" in plan["reason"]
+    dense = jax.ShapeDtypeStruct((2, 9, 8, 6), jnp.float32)
+    plan = jaxdnn.conv_plan(dense, jax.ShapeDtypeStruct((3, 3, 6, 4), jnp.float32))
+    assert plan["algorithm"] == "implicit_gemm" and plan["gradients"]
+    with pytest.raises(ValueError, match="direct"):
+      jaxdnn.conv(normal(rng, (1, 5, 5, 4)), normal(rng, (3, 3, 4, 4)), algorithm="direct")
+  assert jaxdnn.conv_plan(x, w, implementation="xla", **kw)["implementation"] == "xla"

@@ -82,3 +82,21 @@ def test_unserved_calls_run_on_xla_with_a_warning():
   assert y.shape == (1, 8, 8, 8)
   with pytest.raises(ValueError, match="cannot serve"):
     jaxdnn.conv(x, w, implementation="cuda")
+
+
+def test_plan_reports_the_kernel():
+  x = jax.ShapeDtypeStruct((2, 16, 16, 64), jnp.bfloat16)
+  plan = jaxdnn.conv_plan(x, jax.ShapeDtypeStruct((3, 3, 64, 64), jnp.bfloat16), activation="relu")
+  assert plan["implementation"] == "cuda" and plan["algorithm"] == "implicit_gemm", plan
+  assert plan["config"]["tile"] == "128x64x64" and plan["config"]["workspace_bytes"] > 0
+  plan = jaxdnn.conv_plan(x, jax.ShapeDtypeStruct((3, 3, 64, 256), jnp.bfloat16))
+  assert plan["config"]["tile"] == "128x128x64"
+  plan = jaxdnn.conv_plan(x, jax.ShapeDtypeStruct((3, 3, 64, 64), jnp.bfloat16), activation="gelu")
+  assert plan["implementation"] == "xla" and "does not serve" in plan["reason"]
+  with pytest.raises(ValueError, match="cannot serve"):
+    jaxdnn.conv(
+      jnp.ones((1, 8, 8, 64), jnp.bfloat16),
+      jnp.ones((3, 3, 64, 64), jnp.bfloat16),
+      activation="gelu",
+      algorithm="implicit_gemm",
+    )

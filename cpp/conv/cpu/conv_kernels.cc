@@ -132,7 +132,11 @@ struct Packed {
   }
 };
 
-bool Depthwise(const ConvGeometry& g) { return g.cin_g() == 1 && g.cout_g() == 1; }
+// Depthwise problems (one channel per group) take the channel-vector loop
+// unless the call asked for the implicit GEMM.
+bool Depthwise(const ConvGeometry& g) {
+  return g.cin_g() == 1 && g.cout_g() == 1 && g.algorithm != kAlgoImplicitGemm;
+}
 
 Packed Allocate(const ConvGeometry& g) {
   Packed pw;

@@ -227,6 +227,8 @@ const char* ConvFpropSm90Refusal(const ConvFwdArgs& p) {
   return nullptr;
 }
 
+int ConvFpropSm90TileN(const ConvFwdArgs& p) { return TileN(p.g.out_channels); }
+
 size_t ConvFpropSm90Workspace(const ConvFwdArgs& p) {
   Plan pl;
   if (MakePlan(p, &pl) != nullptr || pl.empty) return 0;

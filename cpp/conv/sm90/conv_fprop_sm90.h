@@ -37,6 +37,9 @@ size_t ConvFpropSm90Workspace(const ConvFwdArgs& p);
 // plan query tells Python before it picks this kernel.
 const char* ConvFpropSm90Refusal(const ConvFwdArgs& p);
 
+// The CTA tile's width in output channels the plan picks for p (64 or 128).
+int ConvFpropSm90TileN(const ConvFwdArgs& p);
+
 // Enqueues the forward on `stream`; no allocation, no host synchronization.
 // workspace must hold ConvFpropSm90Workspace(p) bytes, 16-byte aligned.
 LaunchStatus ConvFpropSm90(const ConvFwdArgs& p, void* workspace, size_t workspace_bytes,
