@@ -20,12 +20,13 @@ def acc_dtype(dtype):
   return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
-def conv(x, w, g, native=False):
+def conv(x, w, g, native=False, wide_out=False):
   """lax.conv_general_dilated on channels-last x and Flax-layout w with the
   Geometry g's explicit padding, accumulated in float32 (float64) and
   returned so; native=True: XLA's convolution as user code gets it (x's
-  dtype out, default precision: cuDNN's fast paths), for the lowerings that
-  stand in for a missing kernel rather than serve as the oracle."""
+  dtype out, default precision: cuDNN's fast paths; wide_out: float32 out,
+  as a float32-output call asks), for the lowerings that stand in for a
+  missing kernel rather than serve as the oracle."""
   if native:
     return jax.lax.conv_general_dilated(
       x,
@@ -36,6 +37,7 @@ def conv(x, w, g, native=False):
       rhs_dilation=g.kernel_dilation,
       dimension_numbers=_SPECS[g.ndim],
       feature_group_count=g.groups,
+      preferred_element_type=acc_dtype(x.dtype) if wide_out else None,
     ).astype(acc_dtype(x.dtype))
   acc = acc_dtype(x.dtype)
   precision = jax.lax.Precision.HIGHEST if x.dtype in (jnp.float32, jnp.float64) else None
@@ -67,7 +69,8 @@ def epilogue_z(c, bias, residual, alpha, beta):
 def forward(x, w, bias, residual, g, act, act_param, alpha, beta, out_dtype, native=False):
   """y = activation(alpha * conv + bias + beta * residual), rounded once
   (native: the convolution XLA's way, see conv)."""
-  z = epilogue_z(conv(x, w, g, native), bias, residual, alpha, beta)
+  wide_out = jnp.dtype(out_dtype).itemsize > jnp.dtype(x.dtype).itemsize
+  z = epilogue_z(conv(x, w, g, native, wide_out), bias, residual, alpha, beta)
   return kinds.function(act, act_param)(z).astype(out_dtype)
 
 

@@ -297,13 +297,17 @@ def test_algorithm_forcing_and_plan(rng):
   w = normal(rng, (3, 3, 1, 6))
   kw = dict(feature_group_count=6, kernel_dilation=2, activation="silu")
   want = jaxdnn.conv(x, w, implementation="xla", **kw)
-  for algorithm in (None, "direct", "implicit_gemm"):
+  # On a GPU float32 runs on XLA, and a forced algorithm with no CUDA kernel is an error.
+  for algorithm in (None,) if on_gpu() else (None, "direct", "implicit_gemm"):
     got = jax.jit(lambda x, w, a=algorithm: jaxdnn.conv(x, w, algorithm=a, **kw))(x, w)
     assert_close(got, want, 2e-5)
     g = jax.grad(lambda w, a=algorithm: jnp.sum(jnp.sin(jaxdnn.conv(x, w, algorithm=a, **kw))))(w)
     r = jax.grad(lambda w: jnp.sum(jnp.sin(jaxdnn.conv(x, w, implementation="xla", **kw))))(w)
     assert_close(g, r, 5e-5)
-  if not on_gpu():
+  if on_gpu():
+    with pytest.raises(ValueError, match="no CUDA kernel"):
+      jaxdnn.conv(x, w, algorithm="direct", **kw)
+  else:
     plan = jaxdnn.conv_plan(x, w, **kw)
     assert plan["implementation"] == "cpu" and plan["algorithm"] == "direct", plan
     plan = jaxdnn.conv_plan(x, w, algorithm="implicit_gemm", **kw)
