@@ -178,7 +178,11 @@ def _decide(
   # has a kernel there: a forced algorithm that cannot serve is an error.
   backend = jax.default_backend()
   target = implementation or ("cuda" if backend == "gpu" else "cpu" if backend == "cpu" else None)
-  if algorithm is not None and implementation != "xla":
+  if algorithm is not None and implementation == "xla":
+    raise ValueError(
+      f"{op}: algorithm={algorithm!r} selects a jaxdnn kernel; implementation='xla' runs none"
+    )
+  if algorithm is not None:
     if algorithm not in BUILT_ALGORITHMS:
       raise ValueError(
         f"{op}: algorithm={algorithm!r} has no jaxdnn kernel yet (built: {BUILT_ALGORITHMS})"
@@ -209,7 +213,7 @@ def _decide(
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     impl = _platform.resolve(
-      implementation, op, cuda_unsupported, no_kernel="float64 operands" if wide else None
+      implementation, op, cuda_unsupported, no_kernel="a float64 x or w" if wide else None
     )
   fallback_reason = str(caught[0].message) if caught else ""
   if impl == "xla" and implementation is None and algorithm is not None:
