@@ -213,6 +213,32 @@ def shaped(shape, dtype) -> jax.core.ShapedArray:
   return jax.core.ShapedArray(tuple(shape), np.dtype(dtype))
 
 
+# ---- parameter gradients inside shard_map ----
+# A parameter replicated across a shard_map's devices (invariant over a
+# manual mesh axis) used with sharded data gets a gradient that varies over
+# that axis; custom_vjp insists on the primal's type, and JAX's own autodiff
+# sums such a gradient over the axis (the transpose of its implicit pvary).
+# A family's custom_vjp keeps a zero-size slice of each parameter in its
+# residuals (vma_token: no data, only the type) and passes each parameter's
+# gradient through match_vma in its backward.
+
+
+def vma_token(a):
+  """A zero-size slice of `a` carrying its varying mesh axes, or None."""
+  return None if a is None else jax.numpy.reshape(a, (-1,))[:0]
+
+
+def match_vma(grad, token):
+  """`grad` summed over the manual mesh axes it varies over and the primal
+  (whose vma_token is `token`) does not: the primal's type."""
+  if grad is None or token is None:
+    return grad
+  extra = _jax_internal.varying_axes(jax.typeof(grad)) - _jax_internal.varying_axes(
+    jax.typeof(token)
+  )
+  return jax.lax.psum(grad, tuple(sorted(extra))) if extra else grad
+
+
 # ---- helpers for batching rules ----
 not_mapped = None  # how batching rules mark an unbatched operand
 

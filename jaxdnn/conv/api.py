@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _extension, _platform
+from jaxdnn._primitive import match_vma, vma_token
 from jaxdnn.activations import kinds
 from jaxdnn.conv import geometry as geom
 from jaxdnn.conv import reference
@@ -74,17 +75,17 @@ def _operands(*arrays):
 def _conv_fwd(static, x, w, bias, residual):
   outs = conv_forward.bind(x, w, *_operands(bias, residual), **static)
   saved = {SAVE_NOTHING: None, SAVE_OUTPUT: outs[0], SAVE_PREACT: outs[-1]}[static["saved"]]
-  return outs[0], (x, w, saved)
+  return outs[0], (x, w, saved, vma_token(bias))
 
 
 def _conv_bwd(static, res, dy):
-  x, w, saved = res
+  x, w, saved, bias_token = res
   s = _operands(saved)
   dgrad = conv_dgrad.bind(dy, w, *s, **static)
   wgrad = conv_wgrad.bind(x, dy, *s, **static)
-  dbias = wgrad[1] if static["has_bias"] else None
+  dbias = match_vma(wgrad[1], bias_token) if static["has_bias"] else None
   dres = dgrad[1] if static["has_residual"] else None
-  return dgrad[0], wgrad[0], dbias, dres
+  return dgrad[0], match_vma(wgrad[0], vma_token(w)), dbias, dres
 
 
 _conv.defvjp(_conv_fwd, _conv_bwd)

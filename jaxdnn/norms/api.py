@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdnn import _platform
+from jaxdnn._primitive import match_vma, vma_token
 from jaxdnn.norms import reference, validation
 from jaxdnn.norms.primitives import norm_backward, norm_forward
 
@@ -30,17 +31,17 @@ def _forward(kind, epsilon, implementation, x, residual, scale, bias):
   mean = outs.pop(0) if kind == "layer" else None
   rstd = outs.pop(0)
   primal = (y, z) if has_res else y
-  return primal, (z, scale, mean, rstd)
+  return primal, (z, scale, mean, rstd, vma_token(bias))
 
 
 def _norm_bwd(kind, epsilon, implementation, saved, ct):
-  z, scale, mean, rstd = saved
+  z, scale, mean, rstd, bias_token = saved
   has_res = isinstance(ct, tuple)  # (dy, dsum) when the residual sum was returned
   dy, dsum = ct if has_res else (ct, None)
   args = [dy, z, scale] + ([mean] if kind == "layer" else []) + [rstd] + ([dsum] if has_res else [])
   outs = norm_backward.bind(*args, kind=kind, residual=has_res, implementation=implementation)
-  dx, dscale = outs[0], outs[1]
-  dbias = outs[2] if kind == "layer" else None
+  dx, dscale = outs[0], match_vma(outs[1], vma_token(scale))
+  dbias = match_vma(outs[2], bias_token) if kind == "layer" else None
   return dx, (dx if has_res else None), dscale, dbias
 
 
