@@ -11,6 +11,24 @@
 
 namespace jaxdnn {
 
+// Element i of a float32/bfloat16/float16 buffer whose dtype is known only
+// at run time (an optional operand's), as float; and the store back.
+inline float LoadAsFloat(const void* data, ffi::DataType dtype, int64_t i) {
+  switch (dtype) {
+    case ffi::DataType::BF16: return ToFloat(static_cast<const bf16_t*>(data)[i]);
+    case ffi::DataType::F16: return ToFloat(static_cast<const f16_t*>(data)[i]);
+    default: return static_cast<const float*>(data)[i];
+  }
+}
+
+inline void StoreFromFloat(void* data, ffi::DataType dtype, int64_t i, float v) {
+  switch (dtype) {
+    case ffi::DataType::BF16: static_cast<bf16_t*>(data)[i] = FromFloat<bf16_t>(v); break;
+    case ffi::DataType::F16: static_cast<f16_t*>(data)[i] = FromFloat<f16_t>(v); break;
+    default: static_cast<float*>(data)[i] = v;
+  }
+}
+
 // fn(T{}) with T the host element type of `dtype`, or an error naming the op.
 template <typename Fn>
 ffi::Error ByDtypeCpu(ffi::DataType dtype, const char* op, Fn fn) {

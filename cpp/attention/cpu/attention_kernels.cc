@@ -15,6 +15,7 @@
 
 #include "attention/cpu/attention_tiles.h"
 #include "attention/mask.h"
+#include "common/cpu_dispatch.h"
 #include "common/cpu_parallel.h"
 #include "common/host_half.h"
 
@@ -26,14 +27,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // sequence, so a few heads still keep every thread busy. A constant, not the
 // thread count: the split (and so every sum's order) depends on the shape only.
 constexpr int64_t kMinItems = 8;
-
-float LoadAny(const void* data, ffi::DataType dtype, int64_t i) {
-  switch (dtype) {
-    case ffi::DataType::BF16: return ToFloat(static_cast<const bf16_t*>(data)[i]);
-    case ffi::DataType::F16: return ToFloat(static_cast<const f16_t*>(data)[i]);
-    default: return static_cast<const float*>(data)[i];
-  }
-}
 
 // Logit of (i, j) after bias, mask and segments; -inf when (i, j) is masked.
 // `raw` receives the logit before the bias (for the softcap derivative).
@@ -56,7 +49,7 @@ struct LogitSource {
     if (Masked(b, h, i, j)) return kNegInf;
     float x = Logit(m, dot);
     *raw = x;
-    if (bias.data) x += LoadAny(bias.data, bias_dtype, bias.Offset(b, h, i, j));
+    if (bias.data) x += LoadAsFloat(bias.data, bias_dtype, bias.Offset(b, h, i, j));
     return x;
   }
 };

@@ -32,22 +32,6 @@ constexpr int64_t kTileRows = 6, kTileCols = 16;
 
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-float LoadAt(const void* p, ffi::DataType t, int64_t i) {
-  switch (t) {
-    case ffi::DataType::BF16: return ToFloat(static_cast<const bf16_t*>(p)[i]);
-    case ffi::DataType::F16: return ToFloat(static_cast<const f16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-void StoreAt(void* p, ffi::DataType t, int64_t i, float v) {
-  switch (t) {
-    case ffi::DataType::BF16: static_cast<bf16_t*>(p)[i] = FromFloat<bf16_t>(v); break;
-    case ffi::DataType::F16: static_cast<f16_t*>(p)[i] = FromFloat<f16_t>(v); break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
-
 // The micro-kernel is compiled for AVX-512 and AVX2 + FMA as well as the
 // baseline, picked at load time by the CPU it runs on (the 6 x 16 tile's 12
 // accumulators fit AVX2's 16 registers).
@@ -244,10 +228,10 @@ void Forward(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
       constexpr Act A = decltype(act)::value;
       for (int64_t k = 0; k < g.out[2] * cout; ++k) {
         float z = p.e.alpha * acc[size_t(k)];
-        if (p.bias) z += LoadAt(p.bias, p.bias_dtype, k % cout);
-        if (p.residual) z += p.e.beta * LoadAt(p.residual, p.residual_dtype, base + k);
-        StoreAt(p.y, p.out_dtype, base + k, Apply<A>(z, p.e.act_param));
-        if (p.z) StoreAt(p.z, p.out_dtype, base + k, z);
+        if (p.bias) z += LoadAsFloat(p.bias, p.bias_dtype, k % cout);
+        if (p.residual) z += p.e.beta * LoadAsFloat(p.residual, p.residual_dtype, base + k);
+        StoreFromFloat(p.y, p.out_dtype, base + k, Apply<A>(z, p.e.act_param));
+        if (p.z) StoreFromFloat(p.z, p.out_dtype, base + k, z);
       }
     });
   });
@@ -262,8 +246,8 @@ std::vector<float> PreactGrad(const ConvGeometry& g, const Epilogue& e, const vo
     ByAct(e.act, [&](auto act) {
       constexpr Act A = decltype(act)::value;
       for (int64_t k = n * per; k < (n + 1) * per; ++k) {
-        const float d = LoadAt(dy, dy_dtype, k);
-        dz[size_t(k)] = saved ? Backprop<A>(LoadAt(saved, dy_dtype, k), d, e.act_param) : d;
+        const float d = LoadAsFloat(dy, dy_dtype, k);
+        dz[size_t(k)] = saved ? Backprop<A>(LoadAsFloat(saved, dy_dtype, k), d, e.act_param) : d;
       }
     });
   });
@@ -321,7 +305,7 @@ void Dgrad(const ConvDgradArgs& p, ffi::ThreadPool* pool) {
   const std::vector<float> dz = PreactGrad(g, p.e, p.dy, p.saved, p.dy_dtype, pool);
   if (p.dresidual) {
     for (size_t k = 0; k < dz.size(); ++k)
-      StoreAt(p.dresidual, p.residual_dtype, int64_t(k), p.e.beta * dz[k]);
+      StoreFromFloat(p.dresidual, p.residual_dtype, int64_t(k), p.e.beta * dz[k]);
   }
   const ConvGeometry t = TransposedGeometry(g);
   const Packed pw = PackDgrad(g, t, static_cast<const T*>(p.w), p.e.alpha);
@@ -411,7 +395,7 @@ void Wgrad(const ConvWgradArgs& p, ffi::ThreadPool* pool) {
       for (int64_t q = 0; q < positions; ++q) {
         for (int64_t c = c0; c < c1; ++c) sum[size_t(c - c0)] += dz[size_t(q * cout + c)];
       }
-      for (int64_t c = c0; c < c1; ++c) StoreAt(p.dbias, p.bias_dtype, c, sum[size_t(c - c0)]);
+      for (int64_t c = c0; c < c1; ++c) StoreFromFloat(p.dbias, p.bias_dtype, c, sum[size_t(c - c0)]);
     });
   }
 }
