@@ -32,6 +32,14 @@ CASES = {
     lambda x, p, b, impl: jaxdnn.layer_norm(x, p, b, implementation=impl),
     lambda rng: (normal(rng, (8, 16)), normal(rng, (16,)), normal(rng, (16,))),
   ),
+  "bias_act": (
+    lambda x, p, b, impl: jaxdnn.bias_act(x, p, activation="gelu", implementation=impl),
+    lambda rng: (normal(rng, (8, 16)), normal(rng, (16,)), normal(rng, (16,))),
+  ),
+  "group_norm": (
+    lambda x, p, b, impl: jaxdnn.group_norm(x, p, b, num_groups=4, implementation=impl),
+    lambda rng: (normal(rng, (8, 5, 5, 16)), normal(rng, (16,)), normal(rng, (16,))),
+  ),
   "rms_norm": (
     lambda x, p, b, impl: jaxdnn.rms_norm(x, p, implementation=impl) + 0 * b.sum(),
     lambda rng: (normal(rng, (8, 16)), normal(rng, (16,)), normal(rng, (16,))),

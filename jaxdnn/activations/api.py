@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _extension, _platform
+from jaxdnn._primitive import match_vma, vma_token
 from jaxdnn.activations import kinds, reference
 from jaxdnn.activations.primitives import bias_act_backward, bias_act_forward
 
@@ -39,7 +40,7 @@ def _bwd(static, res, dy):
   outs = bias_act_backward.bind(
     dy, x, *b, act=code, param=param, has_bias=bias is not None, implementation=impl
   )
-  return outs[0], (None if bias is None else outs[1])
+  return outs[0], (None if bias is None else match_vma(outs[1], vma_token(bias)))
 
 
 _fused.defvjp(_fwd, _bwd)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _extension, _platform
+from jaxdnn._primitive import match_vma, vma_token
 from jaxdnn.activations import kinds
 from jaxdnn.cnn_norms import reference
 from jaxdnn.cnn_norms.primitives import group_norm_backward, group_norm_forward
@@ -51,7 +52,8 @@ def _bwd(static, saved, dy):
   outs = group_norm_backward.bind(
     dy, x, scale, bias, mean, rstd, *res, **_params(static, bool(res))
   )
-  return outs[0], outs[1], outs[2], (outs[3] if res else None)
+  dscale, dbias = match_vma(outs[1], vma_token(scale)), match_vma(outs[2], vma_token(bias))
+  return outs[0], dscale, dbias, (outs[3] if res else None)
 
 
 _fused.defvjp(_fwd, _bwd)
