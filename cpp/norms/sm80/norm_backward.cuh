@@ -114,20 +114,27 @@ __global__ void __launch_bounds__(256) NormBwdScalarKernel(NormBwdArgs p, BwdGri
 }
 
 // dscale[g, c] = sum over partials i of workspace[g, i, 0, c] (dbias from
-// [g, i, 1, c]). A block takes 32 columns; each of its kReduceWarps warps
-// sums a fixed, contiguous share of the partials (coalesced rows), then
-// warp 0 adds the warps' sums in warp order: deterministic, and every SM
-// has work even for a few thousand columns.
-constexpr int kReduceWarps = 8;
+// [g, i, 1, c]). A block takes 32 columns; each of its blockDim.y warps sums
+// a fixed, contiguous share of the partials (coalesced rows), then warp 0
+// adds the warps' sums in warp order: deterministic (the warp count is a
+// function of the shape: ReduceWarpsFor), and every SM has work even for a
+// few thousand columns.
+constexpr int kReduceWarps = 8, kReduceWarpsNarrow = 32;
+
+// Narrow rows give the reduction few blocks, each walking its share of the
+// partials as one chain of dependent loads: 32 warps a block there.
+inline int ReduceWarpsFor(int64_t dim, int64_t groups) {
+  return (dim + 31) / 32 * groups < 132 ? kReduceWarpsNarrow : kReduceWarps;
+}
 
 template <bool kLayer>
-__global__ void __launch_bounds__(32 * kReduceWarps) NormReducePartialsKernel(NormBwdArgs p) {
-  __shared__ float sums[2][kReduceWarps][32];
+__global__ void __launch_bounds__(32 * kReduceWarpsNarrow) NormReducePartialsKernel(NormBwdArgs p) {
+  __shared__ float sums[2][kReduceWarpsNarrow][32];
   const int64_t dim = p.shape.dim, n = p.num_partials;
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t group = blockIdx.y;
-  const int warp = threadIdx.y;
-  const int64_t share = (n + kReduceWarps - 1) / kReduceWarps;
+  const int warp = threadIdx.y, warps = blockDim.y;
+  const int64_t share = (n + warps - 1) / warps;
   const int64_t lo = min(n, warp * share), hi = min(n, lo + share);
   float s = 0.0f, b = 0.0f;
   if (c < dim) {
@@ -144,8 +151,7 @@ __global__ void __launch_bounds__(32 * kReduceWarps) NormReducePartialsKernel(No
   if (warp != 0 || c >= dim) return;
   s = 0.0f;
   b = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kReduceWarps; ++w) {
+  for (int w = 0; w < warps; ++w) {
     s += sums[0][w][threadIdx.x];
     b += sums[1][w][threadIdx.x];
   }

@@ -260,7 +260,7 @@ ffi::Error LaunchBwd(const NormBwdArgs& p, cudaStream_t stream) {
     NormBwdScalarKernel<T, kLayer, kResidual><<<grid, dim3(l.tpr, l.rpc), 0, stream>>>(p, bg);
   }
   if (auto e = CheckLaunch("jaxdnn norm backward launch " + ShapeText(p.shape)); e.failure()) return e;
-  const dim3 rblock(32, kReduceWarps);
+  const dim3 rblock(32, unsigned(ReduceWarpsFor(p.shape.dim, p.shape.groups)));
   const dim3 rgrid(unsigned((p.shape.dim + 31) / 32), unsigned(p.shape.groups));
   NormReducePartialsKernel<kLayer><<<rgrid, rblock, 0, stream>>>(p);
   return CheckLaunch("jaxdnn norm backward reduction launch " + ShapeText(p.shape));
