@@ -48,9 +48,7 @@ inline NormBwdPlan MakeNormBwdPlan(const NormShape& s, int64_t itemsize) {
     const StreamLaunch l = ChooseBwdStream(s.dim, elems, true);
     if (l.blocks_per_sm > 0) {
       const int64_t groups = std::max<int64_t>(s.groups, 1);
-      const int64_t per_sm =
-          std::min<int64_t>(l.blocks_per_sm, SwitchInt(Switch::kNormBwdStreamBlocks, l.blocks_per_sm));
-      const int64_t target = std::max<int64_t>(1, kWaveSms * per_sm / l.cluster / groups);
+      const int64_t target = std::max<int64_t>(1, kWaveSms * l.blocks_per_sm / l.cluster / groups);
       // Clusters (rows split over CTAs) go down to a row each: few, wide rows;
       // blocks of several short row slots to two rows a slot, filling the SMs.
       const int64_t min_rows = l.cluster > 1 ? 1 : l.rpc > 1 ? 2 * l.rpc : 4;
