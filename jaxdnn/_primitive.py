@@ -239,6 +239,13 @@ def match_vma(grad, token):
   return jax.lax.psum(grad, tuple(sorted(extra))) if extra else grad
 
 
+def vary_like(a, like):
+  """`a` made varying over the manual mesh axes `like` varies over and it
+  does not (a scan's initial carry against the data it meets)."""
+  extra = _jax_internal.varying_axes(jax.typeof(like)) - _jax_internal.varying_axes(jax.typeof(a))
+  return jax.lax.pcast(a, tuple(sorted(extra)), to="varying") if extra else a
+
+
 # ---- helpers for batching rules ----
 not_mapped = None  # how batching rules mark an unbatched operand
 

@@ -66,3 +66,64 @@ def test_replicated_parameter_gradients_in_shard_map(name):
   for got, want in zip(grads(None), grads("xla")):
     assert got.shape == want.shape
     assert_close(got, want, 5e-5)
+
+
+def _lstm_params(rng, features, hidden):
+  shapes = {"w_ih": (features, 4 * hidden), "w_hh": (hidden, 4 * hidden)}
+  p = {k: normal(rng, s, scale=0.3) for k, s in shapes.items()}
+  p.update(b_ih=normal(rng, (4 * hidden,), scale=0.1), b_hh=normal(rng, (4 * hidden,), scale=0.1))
+  return ((p,),)
+
+
+@needs_4
+def test_rnn_weight_gradients_in_shard_map():
+  rng = np.random.default_rng(0)
+  x = normal(rng, (8, 5, 3))
+  params = _lstm_params(rng, 3, 4)
+
+  def grads(impl):
+    loss = lambda x, params: jnp.sum(jnp.sin(jaxdnn.rnn(x, params, implementation=impl)[0]))
+    f = jax.shard_map(
+      jax.grad(loss, argnums=(0, 1)),
+      mesh=_mesh(),
+      in_specs=(P("data"), P()),
+      out_specs=(P("data"), P()),
+    )
+    return jax.jit(f)(x, params)
+
+  got, want = grads(None), grads("xla")
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    assert g.shape == w.shape
+    assert_close(g, w, 5e-5)
+
+
+@needs_4
+@pytest.mark.parametrize("axis_name", [None, "data"])
+def test_batch_norm_parameter_gradients_in_shard_map(axis_name):
+  rng = np.random.default_rng(1)
+  x, scale, bias = normal(rng, (8, 3, 3, 6)), normal(rng, (6,)), normal(rng, (6,))
+
+  def grads(impl):
+    def loss(x, scale, bias):
+      y, _, _ = jaxdnn.batch_norm(
+        x,
+        scale,
+        bias,
+        use_running_average=False,
+        axis_name=axis_name,
+        activation="relu",
+        implementation=impl,
+      )
+      return jnp.sum(jnp.sin(y))
+
+    f = jax.shard_map(
+      jax.grad(loss, argnums=(0, 1, 2)),
+      mesh=_mesh(),
+      in_specs=(P("data"), P(), P()),
+      out_specs=(P("data"), P(), P()),
+    )
+    return jax.jit(f)(x, scale, bias)
+
+  for got, want in zip(grads(None), grads("xla")):
+    assert got.shape == want.shape
+    assert_close(got, want, 5e-5)

@@ -22,7 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import CustomVJPPrimal, SymbolicZero
 
-from jaxdnn import _extension, _platform
+from jaxdnn import _extension, _jax_internal, _platform
+from jaxdnn._primitive import match_vma
 from jaxdnn.activations import kinds
 from jaxdnn.cnn_norms import batch_norm_primitives as prims
 from jaxdnn.cnn_norms.api import _check
@@ -109,9 +110,30 @@ def _bn_bwd(static, saved, cts):
     tot_dz, tot_dzx = _psum_stacked(axis_name, sum_dz, sum_dzx)
   outs = prims.bwd_apply.bind(dy, x, *st, scale, bias, tot_dz, tot_dzx, *res, **kw)
   dres = outs[1] if res else None
-  # This device's parameter gradients (the caller psums them, as for any
-  # data-parallel parameter).
-  return outs[0], sum_dzx, sum_dz, dres, None, None
+  # The parameter gradients in the parameters' types, as JAX's autodiff
+  # gives them: summed over the mesh axes the data varies over and the
+  # parameters do not (inside shard_map; under pmap, or for parameters that
+  # vary, this device's share, for the caller to psum). Where those axes are
+  # exactly axis_name the statistics' psum already made the sums.
+  if (
+    scale is not None
+    and tot_dz is not sum_dz
+    and _varying_extra(sum_dzx, scale) == _axes(axis_name)
+  ):
+    return outs[0], tot_dzx, tot_dz, dres, None, None
+  return outs[0], match_vma(sum_dzx, scale), match_vma(sum_dz, bias), dres, None, None
+
+
+def _axes(axis_name):
+  if axis_name is None:
+    return frozenset()
+  return frozenset(axis_name if isinstance(axis_name, (tuple, list)) else (axis_name,))
+
+
+def _varying_extra(grad, primal):
+  return _jax_internal.varying_axes(jax.typeof(grad)) - _jax_internal.varying_axes(
+    jax.typeof(primal)
+  )
 
 
 _bn.defvjp(_bn_fwd_rule, _bn_bwd, symbolic_zeros=True)

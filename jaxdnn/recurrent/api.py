@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _platform
+from jaxdnn._primitive import match_vma, vma_token
 from jaxdnn.recurrent.layout import check_mode
 from jaxdnn.recurrent.primitives import rnn_backward, rnn_forward
 from jaxdnn.recurrent.reference import _direction, _reverse_valid, check_call, run_layers
@@ -35,11 +36,11 @@ def _layer_fwd(mode, implementation, gx, w_hh, b_hh, h0, c0, lengths):
   out, h_n, c_n, saved, c_seq = rnn_forward.bind(
     gx, w_hh, b_hh, h0, c0, lengths, mode=mode, implementation=implementation
   )
-  return (out, h_n, c_n), (w_hh, h0, c0, lengths, out, saved, c_seq)
+  return (out, h_n, c_n), (w_hh, h0, c0, lengths, out, saved, c_seq, vma_token(b_hh))
 
 
 def _layer_bwd(mode, implementation, res, cts):
-  w_hh, h0, c0, lengths, out, saved, c_seq = res
+  w_hh, h0, c0, lengths, out, saved, c_seq, b_token = res
   dout, dh_n, dc_n = cts
   dgx, dw, db, dh0, dc0 = rnn_backward.bind(
     dout,
@@ -55,6 +56,10 @@ def _layer_bwd(mode, implementation, res, cts):
     mode=mode,
     implementation=implementation,
   )
+  # Inside shard_map the weights and initial states may be replicated while
+  # the data varies: their gradients are summed to the primals' types.
+  dw, db = match_vma(dw, vma_token(w_hh)), match_vma(db, b_token)
+  dh0, dc0 = match_vma(dh0, vma_token(h0)), match_vma(dc0, vma_token(c0))
   return dgx, dw, db, dh0, dc0, np.zeros(lengths.shape, jax.dtypes.float0)
 
 

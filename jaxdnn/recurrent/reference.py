@@ -19,6 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxdnn._primitive import vary_like
 from jaxdnn.recurrent.layout import check_mode
 
 
@@ -75,6 +76,7 @@ def _direction(x, p, mode, lengths, carry0, reverse):
     carry = tuple(jnp.where(valid, n, o) for n, o in zip(new, carry))
     return carry, jnp.where(valid, carry[0], 0.0)
 
+  carry0 = tuple(vary_like(c, gx) for c in carry0)  # inside shard_map: as the data varies
   carry, out = jax.lax.scan(body, carry0, (gx, steps))
   if reverse:
     out = _reverse_valid(out, lengths)
