@@ -73,7 +73,26 @@ def _bn_fwd(static, x, scale, bias, residual, running_mean, running_var):
   res = () if residual is None else (residual,)
   st = _fwd_stats(static, x, running_mean, running_var, kw)
   y, new_mean, new_var = prims.apply.bind(x, *st, scale, bias, *res, **kw)
+  axis_name, use_running_average = static[5], static[6]
+  extra = _varying_extra(new_mean, running_mean)
+  if extra and (use_running_average or extra <= _axes(axis_name)):
+    # Inside shard_map the kernel's running statistics vary with x, though
+    # they come from statistics already summed over the axes x varies on:
+    # the same formula (batch_norm.h's StatsOf) on those sums keeps them
+    # replicated, as Flax's are.
+    new_mean, new_var = _running_update(static, st, new_mean.dtype)
   return (y, new_mean, new_var), (x, st, scale, bias, residual)
+
+
+def _running_update(static, st, dtype):
+  momentum, use_running_average = static[1], static[6]
+  shift, s1, s2, count, running_var = st
+  if use_running_average:
+    return shift.astype(dtype), running_var.astype(dtype)
+  d = s1 / count
+  var = jnp.maximum(s2 / count - d * d, 0.0)
+  new_mean = momentum * shift + (1.0 - momentum) * (shift + d)
+  return new_mean.astype(dtype), (momentum * running_var + (1.0 - momentum) * var).astype(dtype)
 
 
 def _value(p):
