@@ -67,21 +67,48 @@ def _optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _attention(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds):
-  return _attention_fwd(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds)[0]
+def _attention(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, sinks):
+  return _attention_fwd(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, sinks)[0]
 
 
-def _attention_fwd(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds):
+def _attention_fwd(cfg, q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, sinks):
   bits = _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds)
   out, lse = attention_forward.bind(
     q, k, v, *_optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds), **cfg.params(bits)
   )
+  if sinks is not None:
+    out, lse = _with_sinks(out, lse, sinks)
   primal = (out, lse) if cfg.with_lse else out
-  return primal, (q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, out, lse)
+  return primal, (q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, sinks, out, lse)
+
+
+def _with_sinks(out, lse, sinks):
+  """The kernels' output and lse with each head's sink logit added to every
+  row's denominator: every probability of a row shrinks by one factor
+  exp(lse - lse'), so the output does too (a row with no key: lse -inf,
+  output 0, lse' = the sink)."""
+  full = jnp.logaddexp(lse, sinks.astype(jnp.float32)[None, :, None])
+  shrink = jnp.exp(lse - full)  # [B, N, T]
+  scaled = out.astype(jnp.float32) * jnp.swapaxes(shrink, 1, 2)[..., None]
+  return scaled.astype(out.dtype), full
+
+
+def _sinks_grad(sinks, out, lse, dout, dlse):
+  """d loss / d sinks[h] = sum over (b, t) of p_sink (dlse - D), with p_sink =
+  exp(sink - lse) and D = rowsum(dout * out): the sink moves the lse by
+  p_sink and scales the output by (1 - p_sink). The backward kernels need
+  nothing new: given the final lse and output, their P and D already are
+  the sink-normalized ones."""
+  d = jnp.sum(dout.astype(jnp.float32) * out.astype(jnp.float32), axis=-1)  # [B, T, N]
+  p_sink = jnp.exp(sinks.astype(jnp.float32)[None, :, None] - lse)  # [B, N, T]
+  g = -jnp.swapaxes(d, 1, 2)
+  if dlse is not None:
+    g = g + dlse
+  return jnp.sum(p_sink * g, axis=(0, 2)).astype(sinks.dtype)
 
 
 def _attention_bwd(cfg, saved, ct):
-  q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, out, lse = saved
+  q, k, v, bias, mask, q_len, kv_len, q_seg, kv_seg, seeds, sinks, out, lse = saved
   dout, dlse = ct if cfg.with_lse else (ct, None)
   bits = _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds)
   if dlse is not None:
@@ -97,7 +124,8 @@ def _attention_bwd(cfg, saved, ct):
   )
   dq, dk, dv = grads[:3]
   dbias = grads[3].astype(bias.dtype) if bias is not None else None
-  return dq, dk, dv, dbias, None, None, None, None, None, None
+  dsinks = None if sinks is None else _sinks_grad(sinks, out, lse, dout, dlse)
+  return dq, dk, dv, dbias, None, None, None, None, None, None, dsinks
 
 
 _attention.defvjp(_attention_fwd, _attention_bwd)
@@ -123,7 +151,7 @@ def cuda_supports(query, bias, mask) -> str | None:
   jax.jit, static_argnames=("scale", "is_causal", "window", "softcap", "dropout_rate", "with_lse")
 )
 def _xla_attention(
-  q, k, v, bias, mask, q_lens, kv_lens, q_seg, kv_seg, seeds, *, with_lse, **static
+  q, k, v, bias, mask, q_lens, kv_lens, q_seg, kv_seg, seeds, sinks, *, with_lse, **static
 ):
   """The reference as one compiled call, returning only what the caller asked
   for: under jax.debug_infs a fully masked row's -inf logits and lse are
@@ -139,6 +167,7 @@ def _xla_attention(
     q_segment_ids=q_seg,
     kv_segment_ids=kv_seg,
     seeds=seeds,
+    sinks=sinks,
     **static,
   )
   return out, (lse if with_lse else None)
@@ -190,6 +219,7 @@ def dot_product_attention(
   query_segment_ids=None,
   key_value_segment_ids=None,
   softcap=None,
+  sinks=None,
   dropout_rate=0.0,
   dropout_rng=None,
   return_logsumexp=False,
@@ -214,6 +244,10 @@ def dot_product_attention(
     query_segment_ids, key_value_segment_ids: int [batch, q_len] / [batch,
       kv_len]; a query attends only keys with its segment id (packed documents).
     softcap: logits become softcap * tanh(logits / softcap) (before bias).
+    sinks: None or float [heads]: a logit per query head added to every
+      row's softmax denominator (attention sinks, as in gpt-oss), taken as
+      is (not scaled, capped or masked); differentiable. A row with no key
+      then gives zeros and a log-sum-exp equal to its head's sink.
     dropout_rate, dropout_rng: dropout on the attention probabilities; the
       same key gives the same mask in the forward and the backward.
     return_logsumexp: also return the float32 log-sum-exp [batch, q_len,
@@ -281,6 +315,9 @@ def dot_product_attention(
     q_seg, kv_seg = _segment_ids_int32(q_seg, kv_seg)
   window = validation.window_sides(local_window_size)
   validation.check_scalars(scale, softcap, dropout_rate, dropout_rng)
+  sinks = validation.check_sinks(validation.as_array("sinks", sinks, optional=True), heads)
+  if sinks is not None and query.dtype != jnp.float64:
+    sinks = sinks.astype(jnp.float32)
   scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
   rate = float(dropout_rate)
   seeds = dropout.seeds_from_rng(dropout_rng, batch) if rate > 0.0 else None
@@ -300,6 +337,7 @@ def dot_product_attention(
       q_seg,
       kv_seg,
       seeds,
+      sinks,
       scale=scale,
       is_causal=bool(is_causal),
       window=None if window == (-1, -1) else window,
@@ -323,7 +361,9 @@ def dot_product_attention(
       deterministic=bool(deterministic),
       with_lse=return_logsumexp or return_residual,
     )
-    res = _attention(cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg, seeds)
+    res = _attention(
+      cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg, seeds, sinks
+    )
     out, lse = res if cfg.with_lse else (res, None)
     out = out[..., :head_dim]
   if unbatched:

@@ -77,8 +77,13 @@ def attention(
   softcap=None,
   dropout_rate=0.0,
   seeds=None,
+  sinks=None,
 ):
-  """Returns (out [B, T, N, H] in query's dtype, lse [B, N, T] float32)."""
+  """Returns (out [B, T, N, H] in query's dtype, lse [B, N, T] float32).
+
+  sinks: None or [N] logits, one per query head, added to every row's
+  softmax denominator (as is: not scaled, capped or masked); the lse
+  includes them."""
   batch, q_len, heads, dim = query.shape
   kv_len, kv_heads = key.shape[1], key.shape[2]
   group = heads // kv_heads
@@ -108,9 +113,14 @@ def attention(
   )
   logits = jnp.where(ok, logits, -jnp.inf)
   row_max = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+  sink = None if sinks is None else sinks.astype(acc).reshape(1, heads, 1, 1)
+  if sink is not None:
+    row_max = jnp.maximum(row_max, jax.lax.stop_gradient(sink))
   row_max = jnp.where(jnp.isfinite(row_max), row_max, 0.0)
   e = jnp.exp(logits - row_max)
   total = jnp.sum(e, axis=-1, keepdims=True)
+  if sink is not None:
+    total = total + jnp.exp(sink - row_max)
   nonempty = total != 0  # NaN (a NaN logit) counts as non-empty: the lse is NaN too
   safe_total = jnp.where(nonempty, total, 1.0)
   probs = e / safe_total

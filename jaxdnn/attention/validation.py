@@ -159,3 +159,17 @@ def check_scalars(scale, softcap, dropout_rate, dropout_rng):
     )
   if rate > 0.0 and dropout_rng is None:
     raise _err("dropout_rate > 0 needs a dropout_rng key")
+
+
+def check_sinks(sinks, heads):
+  """sinks: None or a float array of shape [heads] (one logit per query head)."""
+  if sinks is None:
+    return None
+  if not jnp.issubdtype(sinks.dtype, jnp.floating):
+    raise TypeError(f"dot_product_attention: sinks must be a float array, got dtype {sinks.dtype}")
+  if sinks.shape != (heads,):
+    raise ValueError(
+      f"dot_product_attention: sinks must have shape ({heads},) (one logit per query head), "
+      f"got {sinks.shape}"
+    )
+  return sinks
