@@ -120,10 +120,10 @@ ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
   ConvFwdArgs p;
   p.g = GeometryOfQuery(q);
   p.e = EpilogueOfQuery(q);
-  p.dtype = static_cast<ffi::DataType>(QueryArg(q, "dtype"));
-  p.out_dtype = static_cast<ffi::DataType>(QueryArg(q, "out_dtype"));
-  p.bias_dtype = static_cast<ffi::DataType>(QueryArg(q, "bias_dtype"));
-  p.residual_dtype = static_cast<ffi::DataType>(QueryArg(q, "residual_dtype"));
+  p.dtype = DtypeOfQuery(q, "dtype");
+  p.out_dtype = DtypeOfQuery(q, "out_dtype");
+  p.bias_dtype = DtypeOfQuery(q, "bias_dtype");
+  p.residual_dtype = DtypeOfQuery(q, "residual_dtype");
   p.bias = p.e.has_bias ? &kPresent : nullptr;
   p.residual = p.e.has_residual ? &kPresent : nullptr;
   return p;

@@ -446,7 +446,7 @@ std::vector<Spec> CheckSpecs() {
   s.bias = true;
   s.expect_dgrad = false;
   v.push_back(s);
-  s = Conv2d("2d 1x1 s2 15x15 256->128 n2 (lax hi -1)", 2, 15, 15, 256, 128, 1, 2, 0, 0);
+  s = Conv2d("2d 1x1 s2 15x15 256->128 n2 (odd)", 2, 15, 15, 256, 128, 1, 2, 0, 0);
   s.expect_dgrad = false;
   v.push_back(s);
   // Several batch parts with a smaller last one (37 = 3 * 10 + 7).
