@@ -326,11 +326,15 @@ class ConvDgrad(_ConvOp):
     return lambda *args: _dgrad_composed(*args, **params)
 
 
+def _plan_params(params):
+  return {k: v for k, v in params.items() if k != "g"}
+
+
 def _dgrad_dtypes(avals_in, params):
   """The data gradient's plan arguments: dy's dtype (y's) and w's."""
   if avals_in is None:
-    return dict(params, dy_dtype=params["out_dtype"])
-  return dict(params, dy_dtype=avals_in[0].dtype, w_dtype=avals_in[1].dtype)
+    return dict(_plan_params(params), dy_dtype=params["out_dtype"])
+  return dict(_plan_params(params), dy_dtype=avals_in[0].dtype, w_dtype=avals_in[1].dtype)
 
 
 def _dgrad_composed(
@@ -391,8 +395,8 @@ class ConvWgrad(_ConvOp):
 def _wgrad_dtypes(avals_in, params):
   """The weight gradient's plan arguments: x's dtype and dy's (y's)."""
   if avals_in is None:
-    return dict(params, dy_dtype=params["out_dtype"])
-  return dict(params, x_dtype=avals_in[0].dtype, dy_dtype=avals_in[1].dtype)
+    return dict(_plan_params(params), dy_dtype=params["out_dtype"])
+  return dict(_plan_params(params), x_dtype=avals_in[0].dtype, dy_dtype=avals_in[1].dtype)
 
 
 def _wgrad_composed(x, dy, *saved, g, act, act_param, alpha, has_bias, w_dtype, bias_dtype, **_):

@@ -421,7 +421,11 @@ std::vector<Spec> CheckSpecs() {
   s.bias_dtype = DataType::BF16;
   s.residual_dtype = DataType::F32;
   v.push_back(s);
-  // 1x1: the dgrad's 128-wide tile (C_in 256), the wgrad's 128-high one.
+  // C 128 both ways: the dgrad's 128-wide tile, the wgrad's 128-high one.
+  s = Conv2d("2d 3x3 SAME 10x10 128->128 n2 + relu", 2, 10, 10, 128, 128, 3, 1, 1, 1);
+  s.act = int(Act::kRelu);
+  v.push_back(s);
+  // 1x1 with C_in 256.
   s = Conv2d("2d 1x1 28x28 256->128 n2 + bias(f16)", 2, 28, 28, 256, 128, 1, 1, 0, 0);
   s.bias = true;
   s.bias_dtype = DataType::F16;
