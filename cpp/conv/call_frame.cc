@@ -33,6 +33,17 @@ ffi::Error Done(size_t a, size_t r, ffi::RemainingArgs args, ffi::RemainingRets 
   return ffi::Error::Success();
 }
 
+// CUDA's workspace: the last result where the call has one (the CPU's have none).
+ffi::Error Workspace(ffi::RemainingRets rets, size_t& r, const char* op, void** data, size_t* bytes) {
+  if (r >= rets.size()) return ffi::Error::Success();
+  auto ws = rets.get<ffi::AnyBuffer>(r++);
+  if (!ws.has_value()) return InvalidArg(op, "cannot read the workspace");
+  if ((*ws)->element_type() != ffi::DataType::U8) return InvalidArg(op, "workspace must be uint8");
+  *data = (*ws)->untyped_data();
+  *bytes = (*ws)->element_count();
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 ffi::ErrorOr<ConvFwdArgs> ReadConvFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
@@ -72,13 +83,7 @@ ffi::ErrorOr<ConvFwdArgs> ReadConvFwdCall(ffi::RemainingArgs args, ffi::Remainin
     if (z->element_type() != p.out_dtype) return ffi::Unexpected(InvalidArg(kFwd, "z must have y's dtype"));
     p.z = z->untyped_data();
   }
-  if (r < rets.size()) {  // CUDA's workspace
-    JAXDNN_TRY(ws, NextRet(rets, r, kFwd, "workspace"));
-    if (ws->element_type() != ffi::DataType::U8)
-      return ffi::Unexpected(InvalidArg(kFwd, "workspace must be uint8"));
-    p.workspace = ws->untyped_data();
-    p.workspace_bytes = ws->element_count();
-  }
+  JAXDNN_CHECK(Workspace(rets, r, kFwd, &p.workspace, &p.workspace_bytes));
   JAXDNN_CHECK(Done(a, r, args, rets, kFwd));
   return p;
 }
@@ -115,6 +120,7 @@ ffi::ErrorOr<ConvDgradArgs> ReadConvDgradCall(ffi::RemainingArgs args, ffi::Rema
     p.dresidual = dres->untyped_data();
     p.residual_dtype = dres->element_type();
   }
+  JAXDNN_CHECK(Workspace(rets, r, kDgrad, &p.workspace, &p.workspace_bytes));
   JAXDNN_CHECK(Done(a, r, args, rets, kDgrad));
   return p;
 }
@@ -151,6 +157,7 @@ ffi::ErrorOr<ConvWgradArgs> ReadConvWgradCall(ffi::RemainingArgs args, ffi::Rema
     p.dbias = dbias->untyped_data();
     p.bias_dtype = dbias->element_type();
   }
+  JAXDNN_CHECK(Workspace(rets, r, kWgrad, &p.workspace, &p.workspace_bytes));
   JAXDNN_CHECK(Done(a, r, args, rets, kWgrad));
   return p;
 }

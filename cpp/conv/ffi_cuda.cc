@@ -1,8 +1,9 @@
-// XLA FFI handlers for CUDA convolution: the forward on CUTLASS's sm90
-// implicit GEMM where the build has the CUTLASS headers (JAXDNN_HAVE_CUTLASS);
-// the gradients have no CUDA kernel yet (issue 25): on CUDA their primitives
-// lower to XLA's convolution (jaxdnn/conv/primitives.py, `fallback`). The
-// stream and the workspace come from XLA; nothing allocates or synchronizes.
+// XLA FFI handlers for CUDA convolution: the forward, the data gradient and
+// the weight gradient on CUTLASS's sm90 implicit GEMMs where the build has
+// the CUTLASS headers (JAXDNN_HAVE_CUTLASS); without them, or where a plan
+// refuses a problem, the primitives lower to XLA's convolution
+// (jaxdnn/conv/primitives.py, `fallback`). The stream and the workspace come
+// from XLA; nothing allocates or synchronizes.
 #include "common/ffi_registry.h"
 
 #ifdef JAXDNN_HAVE_CUTLASS
@@ -13,13 +14,26 @@
 
 #include "common/cuda_check.h"
 #include "conv/geometry_attrs.h"
+#include "conv/sm90/conv_dgrad_sm90.h"
 #include "conv/sm90/conv_fprop_sm90.h"
+#include "conv/sm90/conv_wgrad_sm90.h"
 #endif
 
 namespace jaxdnn::conv {
 
 #ifdef JAXDNN_HAVE_CUTLASS
 namespace {
+
+// The call's checked arguments struct (Args from ReadConvFwdCall and co.).
+template <class Reader>
+auto Decode(ffi::RemainingArgs args, ffi::RemainingRets rets, const ConvAttrs& attrs, Reader read)
+    -> decltype(read(args, rets, ConvGeometry{}, Epilogue{})) {
+  auto g = GeometryOf(BatchOf(args), attrs);
+  if (!g.has_value()) return ffi::Unexpected(g.error());
+  auto e = EpilogueOf(attrs);
+  if (!e.has_value()) return ffi::Unexpected(e.error());
+  return read(args, rets, *g, *e);
+}
 
 ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t in_channels,
                int64_t out_channels, int64_t groups, Dims in, Dims out, Dims window, Dims stride,
@@ -28,11 +42,7 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
   const ConvAttrs attrs{in_channels, out_channels, groups,     in,       out,          window,
                         stride,      in_dilation,  k_dilation, pad_lo,   act,          act_param,
                         alpha,       beta,         saved,      has_bias, has_residual, algorithm};
-  auto g = GeometryOf(BatchOf(args), attrs);
-  if (!g.has_value()) return g.error();
-  auto e = EpilogueOf(attrs);
-  if (!e.has_value()) return e.error();
-  auto p = ReadConvFwdCall(args, rets, *g, *e);
+  auto p = Decode(args, rets, attrs, ReadConvFwdCall);
   if (!p.has_value()) return p.error();
   ClearStaleLaunchError();
   const LaunchStatus s = ConvFpropSm90(*p, p->workspace, p->workspace_bytes, stream);
@@ -40,13 +50,42 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
   return ffi::Error::Success();
 }
 
-// The forward's workspace bytes for a problem, or -1 where the kernel does
-// not serve it (Python then runs the whole op on XLA). Arguments: the
-// geometry's 7 dims as <name>0..2, channels, groups, the epilogue and the
-// dtypes as XLA FFI DataType codes.
-ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
-  ConvFwdArgs p;
-  ConvGeometry& g = p.g;
+ffi::Error Dgrad(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t in_channels,
+                 int64_t out_channels, int64_t groups, Dims in, Dims out, Dims window, Dims stride,
+                 Dims in_dilation, Dims k_dilation, Dims pad_lo, int32_t act, float act_param, float alpha,
+                 float beta, int32_t saved, int32_t has_bias, int32_t has_residual, int32_t algorithm) {
+  const ConvAttrs attrs{in_channels, out_channels, groups,     in,       out,          window,
+                        stride,      in_dilation,  k_dilation, pad_lo,   act,          act_param,
+                        alpha,       beta,         saved,      has_bias, has_residual, algorithm};
+  auto p = Decode(args, rets, attrs, ReadConvDgradCall);
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  const LaunchStatus s = ConvDgradSm90(*p, stream);
+  if (!s.ok()) return ffi::Error::Internal("jaxdnn conv data gradient (sm90): " + s.Text());
+  return ffi::Error::Success();
+}
+
+ffi::Error Wgrad(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t in_channels,
+                 int64_t out_channels, int64_t groups, Dims in, Dims out, Dims window, Dims stride,
+                 Dims in_dilation, Dims k_dilation, Dims pad_lo, int32_t act, float act_param, float alpha,
+                 float beta, int32_t saved, int32_t has_bias, int32_t has_residual, int32_t algorithm) {
+  const ConvAttrs attrs{in_channels, out_channels, groups,     in,       out,          window,
+                        stride,      in_dilation,  k_dilation, pad_lo,   act,          act_param,
+                        alpha,       beta,         saved,      has_bias, has_residual, algorithm};
+  auto p = Decode(args, rets, attrs, ReadConvWgradCall);
+  if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
+  const LaunchStatus s = ConvWgradSm90(*p, stream);
+  if (!s.ok()) return ffi::Error::Internal("jaxdnn conv weight gradient (sm90): " + s.Text());
+  return ffi::Error::Success();
+}
+
+// Plan queries: the workspace bytes for a problem, or -1 where the kernel
+// does not serve it (Python then lowers the op to XLA). Arguments: the
+// geometry's 7 dims as <name>0..2, batch, channels, groups, the epilogue and
+// the dtypes as XLA FFI DataType codes (0: none).
+ConvGeometry GeometryOfQuery(const QueryArgs& q) {
+  ConvGeometry g;
   g.batch = QueryArg(q, "batch");
   g.in_channels = QueryArg(q, "in_channels");
   g.out_channels = QueryArg(q, "out_channels");
@@ -58,16 +97,33 @@ ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
     for (int k = 0; k < 3; ++k)
       (*dims[d])[k] = QueryArg(q, (std::string(names[d]) + std::to_string(k)).c_str());
   }
-  p.e.act = int32_t(QueryArg(q, "act"));
-  p.e.saved = int32_t(QueryArg(q, "saved"));
-  p.e.has_bias = QueryArg(q, "has_bias") != 0;
-  p.e.has_residual = QueryArg(q, "has_residual") != 0;
-  p.dtype = static_cast<ffi::DataType>(QueryArg(q, "dtype"));
-  p.out_dtype = static_cast<ffi::DataType>(QueryArg(q, "out_dtype"));
-  p.bias_dtype = static_cast<ffi::DataType>(QueryArg(q, "bias_dtype"));
-  p.residual_dtype = static_cast<ffi::DataType>(QueryArg(q, "residual_dtype"));
-  // Stand-ins for the operands the plan only checks for presence.
-  static const char kPresent = 0;
+  return g;
+}
+
+Epilogue EpilogueOfQuery(const QueryArgs& q) {
+  Epilogue e;
+  e.act = int32_t(QueryArg(q, "act"));
+  e.saved = int32_t(QueryArg(q, "saved"));
+  e.has_bias = QueryArg(q, "has_bias") != 0;
+  e.has_residual = QueryArg(q, "has_residual") != 0;
+  return e;
+}
+
+ffi::DataType DtypeOfQuery(const QueryArgs& q, const char* key) {
+  return static_cast<ffi::DataType>(QueryArg(q, key));
+}
+
+// Stand-in for the operands the plans only check for presence.
+const char kPresent = 0;
+
+ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
+  ConvFwdArgs p;
+  p.g = GeometryOfQuery(q);
+  p.e = EpilogueOfQuery(q);
+  p.dtype = DtypeOfQuery(q, "dtype");
+  p.out_dtype = DtypeOfQuery(q, "out_dtype");
+  p.bias_dtype = DtypeOfQuery(q, "bias_dtype");
+  p.residual_dtype = DtypeOfQuery(q, "residual_dtype");
   p.bias = p.e.has_bias ? &kPresent : nullptr;
   p.residual = p.e.has_residual ? &kPresent : nullptr;
   return p;
@@ -87,14 +143,50 @@ int64_t FwdTileN(const QueryArgs& q) {
   return ConvFpropSm90TileN(p);
 }
 
+// The data gradient's: dtype is w's (and dx's), dy_dtype dy's, residual_dtype
+// the residual gradient's.
+int64_t DgradWorkspace(const QueryArgs& q) {
+  ConvDgradArgs p;
+  p.g = GeometryOfQuery(q);
+  p.e = EpilogueOfQuery(q);
+  p.dtype = DtypeOfQuery(q, "dtype");
+  p.dy_dtype = DtypeOfQuery(q, "dy_dtype");
+  p.residual_dtype = DtypeOfQuery(q, "residual_dtype");
+  if (ConvDgradSm90Refusal(p) != nullptr) return -1;
+  return int64_t(ConvDgradSm90Workspace(p));
+}
+
+// The weight gradient's: dtype is x's (and dw's), dy_dtype dy's, bias_dtype
+// the bias gradient's.
+int64_t WgradWorkspace(const QueryArgs& q) {
+  ConvWgradArgs p;
+  p.g = GeometryOfQuery(q);
+  p.e = EpilogueOfQuery(q);
+  p.dtype = DtypeOfQuery(q, "dtype");
+  p.dy_dtype = DtypeOfQuery(q, "dy_dtype");
+  p.bias_dtype = DtypeOfQuery(q, "bias_dtype");
+  if (ConvWgradSm90Refusal(p) != nullptr) return -1;
+  return int64_t(ConvWgradSm90Workspace(p));
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kConvFwdCuda, Fwd, JAXDNN_CONV_BIND(ffi::PlatformStream<cudaStream_t>),
                               {ffi::Traits::kCmdBufferCompatible});
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kConvDgradCuda, Dgrad, JAXDNN_CONV_BIND(ffi::PlatformStream<cudaStream_t>),
+                              {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kConvWgradCuda, Wgrad, JAXDNN_CONV_BIND(ffi::PlatformStream<cudaStream_t>),
+                              {ffi::Traits::kCmdBufferCompatible});
+
 FamilyExports CudaExports() {
-  return {{{"jaxdnn_conv_fwd", kConvFwdCuda}},
-          {{"conv_fwd_workspace", FwdWorkspace}, {"conv_fwd_tile_n", FwdTileN}}};
+  return {{{"jaxdnn_conv_fwd", kConvFwdCuda},
+           {"jaxdnn_conv_dgrad", kConvDgradCuda},
+           {"jaxdnn_conv_wgrad", kConvWgradCuda}},
+          {{"conv_fwd_workspace", FwdWorkspace},
+           {"conv_fwd_tile_n", FwdTileN},
+           {"conv_dgrad_workspace", DgradWorkspace},
+           {"conv_wgrad_workspace", WgradWorkspace}}};
 }
 #else
 FamilyExports CudaExports() { return {{}, {}}; }

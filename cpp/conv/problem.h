@@ -80,6 +80,8 @@ struct ConvDgradArgs {
   const void* saved = nullptr;  // null for kSaveNothing
   void* dx = nullptr;
   void* dresidual = nullptr;  // null without a residual
+  void* workspace = nullptr;  // CUDA: scratch XLA allocated (the plan's size)
+  size_t workspace_bytes = 0;
 };
 
 struct ConvWgradArgs {
@@ -92,15 +94,17 @@ struct ConvWgradArgs {
   const void* dy = nullptr;
   const void* saved = nullptr;
   void* dw = nullptr;
-  void* dbias = nullptr;  // null without a bias
+  void* dbias = nullptr;      // null without a bias
+  void* workspace = nullptr;  // CUDA: scratch XLA allocated (the plan's size)
+  size_t workspace_bytes = 0;
 };
 
 // Attributes: the geometry as int64 arrays of 3 (in_dims, out_dims, window,
 // strides, in_dilation, k_dilation, pad_lo), in/out channels, groups, act,
 // act_param, alpha, beta, saved, has_bias, has_residual, algorithm. Buffers:
 //   forward  args x, w, [bias], [residual]   rets y, [z], [workspace u8]
-//   dgrad    args dy, w, [saved]             rets dx, [d residual]
-//   wgrad    args x, dy, [saved]             rets dw, [d bias]
+//   dgrad    args dy, w, [saved]             rets dx, [d residual], [workspace u8]
+//   wgrad    args x, dy, [saved]             rets dw, [d bias], [workspace u8]
 ffi::ErrorOr<ConvFwdArgs> ReadConvFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
                                           const ConvGeometry& g, const Epilogue& e);
 ffi::ErrorOr<ConvDgradArgs> ReadConvDgradCall(ffi::RemainingArgs args, ffi::RemainingRets rets,

@@ -8,5 +8,9 @@ set(FAMILY_CUDA_SOURCES
   call_frame.cc
   ffi_cuda.cc)
 if(JAXDNN_HAVE_CUTLASS)
-  list(APPEND FAMILY_CUDA_SOURCES sm90/conv_fprop_sm90.cu sm90/conv_fprop_sm90_n64.cu sm90/conv_fprop_sm90_n128.cu)
+  list(APPEND FAMILY_CUDA_SOURCES
+    sm90/conv_sm90_aux.cu
+    sm90/conv_fprop_sm90.cu sm90/conv_fprop_sm90_n64.cu sm90/conv_fprop_sm90_n128.cu
+    sm90/conv_dgrad_sm90.cu sm90/conv_dgrad_sm90_n64.cu sm90/conv_dgrad_sm90_n128.cu
+    sm90/conv_wgrad_sm90.cu sm90/conv_wgrad_sm90_m64.cu sm90/conv_wgrad_sm90_m128.cu)
 endif()

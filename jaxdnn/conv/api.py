@@ -30,7 +30,9 @@ from jaxdnn.conv.primitives import (
   conv_dgrad,
   conv_forward,
   conv_wgrad,
+  dgrad_plan,
   forward_plan,
+  wgrad_plan,
 )
 
 FLOATS = tuple(np.dtype(d) for d in (jnp.float32, jnp.bfloat16, jnp.float16, np.float64))
@@ -317,7 +319,7 @@ def _plan_report(c: _Call) -> dict:
       workspace_bytes=forward_plan(c.g, c.g.batch, **static),
       tile=f"128x{forward_plan(c.g, c.g.batch, query='conv_fwd_tile_n', **static)}x64",
     )
-    report["gradients"] = "XLA's convolutions in the operands' dtype (no CUDA dgrad/wgrad yet)"
+    report["gradients"] = _cuda_gradients(c)
   elif c.platform == "cpu":
     report["config"] = dict(kernel="6x16 float32 register tiles" if c.algorithm != "direct" else
                             "channel-vector loop")  # fmt: skip
@@ -325,6 +327,36 @@ def _plan_report(c: _Call) -> dict:
   else:
     report["gradients"] = "jax.grad of the XLA composition"
   return report
+
+
+def _cuda_gradients(c: _Call) -> str:
+  """How the backward of a call the CUDA forward serves runs: each gradient
+  on its sm90 kernel where its plan serves the problem, else on XLA."""
+  dtypes = dict(
+    x_dtype=str(np.dtype(c.x.dtype)),
+    w_dtype=str(np.dtype(c.w.dtype)),
+    dy_dtype=str(np.dtype(c.out_dtype)),
+    bias_dtype=str(np.dtype(c.bias.dtype)) if c.bias is not None else "",
+    residual_dtype=str(np.dtype(c.residual.dtype)) if c.residual is not None else "",
+  )
+  static = dict(
+    act=c.act, saved=c.saved, has_bias=c.bias is not None, has_residual=c.residual is not None
+  )
+
+  def served(plan, target):
+    return _extension.has_cuda_target(target) and plan(c.g, 1, **static, **dtypes) >= 0
+
+  dgrad = (
+    "data gradient: the sm90 implicit GEMM (CUTLASS dgrad)"
+    if served(dgrad_plan, "jaxdnn_conv_dgrad")
+    else "data gradient: XLA's convolution (the sm90 dgrad serves stride 1 only)"
+  )
+  wgrad = (
+    "weight gradient: the sm90 implicit GEMM (CUTLASS wgrad, batch parts summed in order)"
+    if served(wgrad_plan, "jaxdnn_conv_wgrad")
+    else "weight gradient: XLA's convolution"
+  )
+  return f"{dgrad}; {wgrad}"
 
 
 def _inputs(op, x, w):

@@ -8,8 +8,9 @@ folds the spatial dims: x is [N, in positions * C_in], the weights flat
   dgrad:    dy, w, [saved]             -> dx, [d residual]
   wgrad:    x, dy, [saved]             -> dw, [d bias]
 
-On CUDA, a primitive whose kernel is missing from the build lowers to
-XLA's convolutions in the operands' dtype (reference.py, native=True).
+On CUDA, a primitive whose kernel is missing from the build, or whose C++
+plan refuses the problem, lowers to XLA's convolutions in the operands'
+dtype (reference.py, native=True).
 
 `saved` is what the forward kept for the activation's derivative: nothing
 (no activation), y (relu, relu6: their derivative is a test on y) or z.
@@ -42,14 +43,38 @@ OUT = row_of("o")
 WEIGHTS = param_of("w")
 BIAS = param_of("b")
 
-# FFI targets that may have no CUDA kernel in a build (issue 25): the
-# gradients have none yet, the forward only with the CUTLASS headers. On CUDA
-# a primitive without its target lowers to XLA's convolution (reference.py),
-# and the house test lets these miss from the CUDA module's registrations.
+# FFI targets that may have no CUDA kernel in a build: all three are built
+# only with the CUTLASS headers (issue 25). On CUDA a primitive without its
+# target lowers to XLA's convolution (reference.py), and the house test lets
+# these miss from the CUDA module's registrations.
 CUDA_PENDING = frozenset({"jaxdnn_conv_fwd", "jaxdnn_conv_dgrad", "jaxdnn_conv_wgrad"})
 
 # XLA FFI DataType codes (xla/ffi/api/c_api.h), for the plan query.
 _FFI_DTYPES = {"float16": 10, "float32": 11, "float64": 12, "bfloat16": 16}
+
+
+def _dtype_code(d) -> int:
+  return _FFI_DTYPES.get(str(d), 0) if d else 0
+
+
+def _plan(query, g, batch, act, saved, has_bias, has_residual, **dtypes) -> int:
+  """A C++ plan query (cpp/conv/ffi_cuda.cc, the launchers' own plans) for
+  this problem: the geometry, the epilogue, and the named dtypes' codes."""
+  names = ("in", "out", "window", "stride", "in_dilation", "k_dilation", "pad_lo")
+  dims = {f"{n}{k}": v for n, vals in zip(names, g.attributes()) for k, v in enumerate(vals)}
+  return _extension.plan_query(
+    query,
+    batch=batch,
+    in_channels=g.in_channels,
+    out_channels=g.out_channels,
+    groups=g.groups,
+    act=act,
+    saved=saved,
+    has_bias=int(has_bias),
+    has_residual=int(has_residual),
+    **{k: _dtype_code(v) for k, v in dtypes.items()},
+    **dims,
+  )
 
 
 def forward_plan(
@@ -66,27 +91,32 @@ def forward_plan(
   query="conv_fwd_workspace",
 ) -> int:
   """The CUDA forward's workspace bytes for this problem, or -1 where its
-  kernel does not serve it (cpp/conv/ffi_cuda.cc, the launcher's own plan);
-  query="conv_fwd_tile_n": the CTA tile's width in output channels."""
-  names = ("in", "out", "window", "stride", "in_dilation", "k_dilation", "pad_lo")
-  dims = {f"{n}{k}": v for n, vals in zip(names, g.attributes()) for k, v in enumerate(vals)}
-  code = lambda d: _FFI_DTYPES.get(str(d), 0) if d else 0
-  return _extension.plan_query(
-    query,
-    batch=batch,
-    in_channels=g.in_channels,
-    out_channels=g.out_channels,
-    groups=g.groups,
-    act=act,
-    saved=saved,
-    has_bias=int(has_bias),
-    has_residual=int(has_residual),
-    dtype=code(x_dtype),
-    out_dtype=code(out_dtype),
-    bias_dtype=code(bias_dtype),
-    residual_dtype=code(residual_dtype),
-    **dims,
-  )
+  kernel does not serve it; query="conv_fwd_tile_n": the CTA tile's width in
+  output channels."""
+  return _plan(
+    query, g, batch, act, saved, has_bias, has_residual, dtype=x_dtype, out_dtype=out_dtype,
+    bias_dtype=bias_dtype, residual_dtype=residual_dtype,
+  )  # fmt: skip
+
+
+def dgrad_plan(
+  g, batch, *, w_dtype, dy_dtype, act, saved, has_residual, residual_dtype, **_
+) -> int:
+  """The CUDA data gradient's workspace bytes, or -1 where its kernel does not
+  serve the problem (its refusal never depends on the batch)."""
+  return _plan(
+    "conv_dgrad_workspace", g, batch, act, saved, False, has_residual, dtype=w_dtype,
+    dy_dtype=dy_dtype, residual_dtype=residual_dtype if has_residual else "",
+  )  # fmt: skip
+
+
+def wgrad_plan(g, batch, *, x_dtype, dy_dtype, act, saved, has_bias, bias_dtype, **_) -> int:
+  """The CUDA weight gradient's workspace bytes, or -1 where its kernel does
+  not serve the problem (its refusal never depends on the batch)."""
+  return _plan(
+    "conv_wgrad_workspace", g, batch, act, saved, has_bias, False, dtype=x_dtype,
+    dy_dtype=dy_dtype, bias_dtype=bias_dtype if has_bias else "",
+  )  # fmt: skip
 
 
 SAVE_NOTHING, SAVE_OUTPUT, SAVE_PREACT = 0, 1, 2
@@ -274,10 +304,37 @@ class ConvDgrad(_ConvOp):
     outs = (ROW,) + ((OUT,) if has_residual else ())
     return LeadingDimsSharding(1, 0, ins, outs, reduces_params=False)
 
+  def workspace(self, platform, avals_in, **params):
+    """CUDA: the bytes the sm90 data gradient's plan asks for (the weights
+    transposed K-major, dz where an activation needs it)."""
+    if platform != "cuda" or not _extension.has_cuda_target(self.target):
+      return []
+    nbytes = dgrad_plan(params["g"], avals_in[0].shape[0], **_dgrad_dtypes(avals_in, params))
+    return [jax.ShapeDtypeStruct((max(nbytes, 1),), jnp.uint8)]
+
   def fallback(self, platform, **params):
+    """XLA's convolution where the CUDA build has no kernel or its plan
+    refuses the problem (queried at batch 1: the refusal never depends on
+    the batch, which the lowering's params do not carry)."""
     if platform != "cuda":
       return None
+    if (
+      _extension.has_cuda_target(self.target)
+      and dgrad_plan(params["g"], 1, **_dgrad_dtypes(None, params)) >= 0
+    ):
+      return None
     return lambda *args: _dgrad_composed(*args, **params)
+
+
+def _plan_params(params):
+  return {k: v for k, v in params.items() if k != "g"}
+
+
+def _dgrad_dtypes(avals_in, params):
+  """The data gradient's plan arguments: dy's dtype (y's) and w's."""
+  if avals_in is None:
+    return dict(_plan_params(params), dy_dtype=params["out_dtype"])
+  return dict(_plan_params(params), dy_dtype=avals_in[0].dtype, w_dtype=avals_in[1].dtype)
 
 
 def _dgrad_composed(
@@ -313,10 +370,33 @@ class ConvWgrad(_ConvOp):
     outs = (WEIGHTS,) + ((BIAS,) if has_bias else ())
     return LeadingDimsSharding(1, 0, ins, outs, reduces_params=True)
 
+  def workspace(self, platform, avals_in, **params):
+    """CUDA: the bytes the sm90 weight gradient's plan asks for (dz where an
+    activation needs it, the batch parts' float32 partials, the bias
+    gradient's block sums)."""
+    if platform != "cuda" or not _extension.has_cuda_target(self.target):
+      return []
+    nbytes = wgrad_plan(params["g"], avals_in[0].shape[0], **_wgrad_dtypes(avals_in, params))
+    return [jax.ShapeDtypeStruct((max(nbytes, 1),), jnp.uint8)]
+
   def fallback(self, platform, **params):
+    """XLA's convolution where the CUDA build has no kernel or its plan
+    refuses the problem (queried at batch 1, as the data gradient's)."""
     if platform != "cuda":
       return None
+    if (
+      _extension.has_cuda_target(self.target)
+      and wgrad_plan(params["g"], 1, **_wgrad_dtypes(None, params)) >= 0
+    ):
+      return None
     return lambda *args: _wgrad_composed(*args, **params)
+
+
+def _wgrad_dtypes(avals_in, params):
+  """The weight gradient's plan arguments: x's dtype and dy's (y's)."""
+  if avals_in is None:
+    return dict(_plan_params(params), dy_dtype=params["out_dtype"])
+  return dict(_plan_params(params), x_dtype=avals_in[0].dtype, dy_dtype=avals_in[1].dtype)
 
 
 def _wgrad_composed(x, dy, *saved, g, act, act_param, alpha, has_bias, w_dtype, bias_dtype, **_):

@@ -1,9 +1,12 @@
 """The CUDA forward (CUTLASS sm90 implicit GEMM, cpp/conv/sm90/) against
 the float32 oracle on the cases it serves: 1D-3D, strides, kernel dilation,
 padding, bias, residual with alpha and beta, relu and relu6, bfloat16 and
-float16; its custom call in the HLO; the gradients (XLA's, through the
-primitives' fallback) through it; calls it does not serve run on XLA with a
-warning. Skipped without a GPU whose build has the kernel."""
+float16; its custom call in the HLO; the gradients through the sm90 data
+and weight gradient kernels (their custom calls in the HLO, XLA's
+convolution where a plan refuses: the strided data gradient) against the
+oracle's, the weight gradient bitwise deterministic; calls the forward does
+not serve run on XLA with a warning. Skipped without a GPU whose build has
+the kernel."""
 
 import jax
 import jax.numpy as jnp
@@ -100,3 +103,64 @@ def test_plan_reports_the_kernel():
       activation="gelu",
       algorithm="implicit_gemm",
     )
+
+
+# (x, w, conv kwargs, whether the sm90 data gradient serves it: stride 1 only)
+GRAD_CASES = [
+  ((4, 14, 14, 64), (3, 3, 64, 64), dict(activation="relu"), True),
+  ((2, 9, 11, 128), (1, 1, 128, 256), dict(padding="VALID"), True),
+  ((2, 12, 12, 32), (3, 3, 32, 32), dict(activation="relu6", alpha=0.5, beta=2.0), True),
+  ((2, 6, 8, 10, 32), (3, 3, 3, 32, 16), dict(activation="relu"), True),
+  ((3, 40, 24), (5, 24, 48), dict(kernel_dilation=2, padding="CAUSAL"), True),
+  ((2, 15, 13, 32), (3, 3, 32, 48), dict(strides=2, activation="relu"), False),
+]
+
+
+def _grad_loss(xs, kw, impl, with_residual):
+  cot = normal(np.random.default_rng(99), (xs[0], 1), jnp.float32)  # broadcast over the rest
+
+  def f(x, w, b, r):
+    y = jaxdnn.conv(x, w, b, residual=r if with_residual else None, implementation=impl, **kw)
+    y = y.astype(jnp.float32)
+    wave = jnp.cos(jnp.arange(y.size, dtype=jnp.float32).reshape(y.shape) * 0.37)
+    return jnp.sum(y * wave * cot.reshape((-1,) + (1,) * (y.ndim - 1)))
+
+  return f
+
+
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=str)
+@pytest.mark.parametrize("case", range(len(GRAD_CASES)))
+def test_gradients_run_the_sm90_kernels_and_match_the_oracle(case, dtype):
+  xs, ws, kw, dgrad_served = GRAD_CASES[case]
+  rng = np.random.default_rng(100 + case)
+  x = normal(rng, xs, dtype)
+  w = normal(rng, ws, dtype, scale=1.0 / np.sqrt(np.prod(ws[:-1])))
+  b = normal(rng, ws[-1:], jnp.float32)
+  with_residual = "beta" in kw
+  out_shape = jax.eval_shape(lambda x, w: jaxdnn.conv(x, w, **kw), x, w).shape
+  r = normal(rng, out_shape, dtype) if with_residual else jnp.zeros((), dtype)
+  grad = jax.jit(jax.grad(_grad_loss(xs, kw, None, with_residual), argnums=(0, 1, 2, 3)))
+  targets = custom_call_targets(grad.lower(x, w, b, r).compile().as_text())
+  assert "jaxdnn_conv_fwd" in targets and "jaxdnn_conv_wgrad" in targets, targets
+  assert ("jaxdnn_conv_dgrad" in targets) == dgrad_served, targets
+  got = grad(x, w, b, r)
+  wide = lambda a: a.astype(jnp.float32)
+  want = jax.grad(_grad_loss(xs, kw, "xla", with_residual), argnums=(0, 1, 2, 3))(
+    wide(x), wide(w), b, wide(r)
+  )
+  names = ("dx", "dw", "dbias", "dresidual") if with_residual else ("dx", "dw", "dbias")
+  for name, a, c in zip(names, got, want):
+    assert a.dtype == (jnp.float32 if name == "dbias" else dtype), (name, a.dtype)
+    assert_close(a, c, 5e-2, err_msg=name)
+  again = grad(x, w, b, r)
+  np.testing.assert_array_equal(np.asarray(again[1]), np.asarray(got[1]))  # deterministic dw
+  np.testing.assert_array_equal(np.asarray(again[2]), np.asarray(got[2]))  # and d bias
+
+
+def test_plan_reports_the_gradient_kernels():
+  x = jax.ShapeDtypeStruct((2, 16, 16, 64), jnp.bfloat16)
+  w = jax.ShapeDtypeStruct((3, 3, 64, 64), jnp.bfloat16)
+  grads = jaxdnn.conv_plan(x, w, activation="relu")["gradients"]
+  assert "CUTLASS dgrad" in grads and "CUTLASS wgrad" in grads, grads
+  grads = jaxdnn.conv_plan(x, w, strides=2)["gradients"]
+  assert "data gradient: XLA" in grads and "CUTLASS wgrad" in grads, grads

@@ -3,7 +3,6 @@
 // the plan picks (conv_fprop_sm90_n64.cu / _n128.cu).
 #include "conv/sm90/conv_fprop_sm90.h"
 
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "common/activation.h"
 #include "common/switches.h"
 #include "conv/sm90/conv_fprop_sm90_plan.h"
+#include "conv/sm90/conv_sm90_aux.h"
 
 namespace jaxdnn::conv {
 namespace {
@@ -114,40 +114,6 @@ const char* MakePlan(const ConvFwdArgs& p, Plan* pl) {
   return nullptr;
 }
 
-// w [taps, C_in, C_out] -> wt [C_out, taps, C_in] through a 32x32 tile per
-// (C_out block, C_in block, tap), moved as raw 16-bit words; blocks of the
-// first C_in block and tap also widen bias[co] to float32.
-__global__ void PrepareWeightsKernel(const uint16_t* __restrict__ w, uint16_t* __restrict__ wt, int taps,
-                                     int cin, int cout, const void* bias, ffi::DataType bias_dtype,
-                                     float* bias_out) {
-  __shared__ uint16_t tile[32][33];
-  const int tap = blockIdx.z, co0 = blockIdx.x * 32, ci0 = blockIdx.y * 32;
-  for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-    const int ci = ci0 + r, co = co0 + threadIdx.x;
-    if (ci < cin && co < cout) tile[r][threadIdx.x] = w[(int64_t(tap) * cin + ci) * cout + co];
-  }
-  __syncthreads();
-  for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-    const int co = co0 + r, ci = ci0 + threadIdx.x;
-    if (co < cout && ci < cin) wt[(int64_t(co) * taps + tap) * cin + ci] = tile[threadIdx.x][r];
-  }
-  const int co = co0 + threadIdx.x;
-  if (bias_out != nullptr && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.y == 0 && co < cout) {
-    float b;
-    switch (bias_dtype) {
-      case ffi::DataType::BF16:
-        b = __uint_as_float(uint32_t(static_cast<const uint16_t*>(bias)[co]) << 16);
-        break;
-      case ffi::DataType::F16:
-        b = __half2float(__ushort_as_half(static_cast<const uint16_t*>(bias)[co]));
-        break;
-      case ffi::DataType::F64: b = float(static_cast<const double*>(bias)[co]); break;
-      default: b = static_cast<const float*>(bias)[co];
-    }
-    bias_out[co] = b;
-  }
-}
-
 bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 // fn<kHalf, kTileN>() for the plan's configuration.
@@ -202,11 +168,8 @@ LaunchStatus Run(const ConvFwdArgs& p, const Plan& pl, void* workspace, size_t w
   void* wt = ws + cutlass_bytes;
   float* bias = p.e.has_bias ? reinterpret_cast<float*>(ws + cutlass_bytes + pl.weight_bytes) : nullptr;
   const int taps = int(p.g.taps()), cin = pl.act[4], cout = pl.flt[0];
-  const dim3 prep_grid((cout + 31) / 32, (cin + 31) / 32, taps);
-  PrepareWeightsKernel<<<prep_grid, dim3(32, 8), 0, stream>>>(static_cast<const uint16_t*>(p.w),
-                                                              static_cast<uint16_t*>(wt), taps, cin, cout,
-                                                              p.bias, p.bias_dtype, bias);
-  const cudaError_t err = cudaGetLastError();
+  const cudaError_t err =
+      sm90::PackWeightsKMajor(p.w, wt, taps, cin, cout, p.bias, p.bias_dtype, bias, stream);
   if (err != cudaSuccess) return err;
   void* cutlass_ws = cutlass_bytes > 0 ? workspace : nullptr;
   const void* c = has_res ? p.residual : p.y;

@@ -9,11 +9,9 @@
 #include <cstddef>
 
 #include "common/launch_status.h"
+#include "conv/sm90/conv_sm90_workspace.h"
 
 namespace jaxdnn::conv::sm90 {
-
-constexpr size_t kWsAlign = 256;
-inline size_t RoundUp(size_t n) { return (n + kWsAlign - 1) / kWsAlign * kWsAlign; }
 
 struct Plan {
   int act[5], flt[5];  // [N, D, H, W, C_in], [C_out, T, R, S, C_in]

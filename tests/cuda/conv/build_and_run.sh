@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds the CUTLASS sm90 forward-convolution self-test with the command in
-# conv_fprop_sm90_selftest.cu's header and runs its check mode, then its
-# bench mode. Needs nvcc (12.3+), jax, and the nvidia-cutlass wheel (or
-# CUTLASS_INCLUDE pointing at a CUTLASS include folder with tools/util/include
-# at ../tools/util/include). OUT (default /tmp) receives the binary; STAGE=build
-# or STAGE=run does only that half (a device call builds while jaxdnn builds).
+# Builds the CUTLASS sm90 convolution self-tests (the forward's and the
+# gradients') and runs their check modes, then their bench modes. Needs nvcc
+# (12.3+), jax, and the nvidia-cutlass wheel (or CUTLASS_INCLUDE pointing at
+# a CUTLASS include folder with tools/util/include at ../tools/util/include).
+# OUT (default /tmp) receives the binaries; STAGE=build or STAGE=run does only
+# that half (a device call builds while jaxdnn builds); SELFTEST=fprop or
+# SELFTEST=grad builds and runs only that one; JOBS (default: the cores)
+# bounds the parallel nvcc processes (each CUTLASS unit takes a minute and a
+# few GB).
 #   bash tests/cuda/conv/build_and_run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -12,30 +15,64 @@ CUTLASS_INCLUDE=${CUTLASS_INCLUDE:-$(python3 -c "import cutlass_library, os; pri
 JAX_INCLUDE=$(python3 -c "import jax; print(jax.ffi.include_dir())")
 out=${OUT:-/tmp}
 mkdir -p "$out"
-bin="$out/conv_fprop_sm90_selftest"
 stage=${STAGE:-all}
+which=${SELFTEST:-all}
+jobs=${JOBS:-$(nproc)}
 start=$SECONDS
 flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Icpp -I"$CUTLASS_INCLUDE"
   -I"$CUTLASS_INCLUDE/../tools/util/include" -I"$JAX_INCLUDE" -DNDEBUG)
-srcs=(tests/cuda/conv/conv_fprop_sm90_selftest.cu cpp/conv/sm90/conv_fprop_sm90.cu
-  cpp/conv/sm90/conv_fprop_sm90_n64.cu cpp/conv/sm90/conv_fprop_sm90_n128.cu cpp/common/switches.cc)
+sm90=cpp/conv/sm90
+fprop_srcs=(tests/cuda/conv/conv_fprop_sm90_selftest.cu $sm90/conv_fprop_sm90.cu $sm90/conv_fprop_sm90_n64.cu
+  $sm90/conv_fprop_sm90_n128.cu $sm90/conv_sm90_aux.cu cpp/common/switches.cc)
+grad_srcs=(tests/cuda/conv/conv_grad_sm90_selftest.cu $sm90/conv_dgrad_sm90.cu $sm90/conv_dgrad_sm90_n64.cu
+  $sm90/conv_dgrad_sm90_n128.cu $sm90/conv_wgrad_sm90.cu $sm90/conv_wgrad_sm90_m64.cu
+  $sm90/conv_wgrad_sm90_m128.cu $sm90/conv_sm90_aux.cu)
+tests=()
+[ "$which" = grad ] || tests+=(fprop)
+[ "$which" = fprop ] || tests+=(grad)
+
+obj_of() { echo "$out/$(basename "$1").o"; }
+
 if [ "$stage" != run ]; then
-  # One nvcc per source, side by side (each CUTLASS tile unit takes about a minute).
-  objs=()
-  for src in "${srcs[@]}"; do
-    obj="$out/$(basename "$src").o"
-    objs+=("$obj")
-    nvcc "${flags[@]}" -c "$src" -o "$obj" &
+  # One nvcc per source, at most $jobs at once; any failure fails the build.
+  declare -A seen=()
+  srcs=()
+  for t in "${tests[@]}"; do
+    declare -n list="${t}_srcs"
+    for src in "${list[@]}"; do
+      [ -n "${seen[$src]:-}" ] || { seen[$src]=1; srcs+=("$src"); }
+    done
   done
-  wait
-  nvcc -gencode=arch=compute_90a,code=sm_90a "${objs[@]}" -o "$bin"
+  pids=()
+  for src in "${srcs[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
+    nvcc "${flags[@]}" -c "$src" -o "$(obj_of "$src")" &
+    pids+=($!)
+  done
+  failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  [ "$failed" = 0 ] || { echo "build failed"; exit 1; }
+  for t in "${tests[@]}"; do
+    declare -n list="${t}_srcs"
+    objs=()
+    for src in "${list[@]}"; do objs+=("$(obj_of "$src")"); done
+    nvcc -gencode=arch=compute_90a,code=sm_90a "${objs[@]}" -o "$out/conv_${t}_sm90_selftest"
+  done
+  echo "built ${tests[*]} in $((SECONDS - start)) s"
 fi
-[ "$stage" = run ] || echo "built $bin in $((SECONDS - start)) s"
 [ "$stage" = build ] && exit 0
 status=0
-"$bin" || status=$?
-for tile in 64 128; do
-  echo "-- JAXDNN_CONV_TILE_N=$tile"
-  JAXDNN_CONV_TILE_N=$tile "$bin" bench || status=$?
+for t in "${tests[@]}"; do
+  bin="$out/conv_${t}_sm90_selftest"
+  echo "== $bin"
+  "$bin" || status=$?
+  if [ "$t" = fprop ]; then
+    for tile in 64 128; do
+      echo "-- JAXDNN_CONV_TILE_N=$tile"
+      JAXDNN_CONV_TILE_N=$tile "$bin" bench || status=$?
+    done
+  else
+    "$bin" bench || status=$?
+  fi
 done
 exit $status

@@ -7,7 +7,7 @@
 //     -I$(python3 -c "import jax; print(jax.ffi.include_dir())") -DNDEBUG \
 //     tests/cuda/conv/conv_fprop_sm90_selftest.cu cpp/conv/sm90/conv_fprop_sm90.cu \
 //     cpp/conv/sm90/conv_fprop_sm90_n64.cu cpp/conv/sm90/conv_fprop_sm90_n128.cu \
-//     cpp/common/switches.cc -o conv_fprop_sm90_selftest
+//     cpp/conv/sm90/conv_sm90_aux.cu cpp/common/switches.cc -o conv_fprop_sm90_selftest
 // Modes: no argument checks every case against a naive fp32 reference kernel
 // (one thread per output, problem.h's formulas) on fixed-seed inputs and
 // prints one line per case, "ALL PASSED" and exit 0 when all pass; "bench"
