@@ -7,7 +7,8 @@
 # that half (a device call builds while jaxdnn builds); SELFTEST=fprop or
 # SELFTEST=grad builds and runs only that one; JOBS (default: the cores)
 # bounds the parallel nvcc processes (each CUTLASS unit takes a minute and a
-# few GB).
+# few GB). SANITIZE=1 also runs each check mode under compute-sanitizer
+# memcheck and racecheck (logs beside the binaries; exit 9 on an error).
 #   bash tests/cuda/conv/build_and_run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -66,6 +67,14 @@ for t in "${tests[@]}"; do
   bin="$out/conv_${t}_sm90_selftest"
   echo "== $bin"
   "$bin" || status=$?
+  if [ -n "${SANITIZE:-}" ]; then
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+      echo "-- compute-sanitizer $tool"
+      timeout "${SANITIZE_SECONDS:-150}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" > "$out/${t}_$tool.log" 2>&1 \
+        && echo "$tool clean" || { echo "$tool exit $?"; status=1; }
+      tail -3 "$out/${t}_$tool.log"
+    done
+  fi
   if [ "$t" = fprop ]; then
     for tile in 64 128; do
       echo "-- JAXDNN_CONV_TILE_N=$tile"
