@@ -128,3 +128,40 @@ def test_all_padding_window(rng):
 def test_errors_name_the_argument(call, error, match):
   with pytest.raises(error, match=match):
     call(jnp.ones((2, 5, 5, 3)))
+
+
+def _fwd_calls(f, *args):
+  """The compiled HLO's jaxdnn_pool_fwd lines: whether each writes an int32 index."""
+  text = jax.jit(f).lower(*args).compile().as_text()
+  lines = [ln for ln in text.splitlines() if 'custom_call_target="jaxdnn_pool_fwd"' in ln]
+  return [("s32[" in ln.partition("custom-call(")[0]) for ln in lines]
+
+
+def test_index_written_only_when_needed(rng):
+  x = normal(rng, (2, 9, 8, 5))
+  pool = lambda x: jaxdnn.max_pool(x, (3, 3), (2, 2), "SAME")
+  loss = lambda x: jnp.sum(pool(x) ** 2)
+  # The plain primal call (inference, jax.jit(max_pool)): y alone.
+  assert _fwd_calls(pool, x) == [False]
+  assert _fwd_calls(lambda x: jaxdnn.avg_pool(x, 3, 2), x) == [False]
+  assert _fwd_calls(jax.grad(lambda x: jnp.sum(jaxdnn.avg_pool(x, 3, 2) ** 2)), x) == [False]
+  # The gradient's forward keeps the index as the backward's residual.
+  assert _fwd_calls(jax.grad(loss), x) == [True]
+  assert _fwd_calls(lambda x: jax.value_and_grad(loss)(x), x) == [True]
+  # return_indices asks for it, with or without a gradient.
+  assert _fwd_calls(lambda x: jaxdnn.max_pool(x, 3, 2, return_indices=True), x) == [True]
+  assert _fwd_calls(lambda x: jaxdnn.adaptive_max_pool(x, 3), x) == [False]
+  # The same y either way, and the same gradient as the oracle.
+  y, idx = jaxdnn.max_pool(x, (3, 3), (2, 2), "SAME", return_indices=True)
+  np.testing.assert_array_equal(np.asarray(jax.jit(pool)(x)), np.asarray(y))
+  assert_close(
+    jax.grad(loss)(x),
+    jax.grad(
+      lambda x: jnp.sum(jaxdnn.max_pool(x, (3, 3), (2, 2), "SAME", implementation="xla") ** 2)
+    )(x),
+    1e-6,
+  )
+  # vmap of the primal and of the gradient.
+  xs = jnp.stack([x, 2 * x])
+  np.testing.assert_array_equal(np.asarray(jax.vmap(pool)(xs))[0], np.asarray(y))
+  assert jax.vmap(jax.grad(loss))(xs).shape == xs.shape

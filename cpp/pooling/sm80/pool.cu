@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(256)
     for (int e = 0; e < N; ++e) acc[e] /= div;
     const int64_t at = pair * g.channels + col;
     P::Store(y + at, acc);
-    if (g.max) {
+    if (index != nullptr) {
 #pragma unroll
       for (int e = 0; e < N; ++e) index[at + e] = arg[e];
     }
