@@ -165,3 +165,51 @@ def test_index_written_only_when_needed(rng):
   xs = jnp.stack([x, 2 * x])
   np.testing.assert_array_equal(np.asarray(jax.vmap(pool)(xs))[0], np.asarray(y))
   assert jax.vmap(jax.grad(loss))(xs).shape == xs.shape
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize(
+  "shape",
+  [(3, 7, 7, 13), (2, 5, 24), (2, 3, 4, 5, 40), (4, 1, 1, 8), (2, 9, 11, 1), (2, 6, 6, 2048)],
+)
+def test_whole_input_average(rng, dtype, shape):
+  """One output covering every input position, no padding (global average
+  pooling; on CUDA a column reduction and a broadcast backward), reached by
+  global_avg_pool, avg_pool with the input's spatial dims as the window, and
+  adaptive_avg_pool to 1; odd channel counts take the per-element path."""
+  tol, gtol = (1e-6, 1e-6) if dtype == jnp.float32 else (1e-2, 1e-2)
+  x = normal(rng, shape, dtype, scale=2.0, offset=0.5)
+  spatial = shape[1:-1]
+  want = jnp.mean(x.astype(jnp.float32), axis=tuple(range(1, len(shape) - 1))).astype(dtype)
+  assert_close(jaxdnn.global_avg_pool(x), want, tol)
+  ones = (1,) * len(spatial)
+  assert_close(jaxdnn.avg_pool(x, spatial).reshape(want.shape), want, tol)
+  assert_close(
+    jaxdnn.avg_pool(x, spatial, 3, count_include_pad=False).reshape(want.shape), want, tol
+  )
+  assert_close(jaxdnn.adaptive_avg_pool(x, ones).reshape(want.shape), want, tol)
+  # The backward: dy / count at every position.
+  w = normal(rng, want.shape, dtype)
+  grad = lambda impl: jax.grad(
+    lambda x: jnp.sum(jaxdnn.global_avg_pool(x, implementation=impl).astype(jnp.float32) * w)
+  )(x)
+  g = grad(None)
+  assert g.dtype == x.dtype
+  assert_close(g, grad("xla"), gtol)
+  count = int(np.prod(spatial))
+  expect = (w.astype(jnp.float32) / count).astype(dtype)
+  full = jnp.broadcast_to(expect.reshape((shape[0],) + ones + (shape[-1],)), shape)
+  assert_close(g, full, gtol)
+
+
+def test_one_window_with_padding_is_not_whole(rng):
+  """One output whose window has padding (not the whole-input path): against the oracle."""
+  x = normal(rng, (2, 5, 6, 3))
+  for cip in (True, False):
+    f = lambda impl, cip=cip: jaxdnn.avg_pool(
+      x, (6, 7), 7, ((1, 0), (0, 1)), count_include_pad=cip, implementation=impl
+    )
+    assert f(None).shape == (2, 1, 1, 3)
+    assert_close(f(None), f("xla"), 1e-6)
+    g = lambda impl, f=f: jax.grad(lambda x: jnp.sum(f(impl) ** 2))(x)
+    assert_close(g(None), g("xla"), 1e-5)

@@ -372,6 +372,94 @@ __global__ void __launch_bounds__(256, 4)
   }
 }
 
+// Whole-input average pooling (one output position a sample covering every
+// input position, no padding: global average pooling) as a column
+// reduction. A block takes (sample, chunk of channel units): its blockDim.x
+// threads split the chunk, its blockDim.y lanes the positions (lane l adds
+// positions l, l + blockDim.y, ... in order, kGlobalBatch loads in flight),
+// and lane 0 adds the lanes' sums in lane order: a fixed order, so the result
+// never depends on scheduling.
+constexpr int kGlobalBatch = 8;
+
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(256)
+    GlobalAvgFwdKernel(const T* __restrict__ x, T* __restrict__ y, int64_t batch, int64_t channels,
+                       int positions, float div) {
+  using P = Pack<T, kVec>;
+  constexpr int N = P::N;
+  __shared__ float lanes[256 * N];
+  const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  const bool live = col < channels;
+  float* mine = lanes + (threadIdx.y * blockDim.x + threadIdx.x) * N;
+  for (int64_t n = blockIdx.y; n < batch; n += gridDim.y) {
+    float s[N];
+#pragma unroll
+    for (int e = 0; e < N; ++e) s[e] = 0.0f;
+    if (live) {
+      const T* xs = x + n * positions * channels + col;
+      for (int r0 = threadIdx.y; r0 < positions; r0 += kGlobalBatch * int(blockDim.y)) {
+        typename P::Raw raw[kGlobalBatch];
+#pragma unroll
+        for (int b = 0; b < kGlobalBatch; ++b) {
+          const int r = r0 + b * int(blockDim.y);
+          if (r < positions) raw[b] = P::Load(xs + int64_t(r) * channels);
+        }
+#pragma unroll
+        for (int b = 0; b < kGlobalBatch; ++b) {
+          if (r0 + b * int(blockDim.y) < positions) {
+            float v[N];
+            P::Unpack(raw[b], v);
+#pragma unroll
+            for (int e = 0; e < N; ++e) s[e] += v[e];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < N; ++e) mine[e] = s[e];
+    __syncthreads();
+    if (threadIdx.y == 0 && live) {
+      for (int l = 1; l < int(blockDim.y); ++l) {
+        const float* theirs = lanes + (l * blockDim.x + threadIdx.x) * N;
+#pragma unroll
+        for (int e = 0; e < N; ++e) s[e] += theirs[e];
+      }
+#pragma unroll
+      for (int e = 0; e < N; ++e) s[e] /= div;
+      P::Store(y + n * channels + col, s);
+    }
+    __syncthreads();
+  }
+}
+
+// Its backward: dx = dy / count at every position (the gather's 0 + dy / count
+// for a window of all positions), a streaming write. grid: x over channel
+// chunks, y over samples, z over runs of positions.
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(256)
+    GlobalAvgBwdKernel(const T* __restrict__ dy, T* __restrict__ dx, int64_t batch, int64_t channels,
+                       int positions, float div) {
+  using P = Pack<T, kVec>;
+  constexpr int N = P::N;
+  const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  if (col >= channels) return;
+  const int first = blockIdx.z * blockDim.y + threadIdx.y, stride = gridDim.z * blockDim.y;
+  if (first >= positions) return;
+  for (int64_t n = blockIdx.y; n < batch; n += gridDim.y) {
+    float d[N];
+    P::Unpack(LoadX<T, kVec>(dy + n * channels + col, true), d);
+#pragma unroll
+    for (int e = 0; e < N; ++e) d[e] = 0.0f + d[e] / div;
+    T* out = dx + n * positions * channels + col;
+    if constexpr (kVec) {
+      const uint4 v = Vec16<T>::Pack(d);
+      for (int r = first; r < positions; r += stride) StoreStream(out + int64_t(r) * channels, v);
+    } else {
+      for (int r = first; r < positions; r += stride) P::Store(out + int64_t(r) * channels, d);
+    }
+  }
+}
+
 // The backward as before this change (rewritten next).
 namespace legacy {
 
@@ -584,6 +672,17 @@ Geo GeoOf(const PoolGeometry& g) {
   return d;
 }
 
+// One output position a sample covering every input position, no padding,
+// averaged: global average pooling (the column reduction's case).
+bool WholeInputAverage(const PoolGeometry& g) {
+  if (g.max || g.out_positions() != 1) return false;
+  for (int k = 0; k < 3; ++k) {
+    if (g.adaptive) continue;  // one output along each dim spans the input
+    if (g.pad_lo[k] != 0 || g.window[k] != g.in[k] || (g.window[k] > 1 && g.dilation[k] != 1)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 LaunchStatus PoolFwdCuda(const PoolFwdArgs& p, cudaStream_t stream) {
@@ -591,6 +690,17 @@ LaunchStatus PoolFwdCuda(const PoolFwdArgs& p, cudaStream_t stream) {
   if (pairs == 0 || p.g.channels == 0) return cudaSuccess;
   if (!Fits32(p.g)) return LaunchStatus::Refused("a sample's positions or a window's reach pass 2^31 - 1");
   const GridPlan plan = MakeGridPlan(pairs, p.g.channels, p.g.channels, ffi::ByteWidth(p.dtype));
+  if (WholeInputAverage(p.g)) {
+    const int positions = int(p.g.in_positions());
+    const dim3 grid(unsigned(plan.col_blocks), unsigned(std::min<int64_t>(p.g.batch, kGridYLimit)));
+    return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
+      using T = decltype(t);
+      GlobalAvgFwdKernel<T, decltype(v)::value>
+          <<<grid, Block(plan), 0, stream>>>(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.g.batch,
+                                             p.g.channels, positions, float(positions));
+      return Checked();
+    });
+  }
   const Geo g = GeoOf(p.g);
   const Step step = StepOf(plan.row_blocks * plan.ty, g.out);
   return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
@@ -611,6 +721,20 @@ LaunchStatus PoolBwdCuda(const PoolBwdArgs& p, cudaStream_t stream) {
   const int64_t pairs = p.g.batch * p.g.in_positions();
   if (pairs == 0 || p.g.channels == 0) return cudaSuccess;
   const GridPlan plan = MakeGridPlan(pairs, p.g.channels, p.g.channels, ffi::ByteWidth(p.dtype));
+  if (WholeInputAverage(p.g) && p.g.in_positions() <= INT32_MAX) {
+    const int positions = int(p.g.in_positions());
+    const int64_t samples = std::min<int64_t>(p.g.batch, kGridYLimit);
+    const int64_t runs = std::clamp<int64_t>(CeilDiv(2 * kResidentBlocks, plan.col_blocks * samples), 1,
+                                             std::min<int64_t>(CeilDiv(positions, plan.ty), kGridYLimit));
+    const dim3 grid(unsigned(plan.col_blocks), unsigned(samples), unsigned(runs));
+    return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
+      using T = decltype(t);
+      GlobalAvgBwdKernel<T, decltype(v)::value>
+          <<<grid, Block(plan), 0, stream>>>(static_cast<const T*>(p.dy), static_cast<T*>(p.dx), p.g.batch,
+                                             p.g.channels, positions, float(positions));
+      return Checked();
+    });
+  }
   const legacy::Geo g = legacy::GeoOf(p.g);
   return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
     using T = decltype(t);
