@@ -460,74 +460,29 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// The backward as before this change (rewritten next).
-namespace legacy {
-
-struct Dims3 {
-  int64_t v[3];
+// The outputs along dim k whose windows hold input i: lo, lo + step, ...
+// (count of them). Not adaptive: o stride - pad + j dilation = i for a
+// j < window, so o runs over [ceil((i + pad - span) / stride), floor((i +
+// pad) / stride)] (multiply-shift divisions), every d / gcd(s, d)-th of them
+// with dilation d; adaptive: floor(i out / in) <= o < ceil((i + 1) out / in).
+struct Range {
+  int lo, step, count;
 };
-
-__device__ inline Dims3 Unflatten(int64_t flat, const int64_t (&dims)[3]) {
-  return {{flat / (dims[1] * dims[2]), (flat / dims[2]) % dims[1], flat % dims[2]}};
-}
-
-struct Geo {
-  int64_t in[3], out[3], window[3], stride[3], dilation[3], pad_lo[3];
-  int64_t channels, in_positions, out_positions;
-  bool max, count_include_pad, adaptive;
-};
-
-Geo GeoOf(const PoolGeometry& g) {
-  Geo d;
-  for (int k = 0; k < 3; ++k) {
-    d.in[k] = g.in[k];
-    d.out[k] = g.out[k];
-    d.window[k] = g.window[k];
-    d.stride[k] = g.stride[k];
-    d.dilation[k] = g.dilation[k];
-    d.pad_lo[k] = g.pad_lo[k];
-  }
-  d.channels = g.channels;
-  d.in_positions = g.in_positions();
-  d.out_positions = g.out_positions();
-  d.max = g.max;
-  d.count_include_pad = g.count_include_pad;
-  d.adaptive = g.adaptive;
-  return d;
-}
-
-__device__ inline float Divisor(const Geo& g, int64_t inside) {
-  return g.count_include_pad && !g.adaptive ? float(g.window[0] * g.window[1] * g.window[2]) : float(inside);
-}
-
-// Output position o's window along dim k: its first input, step and length.
-__device__ inline void WindowOf(const Geo& g, int k, int64_t o, int64_t* first, int64_t* step,
-                                int64_t* count) {
+__device__ inline Range Holders(const Geo& g, int k, int i) {
   if (g.adaptive) {
-    int64_t last;
-    AdaptiveSpan(o, g.in[k], g.out[k], first, &last);
-    *step = 1;
-    *count = last - *first;
-  } else {
-    *first = o * g.stride[k] - g.pad_lo[k];
-    *step = g.dilation[k];
-    *count = g.window[k];
+    const int lo = int(g.in_div[k].Div(int64_t(i) * g.out[k]));
+    const int hi = int(min(int64_t(g.out[k]), g.in_div[k].Div(int64_t(i + 1) * g.out[k] + g.in[k] - 1)));
+    return {lo, 1, hi - lo};
   }
-}
-
-// How many of output position o's window positions are inside the input.
-__device__ inline int64_t Inside(const Geo& g, const Dims3& o) {
-  int64_t n = 1;
-  for (int k = 0; k < 3; ++k) {
-    int64_t first, step, count, c = 0;
-    WindowOf(g, k, o.v[k], &first, &step, &count);
-    for (int64_t j = 0; j < count; ++j) {
-      const int64_t i = first + j * step;
-      c += i >= 0 && i < g.in[k];
-    }
-    n *= c;
-  }
-  return n;
+  const int s = g.stride[k], d = g.dilation[k], top = i + g.pad_lo[k];
+  const int num = top - (g.window[k] - 1) * d;
+  int lo = num <= 0 ? 0 : g.stride_div[k].Div(num + s - 1);
+  const int hi = min(g.out[k] - 1, g.stride_div[k].Div(top));
+  if (d == 1) return {lo, 1, max(hi - lo + 1, 0)};
+  // Fewer than `period` trials find the first holder (top - o s a multiple of d).
+  while (lo <= hi && (top - lo * s) % d != 0) ++lo;
+  const int period = g.holder_period[k];
+  return {lo, period, lo <= hi ? (hi - lo) / period + 1 : 0};
 }
 
 // N indices from a vector's 4N-byte row (16-byte loads where N is whole
@@ -545,72 +500,92 @@ __device__ inline void LoadIndex(const int32_t* p, int32_t (&out)[N]) {
     }
   } else {
 #pragma unroll
-    for (int e = 0; e < N; ++e) out[e] = p[e];
+    for (int e = 0; e < N; ++e) out[e] = __ldg(p + e);
   }
 }
 
-// grid: x over channel units, y over (sample, input position) pairs.
-template <typename T, bool kVec>
-__global__ void __launch_bounds__(256) BwdKernel(const T* __restrict__ dy, const int32_t* __restrict__ index,
-                                                 T* __restrict__ dx, Geo g, int64_t pairs) {
+// Holders a thread loads before using any (dy, and for max the index: 12
+// registers a holder of 16-bit dy): as many as the registers allow.
+enum class Grad { kMax, kAvg, kAvgSized };  // kAvg: one divisor; kAvgSized: each window's size
+
+template <typename T, bool kVec, Grad kGrad>
+constexpr int BwdBatch() {
+  return kVec && kGrad != Grad::kAvg ? 2 : 4;
+}
+
+// grid: x over channel units, y over (sample, input position) pairs. Per
+// pair, the holders' planes of (dim 1, dim 2) outputs are walked flat with
+// incremental counters, in output order (avg: dy / count added in that
+// order; max: dy where the output's index names this input).
+template <typename T, bool kVec, Grad kGrad>
+__global__ void __launch_bounds__(256, 4)
+    BwdKernel(const T* __restrict__ dy, const int32_t* __restrict__ index, T* __restrict__ dx, Geo g,
+              Step step) {
   using P = Pack<T, kVec>;
-  constexpr int N = P::N;
-  const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
-  if (col >= g.channels) return;
-  for (int64_t pair = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; pair < pairs;
-       pair += int64_t(gridDim.y) * blockDim.y) {
-    const int64_t n = pair / g.in_positions, i = pair % g.in_positions;
-    const Dims3 id = Unflatten(i, g.in);
-    // Per dim, the outputs whose windows hold i: o * stride - pad + j * dilation = i
-    // for a j < window; adaptive: floor(i out / in) <= o < ceil((i + 1) out / in).
-    int64_t lo[3], hi[3];
-    for (int k = 0; k < 3; ++k) {
-      if (g.adaptive) {
-        lo[k] = (id.v[k] * g.out[k]) / g.in[k];
-        hi[k] = min(g.out[k] - 1, ((id.v[k] + 1) * g.out[k] + g.in[k] - 1) / g.in[k] - 1);
-      } else {
-        const int64_t span = (g.window[k] - 1) * g.dilation[k];
-        const int64_t num = id.v[k] + g.pad_lo[k] - span;
-        lo[k] = num <= 0 ? 0 : (num + g.stride[k] - 1) / g.stride[k];
-        hi[k] = min(g.out[k] - 1, (id.v[k] + g.pad_lo[k]) / g.stride[k]);
-      }
-    }
-    // Whether output o's window along dim k holds input i.
-    auto holds = [&](int k, int64_t o, int64_t i) {
-      int64_t first, step, count;
-      WindowOf(g, k, o, &first, &step, &count);
-      const int64_t r = i - first;
-      return r >= 0 && r % step == 0 && r / step < count;
-    };
-    float acc[N] = {};
-    for (int64_t o0 = lo[0]; o0 <= hi[0]; ++o0) {
-      if (!holds(0, o0, id.v[0])) continue;
-      for (int64_t o1 = lo[1]; o1 <= hi[1]; ++o1) {
-        if (!holds(1, o1, id.v[1])) continue;
-        for (int64_t o2 = lo[2]; o2 <= hi[2]; ++o2) {
-          if (!holds(2, o2, id.v[2])) continue;
-          const int64_t o = (o0 * g.out[1] + o1) * g.out[2] + o2;
-          const int64_t at = (n * g.out_positions + o) * g.channels + col;
-          float d[N];
-          P::Unpack(P::Load(dy + at), d);
-          if (g.max) {
-            int32_t idx[N];
-            LoadIndex<N>(index + at, idx);
+  constexpr int N = P::N, kB = BwdBatch<T, kVec, kGrad>();
+  constexpr bool kMax = kGrad == Grad::kMax;
+  const int64_t col64 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
+  if (col64 >= g.channels) return;
+  const int col = int(col64);
+  for (PairWalk w(int64_t(blockIdx.y) * blockDim.y + threadIdx.y, g.in, g.in_div_positions); w.n < g.batch;
+       w.Advance(step, g.in)) {
+    const Range r0 = Holders(g, 0, w.p[0]), r1 = Holders(g, 1, w.p[1]), r2 = Holders(g, 2, w.p[2]);
+    const int plane = r1.count * r2.count;
+    const int i = (w.p[0] * g.in[1] + w.p[1]) * g.in[2] + w.p[2];
+    // Flat output positions: along dim 2 by r2.step, from a plane row's end
+    // to the next row's start by `wrap`; an output's channels at pos * C.
+    const int wrap = r1.step * g.out[2] - (r2.count - 1) * r2.step;
+    const int64_t sample = w.n * g.out_positions * g.channels + col;
+    const T* dys = dy + sample;
+    const int32_t* idxs = kMax ? index + sample : nullptr;
+    float acc[N];
 #pragma unroll
-            for (int e = 0; e < N; ++e) acc[e] += idx[e] == int32_t(i) ? d[e] : 0.f;
-          } else {
-            const float div = Divisor(g, Inside(g, Dims3{{o0, o1, o2}}));
+    for (int e = 0; e < N; ++e) acc[e] = 0.0f;
+    for (int a0 = 0, o0 = r0.lo; a0 < r0.count; ++a0, o0 += r0.step) {
+      const int size0 = kGrad == Grad::kAvgSized ? ClampedWindow(g, 0, o0).count : 1;
+      int pos = (o0 * g.out[1] + r1.lo) * g.out[2] + r2.lo, a2 = 0;
+      int o1 = r1.lo, o2 = r2.lo, u2 = 0;  // kAvgSized: the holder being added, (o1, o2)
+      for (int f = 0; f < plane; f += kB) {
+        typename P::Raw raw[kB];
+        int32_t idx[kB][kMax ? N : 1];
 #pragma unroll
-            for (int e = 0; e < N; ++e) acc[e] += d[e] / div;
+        for (int b = 0; b < kB; ++b) {
+          if (f + b < plane) {
+            raw[b] = LoadX<T, kVec>(AtRow(dys, pos, g.channels * int(sizeof(T))), true);
+            if constexpr (kMax) LoadIndex<N>(AtRow(idxs, pos, g.channels * 4), idx[b]);
+            const bool end = ++a2 == r2.count;
+            pos += end ? wrap : r2.step;
+            a2 = end ? 0 : a2;
+          }
+        }
+#pragma unroll
+        for (int b = 0; b < kB; ++b) {
+          if (f + b < plane) {
+            float d[N];
+            P::Unpack(raw[b], d);
+            float div = g.window_size;
+            if constexpr (kGrad == Grad::kAvgSized) {
+              div = float(size0 * ClampedWindow(g, 1, o1).count * ClampedWindow(g, 2, o2).count);
+              const bool end = ++u2 == r2.count;
+              o1 += end ? r1.step : 0;
+              o2 = end ? r2.lo : o2 + r2.step;
+              u2 = end ? 0 : u2;
+            }
+#pragma unroll
+            for (int e = 0; e < N; ++e) {
+              if constexpr (kMax) {
+                acc[e] += idx[b][e] == i ? d[e] : 0.0f;
+              } else {
+                acc[e] += d[e] / div;
+              }
+            }
           }
         }
       }
     }
-    P::Store(dx + (n * g.in_positions + i) * g.channels + col, acc);
+    P::Store(dx + (w.n * g.in_positions + i) * g.channels + col, acc);
   }
 }
-
-}  // namespace legacy
 
 template <typename Launch>
 LaunchStatus ByDtypeVec(ffi::DataType dtype, bool vec, Launch launch) {
@@ -720,8 +695,9 @@ LaunchStatus PoolFwdCuda(const PoolFwdArgs& p, cudaStream_t stream) {
 LaunchStatus PoolBwdCuda(const PoolBwdArgs& p, cudaStream_t stream) {
   const int64_t pairs = p.g.batch * p.g.in_positions();
   if (pairs == 0 || p.g.channels == 0) return cudaSuccess;
+  if (!Fits32(p.g)) return LaunchStatus::Refused("a sample's positions or a window's reach pass 2^31 - 1");
   const GridPlan plan = MakeGridPlan(pairs, p.g.channels, p.g.channels, ffi::ByteWidth(p.dtype));
-  if (WholeInputAverage(p.g) && p.g.in_positions() <= INT32_MAX) {
+  if (WholeInputAverage(p.g)) {
     const int positions = int(p.g.in_positions());
     const int64_t samples = std::min<int64_t>(p.g.batch, kGridYLimit);
     const int64_t runs = std::clamp<int64_t>(CeilDiv(2 * kResidentBlocks, plan.col_blocks * samples), 1,
@@ -735,12 +711,19 @@ LaunchStatus PoolBwdCuda(const PoolBwdArgs& p, cudaStream_t stream) {
       return Checked();
     });
   }
-  const legacy::Geo g = legacy::GeoOf(p.g);
+  const Geo g = GeoOf(p.g);
+  const Step step = StepOf(plan.row_blocks * plan.ty, g.in);
   return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
     using T = decltype(t);
-    legacy::BwdKernel<T, decltype(v)::value><<<Grid(plan), Block(plan), 0, stream>>>(
-        static_cast<const T*>(p.dy), p.index, static_cast<T*>(p.dx), g, pairs);
-    return Checked();
+    constexpr bool kVec = decltype(v)::value;
+    auto launch = [&](auto kernel) {
+      kernel<<<Grid(plan), Block(plan), 0, stream>>>(static_cast<const T*>(p.dy), p.index,
+                                                     static_cast<T*>(p.dx), g, step);
+      return Checked();
+    };
+    if (p.g.max) return launch(BwdKernel<T, kVec, Grad::kMax>);
+    if (g.const_divisor) return launch(BwdKernel<T, kVec, Grad::kAvg>);
+    return launch(BwdKernel<T, kVec, Grad::kAvgSized>);
   });
 }
 
