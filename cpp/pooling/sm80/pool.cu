@@ -131,11 +131,11 @@ __device__ inline Span ClampedWindow(const Geo& g, int k, int o) {
   return {first + lo * d, d, max(hi - lo, 0)};
 }
 
-// p + pos rows of `row_bytes` (one IMAD.WIDE: pos and row_bytes are 32-bit).
+// p + pos rows of `row_bytes` (pos >= 0; one IMAD.WIDE.U32: both 32-bit).
 template <typename T>
 __device__ inline T* AtRow(T* p, int pos, int row_bytes) {
   using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
-  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + int64_t(pos) * row_bytes);
+  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + uint64_t(uint32_t(pos)) * uint32_t(row_bytes));
 }
 
 // Loads of one 16-byte vector (or element) of a row: through L1 where
@@ -344,26 +344,40 @@ __global__ void __launch_bounds__(256, 4)
     const int first = (s0.first * g.in[1] + s1.first) * g.in[2] + s2.first;
     AccOf<T, kVec, kOp> acc(s0.count * plane > 0 ? first : -1);
     const T* xs = x + w.n * g.in_positions * g.channels + col;
-    for (int j0 = 0, row = first; j0 < s0.count; ++j0, row += s0.step * g.in[1] * g.in[2]) {
-      int pos = row, j2 = 0;
-      for (int f = 0; f < plane; f += kB) {
-        typename P::Raw raw[kB];
-        int at[kB];
+    const int row_bytes = g.channels * int(sizeof(T));
+    // The window's rows along dim 0, each plane walked in batches of kB
+    // loads (`left` of them real in the last, guarded one); the load's cache
+    // hint a compile-time choice, one branch an output.
+    auto walk = [&](auto overlap) {
+      for (int j0 = 0, row = first; j0 < s0.count; ++j0, row += s0.step * g.in[1] * g.in[2]) {
+        int pos = row, j2 = 0;
+        auto batch = [&](auto guarded, int left) {
+          typename P::Raw raw[kB];
+          int at[kB];
 #pragma unroll
-        for (int b = 0; b < kB; ++b) {
-          if (f + b < plane) {
-            raw[b] = LoadX<T, kVec>(AtRow(xs, pos, g.channels * int(sizeof(T))), g.overlap);
-            at[b] = pos;
-            const bool end = ++j2 == s2.count;
-            pos += end ? wrap : s2.step;
-            j2 = end ? 0 : j2;
+          for (int b = 0; b < kB; ++b) {
+            if (!decltype(guarded)::value || b < left) {
+              raw[b] = LoadX<T, kVec>(AtRow(xs, pos, row_bytes), decltype(overlap)::value);
+              at[b] = pos;
+              const bool end = ++j2 == s2.count;
+              pos += end ? wrap : s2.step;
+              j2 = end ? 0 : j2;
+            }
           }
-        }
 #pragma unroll
-        for (int b = 0; b < kB; ++b) {
-          if (f + b < plane) acc.Add(raw[b], at[b]);
-        }
+          for (int b = 0; b < kB; ++b) {
+            if (!decltype(guarded)::value || b < left) acc.Add(raw[b], at[b]);
+          }
+        };
+        int f = 0;
+        for (; f + kB <= plane; f += kB) batch(std::false_type{}, kB);
+        if (f < plane) batch(std::true_type{}, plane - f);
       }
+    };
+    if (g.overlap) {
+      walk(std::true_type{});
+    } else {
+      walk(std::false_type{});
     }
     const float div = kOp != Op::kAvg ? 1.0f : g.const_divisor ? g.window_size : float(s0.count * plane);
     const int o = (w.p[0] * g.out[1] + w.p[1]) * g.out[2] + w.p[2];
@@ -504,13 +518,15 @@ __device__ inline void LoadIndex(const int32_t* p, int32_t (&out)[N]) {
   }
 }
 
-// Holders a thread loads before using any (dy, and for max the index: 12
-// registers a holder of 16-bit dy): as many as the registers allow.
 enum class Grad { kMax, kAvg, kAvgSized };  // kAvg: one divisor; kAvgSized: each window's size
+
+// Holders a thread loads before using any (dy, and for max the index: 12
+// registers a holder of 16-bit dy): as many as 64 registers hold with the
+// rest (ptxas -v: no spills).
 
 template <typename T, bool kVec, Grad kGrad>
 constexpr int BwdBatch() {
-  return kVec && kGrad != Grad::kAvg ? 2 : 4;
+  return kVec && kGrad != Grad::kAvg ? 2 : 6;
 }
 
 // grid: x over channel units, y over (sample, input position) pairs. Per
@@ -524,6 +540,7 @@ __global__ void __launch_bounds__(256, 4)
   using P = Pack<T, kVec>;
   constexpr int N = P::N, kB = BwdBatch<T, kVec, kGrad>();
   constexpr bool kMax = kGrad == Grad::kMax;
+  constexpr int kIdx = kMax ? N : 1;  // index words a holder
   const int64_t col64 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   if (col64 >= g.channels) return;
   const int col = int(col64);
@@ -538,6 +555,7 @@ __global__ void __launch_bounds__(256, 4)
     const int64_t sample = w.n * g.out_positions * g.channels + col;
     const T* dys = dy + sample;
     const int32_t* idxs = kMax ? index + sample : nullptr;
+    const int row_bytes = g.channels * int(sizeof(T)), index_bytes = g.channels * 4;
     float acc[N];
 #pragma unroll
     for (int e = 0; e < N; ++e) acc[e] = 0.0f;
@@ -545,14 +563,15 @@ __global__ void __launch_bounds__(256, 4)
       const int size0 = kGrad == Grad::kAvgSized ? ClampedWindow(g, 0, o0).count : 1;
       int pos = (o0 * g.out[1] + r1.lo) * g.out[2] + r2.lo, a2 = 0;
       int o1 = r1.lo, o2 = r2.lo, u2 = 0;  // kAvgSized: the holder being added, (o1, o2)
-      for (int f = 0; f < plane; f += kB) {
+      // Batches of kB holders (`left` of them real in the last, guarded one).
+      auto batch = [&](auto guarded, int left) {
         typename P::Raw raw[kB];
-        int32_t idx[kB][kMax ? N : 1];
+        int32_t idx[kB][kIdx];
 #pragma unroll
         for (int b = 0; b < kB; ++b) {
-          if (f + b < plane) {
-            raw[b] = LoadX<T, kVec>(AtRow(dys, pos, g.channels * int(sizeof(T))), true);
-            if constexpr (kMax) LoadIndex<N>(AtRow(idxs, pos, g.channels * 4), idx[b]);
+          if (!decltype(guarded)::value || b < left) {
+            raw[b] = LoadX<T, kVec>(AtRow(dys, pos, row_bytes), true);
+            if constexpr (kMax) LoadIndex<N>(AtRow(idxs, pos, index_bytes), idx[b]);
             const bool end = ++a2 == r2.count;
             pos += end ? wrap : r2.step;
             a2 = end ? 0 : a2;
@@ -560,7 +579,7 @@ __global__ void __launch_bounds__(256, 4)
         }
 #pragma unroll
         for (int b = 0; b < kB; ++b) {
-          if (f + b < plane) {
+          if (!decltype(guarded)::value || b < left) {
             float d[N];
             P::Unpack(raw[b], d);
             float div = g.window_size;
@@ -581,7 +600,10 @@ __global__ void __launch_bounds__(256, 4)
             }
           }
         }
-      }
+      };
+      int f = 0;
+      for (; f + kB <= plane; f += kB) batch(std::false_type{}, kB);
+      if (f < plane) batch(std::true_type{}, plane - f);
     }
     P::Store(dx + (w.n * g.in_positions + i) * g.channels + col, acc);
   }
