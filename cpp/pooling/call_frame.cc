@@ -28,8 +28,9 @@ ffi::Error Rows(const ffi::AnyBuffer& b, const PoolGeometry& g, int64_t position
 }  // namespace
 
 ffi::ErrorOr<PoolFwdArgs> ReadPoolFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                          const PoolGeometry& g) {
+                                          const PoolGeometry& g, bool with_index) {
   size_t a = 0, r = 0;
+  if (with_index && !g.max) return ffi::Unexpected(InvalidArg(kFwd, "with_index is for max pooling only"));
   JAXDNN_TRY(x, NextArg(args, a, kFwd, "x"));
   JAXDNN_CHECK(Rows(x, g, g.in_positions(), kFwd, "x", false));
   JAXDNN_TRY(y, NextRet(rets, r, kFwd, "y"));
@@ -41,7 +42,7 @@ ffi::ErrorOr<PoolFwdArgs> ReadPoolFwdCall(ffi::RemainingArgs args, ffi::Remainin
   p.dtype = x.element_type();
   p.x = x.untyped_data();
   p.y = y->untyped_data();
-  if (g.max) {
+  if (with_index) {
     JAXDNN_TRY(index, NextRet(rets, r, kFwd, "index"));
     JAXDNN_CHECK(Rows(*index, g, g.out_positions(), kFwd, "index", true));
     p.index = static_cast<int32_t*>(index->untyped_data());

@@ -9,11 +9,11 @@ namespace {
 
 ffi::Error Fwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
                Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
-               int32_t count_include_pad, int32_t adaptive) {
+               int32_t count_include_pad, int32_t adaptive, int32_t with_index) {
   auto g = GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max,
                       count_include_pad, adaptive);
   if (!g.has_value()) return g.error();
-  auto p = ReadPoolFwdCall(args, rets, *g);
+  auto p = ReadPoolFwdCall(args, rets, *g, with_index != 0);
   if (!p.has_value()) return p.error();
   return RunCatching("jaxdnn pooling forward", [&] { return PoolFwdCpu(*p, &pool); });
 }
@@ -31,7 +31,7 @@ ffi::Error Bwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCpu, Fwd, JAXDNN_POOL_BIND(ffi::ThreadPool));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCpu, Fwd, JAXDNN_POOL_FWD_BIND(ffi::ThreadPool));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCpu, Bwd, JAXDNN_POOL_BIND(ffi::ThreadPool));
 
 FamilyExports CpuExports() {

@@ -19,11 +19,11 @@ ffi::Error Failed(const LaunchStatus& s, const char* what) {
 
 ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t channels,
                Dims in, Dims out, Dims window, Dims stride, Dims dilation, Dims pad_lo, int32_t max,
-               int32_t count_include_pad, int32_t adaptive) {
+               int32_t count_include_pad, int32_t adaptive, int32_t with_index) {
   auto g = GeometryOf(BatchOf(args), channels, in, out, window, stride, dilation, pad_lo, max,
                       count_include_pad, adaptive);
   if (!g.has_value()) return g.error();
-  auto p = ReadPoolFwdCall(args, rets, *g);
+  auto p = ReadPoolFwdCall(args, rets, *g, with_index != 0);
   if (!p.has_value()) return p.error();
   ClearStaleLaunchError();
   return Failed(PoolFwdCuda(*p, stream), "jaxdnn pooling forward");
@@ -43,7 +43,7 @@ ffi::Error Bwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCuda, Fwd, JAXDNN_POOL_BIND(ffi::PlatformStream<cudaStream_t>),
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolFwdCuda, Fwd, JAXDNN_POOL_FWD_BIND(ffi::PlatformStream<cudaStream_t>),
                               {ffi::Traits::kCmdBufferCompatible});
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kPoolBwdCuda, Bwd, JAXDNN_POOL_BIND(ffi::PlatformStream<cudaStream_t>),
                               {ffi::Traits::kCmdBufferCompatible});

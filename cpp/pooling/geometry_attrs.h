@@ -60,3 +60,7 @@ inline int64_t BatchOf(ffi::RemainingArgs args) {
       .Attr<int32_t>("max")                      \
       .Attr<int32_t>("count_include_pad")        \
       .Attr<int32_t>("adaptive")
+
+// The forward's binding: the pooling attributes and with_index (max: write the
+// int32 index too; the backward's residual, or return_indices).
+#define JAXDNN_POOL_FWD_BIND(CONTEXT) JAXDNN_POOL_BIND(CONTEXT).Attr<int32_t>("with_index")

@@ -44,7 +44,7 @@ struct PoolFwdArgs {
   ffi::DataType dtype;
   const void* x = nullptr;   // [N, in positions * C]
   void* y = nullptr;         // [N, out positions * C]
-  int32_t* index = nullptr;  // max: [N, out positions * C]
+  int32_t* index = nullptr;  // max with_index: [N, out positions * C], else null
 };
 
 struct PoolBwdArgs {
@@ -56,11 +56,13 @@ struct PoolBwdArgs {
 };
 
 // Attributes: the geometry as int64 arrays of 3 (in, out, window, stride,
-// dilation, pad_lo), channels, max, count_include_pad, adaptive. Buffers:
-//   forward  args x                       rets y, [index int32] (max)
+// dilation, pad_lo), channels, max, count_include_pad, adaptive; the forward
+// also with_index (max only: write the index, the backward's residual or
+// return_indices; the plain primal call writes y alone). Buffers:
+//   forward  args x                       rets y, [index int32] (with_index)
 //   backward args dy, [index] (max)       rets dx
 ffi::ErrorOr<PoolFwdArgs> ReadPoolFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
-                                          const PoolGeometry& g);
+                                          const PoolGeometry& g, bool with_index);
 ffi::ErrorOr<PoolBwdArgs> ReadPoolBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
                                           const PoolGeometry& g);
 

@@ -21,18 +21,23 @@ from jaxdnn.pooling.primitives import pool_backward, pool_forward
 FLOATS = tuple(np.dtype(d) for d in (jnp.float32, jnp.bfloat16, jnp.float16, np.float64))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _pool(static, x):
-  return _pool_fwd(static, x)[0]
+# The forward writes the max pool's int32 index (the backward's residual)
+# only where someone needs it: in the forward rule of a gradient, or for
+# return_indices; the plain primal call (inference, jax.jit(max_pool))
+# writes y alone.
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _pool(static, return_indices, x):
+  outs = pool_forward.bind(x, with_index=static["max_"] and return_indices, **static)
+  return outs[0], (outs[1] if len(outs) > 1 else None)
 
 
-def _pool_fwd(static, x):
-  outs = pool_forward.bind(x, **static)
+def _pool_fwd(static, return_indices, x):
+  outs = pool_forward.bind(x, with_index=static["max_"], **static)
   index = outs[1] if static["max_"] else None
-  return (outs[0], index), index
+  return (outs[0], index if return_indices else None), index
 
 
-def _pool_bwd(static, index, cts):
+def _pool_bwd(static, return_indices, index, cts):
   dy = cts[0]
   (dx,) = pool_backward.bind(dy, *(() if index is None else (index,)), **static)
   return (dx,)
@@ -52,6 +57,7 @@ def _run(
   count_include_pad,
   implementation,
   adaptive_out=None,
+  return_indices=False,
 ):
   if not hasattr(x, "shape") or not hasattr(x, "dtype"):
     raise TypeError(f"{op}: x must be an array, got {type(x).__name__}")
@@ -91,7 +97,7 @@ def _run(
     adaptive=adaptive_out is not None,
     implementation=impl,
   )
-  y, index = _pool(static, x.reshape(n, -1))
+  y, index = _pool(static, bool(return_indices), x.reshape(n, -1))
   return y.reshape(out_shape), (None if index is None else index.reshape(out_shape))
 
 
@@ -121,7 +127,16 @@ def max_pool(
     implementation: None, "cuda", "cpu" or "xla" (plain JAX, the oracle).
   """
   y, index = _run(
-    "max_pool", x, window_shape, strides, padding, dilation, True, True, implementation
+    "max_pool",
+    x,
+    window_shape,
+    strides,
+    padding,
+    dilation,
+    True,
+    True,
+    implementation,
+    return_indices=return_indices,
   )
   if not return_indices:
     return y
@@ -167,7 +182,9 @@ def adaptive_max_pool(x, output_size, *, return_indices=False, implementation=No
   """PyTorch's adaptive max pooling (windows as adaptive_avg_pool's;
   return_indices as max_pool's)."""
   op = "adaptive_max_pool"
-  y, index = _run(op, x, None, None, None, None, True, True, implementation, output_size)
+  y, index = _run(
+    op, x, None, None, None, None, True, True, implementation, output_size, return_indices
+  )
   if not return_indices:
     return y
   if index is None:

@@ -1,7 +1,9 @@
 """Pooling's primitives on the FfiOp base (cpp/pooling/problem.h): x is
 [N, positions * C] (Python folds the spatial dims), the geometry attributes
 3 entries each (1D and 2D padded with unit dims):
-  forward:  x                  -> y [N, out positions * C], [index int32] (max)
+  forward:  x                  -> y [N, out positions * C], [index int32]
+            (max with with_index: the custom_vjp's forward rule and
+            return_indices; the plain primal call writes y alone)
   backward: dy, [index] (max)  -> dx
 Samples are independent: the batch dim may be sharded, vmap folds into it.
 """
@@ -44,12 +46,18 @@ def _positions(dims):
 class PoolForward(_PoolOp):
   name = target = "jaxdnn_pool_fwd"
 
-  def abstract_eval(self, x, *, geometry, channels, max_, **_):
-    y = shaped((x.shape[0], _positions(geometry[1]) * channels), x.dtype)
-    return [y] + ([shaped(y.shape, np.int32)] if max_ else [])
+  def ffi_attributes(self, *, with_index, **params):
+    return dict(super().ffi_attributes(**params), with_index=np.int32(with_index))
 
-  def sharding(self, avals_in, avals_out, *, max_, **_):
-    return LeadingDimsSharding(1, 0, (ROW,), (OUT, OUT) if max_ else (OUT,), reduces_params=False)
+  def abstract_eval(self, x, *, geometry, channels, max_, with_index, **_):
+    if with_index and not max_:
+      raise ValueError("pool_forward: with_index is for max pooling only")
+    y = shaped((x.shape[0], _positions(geometry[1]) * channels), x.dtype)
+    return [y] + ([shaped(y.shape, np.int32)] if with_index else [])
+
+  def sharding(self, avals_in, avals_out, *, with_index, **_):
+    outs = (OUT, OUT) if with_index else (OUT,)
+    return LeadingDimsSharding(1, 0, (ROW,), outs, reduces_params=False)
 
 
 class PoolBackward(_PoolOp):

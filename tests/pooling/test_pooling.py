@@ -128,3 +128,88 @@ def test_all_padding_window(rng):
 def test_errors_name_the_argument(call, error, match):
   with pytest.raises(error, match=match):
     call(jnp.ones((2, 5, 5, 3)))
+
+
+def _fwd_calls(f, *args):
+  """The compiled HLO's jaxdnn_pool_fwd lines: whether each writes an int32 index."""
+  text = jax.jit(f).lower(*args).compile().as_text()
+  lines = [ln for ln in text.splitlines() if 'custom_call_target="jaxdnn_pool_fwd"' in ln]
+  return [("s32[" in ln.partition("custom-call(")[0]) for ln in lines]
+
+
+def test_index_written_only_when_needed(rng):
+  x = normal(rng, (2, 9, 8, 5))
+  pool = lambda x: jaxdnn.max_pool(x, (3, 3), (2, 2), "SAME")
+  loss = lambda x: jnp.sum(pool(x) ** 2)
+  # The plain primal call (inference, jax.jit(max_pool)): y alone.
+  assert _fwd_calls(pool, x) == [False]
+  assert _fwd_calls(lambda x: jaxdnn.avg_pool(x, 3, 2), x) == [False]
+  assert _fwd_calls(jax.grad(lambda x: jnp.sum(jaxdnn.avg_pool(x, 3, 2) ** 2)), x) == [False]
+  # The gradient's forward keeps the index as the backward's residual.
+  assert _fwd_calls(jax.grad(loss), x) == [True]
+  assert _fwd_calls(lambda x: jax.value_and_grad(loss)(x), x) == [True]
+  # return_indices asks for it, with or without a gradient.
+  assert _fwd_calls(lambda x: jaxdnn.max_pool(x, 3, 2, return_indices=True), x) == [True]
+  assert _fwd_calls(lambda x: jaxdnn.adaptive_max_pool(x, 3), x) == [False]
+  # The same y either way, and the same gradient as the oracle.
+  y, idx = jaxdnn.max_pool(x, (3, 3), (2, 2), "SAME", return_indices=True)
+  np.testing.assert_array_equal(np.asarray(jax.jit(pool)(x)), np.asarray(y))
+  assert_close(
+    jax.grad(loss)(x),
+    jax.grad(
+      lambda x: jnp.sum(jaxdnn.max_pool(x, (3, 3), (2, 2), "SAME", implementation="xla") ** 2)
+    )(x),
+    1e-6,
+  )
+  # vmap of the primal and of the gradient.
+  xs = jnp.stack([x, 2 * x])
+  np.testing.assert_array_equal(np.asarray(jax.vmap(pool)(xs))[0], np.asarray(y))
+  assert jax.vmap(jax.grad(loss))(xs).shape == xs.shape
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize(
+  "shape",
+  [(3, 7, 7, 13), (2, 5, 24), (2, 3, 4, 5, 40), (4, 1, 1, 8), (2, 9, 11, 1), (2, 6, 6, 2048)],
+)
+def test_whole_input_average(rng, dtype, shape):
+  """One output covering every input position, no padding (global average
+  pooling; on CUDA a column reduction and a broadcast backward), reached by
+  global_avg_pool, avg_pool with the input's spatial dims as the window, and
+  adaptive_avg_pool to 1; odd channel counts take the per-element path."""
+  tol, gtol = (1e-6, 1e-6) if dtype == jnp.float32 else (1e-2, 1e-2)
+  x = normal(rng, shape, dtype, scale=2.0, offset=0.5)
+  spatial = shape[1:-1]
+  want = jnp.mean(x.astype(jnp.float32), axis=tuple(range(1, len(shape) - 1))).astype(dtype)
+  assert_close(jaxdnn.global_avg_pool(x), want, tol)
+  ones = (1,) * len(spatial)
+  assert_close(jaxdnn.avg_pool(x, spatial).reshape(want.shape), want, tol)
+  assert_close(
+    jaxdnn.avg_pool(x, spatial, 3, count_include_pad=False).reshape(want.shape), want, tol
+  )
+  assert_close(jaxdnn.adaptive_avg_pool(x, ones).reshape(want.shape), want, tol)
+  # The backward: dy / count at every position.
+  w = normal(rng, want.shape, dtype)
+  grad = lambda impl: jax.grad(
+    lambda x: jnp.sum(jaxdnn.global_avg_pool(x, implementation=impl).astype(jnp.float32) * w)
+  )(x)
+  g = grad(None)
+  assert g.dtype == x.dtype
+  assert_close(g, grad("xla"), gtol)
+  count = int(np.prod(spatial))
+  expect = (w.astype(jnp.float32) / count).astype(dtype)
+  full = jnp.broadcast_to(expect.reshape((shape[0],) + ones + (shape[-1],)), shape)
+  assert_close(g, full, gtol)
+
+
+def test_one_window_with_padding_is_not_whole(rng):
+  """One output whose window has padding (not the whole-input path): against the oracle."""
+  x = normal(rng, (2, 5, 6, 3))
+  for cip in (True, False):
+    f = lambda impl, cip=cip: jaxdnn.avg_pool(
+      x, (6, 7), 7, ((1, 0), (0, 1)), count_include_pad=cip, implementation=impl
+    )
+    assert f(None).shape == (2, 1, 1, 3)
+    assert_close(f(None), f("xla"), 1e-6)
+    g = lambda impl, f=f: jax.grad(lambda x: jnp.sum(f(impl) ** 2))(x)
+    assert_close(g(None), g("xla"), 1e-5)

@@ -68,7 +68,7 @@ void Forward(const PoolFwdArgs& p, ffi::ThreadPool* pool) {
     const int64_t n = item / outp, o = item % outp;
     const T* xs = x + n * inp * c;
     std::vector<float> acc(size_t(c), g.max ? -std::numeric_limits<float>::infinity() : 0.0f);
-    std::vector<int32_t> arg(size_t(g.max ? c : 0), -1);
+    std::vector<int32_t> arg(size_t(g.max ? c : 0), -1);  // also without an index: the first max wins
     const int64_t inside = ForWindow(g, o, [&](int64_t i) {
       for (int64_t ch = 0; ch < c; ++ch) {
         const float v = ToFloat(xs[i * c + ch]);
@@ -83,7 +83,7 @@ void Forward(const PoolFwdArgs& p, ffi::ThreadPool* pool) {
     const float div = g.max ? 1.0f : Divisor(g, inside);
     for (int64_t ch = 0; ch < c; ++ch) {
       y[(n * outp + o) * c + ch] = FromFloat<T>(g.max ? acc[ch] : acc[ch] / div);
-      if (g.max) p.index[(n * outp + o) * c + ch] = arg[ch];
+      if (p.index != nullptr) p.index[(n * outp + o) * c + ch] = arg[ch];
     }
   });
 }
