@@ -3,7 +3,10 @@ forward and backward, for compute-sanitizer memcheck (run_selftests.sh):
 attention (plain, causal GQA with bias, packed documents, decode, an odd head
 dim), the norms (vector and scalar widths, a fused residual) and the
 softmax family (rows in one CTA, split over 2 and 8 cluster CTAs, staged and
-in registers, with and without `where`, two-pass widths; cross-entropy)."""
+in registers, with and without `where`, two-pass widths; cross-entropy),
+pooling (max with and without the index, average with padding, global,
+adaptive, 3-D, odd channels), convolution (forward with the fused epilogue
+and both gradients, 1-D to 3-D), bias_act, glu, batch_norm and group_norm."""
 
 import sys
 
@@ -64,7 +67,54 @@ def main():
       x, labels, label_smoothing=0.1, implementation=IMPL
     )
     jax.block_until_ready(jax.grad(loss)(x))
+  cnn_cases()
   print("memcheck smoke: ALL PASSED")
+
+
+def _grad_of(f, *args):
+  loss = lambda *a: jnp.sum(jnp.sin(f(*a).astype(jnp.float32)))
+  jax.block_until_ready(jax.grad(loss, argnums=tuple(range(len(args))))(*args))
+
+
+def cnn_cases():
+  for c in (64, 13):
+    x = normal((3, 17, 15, c))
+    jax.block_until_ready(jaxdnn.max_pool(x, (3, 3), (2, 2), "SAME", implementation=IMPL))
+    _grad_of(lambda x: jaxdnn.max_pool(x, (3, 3), (2, 2), "SAME", implementation=IMPL), x)
+    _grad_of(
+      lambda x: jaxdnn.avg_pool(
+        x, (3, 3), (1, 1), ((1, 1), (1, 1)), count_include_pad=False, implementation=IMPL
+      ),
+      x,
+    )
+    _grad_of(lambda x: jaxdnn.global_avg_pool(x, implementation=IMPL), x)
+    _grad_of(lambda x: jaxdnn.adaptive_avg_pool(x, (4, 5), implementation=IMPL), x)
+  _grad_of(
+    lambda x: jaxdnn.max_pool(x, (2, 3, 3), (1, 2, 2), "VALID", implementation=IMPL),
+    normal((2, 5, 9, 9, 16)),
+  )
+  for xs, ws, kw in (
+    ((4, 14, 14, 64), (3, 3, 64, 64), dict(padding="SAME")),
+    ((4, 14, 14, 64), (1, 1, 64, 128), dict(strides=2)),
+    ((2, 40, 32), (5, 32, 32), dict(padding="SAME")),
+    ((2, 6, 8, 8, 16), (3, 3, 3, 16, 32), dict(padding="SAME")),
+  ):
+    x, w, b = normal(xs), normal(ws) * 0.1, normal(ws[-1:])
+    _grad_of(
+      lambda x, w, b: jaxdnn.conv(x, w, b, activation="relu", implementation=IMPL, **kw), x, w, b
+    )
+  x, b = normal((300, 1000)), normal((1000,))
+  _grad_of(lambda x, b: jaxdnn.bias_act(x, b, activation="gelu", implementation=IMPL), x, b)
+  _grad_of(lambda x: jaxdnn.glu(x, activation="silu", implementation=IMPL), normal((300, 2048)))
+  x, s = normal((4, 9, 9, 64)), 1.0 + 0.1 * normal((64,), jnp.float32)
+  _grad_of(
+    lambda x, s: jaxdnn.batch_norm(
+      x, s, use_running_average=False, activation="relu", implementation=IMPL
+    )[0],
+    x,
+    s,
+  )
+  _grad_of(lambda x, s: jaxdnn.group_norm(x, s, num_groups=8, implementation=IMPL), x, s)
 
 
 if __name__ == "__main__":
