@@ -14,6 +14,7 @@
 
 #include "common/cuda_check.h"
 #include "conv/geometry_attrs.h"
+#include "conv/heuristics.h"
 #include "conv/sm90/conv_dgrad_sm90.h"
 #include "conv/sm90/conv_fprop_sm90.h"
 #include "conv/sm90/conv_wgrad_sm90.h"
@@ -169,6 +170,14 @@ int64_t WgradWorkspace(const QueryArgs& q) {
   return int64_t(ConvWgradSm90Workspace(p));
 }
 
+// 1 where the default (algorithm=None) runs a served problem on the sm90
+// kernels, 0 where on XLA's convolution (conv/heuristics.h): the forward's
+// choice, or with gradients=1 the data and weight gradients'.
+int64_t PreferSm90(const QueryArgs& q) {
+  const ConvGeometry g = GeometryOfQuery(q);
+  return QueryArg(q, "gradients") != 0 ? PreferSm90Gradients(g) : PreferSm90Forward(g);
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kConvFwdCuda, Fwd, JAXDNN_CONV_BIND(ffi::PlatformStream<cudaStream_t>),
@@ -186,7 +195,8 @@ FamilyExports CudaExports() {
           {{"conv_fwd_workspace", FwdWorkspace},
            {"conv_fwd_tile_n", FwdTileN},
            {"conv_dgrad_workspace", DgradWorkspace},
-           {"conv_wgrad_workspace", WgradWorkspace}}};
+           {"conv_wgrad_workspace", WgradWorkspace},
+           {"conv_prefer_sm90", PreferSm90}}};
 }
 #else
 FamilyExports CudaExports() { return {{}, {}}; }

@@ -32,6 +32,7 @@ from jaxdnn.conv.primitives import (
   conv_wgrad,
   dgrad_plan,
   forward_plan,
+  prefer_sm90,
   wgrad_plan,
 )
 
@@ -123,6 +124,8 @@ class _Call(NamedTuple):
   platform: str  # "cpu", "cuda" or "xla"
   algorithm: str
   reason: str
+  forced: bool = False  # the algorithm was asked for (gradients follow it where served)
+  heuristic: bool = False  # XLA's convolution chosen as the faster, not as a fallback
 
 
 def _decide(
@@ -222,7 +225,16 @@ def _decide(
   if impl == "xla" and implementation is None and algorithm is not None:
     raise ValueError(f"{op}: algorithm={algorithm!r} cannot serve this call: {fallback_reason}")
   platform = "xla" if impl == "xla" else (impl or target)
-  if platform == "xla":
+  heuristic = platform == "cuda" and algorithm is None and not prefer_sm90(g, g.batch)
+  if heuristic:
+    impl, platform = "xla", "xla"
+  if heuristic:
+    chosen = "xla"
+    reason = (
+      "XLA's convolution (cuDNN) measured faster than the sm90 implicit GEMM on this kind of "
+      "problem (cpp/conv/heuristics.h); algorithm='implicit_gemm' forces the kernel"
+    )
+  elif platform == "xla":
     chosen = "xla"
     reason = fallback_reason or "implementation='xla' (the plain-JAX oracle)"
   elif platform == "cuda":
@@ -253,11 +265,13 @@ def _decide(
     platform,
     chosen,
     reason,
+    forced=algorithm is not None,
+    heuristic=heuristic,
   )
 
 
 def _execute(c: _Call):
-  if c.implementation == "xla" and c.native:
+  if c.implementation == "xla" and c.native and not c.heuristic:
     warnings.warn(c.reason, stacklevel=3)
   x, w = jnp.asarray(c.x), jnp.asarray(c.w)
   bias = None if c.bias is None else jnp.asarray(c.bias)
@@ -281,6 +295,7 @@ def _execute(c: _Call):
     has_residual=residual is not None,
     saved=c.saved,
     algorithm=ALGORITHM_CODES[c.algorithm],
+    forced=c.forced,
     out_dtype=str(np.dtype(c.out_dtype)),
     x_dtype=str(np.dtype(x.dtype)),
     w_dtype=str(np.dtype(w.dtype)),
@@ -345,6 +360,12 @@ def _cuda_gradients(c: _Call) -> str:
 
   def served(plan, target):
     return _extension.has_cuda_target(target) and plan(c.g, 1, **static, **dtypes) >= 0
+
+  if not c.forced and not prefer_sm90(c.g, c.g.batch, gradients=True):
+    return (
+      "data and weight gradients: XLA's convolution (measured faster than the sm90 kernels; "
+      "algorithm='implicit_gemm' forces them)"
+    )
 
   dgrad = (
     "data gradient: the sm90 implicit GEMM (CUTLASS dgrad)"
@@ -417,8 +438,12 @@ def conv(
       before the activation; its gradient is beta times the pre-activation's.
     alpha, beta: finite float32 scales of the convolution and the residual.
     preferred_element_type: None (x's dtype) or float32, the output's dtype.
-    algorithm: None (chosen per problem) or one of "direct", "implicit_gemm",
-      "winograd", "fft"; one with no kernel yet is refused by name.
+    algorithm: None (chosen per problem: on a GPU the measured rules of
+      cpp/conv/heuristics.h pick the sm90 kernels or XLA's convolution,
+      forward and gradients apart) or one of "direct", "implicit_gemm",
+      "winograd", "fft"; one with no kernel yet is refused by name. A forced
+      "implicit_gemm" also runs the gradients on their sm90 kernels wherever
+      those serve the problem.
     implementation: None (the kernel for the platform), "cuda", "cpu" or
       "xla" (plain JAX: lax.conv_general_dilated and jax.nn, the oracle).
 

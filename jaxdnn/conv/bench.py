@@ -140,14 +140,16 @@ def _xla_fn(kw, mode):
   return f
 
 
-def _jax_fn(impl, kw, mode):
-  kw = dict(kw)
+def _jax_fn(impl, kw, mode, algorithm=None):
+  kw = dict(kw, **({"algorithm": algorithm} if algorithm else {}))
   transpose = kw.pop("transpose", None)
   extra = dict(activation="relu") if mode == "fwd_bias_relu" else {}
   if transpose:
+    algo = {"algorithm": kw["algorithm"]} if "algorithm" in kw else {}
     return lambda x, w, b: jaxdnn.conv_transpose(
-      x, w, b if extra else None, strides=transpose, padding="SAME", implementation=impl, **extra
-    )
+      x, w, b if extra else None, strides=transpose, padding="SAME", implementation=impl,
+      **extra, **algo,
+    )  # fmt: skip
   return lambda x, w, b: jaxdnn.conv(x, w, b if extra else None, implementation=impl, **kw, **extra)
 
 
@@ -227,7 +229,7 @@ def run(
           if on_gpu:
             records += _torch_rows(name, mode, xs, ws, kw, x, w, b, flops)
           continue
-        if impl == "jaxdnn" and on_gpu and not cuda_conv:
+        if impl in ("jaxdnn", "sm90") and on_gpu and not cuda_conv:
           records.append(
             dict(op="conv", case=name, direction=mode, impl=impl, error="no CUDA kernel yet")
           )
@@ -247,8 +249,11 @@ def _cotangent(f, x, w, b):
 
 
 def _jax_row(name, mode, impl, kw, x, w, b, flops):
-  f = _jax_fn(None, kw, mode) if impl == "jaxdnn" else _xla_fn(kw, mode)
   try:
+    if impl == "xla":
+      f = _xla_fn(kw, mode)
+    else:  # "sm90": jaxdnn with the sm90 kernels forced (forward and gradients)
+      f = _jax_fn(None, kw, mode, algorithm="implicit_gemm" if impl == "sm90" else None)
     if mode == "fwd+bwd":
       cot = _cotangent(f, x, w, b)
 
@@ -332,7 +337,11 @@ def main(argv=None):
     "--cases", help="comma-separated substrings of case names, _ for a space (default: all)"
   )
   ap.add_argument("--modes", help="comma-separated: fwd,fwd_bias_relu,fwd+bwd (default: all)")
-  ap.add_argument("--impls", default="jaxdnn,xla,torch")
+  ap.add_argument(
+    "--impls",
+    default="jaxdnn,xla,torch",
+    help="jaxdnn (its default choices), sm90 (the sm90 kernels forced), xla, torch",
+  )
   ap.add_argument("--gpu-busy", action="store_true", help="also GPU-busy time (CUPTI, PyTorch)")
   ap.add_argument("--quick", action="store_true", help="one small case (a CPU smoke run)")
   args = ap.parse_args(argv)

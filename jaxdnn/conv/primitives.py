@@ -57,9 +57,10 @@ def _dtype_code(d) -> int:
   return _FFI_DTYPES.get(str(d), 0) if d else 0
 
 
-def _plan(query, g, batch, act, saved, has_bias, has_residual, **dtypes) -> int:
+def _plan(query, g, batch, act, saved, has_bias, has_residual, ints=None, **dtypes) -> int:
   """A C++ plan query (cpp/conv/ffi_cuda.cc, the launchers' own plans) for
-  this problem: the geometry, the epilogue, and the named dtypes' codes."""
+  this problem: the geometry, the epilogue, the named dtypes' codes and any
+  other integer arguments `ints`."""
   names = ("in", "out", "window", "stride", "in_dilation", "k_dilation", "pad_lo")
   dims = {f"{n}{k}": v for n, vals in zip(names, g.attributes()) for k, v in enumerate(vals)}
   return _extension.plan_query(
@@ -73,8 +74,17 @@ def _plan(query, g, batch, act, saved, has_bias, has_residual, **dtypes) -> int:
     has_bias=int(has_bias),
     has_residual=int(has_residual),
     **{k: _dtype_code(v) for k, v in dtypes.items()},
+    **(ints or {}),
     **dims,
   )
+
+
+def prefer_sm90(g, batch, gradients=False) -> bool:
+  """Whether the default (algorithm=None) runs a problem the sm90 kernels
+  serve on them rather than on XLA's convolution (cpp/conv/heuristics.h:
+  the measured rules; JAXDNN_CONV_HEURISTIC overrides)."""
+  ints = dict(gradients=int(gradients))
+  return _plan("conv_prefer_sm90", g, batch, 0, 0, False, False, ints) == 1
 
 
 def forward_plan(
@@ -313,14 +323,16 @@ class ConvDgrad(_ConvOp):
     return [jax.ShapeDtypeStruct((max(nbytes, 1),), jnp.uint8)]
 
   def fallback(self, platform, **params):
-    """XLA's convolution where the CUDA build has no kernel or its plan
+    """XLA's convolution where the CUDA build has no kernel, its plan
     refuses the problem (queried at batch 1: the refusal never depends on
-    the batch, which the lowering's params do not carry)."""
+    the batch, which the lowering's params do not carry), or the default
+    heuristic prefers XLA and no algorithm was forced."""
     if platform != "cuda":
       return None
     if (
       _extension.has_cuda_target(self.target)
       and dgrad_plan(params["g"], 1, **_dgrad_dtypes(None, params)) >= 0
+      and (params.get("forced") or prefer_sm90(params["g"], 1, gradients=True))
     ):
       return None
     return lambda *args: _dgrad_composed(*args, **params)
@@ -380,13 +392,15 @@ class ConvWgrad(_ConvOp):
     return [jax.ShapeDtypeStruct((max(nbytes, 1),), jnp.uint8)]
 
   def fallback(self, platform, **params):
-    """XLA's convolution where the CUDA build has no kernel or its plan
-    refuses the problem (queried at batch 1, as the data gradient's)."""
+    """XLA's convolution where the CUDA build has no kernel, its plan
+    refuses the problem (queried at batch 1, as the data gradient's), or the
+    default heuristic prefers XLA and no algorithm was forced."""
     if platform != "cuda":
       return None
     if (
       _extension.has_cuda_target(self.target)
       and wgrad_plan(params["g"], 1, **_wgrad_dtypes(None, params)) >= 0
+      and (params.get("forced") or prefer_sm90(params["g"], 1, gradients=True))
     ):
       return None
     return lambda *args: _wgrad_composed(*args, **params)

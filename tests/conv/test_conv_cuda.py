@@ -8,6 +8,8 @@ oracle's, the weight gradient bitwise deterministic; calls the forward does
 not serve run on XLA with a warning. Skipped without a GPU whose build has
 the kernel."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,7 +44,7 @@ def test_forward_matches_oracle(case, dtype):
   x = normal(rng, xs, dtype)
   w = normal(rng, ws, dtype, scale=1.0 / np.sqrt(np.prod(ws[:-1])))
   b = normal(rng, ws[-1:], jnp.float32)
-  f = jax.jit(lambda x, w, b: jaxdnn.conv(x, w, b, **kw))
+  f = jax.jit(lambda x, w, b: jaxdnn.conv(x, w, b, algorithm="implicit_gemm", **kw))
   assert "jaxdnn_conv_fwd" in custom_call_targets(f.lower(x, w, b).compile().as_text())
   got = f(x, w, b)
   wide = lambda a: a.astype(jnp.float32)
@@ -59,8 +61,9 @@ def test_residual_alpha_beta_and_gradients():
 
   def loss(impl):
     def f(x, w, b, r):
+      forced = dict(algorithm="implicit_gemm") if impl is None else {}
       y = jaxdnn.conv(
-        x, w, b, residual=r, alpha=0.5, beta=2.0, activation="relu", implementation=impl
+        x, w, b, residual=r, alpha=0.5, beta=2.0, activation="relu", implementation=impl, **forced
       )
       y = y.astype(jnp.float32)
       return jnp.sum(y * jnp.cos(jnp.arange(y.size, dtype=jnp.float32).reshape(y.shape)))
@@ -89,10 +92,13 @@ def test_unserved_calls_run_on_xla_with_a_warning():
 
 def test_plan_reports_the_kernel():
   x = jax.ShapeDtypeStruct((2, 16, 16, 64), jnp.bfloat16)
-  plan = jaxdnn.conv_plan(x, jax.ShapeDtypeStruct((3, 3, 64, 64), jnp.bfloat16), activation="relu")
+  w = jax.ShapeDtypeStruct((3, 3, 64, 64), jnp.bfloat16)
+  plan = jaxdnn.conv_plan(x, w, activation="relu", algorithm="implicit_gemm")
   assert plan["implementation"] == "cuda" and plan["algorithm"] == "implicit_gemm", plan
   assert plan["config"]["tile"] == "128x64x64" and plan["config"]["workspace_bytes"] > 0
-  plan = jaxdnn.conv_plan(x, jax.ShapeDtypeStruct((3, 3, 64, 256), jnp.bfloat16))
+  plan = jaxdnn.conv_plan(
+    x, jax.ShapeDtypeStruct((3, 3, 64, 256), jnp.bfloat16), algorithm="implicit_gemm"
+  )
   assert plan["config"]["tile"] == "128x128x64"
   plan = jaxdnn.conv_plan(x, jax.ShapeDtypeStruct((3, 3, 64, 64), jnp.bfloat16), activation="gelu")
   assert plan["implementation"] == "xla" and "does not serve" in plan["reason"]
@@ -120,7 +126,10 @@ def _grad_loss(xs, kw, impl, with_residual):
   cot = normal(np.random.default_rng(99), (xs[0], 1), jnp.float32)  # broadcast over the rest
 
   def f(x, w, b, r):
-    y = jaxdnn.conv(x, w, b, residual=r if with_residual else None, implementation=impl, **kw)
+    forced = dict(algorithm="implicit_gemm") if impl is None else {}
+    y = jaxdnn.conv(
+      x, w, b, residual=r if with_residual else None, implementation=impl, **kw, **forced
+    )
     y = y.astype(jnp.float32)
     wave = jnp.cos(jnp.arange(y.size, dtype=jnp.float32).reshape(y.shape) * 0.37)
     return jnp.sum(y * wave * cot.reshape((-1,) + (1,) * (y.ndim - 1)))
@@ -141,7 +150,10 @@ def test_gradients_run_the_sm90_kernels_and_match_the_oracle(case, dtype):
   r = normal(rng, out_shape, dtype) if with_residual else jnp.zeros((), dtype)
   grad = jax.jit(jax.grad(_grad_loss(xs, kw, None, with_residual), argnums=(0, 1, 2, 3)))
   targets = custom_call_targets(grad.lower(x, w, b, r).compile().as_text())
-  assert "jaxdnn_conv_fwd" in targets and "jaxdnn_conv_wgrad" in targets, targets
+  # Without an activation the gradients need nothing from the forward, so a
+  # loss linear in y lets XLA drop the forward's custom call.
+  assert "jaxdnn_conv_wgrad" in targets, targets
+  assert ("jaxdnn_conv_fwd" in targets) == ("activation" in kw), targets
   assert ("jaxdnn_conv_dgrad" in targets) == dgrad_served, targets
   got = grad(x, w, b, r)
   wide = lambda a: a.astype(jnp.float32)
@@ -160,7 +172,29 @@ def test_gradients_run_the_sm90_kernels_and_match_the_oracle(case, dtype):
 def test_plan_reports_the_gradient_kernels():
   x = jax.ShapeDtypeStruct((2, 16, 16, 64), jnp.bfloat16)
   w = jax.ShapeDtypeStruct((3, 3, 64, 64), jnp.bfloat16)
-  grads = jaxdnn.conv_plan(x, w, activation="relu")["gradients"]
+  forced = dict(algorithm="implicit_gemm")
+  grads = jaxdnn.conv_plan(x, w, activation="relu", **forced)["gradients"]
   assert "CUTLASS dgrad" in grads and "CUTLASS wgrad" in grads, grads
-  grads = jaxdnn.conv_plan(x, w, strides=2)["gradients"]
+  grads = jaxdnn.conv_plan(x, w, strides=2, **forced)["gradients"]
   assert "data gradient: XLA" in grads and "CUTLASS wgrad" in grads, grads
+  # By default the gradients run on XLA's convolution (measured faster).
+  assert "measured faster" in jaxdnn.conv_plan(x, w, strides=2)["gradients"]
+
+
+def test_default_follows_the_measured_rules():
+  """cpp/conv/heuristics.h: the sm90 forward by default on strided layers and
+  on up to 2^17 output positions with C_out a multiple of 128; XLA's
+  convolution (chosen, so no warning) on the large 64-channel layers."""
+  bf16 = lambda *s: jax.ShapeDtypeStruct(s, jnp.bfloat16)
+  big64 = jaxdnn.conv_plan(bf16(64, 56, 56, 64), bf16(3, 3, 64, 64))
+  assert big64["implementation"] == "xla" and "measured faster" in big64["reason"], big64
+  strided = jaxdnn.conv_plan(bf16(64, 56, 56, 128), bf16(3, 3, 128, 128), strides=2)
+  assert strided["implementation"] == "cuda", strided
+  small = jaxdnn.conv_plan(bf16(32, 14, 14, 256), bf16(3, 3, 256, 256))
+  assert small["implementation"] == "cuda", small
+  x = jnp.ones((2, 16, 16, 64), jnp.bfloat16)
+  w = jnp.ones((3, 3, 64, 64), jnp.bfloat16)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    y = jax.jit(lambda x, w: jaxdnn.conv(x, w))(x, w)
+  assert y.shape == (2, 16, 16, 64)

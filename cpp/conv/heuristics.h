@@ -1,0 +1,32 @@
+// Which way the CUDA convolution runs by default (algorithm=None) where its
+// sm90 kernels serve a problem: on them, or on XLA's convolution (cuDNN)
+// where that measured faster. The rules are the H100 tables of
+// docs/perf/conv.md ("Heuristics"): the sm90 forward wins on strided layers
+// and on fewer than 2^17 output positions with C_out a multiple of 128, and
+// loses on the large 64-channel, 320-channel and 1-D layers; the sm90
+// gradients lost on every ResNet-50 layer measured, so they run only when
+// asked for (algorithm="implicit_gemm"). JAXDNN_CONV_HEURISTIC=sm90 or xla
+// overrides both (A/Bs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/switches.h"
+#include "conv/problem.h"
+
+namespace jaxdnn::conv {
+
+// True where the sm90 forward is the default for g (a problem it serves).
+inline bool PreferSm90Forward(const ConvGeometry& g) {
+  const std::string forced = SwitchText(Switch::kConvHeuristic);
+  if (forced != "auto") return forced == "sm90";
+  const bool strided = g.stride[0] > 1 || g.stride[1] > 1 || g.stride[2] > 1;
+  const int64_t positions = g.batch * g.out_positions();
+  return strided || (positions <= (int64_t(1) << 17) && g.out_channels % 128 == 0);
+}
+
+// True where the sm90 data and weight gradients are the default.
+inline bool PreferSm90Gradients(const ConvGeometry&) { return SwitchText(Switch::kConvHeuristic) == "sm90"; }
+
+}  // namespace jaxdnn::conv
