@@ -231,7 +231,9 @@ def dot_product_attention(
 
   Args:
     query: [batch, q_len, heads, head_dim] (or without the batch dim).
-    key, value: [batch, kv_len, kv_heads, head_dim]; kv_heads divides heads (GQA/MQA).
+    key, value: [batch, kv_len, kv_heads, head_dim]; kv_heads divides heads
+      (GQA/MQA); value may have its own head dim (MLA: 192/128), which the
+      output takes (the kernels run it zero-padded to the wider one).
     bias: additive logits bias, broadcastable to [batch, heads, q_len, kv_len]
       (rank < 4 gets leading 1s, as in jax.nn); differentiable.
     mask: bool, broadcastable like bias; True = attend.
@@ -276,11 +278,12 @@ def dot_product_attention(
   return_residual = validation.check_flag("return_residual", return_residual)
   deterministic = validation.check_flag("deterministic", deterministic)
   # What no kernel serves (resolve sends it to XLA with one warning).
+  widest = max(query.shape[-1], value.shape[-1])
   uncovered = (
     f"{query.dtype} inputs"
     if query.dtype == jnp.float64
-    else f"head_dim {query.shape[-1]} > {validation.MAX_HEAD_DIM}"
-    if query.shape[-1] > validation.MAX_HEAD_DIM
+    else f"head_dim {widest} > {validation.MAX_HEAD_DIM}"
+    if widest > validation.MAX_HEAD_DIM
     else None
   )
   unbatched = query.ndim == 3
@@ -347,10 +350,15 @@ def dot_product_attention(
     )
   else:
     run_on_cuda = impl == "cuda" or (impl is None and jax.default_backend() == "gpu")
-    q_in, k_in, v_in = query, key, value
+    # The kernels take one head dim: a narrower value (MLA: 192/128) or
+    # query/key is zero-padded to the wider, exactly (zero columns of v give
+    # zero output columns, dropped below; zero columns of q and k add
+    # nothing to q.k); CUDA pads on to the head dims it is built for.
+    value_dim = value.shape[-1]
+    width = max(head_dim, value_dim)
     if run_on_cuda:
-      width = _padded_head_dim(head_dim)
-      q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
+      width = _padded_head_dim(width)
+    q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
     cfg = _Config(
       scale=scale,
       softcap=float(softcap or 0.0),
@@ -365,7 +373,7 @@ def dot_product_attention(
       cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg, seeds, sinks
     )
     out, lse = res if cfg.with_lse else (res, None)
-    out = out[..., :head_dim]
+    out = out[..., :value_dim]
   if unbatched:
     out = out[0]
   if not (return_logsumexp or return_residual):

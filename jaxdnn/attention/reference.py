@@ -132,4 +132,5 @@ def attention(
   out = jnp.einsum(
     "bkgts,bskd->btkgd", probs, value, preferred_element_type=acc, precision=precision
   )
-  return out.reshape(batch, q_len, heads, dim).astype(query.dtype), lse.astype(jnp.float32)
+  out = out.reshape(batch, q_len, heads, value.shape[-1])
+  return out.astype(query.dtype), lse.astype(jnp.float32)

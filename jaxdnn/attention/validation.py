@@ -41,8 +41,11 @@ def check_qkv(query, key, value, *, allow_float64=False):
     raise _err(
       f"query, key and value must have the same rank, got {query.shape}, {key.shape}, {value.shape}"
     )
-  if key.shape != value.shape:
-    raise _err(f"value must have key's shape {key.shape}, got {value.shape}")
+  if key.shape[:-1] != value.shape[:-1]:
+    raise _err(
+      f"value must have key's shape but for its head dim, {key.shape[:-1]} + (any,), "
+      f"got {value.shape}"
+    )
   if not query.dtype == key.dtype == value.dtype:
     raise _err(
       f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, {value.dtype}"
@@ -53,6 +56,8 @@ def check_qkv(query, key, value, *, allow_float64=False):
     raise _err(f"query head_dim {query.shape[-1]} != key head_dim {key.shape[-1]}")
   if query.shape[-1] == 0:
     raise _err("head_dim (the last axis of query, key and value) must be at least 1, got 0")
+  if value.shape[-1] == 0:
+    raise _err("value's head_dim (its last axis) must be at least 1, got 0")
   heads, kv_heads = query.shape[-2], key.shape[-2]
   if kv_heads == 0 or heads % kv_heads:
     raise _err(f"key/value heads ({kv_heads}) must divide query heads ({heads})")

@@ -31,7 +31,7 @@ def test_query_key_shapes():
   _bad(r"query batch 2 != key batch 3", q, rand((3, S, K, H)), rand((3, S, K, H)))
   _bad(r"query head_dim 16 != key head_dim 8", q, rand((B, S, K, 8)), rand((B, S, K, 8)))
   _bad(r"value must have key's shape", q, k, rand((B, S + 1, K, H)))
-  _bad(r"value must have key's shape", q, k, rand((B, S, K, 8)))
+  _bad(r"value's head_dim \(its last axis\) must be at least 1", q, k, rand((B, S, K, 0)))
   _bad(r"query, key and value must have the same rank", q, k[0], v[0])
   _bad(r"query must be \[batch, seq, heads, head_dim\]", q[0, 0], k, v)
   _bad(r"key must be \[batch, seq, heads, head_dim\]", q, rand((1,) + k.shape), v)
