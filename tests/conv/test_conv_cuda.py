@@ -177,19 +177,24 @@ def test_plan_reports_the_gradient_kernels():
   assert "CUTLASS dgrad" in grads and "CUTLASS wgrad" in grads, grads
   grads = jaxdnn.conv_plan(x, w, strides=2, **forced)["gradients"]
   assert "data gradient: XLA" in grads and "CUTLASS wgrad" in grads, grads
-  # By default the gradients run on XLA's convolution (measured faster).
-  assert "measured faster" in jaxdnn.conv_plan(x, w, strides=2)["gradients"]
+  # By default: stride 1 on XLA's convolution (measured faster), strided on
+  # the sm90 weight gradient (cpp/conv/heuristics.h).
+  x256 = jax.ShapeDtypeStruct((2, 14, 14, 256), jnp.bfloat16)
+  w256 = jax.ShapeDtypeStruct((3, 3, 256, 256), jnp.bfloat16)
+  assert "measured faster" in jaxdnn.conv_plan(x256, w256)["gradients"]
+  assert "CUTLASS wgrad" in jaxdnn.conv_plan(x, w, strides=2)["gradients"]
 
 
 def test_default_follows_the_measured_rules():
   """cpp/conv/heuristics.h: the sm90 forward by default on strided layers and
   on up to 2^17 output positions with C_out a multiple of 128; XLA's
-  convolution (chosen, so no warning) on the large 64-channel layers."""
+  convolution (chosen, so no warning) on the large 64-channel layers; a
+  strided layer's weight gradient on the sm90 kernel."""
   bf16 = lambda *s: jax.ShapeDtypeStruct(s, jnp.bfloat16)
   big64 = jaxdnn.conv_plan(bf16(64, 56, 56, 64), bf16(3, 3, 64, 64))
   assert big64["implementation"] == "xla" and "measured faster" in big64["reason"], big64
   strided = jaxdnn.conv_plan(bf16(64, 56, 56, 128), bf16(3, 3, 128, 128), strides=2)
-  assert strided["implementation"] == "cuda", strided
+  assert strided["implementation"] == "cuda" and "CUTLASS wgrad" in strided["gradients"], strided
   small = jaxdnn.conv_plan(bf16(32, 14, 14, 256), bf16(3, 3, 256, 256))
   assert small["implementation"] == "cuda", small
   x = jnp.ones((2, 16, 16, 64), jnp.bfloat16)

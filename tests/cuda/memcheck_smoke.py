@@ -8,12 +8,18 @@ pooling (max with and without the index, average with padding, global,
 adaptive, 3-D, odd channels), convolution (forward with the fused epilogue
 and both gradients, 1-D to 3-D), bias_act, glu, batch_norm and group_norm."""
 
+import os
 import sys
 
-import jax
-import jax.numpy as jnp
+# No autotuning: under compute-sanitizer, cuDNN's graph-capture probing in
+# XLA's convolution autotuner failed its captures and the process crashed
+# (benchmarks/results/2026-11-28-h100-conv-heuristic/memcheck_jax.log).
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_autotune_level=0").strip()
 
-import jaxdnn
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import jaxdnn  # noqa: E402
 
 IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run without a GPU
 key = iter(jax.random.split(jax.random.key(0), 64))
@@ -101,7 +107,12 @@ def cnn_cases():
   ):
     x, w, b = normal(xs), normal(ws) * 0.1, normal(ws[-1:])
     _grad_of(
-      lambda x, w, b: jaxdnn.conv(x, w, b, activation="relu", implementation=IMPL, **kw), x, w, b
+      lambda x, w, b: jaxdnn.conv(
+        x, w, b, activation="relu", algorithm="implicit_gemm", implementation=IMPL, **kw
+      ),
+      x,
+      w,
+      b,
     )
   x, b = normal((300, 1000)), normal((1000,))
   _grad_of(lambda x, b: jaxdnn.bias_act(x, b, activation="gelu", implementation=IMPL), x, b)
