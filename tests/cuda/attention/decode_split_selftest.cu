@@ -27,7 +27,7 @@
 #include "attention/sm80/decode_split.h"
 #include "attention/sm90/forward.h"
 #include "selftest_reference_forward.cuh"
-#include "sm90_selftest_util.cuh"
+#include "../common/selftest_util.cuh"
 
 namespace ja = jaxdnn::attention;
 using ja::AttnFwdArgs;

@@ -9,7 +9,7 @@
 
 #include "attention/mask.h"
 #include "attention/problem.h"
-#include "sm90_selftest_util.cuh"
+#include "../common/selftest_util.cuh"
 
 namespace sm90_selftest {
 

@@ -29,7 +29,7 @@
 #include "attention/sm90/backward_fused.h"
 #include "attention/sm90/forward.h"
 #include "attention/sm90/forward_workspace.h"
-#include "sm90_selftest_util.cuh"
+#include "../common/selftest_util.cuh"
 
 namespace sm90_bwd_ext {
 

@@ -56,7 +56,7 @@
 #include <vector>
 
 #include "attention/problem.h"
-#include "sm90_selftest_util.cuh"
+#include "../common/selftest_util.cuh"
 #include "sm90_attention_bwd_ext_selftest.cuh"
 #include "attention/sm90/backward.h"
 #include "attention/sm90/backward_fused.h"

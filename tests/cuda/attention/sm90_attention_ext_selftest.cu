@@ -37,7 +37,7 @@
 #include "attention/mask.h"
 #include "attention/problem.h"
 #include "selftest_reference_forward.cuh"
-#include "sm90_selftest_util.cuh"
+#include "../common/selftest_util.cuh"
 #include "attention/sm90/forward.h"
 
 namespace ja = jaxdnn::attention;

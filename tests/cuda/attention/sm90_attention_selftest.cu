@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "attention/problem.h"
-#include "sm90_selftest_util.cuh"
+#include "../common/selftest_util.cuh"
 #include "attention/sm90/forward.h"
 
 using jaxdnn::attention::AttnFwdArgs;

@@ -32,54 +32,18 @@
 #include "conv/problem.h"
 #include "conv/sm90/conv_fprop_sm90.h"
 
+#include "../common/selftest_util.cuh"
+
 namespace {
+
+using sm90_selftest::HostFromF;
+using sm90_selftest::HostToF;
+using sm90_selftest::NextUniform;
+using sm90_selftest::ToF;
 
 using jaxdnn::Act;
 using jaxdnn::conv::ConvFwdArgs;
 using jaxdnn::ffi::DataType;
-
-#define CHECK_CUDA(x)                                                                                       \
-  do {                                                                                                      \
-    const cudaError_t e_ = (x);                                                                             \
-    if (e_ != cudaSuccess) {                                                                                \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-      std::exit(2);                                                                                         \
-    }                                                                                                       \
-  } while (0)
-
-uint64_t g_rng = 0;
-uint64_t NextBits() {  // xorshift64*
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 0x2545F4914F6CDD1Dull;
-}
-float NextUniform() { return float((NextBits() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }  // [-1, 1)
-
-uint16_t ToBits(float v, bool f16) {
-  uint16_t b;
-  if (f16) {
-    const __half h = __float2half_rn(v);
-    std::memcpy(&b, &h, 2);
-  } else {
-    const __nv_bfloat16 h = __float2bfloat16_rn(v);
-    std::memcpy(&b, &h, 2);
-  }
-  return b;
-}
-float FromBits(uint16_t b, bool f16) {
-  if (f16) {
-    __half h;
-    std::memcpy(&h, &b, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 h;
-  std::memcpy(&h, &b, 2);
-  return __bfloat162float(h);
-}
-
-__device__ float ToF(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ float ToF(__half v) { return __half2float(v); }
 
 struct RefGeo {
   int n, cin, cout;
@@ -181,17 +145,17 @@ struct Buffers {
   int64_t y_count = 0;
 
   Buffers(const Spec& s, ConvFwdArgs* p, uint64_t seed) {
-    g_rng = seed;
+    sm90_selftest::g_rng = seed;
     const auto& g = p->g;
     const int64_t x_count = g.batch * g.in_positions() * g.in_channels;
     const int64_t w_count = g.taps() * (g.in_channels / std::max<int64_t>(g.groups, 1)) * g.out_channels;
     y_count = g.batch * g.out_positions() * g.out_channels;
     std::vector<uint16_t> hx(x_count), hw(w_count), hres(s.residual ? y_count : 0);
-    for (auto& v : hx) v = ToBits(NextUniform(), s.f16);
+    for (auto& v : hx) v = HostFromF(NextUniform(), s.f16);
     // Weights ~ 1/sqrt(fan-in), so outputs stay near unit scale.
     const float wscale = 1.0f / std::sqrt(float(std::max<int64_t>(1, g.taps() * g.in_channels)));
-    for (auto& v : hw) v = ToBits(NextUniform() * wscale, s.f16);
-    for (auto& v : hres) v = ToBits(NextUniform(), s.f16);
+    for (auto& v : hw) v = HostFromF(NextUniform() * wscale, s.f16);
+    for (auto& v : hres) v = HostFromF(NextUniform(), s.f16);
     x = Upload(hx.data(), hx.size() * 2);
     w = Upload(hw.data(), hw.size() * 2);
     if (s.residual) res = Upload(hres.data(), hres.size() * 2);
@@ -204,9 +168,9 @@ struct Buffers {
         switch (s.bias_dtype) {
           case DataType::BF16:
           case DataType::F16: {
-            const uint16_t b = ToBits(v, s.bias_dtype == DataType::F16);
+            const uint16_t b = HostFromF(v, s.bias_dtype == DataType::F16);
             std::memcpy(&typed[c * 2], &b, 2);
-            hb[c] = FromBits(b, s.bias_dtype == DataType::F16);
+            hb[c] = HostToF(b, s.bias_dtype == DataType::F16);
             break;
           }
           case DataType::F64: {
@@ -299,7 +263,7 @@ bool CheckCase(const Spec& s, uint64_t seed) {
   double max_err = 0.0, max_ref = 0.0;
   int64_t bad = 0, worst = 0;  // bad: non-finite outputs (the 0xFF poison is NaN)
   for (int64_t i = 0; i < b.y_count; ++i) {
-    const double got = FromBits(hy[i], s.f16), want = href[i];
+    const double got = HostToF(hy[i], s.f16), want = href[i];
     max_ref = std::max(max_ref, std::fabs(want));
     if (!std::isfinite(got)) {
       if (bad++ == 0) worst = i;
@@ -317,7 +281,7 @@ bool CheckCase(const Spec& s, uint64_t seed) {
               (long long)p.g.out_channels, (long long)(p.g.taps() * p.g.in_channels), max_err, tol, max_ref,
               bad ? (" " + std::to_string(bad) + " NaN").c_str() : "", pass ? "PASS" : "FAIL");
   if (!pass) {
-    std::printf("    worst at %lld: got %g, want %g\n", (long long)worst, FromBits(hy[worst], s.f16),
+    std::printf("    worst at %lld: got %g, want %g\n", (long long)worst, HostToF(hy[worst], s.f16),
                 href[worst]);
   }
   return pass;

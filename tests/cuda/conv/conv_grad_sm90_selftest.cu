@@ -30,7 +30,14 @@
 #include "conv/sm90/conv_dgrad_sm90.h"
 #include "conv/sm90/conv_wgrad_sm90.h"
 
+#include "../common/selftest_util.cuh"
+
 namespace {
+
+using sm90_selftest::HostFromF;
+using sm90_selftest::HostToF;
+using sm90_selftest::NextUniform;
+using sm90_selftest::ToF;
 
 using jaxdnn::Act;
 using jaxdnn::conv::ConvDgradArgs;
@@ -39,46 +46,6 @@ using jaxdnn::conv::ConvWgradArgs;
 using jaxdnn::conv::Epilogue;
 using jaxdnn::ffi::DataType;
 
-#define CHECK_CUDA(x)                                                                                       \
-  do {                                                                                                      \
-    const cudaError_t e_ = (x);                                                                             \
-    if (e_ != cudaSuccess) {                                                                                \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-      std::exit(2);                                                                                         \
-    }                                                                                                       \
-  } while (0)
-
-uint64_t g_rng = 0;
-uint64_t NextBits() {  // xorshift64*
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return g_rng * 0x2545F4914F6CDD1Dull;
-}
-float NextUniform() { return float((NextBits() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }  // [-1, 1)
-
-// 16-bit storage of float16 (f16) or bfloat16, and float32 / float16 / bfloat16 by DataType.
-uint16_t ToBits(float v, bool f16) {
-  uint16_t b;
-  if (f16) {
-    const __half h = __float2half_rn(v);
-    std::memcpy(&b, &h, 2);
-  } else {
-    const __nv_bfloat16 h = __float2bfloat16_rn(v);
-    std::memcpy(&b, &h, 2);
-  }
-  return b;
-}
-float FromBits(uint16_t b, bool f16) {
-  if (f16) {
-    __half h;
-    std::memcpy(&h, &b, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 h;
-  std::memcpy(&h, &b, 2);
-  return __bfloat162float(h);
-}
 size_t DtypeBytes(DataType t) { return t == DataType::F32 ? 4 : 2; }
 double ReadAs(const std::vector<uint8_t>& raw, DataType t, int64_t i) {
   if (t == DataType::F32) {
@@ -88,7 +55,7 @@ double ReadAs(const std::vector<uint8_t>& raw, DataType t, int64_t i) {
   }
   uint16_t b;
   std::memcpy(&b, &raw[size_t(i) * 2], 2);
-  return FromBits(b, t == DataType::F16);
+  return HostToF(b, t == DataType::F16);
 }
 
 struct Spec {
@@ -161,21 +128,21 @@ struct Operands {
 
   Operands(const Spec& s, uint64_t seed) : g(GeometryOf(s)), e(EpilogueOf(s)), f16(s.f16) {
     dy_dtype = s.dy_dtype == DataType::INVALID ? (f16 ? DataType::F16 : DataType::BF16) : s.dy_dtype;
-    g_rng = seed;
+    sm90_selftest::g_rng = seed;
     x.resize(size_t(g.batch * g.in_positions() * g.in_channels));
     w.resize(size_t(g.weights()));
     dy.resize(size_t(g.batch * g.out_positions() * g.out_channels));
     const float wscale = 1.0f / std::sqrt(float(std::max<int64_t>(1, g.taps() * g.in_channels)));
-    for (auto& v : x) v = ToBits(NextUniform(), f16);
-    for (auto& v : w) v = ToBits(NextUniform() * wscale, f16);
-    for (auto& v : dy) v = ToBits(NextUniform(), f16);
+    for (auto& v : x) v = HostFromF(NextUniform(), f16);
+    for (auto& v : w) v = HostFromF(NextUniform() * wscale, f16);
+    for (auto& v : dy) v = HostFromF(NextUniform(), f16);
     if (e.saved != jaxdnn::conv::kSaveNothing) {
       // y of relu/relu6 (some exactly 0 and 6) or a pre-activation z.
       saved.resize(dy.size());
       for (auto& v : saved) {
         float u = 4.0f * NextUniform();
         if (e.saved == jaxdnn::conv::kSaveOutput) u = std::min(std::max(u * 2.0f, 0.0f), 6.0f);
-        v = ToBits(u, f16);
+        v = HostFromF(u, f16);
       }
     }
     x_ = Upload(x.data(), x.size() * 2);
@@ -193,8 +160,8 @@ struct Operands {
     jaxdnn::ByAct(e.act, [&](auto act) {
       constexpr Act A = decltype(act)::value;
       for (size_t i = 0; i < dy.size(); ++i) {
-        const float d = FromBits(dy[i], f16);
-        dz[i] = saved.empty() ? d : jaxdnn::Backprop<A>(FromBits(saved[i], f16), d, e.act_param);
+        const float d = HostToF(dy[i], f16);
+        dz[i] = saved.empty() ? d : jaxdnn::Backprop<A>(HostToF(saved[i], f16), d, e.act_param);
       }
     });
     return dz;
@@ -297,13 +264,13 @@ bool CheckDgrad(const Spec& s, Operands& op, const std::vector<double>& dz) {
       const uint16_t* wt = op.w.data() + tap * cin * cout;
       for (int64_t ci = 0; ci < cin; ++ci) {
         double acc = 0.0;
-        for (int64_t co = 0; co < cout; ++co) acc += d[co] * FromBits(wt[ci * cout + co], op.f16);
+        for (int64_t co = 0; co < cout; ++co) acc += d[co] * HostToF(wt[ci * cout + co], op.f16);
         r[ci] += acc;
       }
     });
     const auto got = Download<uint16_t>(dx, size_t(dx_count));
     Compare c;
-    for (int64_t k = 0; k < dx_count; ++k) c.Add(FromBits(got[size_t(k)], op.f16), s.alpha * ref[size_t(k)]);
+    for (int64_t k = 0; k < dx_count; ++k) c.Add(HostToF(got[size_t(k)], op.f16), s.alpha * ref[size_t(k)]);
     Compare cr;
     if (s.residual) {
       const auto raw = Download<uint8_t>(dres, dz.size() * DtypeBytes(s.residual_dtype));
@@ -367,12 +334,12 @@ bool CheckWgrad(const Spec& s, Operands& op, const std::vector<double>& dz) {
       const uint16_t* xs = op.x.data() + (n * g.in_positions() + i) * cin;
       double* r = ref.data() + tap * cin * cout;
       for (int64_t ci = 0; ci < cin; ++ci) {
-        const double xv = FromBits(xs[ci], op.f16);
+        const double xv = HostToF(xs[ci], op.f16);
         for (int64_t co = 0; co < cout; ++co) r[ci * cout + co] += xv * d[co];
       }
     });
     Compare c;
-    for (size_t k = 0; k < ref.size(); ++k) c.Add(FromBits(got[k], op.f16), s.alpha * ref[k]);
+    for (size_t k = 0; k < ref.size(); ++k) c.Add(HostToF(got[k], op.f16), s.alpha * ref[k]);
     Compare cb;
     if (s.bias) {
       std::vector<double> bref(size_t(cout), 0.0);

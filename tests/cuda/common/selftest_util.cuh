@@ -1,6 +1,7 @@
-// Helpers shared by the standalone sm90 attention self-tests: a checked CUDA
-// call, 16-bit loads for the reference kernels, and the fixed-seed host RNG
-// that draws inputs uniform in [-1, 1] and never zero.
+// Helpers shared by the standalone CUDA self-tests (attention, convolution):
+// a checked CUDA call, 16-bit loads for the reference kernels, the fixed-seed
+// host RNG that draws inputs uniform in [-1, 1] (never zero through
+// RandomBits), and host conversions to and from 16-bit storage.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -83,6 +84,19 @@ inline float HostToF(uint16_t bits, bool f16) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// v rounded to float16 (f16) or bfloat16, as raw bits.
+inline uint16_t HostFromF(float v, bool f16) {
+  uint16_t bits;
+  if (f16) {
+    const __half h = __float2half_rn(v);
+    std::memcpy(&bits, &h, 2);
+  } else {
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    std::memcpy(&bits, &h, 2);
+  }
+  return bits;
 }
 
 }  // namespace sm90_selftest
