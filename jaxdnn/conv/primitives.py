@@ -82,7 +82,7 @@ def _plan(query, g, batch, act, saved, has_bias, has_residual, ints=None, **dtyp
 def prefer_sm90(g, batch, gradients=False) -> bool:
   """Whether the default (algorithm=None) runs a problem the sm90 kernels
   serve on them rather than on XLA's convolution (cpp/conv/heuristics.h:
-  the measured rules; JAXDNN_CONV_HEURISTIC overrides)."""
+  the measured rules, which a C++ switch overrides)."""
   ints = dict(gradients=int(gradients))
   return _plan("conv_prefer_sm90", g, batch, 0, 0, False, False, ints) == 1
 
