@@ -127,3 +127,28 @@ def test_batch_norm_parameter_gradients_in_shard_map(axis_name):
   for got, want in zip(grads(None), grads("xla")):
     assert got.shape == want.shape
     assert_close(got, want, 5e-5)
+
+
+@needs_4
+def test_attention_bias_and_sinks_gradients_in_shard_map():
+  rng = np.random.default_rng(2)
+  q, k, v = normal(rng, (8, 5, 4, 8)), normal(rng, (8, 6, 2, 8)), normal(rng, (8, 6, 2, 8))
+  bias, sinks = normal(rng, (1, 4, 5, 6)), normal(rng, (4,))
+
+  def grads(impl):
+    def loss(q, k, v, b, s):
+      return jnp.sum(
+        jnp.sin(jaxdnn.dot_product_attention(q, k, v, b, sinks=s, implementation=impl))
+      )
+
+    f = jax.shard_map(
+      jax.grad(loss, argnums=(0, 1, 2, 3, 4)),
+      mesh=_mesh(),
+      in_specs=(P("data"),) * 3 + (P(), P()),
+      out_specs=(P("data"),) * 3 + (P(), P()),
+    )
+    return jax.jit(f)(q, k, v, bias, sinks)
+
+  for got, want in zip(grads(None), grads("xla")):
+    assert got.shape == want.shape
+    assert_close(got, want, 5e-5)

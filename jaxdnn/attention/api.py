@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _extension, _platform
+from jaxdnn._primitive import match_vma
 from jaxdnn.attention import dropout, reference, validation
 from jaxdnn.attention.primitives import OPERAND_BITS, attention_backward, attention_forward
 
@@ -123,8 +124,10 @@ def _attention_bwd(cfg, saved, ct):
     **cfg.params(bits),
   )
   dq, dk, dv = grads[:3]
-  dbias = grads[3].astype(bias.dtype) if bias is not None else None
-  dsinks = None if sinks is None else _sinks_grad(sinks, out, lse, dout, dlse)
+  # Inside shard_map a replicated bias or sinks gets its gradient summed over
+  # the axes the data varies on (its own type), as JAX's autodiff would.
+  dbias = match_vma(grads[3].astype(bias.dtype), bias) if bias is not None else None
+  dsinks = None if sinks is None else match_vma(_sinks_grad(sinks, out, lse, dout, dlse), sinks)
   return dq, dk, dv, dbias, None, None, None, None, None, None, dsinks
 
 
