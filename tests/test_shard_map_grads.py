@@ -152,3 +152,30 @@ def test_attention_bias_and_sinks_gradients_in_shard_map():
   for got, want in zip(grads(None), grads("xla")):
     assert got.shape == want.shape
     assert_close(got, want, 5e-5)
+
+
+@needs_4
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_linear_cross_entropy_weight_gradients_in_shard_map(reduction):
+  rng = np.random.default_rng(3)
+  h, w, b = normal(rng, (16, 8)), normal(rng, (8, 50), scale=0.3), normal(rng, (50,))
+  labels = jnp.asarray(rng.integers(0, 50, size=(16,)), jnp.int32)
+
+  def grads(impl):
+    def loss(h, w, b, labels):
+      out = jaxdnn.linear_cross_entropy(
+        h, w, labels, bias=b, reduction=reduction, implementation=impl
+      )
+      return jnp.sum(out)
+
+    f = jax.shard_map(
+      jax.grad(loss, argnums=(0, 1, 2)),
+      mesh=_mesh(),
+      in_specs=(P("data"), P(), P(), P("data")),
+      out_specs=(P("data"), P(), P()),
+    )
+    return jax.jit(f)(h, w, b, labels)
+
+  for got, want in zip(grads(None), grads("xla")):
+    assert got.shape == want.shape
+    assert_close(got, want, 5e-5)

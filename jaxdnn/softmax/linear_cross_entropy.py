@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdnn import _extension, _platform
+from jaxdnn._primitive import match_vma, vary_like, vma_token
 from jaxdnn.softmax import reference
 from jaxdnn.softmax.cross_entropy import (
   check_labels,
@@ -101,7 +102,12 @@ def _grad_scan(static, h, w, b, labels, row_g):
       db = db + jnp.sum(dlogits, axis=0, dtype=jnp.float32)
     return (dw, db), (loss, dh_c)
 
-  init = (jnp.zeros(w.shape, w.dtype), None if b is None else jnp.zeros(b.shape, jnp.float32))
+  # Inside shard_map the sums vary as h and w do: so must their initial carry.
+  vary = lambda z: vary_like(vary_like(z, h), w)
+  init = (
+    vary(jnp.zeros(w.shape, w.dtype)),
+    None if b is None else vary(jnp.zeros(b.shape, jnp.float32)),
+  )
   xs = (_chunked(h, chunk, 0), _chunked(labels, chunk, 0), _chunked(row_g, chunk, 0.0))
   (dw, db), (losses, dh) = jax.lax.scan(body, init, xs)
   return losses.reshape(-1)[:tokens], dh.reshape(-1, h.shape[1])[:tokens], dw, db
@@ -115,13 +121,15 @@ def _reduced(static, h, w, b, labels, row_g):
 
 def _reduced_fwd(static, h, w, b, labels, row_g):
   losses, dh, dw, db = _grad_scan(static, h, w, b, labels, row_g)
-  return jnp.sum(losses * row_g), (dh, dw, db, b)
+  return jnp.sum(losses * row_g), (dh, dw, db, b, vma_token(w))
 
 
+# The weight's and bias's gradients are returned in their primals' types:
+# summed over the mesh axes the tokens vary on and they do not (shard_map).
 def _reduced_bwd(static, res, g):
-  dh, dw, db, b = res
-  dbias = None if b is None else (db * g).astype(b.dtype)
-  return (dh * g).astype(dh.dtype), (dw * g).astype(dw.dtype), dbias, None, None
+  dh, dw, db, b, w_token = res
+  dbias = None if b is None else match_vma((db * g).astype(b.dtype), b)
+  return (dh * g).astype(dh.dtype), match_vma((dw * g).astype(dw.dtype), w_token), dbias, None, None
 
 
 _reduced.defvjp(_reduced_fwd, _reduced_bwd)
@@ -140,7 +148,7 @@ def _per_row_fwd(static, h, w, b, labels):
 def _per_row_bwd(static, res, g):
   h, w, b, labels = res
   _, dh, dw, db = _grad_scan(static, h, w, b, labels, g.astype(jnp.float32))
-  return dh, dw, None if b is None else db.astype(b.dtype), None
+  return dh, match_vma(dw, w), None if b is None else match_vma(db.astype(b.dtype), b), None
 
 
 _per_row.defvjp(_per_row_fwd, _per_row_bwd)
