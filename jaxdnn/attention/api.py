@@ -96,8 +96,8 @@ def _with_sinks(out, lse, sinks):
 
 def _sinks_grad(sinks, out, lse, dout, dlse):
   """d loss / d sinks[h] = sum over (b, t) of p_sink (dlse - D), with p_sink =
-  exp(sink - lse) and D = rowsum(dout * out): the sink moves the lse by
-  p_sink and scales the output by (1 - p_sink). The backward kernels need
+  exp(sink - lse) and D = rowsum(dout * out): a unit of sink moves the lse
+  by p_sink and the output by -p_sink * out. The backward kernels need
   nothing new: given the final lse and output, their P and D already are
   the sink-normalized ones."""
   d = jnp.sum(dout.astype(jnp.float32) * out.astype(jnp.float32), axis=-1)  # [B, T, N]
