@@ -1,0 +1,119 @@
+"""paged_attention: the newest query tokens of each sequence over its paged
+key/value cache (vLLM's and FlashInfer's layout: fixed-size blocks of a
+shared pool, a block table per sequence), for decode (a few query tokens a
+sequence) and chunked prefill (a chunk of queries over a paged prefix).
+
+Today the blocks are gathered into one contiguous [batch, blocks * block
+size] key/value array and the attention runs on dot_product_attention's
+kernels with each sequence's context length and a bottom-right causal mask:
+every implementation and transformation those have, but not yet a kernel
+that reads the pool in place (issue 24: the gather is an extra pass over
+the keys and values read).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxdnn.attention import validation
+from jaxdnn.attention.api import dot_product_attention
+
+_OP = "paged_attention"
+
+
+def _err(msg):
+  return ValueError(f"{_OP}: {msg}")
+
+
+def _check(query, key_cache, value_cache, block_tables, context_lengths):
+  if query.ndim != 4:
+    raise _err(f"query must be [batch, q_len, heads, head_dim], got shape {query.shape}")
+  for name, c in (("key_cache", key_cache), ("value_cache", value_cache)):
+    if c.ndim != 4:
+      raise _err(
+        f"{name} must be [num_blocks, block_size, kv_heads, head_dim], got shape {c.shape}"
+      )
+  if key_cache.shape[:3] != value_cache.shape[:3]:
+    raise _err(
+      "key_cache and value_cache must share [num_blocks, block_size, kv_heads], got "
+      f"{key_cache.shape} and {value_cache.shape}"
+    )
+  batch, q_len = query.shape[:2]
+  for name, x, rank in (("block_tables", block_tables, 2), ("context_lengths", context_lengths, 1)):
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+      raise TypeError(f"{_OP}: {name} must be integers, got dtype {x.dtype}")
+    if x.ndim != rank or x.shape[0] != batch:
+      want = "[batch, max_blocks]" if rank == 2 else "[batch]"
+      raise _err(f"{name} must be {want} with batch {batch}, got shape {x.shape}")
+  span = block_tables.shape[1] * key_cache.shape[1]
+  if q_len > span:
+    raise _err(
+      f"q_len {q_len} exceeds the tokens the block tables can hold "
+      f"({block_tables.shape[1]} blocks x {key_cache.shape[1]})"
+    )
+
+
+def paged_attention(
+  query,
+  key_cache,
+  value_cache,
+  block_tables,
+  context_lengths,
+  *,
+  scale=None,
+  softcap=None,
+  local_window_size=None,
+  sinks=None,
+  implementation=None,
+):
+  """Attention of each sequence's last q_len tokens over its paged cache.
+
+  Args:
+    query: [batch, q_len, heads, head_dim]: each sequence's newest q_len
+      tokens (decode: 1-16; chunked prefill: the chunk), at positions
+      context_lengths - q_len ... context_lengths - 1 of their sequence.
+    key_cache, value_cache: [num_blocks, block_size, kv_heads, head_dim]
+      (value may have its own head dim); kv_heads divides heads (GQA).
+    block_tables: int [batch, max_blocks]: each sequence's cache blocks in
+      order; entries past its context are not read (any index in range).
+    context_lengths: int [batch]: tokens in each sequence's cache, its own
+      query tokens included (their keys and values already written).
+    scale, softcap, local_window_size, sinks, implementation: as
+      dot_product_attention's; the mask is causal, aligned at the end of
+      each sequence's context.
+
+  Returns:
+    [batch, q_len, heads, value head_dim] in query's dtype.
+  """
+  query, key_cache, value_cache = (
+    validation.as_array(n, x)
+    for n, x in (("query", query), ("key_cache", key_cache), ("value_cache", value_cache))
+  )
+  block_tables = validation.as_array("block_tables", block_tables)
+  context_lengths = validation.as_array("context_lengths", context_lengths)
+  _check(query, key_cache, value_cache, block_tables, context_lengths)
+  batch = query.shape[0]
+  blocks = block_tables.astype(jnp.int32)
+  span = blocks.shape[1] * key_cache.shape[1]
+  lengths = jnp.clip(context_lengths.astype(jnp.int32), 0, span)
+  # Positions past a sequence's context read stale or foreign blocks: zero
+  # them, so nothing but the mask decides (a stale NaN stays out of P.V).
+  live = (jnp.arange(span)[None, :] < lengths[:, None])[..., None, None]
+
+  def gather(cache):
+    rows = jnp.take(cache, blocks, axis=0, mode="clip")  # [batch, max_blocks, block, kv_heads, d]
+    rows = rows.reshape(batch, span, *cache.shape[2:])
+    return jnp.where(live, rows, jnp.zeros((), cache.dtype))
+
+  return dot_product_attention(
+    query,
+    gather(key_cache),
+    gather(value_cache),
+    is_causal=True,
+    key_value_seq_lengths=lengths,
+    scale=scale,
+    softcap=softcap,
+    local_window_size=local_window_size,
+    sinks=sinks,
+    implementation=implementation,
+  )
