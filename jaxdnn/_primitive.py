@@ -228,21 +228,24 @@ def vma_token(a):
   return None if a is None else jax.numpy.reshape(a, (-1,))[:0]
 
 
+def extra_vma(a, b) -> frozenset:
+  """The manual mesh axes `a` varies over and `b` does not."""
+  return _jax_internal.varying_axes(jax.typeof(a)) - _jax_internal.varying_axes(jax.typeof(b))
+
+
 def match_vma(grad, token):
   """`grad` summed over the manual mesh axes it varies over and the primal
   (whose vma_token is `token`) does not: the primal's type."""
   if grad is None or token is None:
     return grad
-  extra = _jax_internal.varying_axes(jax.typeof(grad)) - _jax_internal.varying_axes(
-    jax.typeof(token)
-  )
+  extra = extra_vma(grad, token)
   return jax.lax.psum(grad, tuple(sorted(extra))) if extra else grad
 
 
 def vary_like(a, like):
   """`a` made varying over the manual mesh axes `like` varies over and it
   does not (a scan's initial carry against the data it meets)."""
-  extra = _jax_internal.varying_axes(jax.typeof(like)) - _jax_internal.varying_axes(jax.typeof(a))
+  extra = extra_vma(like, a)
   return jax.lax.pcast(a, tuple(sorted(extra)), to="varying") if extra else a
 
 

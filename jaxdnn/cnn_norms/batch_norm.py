@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import CustomVJPPrimal, SymbolicZero
 
-from jaxdnn import _extension, _jax_internal, _platform
-from jaxdnn._primitive import match_vma
+from jaxdnn import _extension, _platform
+from jaxdnn._primitive import extra_vma, match_vma
 from jaxdnn.activations import kinds
 from jaxdnn.cnn_norms import batch_norm_primitives as prims
 from jaxdnn.cnn_norms.api import _check
@@ -74,7 +74,7 @@ def _bn_fwd(static, x, scale, bias, residual, running_mean, running_var):
   st = _fwd_stats(static, x, running_mean, running_var, kw)
   y, new_mean, new_var = prims.apply.bind(x, *st, scale, bias, *res, **kw)
   axis_name, use_running_average = static[5], static[6]
-  extra = _varying_extra(new_mean, running_mean)
+  extra = extra_vma(new_mean, running_mean)
   if extra and (use_running_average or extra <= _axes(axis_name)):
     # Inside shard_map the kernel's running statistics vary with x, though
     # they come from statistics already summed over the axes x varies on:
@@ -134,11 +134,7 @@ def _bn_bwd(static, saved, cts):
   # parameters do not (inside shard_map; under pmap, or for parameters that
   # vary, this device's share, for the caller to psum). Where those axes are
   # exactly axis_name the statistics' psum already made the sums.
-  if (
-    scale is not None
-    and tot_dz is not sum_dz
-    and _varying_extra(sum_dzx, scale) == _axes(axis_name)
-  ):
+  if scale is not None and tot_dz is not sum_dz and extra_vma(sum_dzx, scale) == _axes(axis_name):
     return outs[0], tot_dzx, tot_dz, dres, None, None
   return outs[0], match_vma(sum_dzx, scale), match_vma(sum_dz, bias), dres, None, None
 
@@ -147,12 +143,6 @@ def _axes(axis_name):
   if axis_name is None:
     return frozenset()
   return frozenset(axis_name if isinstance(axis_name, (tuple, list)) else (axis_name,))
-
-
-def _varying_extra(grad, primal):
-  return _jax_internal.varying_axes(jax.typeof(grad)) - _jax_internal.varying_axes(
-    jax.typeof(primal)
-  )
 
 
 _bn.defvjp(_bn_fwd_rule, _bn_bwd, symbolic_zeros=True)

@@ -228,7 +228,6 @@ def _decide(
   heuristic = platform == "cuda" and algorithm is None and not prefer_sm90(g, g.batch)
   if heuristic:
     impl, platform = "xla", "xla"
-  if heuristic:
     chosen = "xla"
     reason = (
       "XLA's convolution (cuDNN) measured faster than the sm90 implicit GEMM on this kind of "
