@@ -79,7 +79,7 @@ ffi::Error Fwd(F32 gx, F32 w_hh, F32 b_hh, F32 h0, F32 c0, S32 lengths, OutF32 o
 }
 
 ffi::Error Bwd(F32 dout, F32 dh_n, F32 dc_n, F32 w_hh, F32 h0, F32 c0, S32 lengths, F32 out, F32 saved,
-               F32 c_seq, OutF32 dgx, OutF32 dw_hh, OutF32 db_hh, OutF32 dh0, OutF32 dc0, int32_t mode) {
+               F32 c_seq, OutF32 dgx, OutF32 dh0, OutF32 dc0, int32_t mode) {
   constexpr const char* op = "jaxdnn rnn backward";
   auto d_or = DimsOf(op, mode, dgx->dimensions());
   if (!d_or.has_value()) return d_or.error();
@@ -99,8 +99,6 @@ ffi::Error Bwd(F32 dout, F32 dh_n, F32 dc_n, F32 w_hh, F32 h0, F32 c0, S32 lengt
   RNN_CHECK(Shape(op, "saved", saved.dimensions(), {T, B, S}));
   RNN_CHECK(
       Shape(op, "c_seq", c_seq.dimensions(), lstm ? std::vector<int64_t>{T, B, H} : std::vector<int64_t>{0}));
-  RNN_CHECK(Shape(op, "dw_hh", dw_hh->dimensions(), {H, GH}));
-  RNN_CHECK(Shape(op, "db_hh", db_hh->dimensions(), {GH}));
   RNN_CHECK(Shape(op, "dh0", dh0->dimensions(), {B, H}));
   RNN_CHECK(Shape(op, "dc0", dc0->dimensions(), bh));
   RnnBwdArgs p{m,
@@ -116,8 +114,6 @@ ffi::Error Bwd(F32 dout, F32 dh_n, F32 dc_n, F32 w_hh, F32 h0, F32 c0, S32 lengt
                saved.typed_data(),
                c_seq.typed_data(),
                dgx->typed_data(),
-               dw_hh->typed_data(),
-               db_hh->typed_data(),
                dh0->typed_data(),
                dc0->typed_data()};
   return RunCatching(op, [&] {
@@ -155,8 +151,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kRnnBwdCpu, Bwd,
                                   .Arg<F32>()
                                   .Arg<F32>()
                                   .Arg<F32>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()

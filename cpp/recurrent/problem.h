@@ -3,7 +3,9 @@
 //   forward:  gx [T, B, G*H], w_hh [H, G*H], b_hh [G*H], h0 [B, H], c0, lengths [B]
 //          -> out [T, B, H], h_n [B, H], c_n, saved [T, B, S], c_seq
 //   backward: dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq
-//          -> dgx [T, B, G*H], dw_hh [H, G*H], db_hh [G*H], dh0 [B, H], dc0
+//          -> dgx [T, B, G*H], dh0 [B, H], dc0
+// The weight gradients are not the recurrence's: they are one GEMM over all
+// steps (jaxdnn/recurrent/api.py, from dgx and the previous states).
 // c0, c_n, c_seq, dc_n and dc0 are [B, H] / [T, B, H] for the LSTM and empty
 // otherwise; saved holds the LSTM's (i, f, g, o) and the GRU's (r, z, n,
 // h W_hn + b_hn) per step (S = 4H), nothing for the plain RNN (whose
@@ -54,8 +56,6 @@ struct RnnBwdArgs {
   const float* saved;
   const float* c_seq;
   float* dgx;
-  float* dw_hh;
-  float* db_hh;
   float* dh0;
   float* dc0;  // LSTM only
 };

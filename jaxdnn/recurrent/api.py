@@ -19,30 +19,31 @@ import numpy as np
 
 from jaxdnn import _platform
 from jaxdnn._primitive import match_vma, vma_token
+from jaxdnn.recurrent.layer_xla import weight_grads
 from jaxdnn.recurrent.layout import check_mode
 from jaxdnn.recurrent.primitives import rnn_backward, rnn_forward
 from jaxdnn.recurrent.reference import _direction, _reverse_valid, check_call, run_layers
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _layer(mode, implementation, gx, w_hh, b_hh, h0, c0, lengths):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
+def _layer(mode, implementation, grad_dtype, gx, w_hh, b_hh, h0, c0, lengths):
   out, h_n, c_n, _, _ = rnn_forward.bind(
     gx, w_hh, b_hh, h0, c0, lengths, mode=mode, implementation=implementation
   )
   return out, h_n, c_n
 
 
-def _layer_fwd(mode, implementation, gx, w_hh, b_hh, h0, c0, lengths):
+def _layer_fwd(mode, implementation, grad_dtype, gx, w_hh, b_hh, h0, c0, lengths):
   out, h_n, c_n, saved, c_seq = rnn_forward.bind(
     gx, w_hh, b_hh, h0, c0, lengths, mode=mode, implementation=implementation
   )
   return (out, h_n, c_n), (w_hh, h0, c0, lengths, out, saved, c_seq, vma_token(b_hh))
 
 
-def _layer_bwd(mode, implementation, res, cts):
+def _layer_bwd(mode, implementation, grad_dtype, res, cts):
   w_hh, h0, c0, lengths, out, saved, c_seq, b_token = res
   dout, dh_n, dc_n = cts
-  dgx, dw, db, dh0, dc0 = rnn_backward.bind(
+  dgx, dh0, dc0 = rnn_backward.bind(
     dout,
     dh_n,
     dc_n,
@@ -56,6 +57,7 @@ def _layer_bwd(mode, implementation, res, cts):
     mode=mode,
     implementation=implementation,
   )
+  dw, db = weight_grads(mode, dgx, h0, out, saved, grad_dtype, w_hh)
   # Inside shard_map the weights and initial states may be replicated while
   # the data varies: their gradients are summed to the primals' types.
   dw, db = match_vma(dw, vma_token(w_hh)), match_vma(db, b_token)
@@ -123,13 +125,17 @@ def rnn(
     no_kernel=no_kernel,
   )
 
+  # The weight gradients' GEMM takes the model's dtype as its operands (as
+  # cuDNN's does), float32 models float32 at full precision.
+  grad_dtype = jnp.dtype(x.dtype) if x.dtype in (jnp.bfloat16, jnp.float16) else jnp.float32
+
   def direction(layer_in, p, carry0, reverse):
     if impl == "xla":
       return _direction(layer_in, p, mode, lengths, carry0, reverse)
     seq = _reverse_valid(layer_in, lengths) if reverse else layer_in
     gx = seq @ p["w_ih"] + p["b_ih"]  # every step's input projection at once
     c0 = carry0[1] if mode == "lstm" else jnp.zeros((0,), jnp.float32)
-    out, h_n, c_n = _layer(mode, impl, gx, p["w_hh"], p["b_hh"], carry0[0], c0, lengths)
+    out, h_n, c_n = _layer(mode, impl, grad_dtype, gx, p["w_hh"], p["b_hh"], carry0[0], c0, lengths)
     if reverse:
       out = _reverse_valid(out, lengths)
     return out, ((h_n, c_n) if mode == "lstm" else (h_n,))

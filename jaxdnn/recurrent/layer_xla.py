@@ -56,7 +56,8 @@ def forward(mode, gx, w_hh, b_hh, h0, c0, lengths):
 
 
 def backward(mode, dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq):
-  """-> dgx, dw_hh, db_hh, dh0, dc0 (the LSTM's dc0, else empty)."""
+  """-> dgx, dh0, dc0 (the LSTM's dc0, else empty); the weight gradients
+  are weight_grads' (one GEMM over all steps)."""
   lstm, gru = mode == "lstm", mode == "gru"
   steps = out.shape[0]
   h_prev = jnp.concatenate([h0[None], out[:-1]], axis=0)
@@ -98,13 +99,50 @@ def backward(mode, dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq):
     dq = jnp.where(valid, dq, 0.0)
     dh_new = jnp.where(valid, direct + dq @ w_hh.T, dh)
     dc = jnp.where(valid, dc_new, dc) if lstm else dc
-    return (dh_new, dc), (jnp.where(valid, dgx, 0.0), dq)
+    return (dh_new, dc), jnp.where(valid, dgx, 0.0)
 
   xs = {"t": jnp.arange(steps), "dout": dout, "out": out, "saved": saved, "h_prev": h_prev}
   if lstm:
     xs["c"], xs["c_prev"] = c_seq, c_prev
   dc_init = dc_n if lstm else jnp.zeros_like(h0)
-  (dh, dc), (dgx, dq) = jax.lax.scan(body, (dh_n, dc_init), xs, reverse=True)
-  dw = jnp.einsum("tbh,tbg->hg", h_prev, dq)
+  (dh, dc), dgx = jax.lax.scan(body, (dh_n, dc_init), xs, reverse=True)
+  return dgx, dh, (dc if lstm else jnp.zeros((0,), jnp.float32))
+
+
+def weight_grads(mode, dgx, h0, out, saved, operand_dtype=jnp.float32, w_hh=None):
+  """(dw_hh, db_hh) from the recurrence's gradients: dq_t = dgx_t (the GRU's
+  candidate part times its reset gate, which multiplies h W_hn) against the
+  previous states, summed over steps and batch in one GEMM (and step 0's
+  small one). Time-major; the
+  GEMM's operands in operand_dtype (cuDNN's: the model's dtype), float32
+  accumulation. Under Explicit mesh axes dw_hh takes w_hh's type (the
+  batch it contracts may be split)."""
+  dq = dgx
+  if mode == "gru":
+    hid = h0.shape[-1]
+    dq = dgx.at[..., 2 * hid :].multiply(saved[..., :hid])
   db = jnp.sum(dq, axis=(0, 1))
-  return dgx, dw, db, dh, (dc if lstm else jnp.zeros((0,), jnp.float32))
+  exact = jnp.dtype(operand_dtype) == jnp.float32
+  gemm = lambda spec, a, b: jnp.einsum(
+    spec,
+    a.astype(operand_dtype),
+    b.astype(operand_dtype),
+    preferred_element_type=jnp.float32,
+    precision=jax.lax.Precision.HIGHEST if exact else None,
+    out_sharding=_typed_sharding(w_hh),
+  )
+  # Step 0's previous state is h0, every later one the output before it (no
+  # concatenated copy of the outputs).
+  dw = gemm("bh,bg->hg", h0, dq[0]) + gemm("tbh,tbg->hg", out[:-1], dq[1:])
+  return dw, db
+
+
+def _typed_sharding(like):
+  """like's sharding where its type carries one (Explicit mesh axes), else
+  None."""
+  sharding = None if like is None else getattr(jax.typeof(like), "sharding", None)
+  if not isinstance(sharding, jax.sharding.NamedSharding) or sharding.mesh.empty:
+    return None
+  if not any(t == jax.sharding.AxisType.Explicit for t in sharding.mesh.axis_types):
+    return None
+  return sharding

@@ -4,15 +4,13 @@ layer over the projected inputs (operand order: cpp/recurrent/problem.h).
   forward:  gx [T, B, G*H], w_hh, b_hh, h0 [B, H], c0, lengths [B] int32
          -> out [T, B, H], h_n, c_n, saved [T, B, S], c_seq
   backward: dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq
-         -> dgx, dw_hh, db_hh, dh0, dc0
+         -> dgx, dh0, dc0 (the weight gradients: layer_xla.weight_grads)
 
 c0 / c_n / c_seq / dc_n / dc0 are the LSTM's and empty ([0]) otherwise;
-everything float32. A sharded batch runs per shard, the weight gradients
-psum'd over it; under Explicit mesh axes the results' types carry the
-batch's sharding (sharding.py). vmap folds its axis into the batch (the
-recurrence treats examples independently), the weight gradients then summed
-per vmapped index; per-example weights go through the plain-JAX recurrence
-(layer_xla.py).
+everything float32. A sharded batch runs per shard; under Explicit mesh
+axes the results' types carry the batch's sharding (sharding.py). vmap folds
+its axis into the batch (the recurrence treats examples independently);
+per-example weights go through the plain-JAX recurrence (layer_xla.py).
 """
 
 from __future__ import annotations
@@ -52,7 +50,7 @@ def _unfold(a, size, batch_axis):
 _FWD_BATCH_AXES = (1, None, None, 0, 0, 0)
 _FWD_OUT_AXES = (1, 0, 0, 1, 1)
 _BWD_BATCH_AXES = (1, 0, 0, None, 0, 0, 0, 1, 1, 1)
-_BWD_OUT_AXES = (1, None, None, 0, 0)
+_BWD_OUT_AXES = (1, 0, 0)
 
 
 def _fold_all(args, dims, size, axes):
@@ -119,12 +117,10 @@ class RnnBackward(FfiOp):
     t, b, h = dout.shape
     g = w_hh.shape[1]
     # Each gradient typed as its operand (custom_vjp checks they match): dgx
-    # like dout (so like gx), dw_hh, dh0 and dc0 like w_hh, h0 and c0.
+    # like dout (so like gx), dh0 and dc0 like h0 and c0.
     like = lambda a: a.update(dtype=jnp.dtype(jnp.float32), weak_type=False)
     return [
       typed((t, b, g), dout, ("t", BATCH, "g"), batch_entry(dout, 1)),
-      like(w_hh),
-      typed((g,), w_hh),
       like(h0),
       like(c0),
     ]
@@ -144,23 +140,12 @@ class RnnBackward(FfiOp):
     size = batch_size(args, dims)
     if dims[3] is not not_mapped:
       return _per_example_weights(layer_xla.backward, args, dims, size, **params)
-    folded = _fold_all(args, dims, size, _BWD_BATCH_AXES)
-    dgx, _, _, dh0, dc0 = self.bind(*folded, **params)
-    # Each vmapped index owns its weight gradient: summed here per index from
-    # the recurrent pre-activation gradients (dgx, with the GRU's candidate
-    # part scaled by its reset gate) and the previous states.
-    h0, out, saved = folded[4], folded[7], folded[8]
-    h_prev = jnp.concatenate([h0[None], out[:-1]], axis=0)
-    dq = dgx
-    if params["mode"] == "gru":
-      hid = h0.shape[-1]
-      dq = dgx.at[..., 2 * hid :].multiply(saved[..., :hid])
-    dq_v = _unfold(dq, size, 1)  # [size, T, B, G]
-    dw = jnp.einsum("vtbh,vtbg->vhg", _unfold(h_prev, size, 1), dq_v)
-    db = jnp.sum(dq_v, axis=(1, 2))
-    dc0 = dc0 if dc0.size == 0 else _unfold(dc0, size, 0)
-    outs = [_unfold(dgx, size, 1), dw, db, _unfold(dh0, size, 0), dc0]
-    return outs, [0, 0, 0, 0, not_mapped if dc0.size == 0 else 0]
+    outs = self.bind(*_fold_all(args, dims, size, _BWD_BATCH_AXES), **params)
+    outs = [
+      o if (o.ndim == 1 and o.size == 0) else _unfold(o, size, ax)
+      for o, ax in zip(outs, _BWD_OUT_AXES)
+    ]
+    return outs, [not_mapped if (o.ndim == 1 and o.size == 0) else 0 for o in outs]
 
 
 def _per_example_weights(fn, args, dims, size, *, mode, implementation):

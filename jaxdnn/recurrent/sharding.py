@@ -4,8 +4,8 @@ The recurrence treats examples independently, so each shard runs its own
 slice of the batch with no communication. The batch sits at a different axis
 per operand (axis 1 of the time-major [T, B, ...] sequences, axis 0 of the
 [B, H] states and of lengths [B]); time and feature dims never split; the
-recurrent weights are shared (replicated), and their gradients, sums over the
-batch, are completed by one psum over the mesh axes that split it. Empty
+recurrent weights are shared (replicated). Their gradients are not the
+primitives' (a GEMM over all steps in api.py, which XLA partitions). Empty
 ([0]) operands and results (the LSTM-only ones in the other modes) are
 replicated.
 
@@ -31,7 +31,6 @@ BATCH = "b"
 class BatchAxisSharding:
   in_factors: tuple  # per operand: its dims' factor names
   out_factors: tuple  # per result
-  summed: tuple  # per result: a sum over the batch (psum across its shards)
 
   def rule(self) -> str:
     side = lambda dims: ", ".join(" ".join(d) for d in dims)
@@ -45,7 +44,7 @@ class BatchAxisSharding:
   def _batch_entry(self, mesh, arg_shapes):
     """The mesh axes the batch splits over: those of the first batched
     operand's batch axis (None where it is replicated, or where they do not
-    divide the batch evenly: padded rows would enter the weight gradients)."""
+    divide the batch evenly)."""
     idx = next(i for i, d in enumerate(self.in_factors) if BATCH in d)
     axis = self.in_factors[idx].index(BATCH)
     sharding = arg_shapes[idx].sharding
@@ -73,15 +72,7 @@ class BatchAxisSharding:
     entry = self._batch_entry(mesh, arg_shapes)
     arg_shardings = self._specs(mesh, self.in_factors, entry)
     out_shardings = self._specs(mesh, self.out_factors, entry)
-    reduce_axes = _mesh_axes(entry)
-
-    def per_shard(*args):
-      outs = call(*args)
-      if not reduce_axes:
-        return outs
-      return tuple(jax.lax.psum(o, reduce_axes) if s else o for o, s in zip(outs, self.summed))
-
-    return mesh, per_shard, out_shardings, arg_shardings
+    return mesh, call, out_shardings, arg_shardings
 
 
 # ---- sharding in types (meshes with Explicit axes, jax.make_mesh's default)
@@ -147,13 +138,12 @@ def forward_sharding(mode) -> BatchAxisSharding:
       ("t", BATCH, "s"),
       c_seq,
     ),
-    summed=(False,) * 5,
   )
 
 
 def backward_sharding(mode) -> BatchAxisSharding:
   """dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq
-  -> dgx, dw_hh, db_hh, dh0, dc0 (dw_hh and db_hh summed over the batch)."""
+  -> dgx, dh0, dc0."""
   lstm = mode == "lstm"
   c_seq = _lstm_only(lstm, ("t", BATCH, "h"))
   return BatchAxisSharding(
@@ -171,10 +161,7 @@ def backward_sharding(mode) -> BatchAxisSharding:
     ),
     out_factors=(
       ("t", BATCH, "g"),
-      ("h", "g"),
-      ("g",),
       (BATCH, "h"),
       _lstm_only(lstm, (BATCH, "h")),
     ),
-    summed=(False, True, True, False, False),
   )

@@ -82,8 +82,6 @@ void RnnBwdCpu(const RnnBwdArgs& p) {
   const bool lstm = p.mode == RnnMode::kLstm, gru = p.mode == RnnMode::kGru;
   std::vector<float> dh(p.dh_n, p.dh_n + B * H), dc;
   if (lstm) dc.assign(p.dc_n, p.dc_n + B * H);
-  std::fill(p.dw_hh, p.dw_hh + H * GH, 0.0f);
-  std::fill(p.db_hh, p.db_hh + GH, 0.0f);
   std::vector<float> dq(GH), dh_direct(H);
   for (int64_t t = T - 1; t >= 0; --t) {
     for (int64_t b = 0; b < B; ++b) {
@@ -131,16 +129,11 @@ void RnnBwdCpu(const RnnBwdArgs& p) {
         }
       }
       for (int64_t k = 0; k < H; ++k) {
-        float* row = p.dw_hh + k * GH;
         const float* wrow = p.w_hh + k * GH;
         float acc = dh_direct[k];
-        for (int64_t j = 0; j < GH; ++j) {
-          row[j] += h_prev[k] * dq[j];
-          acc += dq[j] * wrow[j];
-        }
+        for (int64_t j = 0; j < GH; ++j) acc += dq[j] * wrow[j];
         dhb[k] = acc;
       }
-      for (int64_t j = 0; j < GH; ++j) p.db_hh[j] += dq[j];
     }
   }
   std::copy(dh.begin(), dh.end(), p.dh0);
