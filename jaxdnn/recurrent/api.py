@@ -4,9 +4,10 @@ semantics), in jaxdnn.recurrent.layout's weight layout.
 
 Every step's input projection runs as one GEMM (XLA's dot); the recurrence
 of each direction of each layer is a primitive pair (forward, backward)
-tied by custom_vjp, with a C++ CPU kernel. There is no CUDA recurrence kernel
-yet: on a GPU, implementation=None serves the call with the XLA composition
-(a lax.scan, with a warning) and implementation="cuda" is refused.
+tied by custom_vjp, with a C++ CPU kernel and a persistent CUDA kernel
+(cpp/recurrent/sm80: every step on the GPU's SMs at once, the recurrent
+weights resident in shared memory where they fit, in the model's precision).
+The recurrent weights' gradients are one GEMM over all steps.
 """
 
 from __future__ import annotations
@@ -21,21 +22,37 @@ from jaxdnn import _platform
 from jaxdnn._primitive import match_vma, vma_token
 from jaxdnn.recurrent.layer_xla import weight_grads
 from jaxdnn.recurrent.layout import check_mode
-from jaxdnn.recurrent.primitives import rnn_backward, rnn_forward
+from jaxdnn.recurrent.primitives import cuda_plan_bytes, rnn_backward, rnn_forward
 from jaxdnn.recurrent.reference import _direction, _reverse_valid, check_call, run_layers
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
 def _layer(mode, implementation, grad_dtype, gx, w_hh, b_hh, h0, c0, lengths):
   out, h_n, c_n, _, _ = rnn_forward.bind(
-    gx, w_hh, b_hh, h0, c0, lengths, mode=mode, implementation=implementation
+    gx,
+    w_hh,
+    b_hh,
+    h0,
+    c0,
+    lengths,
+    mode=mode,
+    weights=_weights(grad_dtype),
+    implementation=implementation,
   )
   return out, h_n, c_n
 
 
 def _layer_fwd(mode, implementation, grad_dtype, gx, w_hh, b_hh, h0, c0, lengths):
   out, h_n, c_n, saved, c_seq = rnn_forward.bind(
-    gx, w_hh, b_hh, h0, c0, lengths, mode=mode, implementation=implementation
+    gx,
+    w_hh,
+    b_hh,
+    h0,
+    c0,
+    lengths,
+    mode=mode,
+    weights=_weights(grad_dtype),
+    implementation=implementation,
   )
   return (out, h_n, c_n), (w_hh, h0, c0, lengths, out, saved, c_seq, vma_token(b_hh))
 
@@ -55,6 +72,7 @@ def _layer_bwd(mode, implementation, grad_dtype, res, cts):
     saved,
     c_seq,
     mode=mode,
+    weights=_weights(grad_dtype),
     implementation=implementation,
   )
   dw, db = weight_grads(mode, dgx, h0, out, saved, grad_dtype, w_hh)
@@ -66,6 +84,11 @@ def _layer_bwd(mode, implementation, grad_dtype, res, cts):
 
 
 _layer.defvjp(_layer_fwd, _layer_bwd)
+
+
+def _weights(dtype):
+  """The CUDA kernels' recurrent weight precision: the model's."""
+  return jnp.dtype(dtype).name
 
 
 def rnn(
@@ -97,7 +120,7 @@ def rnn(
     initial_state: h [layers * directions, batch, hidden] (LSTM: (h, c)).
     dropout_rate, dropout_rng: dropout on the outputs of every layer but the
       last (PyTorch's), with rate > 0 requiring a key.
-    implementation: None, "cpu", "cuda" (refused: no kernel yet) or "xla".
+    implementation: None, "cpu", "cuda" or "xla".
 
   Returns:
     outputs [batch, time, directions * hidden] in x's dtype, and the final
@@ -118,16 +141,22 @@ def rnn(
   if rate > 0.0 and dropout_rng is None:
     raise ValueError("rnn: dropout_rate > 0 needs dropout_rng")
   no_kernel = "a float64 x" if x.dtype == jnp.float64 else None
-  impl = _platform.resolve(
-    implementation,
-    "rnn",
-    cuda_unsupported=lambda: "no CUDA recurrence kernel yet",
-    no_kernel=no_kernel,
-  )
-
-  # The weight gradients' GEMM takes the model's dtype as its operands (as
-  # cuDNN's does), float32 models float32 at full precision.
+  # The model's 16-bit dtype, or float32: the GPU keeps the recurrent weights
+  # in it and the weight gradients' GEMM takes it as operands (as cuDNN
+  # does); float32 models multiply in float32 at full precision.
   grad_dtype = jnp.dtype(x.dtype) if x.dtype in (jnp.bfloat16, jnp.float16) else jnp.float32
+
+  def cuda_unsupported():
+    hidden = params[0][0]["w_hh"].shape[0]
+    batch = xs.shape[1]
+    for backward in (False, True):
+      if cuda_plan_bytes(xs.shape[0], batch, hidden, backward, mode, _weights(grad_dtype)) < 0:
+        return f"no CUDA recurrence plan for hidden size {hidden}"
+    return None
+
+  impl = _platform.resolve(
+    implementation, "rnn", cuda_unsupported=cuda_unsupported, no_kernel=no_kernel
+  )
 
   def direction(layer_in, p, carry0, reverse):
     if impl == "xla":

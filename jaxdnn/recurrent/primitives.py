@@ -19,16 +19,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdnn import _extension
 from jaxdnn._primitive import FfiOp, batch_size, not_mapped, to_front
 from jaxdnn.recurrent import layer_xla
 from jaxdnn.recurrent.sharding import BATCH, backward_sharding, batch_entry, forward_sharding, typed
 
 MODES = {"lstm": 0, "gru": 1, "rnn_tanh": 2, "rnn_relu": 3}
-
-# FFI targets with a CPU kernel and no CUDA kernel yet (issue 28): on CUDA
-# the primitives lower to their plain-JAX computation (layer_xla.py), and the
-# house test lets these two miss from the CUDA module's registrations.
-CUDA_PENDING = frozenset({"jaxdnn_rnn_fwd", "jaxdnn_rnn_bwd"})
+# The precision the CUDA kernels keep the recurrent weights in (the model's
+# dtype, as cuDNN's); the CPU kernel multiplies in float32 whatever it is.
+WEIGHTS = {"float32": 0, "bfloat16": 1, "float16": 2}
 SAVED = {"lstm": 4, "gru": 4, "rnn_tanh": 0, "rnn_relu": 0}
 
 
@@ -69,7 +68,7 @@ class RnnForward(FfiOp):
   name = "jaxdnn_rnn_fwd"
   target = "jaxdnn_rnn_fwd"
 
-  def abstract_eval(self, gx, w_hh, b_hh, h0, c0, lengths, *, mode, implementation):
+  def abstract_eval(self, gx, w_hh, b_hh, h0, c0, lengths, *, mode, weights, implementation):
     t, b, _ = gx.shape
     h = w_hh.shape[0]
     lstm = mode == "lstm"
@@ -84,15 +83,13 @@ class RnnForward(FfiOp):
       seq(h) if lstm else empty,
     ]
 
-  def ffi_attributes(self, *, mode, implementation):
-    return {"mode": np.int32(MODES[mode])}
+  def ffi_attributes(self, *, mode, weights, implementation):
+    return {"mode": np.int32(MODES[mode]), "weights": np.int32(WEIGHTS[weights])}
 
-  def fallback(self, platform, *, mode, implementation):
-    if platform != "cuda":
-      return None
-    return lambda *args: layer_xla.forward(mode, *args)
+  def workspace(self, platform, avals_in, *, mode, weights, implementation):
+    return _workspace(platform, avals_in[0].shape, False, mode, weights)
 
-  def sharding(self, avals_in, avals_out, *, mode, implementation):
+  def sharding(self, avals_in, avals_out, *, mode, weights, implementation):
     return forward_sharding(mode)
 
   def batch(self, args, dims, **params):
@@ -112,7 +109,21 @@ class RnnBackward(FfiOp):
   target = "jaxdnn_rnn_bwd"
 
   def abstract_eval(
-    self, dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq, *, mode, implementation
+    self,
+    dout,
+    dh_n,
+    dc_n,
+    w_hh,
+    h0,
+    c0,
+    lengths,
+    out,
+    saved,
+    c_seq,
+    *,
+    mode,
+    weights,
+    implementation,
   ):
     t, b, h = dout.shape
     g = w_hh.shape[1]
@@ -125,15 +136,15 @@ class RnnBackward(FfiOp):
       like(c0),
     ]
 
-  def ffi_attributes(self, *, mode, implementation):
-    return {"mode": np.int32(MODES[mode])}
+  def ffi_attributes(self, *, mode, weights, implementation):
+    return {"mode": np.int32(MODES[mode]), "weights": np.int32(WEIGHTS[weights])}
 
-  def fallback(self, platform, *, mode, implementation):
-    if platform != "cuda":
-      return None
-    return lambda *args: layer_xla.backward(mode, *args)
+  def workspace(self, platform, avals_in, *, mode, weights, implementation):
+    t, b, h = avals_in[0].shape
+    gates = avals_in[3].shape[1] // max(h, 1)
+    return _workspace(platform, (t, b, gates * h), True, mode, weights)
 
-  def sharding(self, avals_in, avals_out, *, mode, implementation):
+  def sharding(self, avals_in, avals_out, *, mode, weights, implementation):
     return backward_sharding(mode)
 
   def batch(self, args, dims, **params):
@@ -148,7 +159,32 @@ class RnnBackward(FfiOp):
     return outs, [not_mapped if (o.ndim == 1 and o.size == 0) else 0 for o in outs]
 
 
-def _per_example_weights(fn, args, dims, size, *, mode, implementation):
+def cuda_plan_bytes(steps, batch, hidden, backward, mode, weights):
+  """The CUDA recurrence's workspace in bytes on the current device
+  (cpp/recurrent/sm80/rnn_plan.h), or -1 where it has no plan."""
+  return _extension.plan_query(
+    "rnn_workspace",
+    backward=int(backward),
+    mode=MODES[mode],
+    weights=WEIGHTS[weights],
+    steps=steps,
+    batch=batch,
+    hidden=hidden,
+  )
+
+
+def _workspace(platform, gx_shape, backward, mode, weights):
+  if platform != "cuda":
+    return []
+  t, b, gh = gx_shape
+  hidden = gh // {"lstm": 4, "gru": 3}.get(mode, 1)
+  size = cuda_plan_bytes(t, b, hidden, backward, mode, weights)
+  if size < 0:
+    raise ValueError(f"rnn: the CUDA recurrence has no plan for hidden={hidden}, batch={b}")
+  return [jax.ShapeDtypeStruct((max(size, 1),), jnp.uint8)]
+
+
+def _per_example_weights(fn, args, dims, size, *, mode, weights, implementation):
   """Per-example weights: the recurrence in plain JAX (layer_xla), vmapped."""
   in_axes = [None if d is not_mapped else d for d in dims]
   outs = jax.vmap(lambda *a: fn(mode, *a), in_axes=in_axes, axis_size=size)(*args)

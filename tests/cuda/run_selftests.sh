@@ -23,9 +23,9 @@ run() {  # log name, timeout, command...
   local rc=$?
   echo "$log: exit $rc; $(grep -ciE 'FAIL' "$out/$log.log") lines with FAIL; $(grep -c 'ALL PASSED' "$out/$log.log") ALL PASSED"
 }
-tests="sm90_attention_selftest sm90_attention_ext_selftest sm90_attention_bwd_selftest decode_split_selftest"
+tests="sm90_attention_selftest sm90_attention_ext_selftest sm90_attention_bwd_selftest decode_split_selftest rnn_selftest"
 b=$bin
-if [ ! -x "$bin/decode_split_selftest" ]; then
+if [ ! -x "$bin/rnn_selftest" ]; then
   nanobind_dir=$(python3 -c "import nanobind; print(nanobind.cmake_dir())")
   cmake -S . -B "$bin/build" -G Ninja -DJAXDNN_CUDA=ON -DJAXDNN_CUDA_SELFTESTS=ON \
     -Dnanobind_DIR="$nanobind_dir" -DPython_EXECUTABLE="$(command -v python3)" > "$out/selftests-cmake.log" 2>&1 &&
@@ -40,6 +40,8 @@ run bwd-check 300 "$b/sm90_attention_bwd_selftest" check
 run bwd-fusedcheck 300 "$b/sm90_attention_bwd_selftest" fusedcheck
 run bwd-ext 300 "$b/sm90_attention_bwd_selftest" ext
 run decode-check 120 "$b/decode_split_selftest" check
+run rnn-check 300 "$b/rnn_selftest" check
+run rnn-bench 300 "$b/rnn_selftest" bench
 if [ -n "${SANITIZE:-}" ]; then
   run memcheck-decode 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/decode_split_selftest" check
   run memcheck-bwd 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/sm90_attention_bwd_selftest" check
@@ -48,4 +50,6 @@ if [ -n "${SANITIZE:-}" ]; then
   run memcheck-jax 300 bash -c "cd /tmp && compute-sanitizer --tool memcheck --error-exitcode 9 \
     python3 $PWD/tests/cuda/memcheck_smoke.py"
   run racecheck-decode 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$b/decode_split_selftest" check
+  run memcheck-rnn 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/rnn_selftest" check
+  run racecheck-rnn 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$b/rnn_selftest" check
 fi

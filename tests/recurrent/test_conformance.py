@@ -14,9 +14,7 @@ computes in float32 and returns x's dtype).
 from typing import NamedTuple
 
 import jax.numpy as jnp
-import pytest
 from conformance import DTYPES, ConformanceSuite, OpSpec, Sharded, normal
-from conftest import on_gpu
 from jax.sharding import PartitionSpec as P
 
 import jaxdnn
@@ -108,12 +106,6 @@ def rnn_spec(name, mode, *, layers, bidirectional, shapes=SHAPES, dtypes=DTYPES)
       bwd_all_reduce=True,  # the weight gradients sum over the batch
     ),
   )
-
-
-# No CUDA recurrence kernel yet (issue 28, primitives.CUDA_PENDING): on a GPU
-# implementation=None is the XLA composition and "cuda" is refused, so the
-# checks that look for the kernel cannot hold there.
-pytestmark = pytest.mark.skipif(on_gpu(), reason="no CUDA recurrence kernel yet (issue 28)")
 
 
 class TestLstm(ConformanceSuite):

@@ -1,5 +1,5 @@
-// CPU recurrences: the steps in order, examples one after another; each
-// step's recurrent product h W_hh in float32, in a fixed order (deterministic).
+// CPU recurrences: the steps in order; each step's recurrent product h W_hh
+// for every example at once, in float32, in a fixed order (deterministic).
 #include "recurrent/cpu/rnn_kernels.h"
 
 #include <algorithm>
@@ -12,14 +12,36 @@ namespace {
 
 float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
-// q = h W + b for one example: W [H, G*H] row-major.
-void Recurrent(const float* h, const float* w, const float* b, int64_t hidden, int64_t gh, float* q) {
-  std::copy(b, b + gh, q);
-  for (int64_t k = 0; k < hidden; ++k) {
-    const float hk = h[k];
-    const float* row = w + k * gh;
-    for (int64_t j = 0; j < gh; ++j) q[j] += hk * row[j];
+// q[b] = h[b] W + bias for every example: W [H, G*H] row-major. Columns
+// in chunks, so a chunk of each W row is read once for all examples while
+// the examples' chunks of q stay in cache; each q[b][j] sums k in order.
+void Recurrent(const float* h, const float* w, const float* bias, int64_t batch, int64_t hidden, int64_t gh,
+               float* q) {
+  constexpr int64_t kChunk = 256;
+  for (int64_t b = 0; b < batch; ++b) std::copy(bias, bias + gh, q + b * gh);
+  for (int64_t j0 = 0; j0 < gh; j0 += kChunk) {
+    const int64_t j1 = std::min(gh, j0 + kChunk);
+    for (int64_t k = 0; k < hidden; ++k) {
+      const float* row = w + k * gh;
+      for (int64_t b = 0; b < batch; ++b) {
+        const float hk = h[b * hidden + k];
+        float* qb = q + b * gh;
+        for (int64_t j = j0; j < j1; ++j) qb[j] += hk * row[j];
+      }
+    }
   }
+}
+
+// sum_j a[j] b[j] in eight interleaved partial sums added in a fixed order:
+// vectorizable without reassociating, the same result on every run.
+float Dot(const float* a, const float* b, int64_t n) {
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int l = 0; l < 8; ++l) part[l] += a[j + l] * b[j + l];
+  }
+  for (; j < n; ++j) part[j % 8] += a[j] * b[j];
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
 }  // namespace
@@ -30,8 +52,9 @@ void RnnFwdCpu(const RnnFwdArgs& p) {
   const bool lstm = p.mode == RnnMode::kLstm;
   std::vector<float> h(p.h0, p.h0 + B * H), c;
   if (lstm) c.assign(p.c0, p.c0 + B * H);
-  std::vector<float> q(GH);
+  std::vector<float> q_all(B * GH);
   for (int64_t t = 0; t < T; ++t) {
+    Recurrent(h.data(), p.w_hh, p.b_hh, B, H, GH, q_all.data());
     for (int64_t b = 0; b < B; ++b) {
       float* out = p.out + (t * B + b) * H;
       float* saved = S ? p.saved + (t * B + b) * S : nullptr;
@@ -43,7 +66,7 @@ void RnnFwdCpu(const RnnFwdArgs& p) {
         continue;
       }
       const float* gx = p.gx + (t * B + b) * GH;
-      Recurrent(hb, p.w_hh, p.b_hh, H, GH, q.data());
+      const float* q = q_all.data() + b * GH;
       for (int64_t k = 0; k < H; ++k) {
         if (lstm) {
           const float i = Sigmoid(gx[k] + q[k]), f = Sigmoid(gx[H + k] + q[H + k]);
@@ -129,10 +152,7 @@ void RnnBwdCpu(const RnnBwdArgs& p) {
         }
       }
       for (int64_t k = 0; k < H; ++k) {
-        const float* wrow = p.w_hh + k * GH;
-        float acc = dh_direct[k];
-        for (int64_t j = 0; j < GH; ++j) acc += dq[j] * wrow[j];
-        dhb[k] = acc;
+        dhb[k] = dh_direct[k] + Dot(dq.data(), p.w_hh + k * GH, GH);
       }
     }
   }

@@ -1,0 +1,205 @@
+// Device blocks the persistent recurrences share (rnn_plan.h says the
+// shapes): the step barrier, the weight slicing, the staging of a tile of
+// exchanged rows, and the slice product.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cuda/atomic>
+
+#include "recurrent/sm80/rnn_plan.h"
+
+namespace jaxdnn::recurrent {
+
+// The plan's numbers a kernel reads (ints: every size is far below 2^31
+// except the offsets, which stay 64-bit).
+struct RnnShape {
+  int steps, batch, hidden, gates;
+  int units, cols, col_groups, rounds, k, k_parts, batch_tile;
+  int resident;
+  int64_t smem_a, smem_red, smem_bias;
+};
+
+inline RnnShape ShapeOf(const RnnCudaPlan& p, int64_t steps) {
+  return RnnShape{int(steps),        int(p.batch),       int(p.hidden), int(p.gates), int(p.units),
+                  int(p.cols),       int(p.col_groups),  int(p.rounds), int(p.k),     int(p.k_parts),
+                  int(p.batch_tile), p.resident ? 1 : 0, p.smem_a,      p.smem_red,   p.smem_bias};
+}
+
+// Every CTA of the grid arrives; returns once all have arrived `target /
+// gridDim.x` times in total. The counter starts at 0 (zeroed before the
+// launch); rows other CTAs wrote before arriving are then read with __ldcg
+// (L2), never through a possibly stale L1 line.
+__device__ __forceinline__ void GridBarrier(unsigned int* counter, unsigned int target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<unsigned int, cuda::thread_scope_device> c(*counter);
+    c.fetch_add(1u, cuda::memory_order_release);
+    while (c.load(cuda::memory_order_acquire) < target) __nanosleep(32);
+  }
+  __syncthreads();
+}
+
+template <typename WT>
+__device__ __forceinline__ WT FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// Four consecutive weights as floats.
+__device__ __forceinline__ float4 Load4(const float* w) { return *reinterpret_cast<const float4*>(w); }
+__device__ __forceinline__ float4 Load4(const __nv_bfloat16* w) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(w);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+__device__ __forceinline__ float4 Load4(const __half* w) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(w);
+  const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+  const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+// Writes every CTA's weight slice, [cta][col_group][round][lane][4], from
+// w_hh [H][G*H] (zeros past the problem). Forward column col of CTA c is
+// gate col / units of unit c * units + col % units, its k a row of w_hh;
+// backward column col is unit c * units + col and its k a column of w_hh.
+template <typename WT>
+__global__ void SliceWeights(const float* __restrict__ w_hh, WT* __restrict__ slices, RnnShape s,
+                             int backward, int64_t total) {
+  const int64_t gh = int64_t(s.gates) * s.hidden;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int e = int(i % 4), lane = int(i / 4 % 32);
+    const int64_t r = i / 128 % s.rounds, cg = i / (128 * int64_t(s.rounds)) % s.col_groups;
+    const int64_t c = i / (128 * int64_t(s.rounds) * s.col_groups);
+    const int64_t k = lane + 32 * r, col = 4 * cg + e;
+    float v = 0.0f;
+    if (col < s.cols && k < s.k) {
+      if (backward) {
+        const int64_t u = c * s.units + col;
+        if (u < s.hidden) v = w_hh[u * gh + k];
+      } else {
+        const int64_t g = col / s.units, u = c * s.units + col % s.units;
+        if (u < s.hidden) v = w_hh[k * gh + g * s.hidden + u];
+      }
+    }
+    slices[i] = FromFloat<WT>(v);
+  }
+}
+
+// Copies rows [b0, b0 + rows) of src [batch][k] into a [batch_tile][rounds
+// * 32] tile, zeros past k and past the rows (the product then needs no
+// bounds). Rows other CTAs wrote are read through L2 (__ldcg).
+__device__ __forceinline__ void StageRows(const float* __restrict__ src, int b0, int rows, const RnnShape& s,
+                                          float* a) {
+  const int kp = s.rounds * 32;
+  if ((s.k & 3) == 0) {
+    const int kp4 = kp / 4;
+    for (int i = threadIdx.x; i < s.batch_tile * kp4; i += blockDim.x) {
+      const int b = i / kp4, k = 4 * (i % kp4);
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (b < rows && k < s.k) v = __ldcg(reinterpret_cast<const float4*>(src + int64_t(b0 + b) * s.k + k));
+      reinterpret_cast<float4*>(a)[i] = v;
+    }
+  } else {
+    for (int i = threadIdx.x; i < s.batch_tile * kp; i += blockDim.x) {
+      const int b = i / kp, k = i % kp;
+      a[i] = (b < rows && k < s.k) ? __ldcg(src + int64_t(b0 + b) * s.k + k) : 0.0f;
+    }
+  }
+}
+
+// The slice product for one tile of BB rows: red[part][b][col] = partial
+// sums of a[b][k] * W[k][col] over the k rounds of `part`; SumParts then
+// adds the parts in order. W is the CTA's slice ([col_group][round][32][4]).
+template <int BB, typename WT>
+__device__ __forceinline__ void SliceProduct(const WT* __restrict__ w, const float* a, const RnnShape& s,
+                                             float* red) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int kp = s.rounds * 32, cols4 = s.col_groups * 4;
+  for (int job = warp; job < s.col_groups * s.k_parts; job += kRnnWarps) {
+    const int cg = job % s.col_groups, part = job / s.col_groups;
+    float acc[4][BB];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+#pragma unroll
+      for (int b = 0; b < BB; ++b) acc[e][b] = 0.0f;
+    const WT* wc = w + (int64_t(cg) * s.rounds * 32 + lane) * 4;
+    for (int r = part; r < s.rounds; r += s.k_parts) {
+      const float4 wv = Load4(wc + int64_t(r) * 128);
+      const int k = lane + 32 * r;
+#pragma unroll
+      for (int b = 0; b < BB; ++b) {
+        const float av = a[b * kp + k];
+        acc[0][b] = fmaf(av, wv.x, acc[0][b]);
+        acc[1][b] = fmaf(av, wv.y, acc[1][b]);
+        acc[2][b] = fmaf(av, wv.z, acc[2][b]);
+        acc[3][b] = fmaf(av, wv.w, acc[3][b]);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+#pragma unroll
+      for (int b = 0; b < BB; ++b) {
+        float v = acc[e][b];
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0) red[(part * s.batch_tile + b) * cols4 + cg * 4 + e] = v;
+      }
+  }
+}
+
+// The product for rows b < rows of the tile (BB the smallest of 1, 2, 4, 8
+// holding them; the tile's rows past `rows` are zeros).
+template <typename WT>
+__device__ __forceinline__ void SliceProductRows(const WT* w, const float* a, int rows, const RnnShape& s,
+                                                 float* red) {
+  if (rows <= 1) {
+    SliceProduct<1>(w, a, s, red);
+  } else if (rows <= 2) {
+    SliceProduct<2>(w, a, s, red);
+  } else if (rows <= 4) {
+    SliceProduct<4>(w, a, s, red);
+  } else {
+    SliceProduct<8>(w, a, s, red);
+  }
+}
+
+// The full sum for row b, column col: the parts added in order.
+__device__ __forceinline__ float SumParts(const float* red, int b, int col, const RnnShape& s) {
+  const int cols4 = s.col_groups * 4;
+  float v = 0.0f;
+  for (int part = 0; part < s.k_parts; ++part) v += red[(part * s.batch_tile + b) * cols4 + col];
+  return v;
+}
+
+// The CTA's weights: its slice copied into shared memory (resident), or
+// where it lies in the workspace.
+template <typename WT>
+__device__ __forceinline__ const WT* LoadSlice(const WT* __restrict__ slices, const RnnShape& s, char* smem) {
+  const int64_t elems = int64_t(s.col_groups) * s.rounds * 128;
+  const WT* mine = slices + blockIdx.x * elems;
+  if (!s.resident) return mine;
+  const int64_t vecs = elems * sizeof(WT) / 16;  // 128 elements: whole 16-byte vectors
+  const uint4* from = reinterpret_cast<const uint4*>(mine);
+  uint4* to = reinterpret_cast<uint4*>(smem);
+  for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) to[i] = from[i];
+  return reinterpret_cast<const WT*>(smem);
+}
+
+__device__ __forceinline__ float Sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+}  // namespace jaxdnn::recurrent

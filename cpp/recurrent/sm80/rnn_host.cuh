@@ -1,0 +1,53 @@
+// Host steps both persistent recurrences take: slicing the weights into the
+// workspace, the cooperative launch, and the zero-step call.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "common/launch_status.h"
+#include "recurrent/sm80/rnn_device.cuh"
+
+namespace jaxdnn::recurrent {
+
+template <typename WT>
+LaunchStatus SliceAll(const float* w_hh, WT* slices, const RnnCudaPlan& plan, const RnnShape& s,
+                      cudaStream_t stream) {
+  const int64_t total = plan.ctas * plan.slice_elems();
+  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
+  SliceWeights<WT><<<unsigned(blocks), 256, 0, stream>>>(w_hh, slices, s, plan.backward ? 1 : 0, total);
+  return cudaGetLastError();
+}
+
+// The step barrier needs every CTA resident at once: a cooperative launch
+// (one CTA an SM; the plan never asks for more CTAs than SMs), which fails
+// rather than deadlocks where they would not fit.
+template <typename P, typename WT>
+LaunchStatus LaunchPersistent(const void* kernel, const RnnCudaPlan& plan, cudaStream_t stream, const P& p,
+                              const WT* slices) {
+  int per_sm = 0;
+  cudaError_t err =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRnnThreads, size_t(plan.smem_bytes));
+  if (err != cudaSuccess) return err;
+  if (per_sm < 1) return LaunchStatus::Refused("a recurrence CTA does not fit on an SM");
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(plan.ctas));
+  cfg.blockDim = dim3(kRnnThreads);
+  cfg.dynamicSmemBytes = size_t(plan.smem_bytes);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  P params = p;
+  const WT* w = slices;
+  void* args[] = {&params, &w};
+  return cudaLaunchKernelExC(&cfg, kernel, args);
+}
+
+inline cudaError_t CopyIfAny(float* to, const float* from, int64_t elems, cudaStream_t stream) {
+  if (elems == 0) return cudaSuccess;
+  return cudaMemcpyAsync(to, from, size_t(elems) * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+}
+
+}  // namespace jaxdnn::recurrent
