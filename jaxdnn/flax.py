@@ -1,5 +1,9 @@
-"""jaxdnn attention for Flax: `attention_fn` takes exactly what Flax's
-multi-head attention layers pass and runs `jaxdnn.dot_product_attention`.
+"""jaxdnn for Flax: `attention_fn` takes exactly what Flax's multi-head
+attention layers pass and runs `jaxdnn.dot_product_attention`; `RNN` stands
+in for flax.nnx.RNN and runs `jaxdnn.rnn` (jaxdnn/recurrent/nnx_layer.py,
+imported on first use: it is an nnx.Module, so it needs Flax).
+
+  flax.nnx.RNN(nnx.OptimizedLSTMCell(...)) -> jaxdnn.flax.RNN(nnx.OptimizedLSTMCell(...))
 
   flax.linen.MultiHeadDotProductAttention(..., attention_fn=jaxdnn.flax.attention_fn)
   flax.nnx.MultiHeadAttention(..., attention_fn=jaxdnn.flax.attention_fn)
@@ -8,7 +12,7 @@ Flax's conventions are mapped: masks of any dtype (nonzero = attend, as
 `flax.linen.make_attention_mask` builds them in float32), any number of
 leading batch dims, `deterministic=True` meaning no dropout, `dtype` the
 computation dtype, and `is_causal` (nnx) taking the causal fast path instead
-of a mask. Differences, by design: a query row with nothing to attend gives
+of a mask. attention_fn's differences, by design: a query row with nothing to attend gives
 zeros (Flax: the mean of the values), dropout draws its own bits per batch
 element and head whatever `broadcast_dropout` says, and `precision` is the
 kernels' own (float32 accumulation). Flax itself is not imported here.
@@ -76,3 +80,11 @@ def attention_fn(
     implementation=implementation,
   )
   return out.reshape(batch_dims + out.shape[-3:]) if len(batch_dims) > 1 else out
+
+
+def __getattr__(name):
+  if name == "RNN":  # an nnx.Module: Flax is imported only when it is asked for
+    from jaxdnn.recurrent.nnx_layer import RNN
+
+    return RNN
+  raise AttributeError(f"module 'jaxdnn.flax' has no attribute {name!r}")

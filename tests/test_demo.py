@@ -1,5 +1,7 @@
-"""The main job runs: `jaxdnn-demo` (the GPT, and the MLP) for a few steps at
-a tiny size, training, sampling and timing against XLA."""
+"""The main job runs: `jaxdnn-demo` (the GPT, the LSTM, the ResNet and the
+MLP) for a few steps at a tiny size, training, sampling and timing against XLA."""
+
+import re
 
 from jaxdnn import demo
 
@@ -9,6 +11,15 @@ def test_gpt_demo_runs(capsys):
   assert demo.main(args.split() + ["--corpus-bytes", "40000"]) == 0
   out = capsys.readouterr().out
   assert "valid loss" in out and "sample:" in out and "training step: jaxdnn" in out
+
+
+def test_lstm_demo_runs_and_learns(capsys):
+  args = "--model lstm --steps 12 --sample 8 --hidden 32 --layers 2 --seq 16 --batch 8"
+  assert demo.main(args.split() + ["--corpus-bytes", "40000"]) == 0
+  out = capsys.readouterr().out
+  losses = [float(v) for v in re.findall(r"valid loss (\d+\.\d+)", out)]
+  assert len(losses) >= 2 and losses[-1] < losses[0] - 0.5  # from ln(256) = 5.5 down
+  assert "sample:" in out and "training step: jaxdnn" in out and "lax.scan" in out
 
 
 def test_mlp_demo_runs(capsys):

@@ -21,6 +21,7 @@ EXTRA = {
   "loss": ("softmax", "loss_bench"),
   "pool": ("pooling", "bench"),
   "norms_grid": ("norms", "grid_bench"),
+  "rnn": ("recurrent", "bench"),
 }
 
 

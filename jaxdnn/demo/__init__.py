@@ -2,10 +2,11 @@
 ops, on the CPU by default and on the GPU when jax sees one, printing the
 loss falling and jaxdnn-vs-XLA timings.
 
-    jaxdnn-demo [--model gpt|resnet|mlp] [--steps N] [...]
+    jaxdnn-demo [--model gpt|lstm|resnet|mlp] [--steps N] [...]
 
 gpt (default): a character-level GPT on the source of Python's standard
-library (demo/gpt.py); resnet: a small ResNet on generated pictures of
+library (demo/gpt.py); lstm: a character-level LSTM language model on the
+same text (demo/lstm.py); resnet: a small ResNet on generated pictures of
 shapes (demo/resnet.py); mlp: the pre-norm toy regression model (demo/mlp.py).
 """
 
@@ -19,8 +20,8 @@ def main(argv=None):
   model = "gpt"
   if "--model" in argv:
     i = argv.index("--model")
-    if i + 1 >= len(argv) or argv[i + 1] not in ("gpt", "resnet", "mlp"):
-      print("jaxdnn-demo: --model must be gpt, resnet or mlp", file=sys.stderr)
+    if i + 1 >= len(argv) or argv[i + 1] not in ("gpt", "lstm", "resnet", "mlp"):
+      print("jaxdnn-demo: --model must be gpt, lstm, resnet or mlp", file=sys.stderr)
       return 2
     model = argv[i + 1]
     del argv[i : i + 2]
@@ -28,6 +29,10 @@ def main(argv=None):
     from jaxdnn.demo import gpt
 
     return gpt.main(argv)
+  if model == "lstm":
+    from jaxdnn.demo import lstm
+
+    return lstm.main(argv)
   if model == "resnet":
     from jaxdnn.demo import resnet
 
