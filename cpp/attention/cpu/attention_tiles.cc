@@ -9,16 +9,7 @@
 #include <cstring>
 #include <limits>
 
-// Clones need the loader's IFUNC support: glibc has it (musl does not).
-// (Defined beforehand, it overrides the choice: a test of one clone.)
-#ifndef JAXDNN_CPU_CLONES
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && defined(__GNUC__) && \
-    !defined(__clang__) && __GNUC__ >= 12
-#define JAXDNN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define JAXDNN_CPU_CLONES
-#endif
-#endif
+#include "common/cpu_clones.h"
 
 namespace jaxdnn::attention {
 

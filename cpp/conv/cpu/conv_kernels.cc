@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/activation.h"
+#include "common/cpu_clones.h"
 #include "common/cpu_dispatch.h"
 #include "common/cpu_parallel.h"
 #include "common/host_half.h"
@@ -33,13 +34,8 @@ constexpr int64_t kTileRows = 6, kTileCols = 16;
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 // The micro-kernel is compiled for AVX-512 and AVX2 + FMA as well as the
-// baseline, picked at load time by the CPU it runs on (the 6 x 16 tile's 12
-// accumulators fit AVX2's 16 registers).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define JAXDNN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define JAXDNN_CPU_CLONES
-#endif
+// baseline (common/cpu_clones.h; the 6 x 16 tile's 12 accumulators fit
+// AVX2's 16 registers).
 
 // A run of B's rows: the GEMM's depth is a concatenation of such runs (the
 // valid tap rows of a window), A's columns following them in order.
