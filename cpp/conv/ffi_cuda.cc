@@ -1,7 +1,9 @@
 // XLA FFI handlers for CUDA convolution: the forward, the data gradient and
-// the weight gradient on CUTLASS's sm90 implicit GEMMs where the build has
-// the CUTLASS headers (JAXDNN_HAVE_CUTLASS); without them, or where a plan
-// refuses a problem, the primitives lower to XLA's convolution
+// the weight gradient on CUTLASS's sm90 implicit GEMMs (the forward of a
+// 1x1 stride-1 layer on CUTLASS's persistent sm90 GEMM where
+// PreferConv1x1Gemm picks it) where the build has the CUTLASS headers
+// (JAXDNN_HAVE_CUTLASS); without them, or where a plan refuses a problem,
+// the primitives lower to XLA's convolution
 // (jaxdnn/conv/primitives.py, `fallback`). The stream and the workspace come
 // from XLA; nothing allocates or synchronizes.
 #include "common/ffi_registry.h"
@@ -15,6 +17,7 @@
 #include "common/cuda_check.h"
 #include "conv/geometry_attrs.h"
 #include "conv/heuristics.h"
+#include "conv/sm90/conv1x1_gemm_sm90.h"
 #include "conv/sm90/conv_dgrad_sm90.h"
 #include "conv/sm90/conv_fprop_sm90.h"
 #include "conv/sm90/conv_wgrad_sm90.h"
@@ -36,6 +39,14 @@ auto Decode(ffi::RemainingArgs args, ffi::RemainingRets rets, const ConvAttrs& a
   return read(args, rets, *g, *e);
 }
 
+// Whether the forward of p runs on the 1x1 persistent GEMM (the rule picks
+// it and the GEMM serves p) rather than on the implicit-GEMM convolution;
+// the handler and the plan queries (workspace, tile) both ask this, so XLA
+// allocates the workspace of the kernel that runs.
+bool ForwardOnGemm(const ConvFwdArgs& p) {
+  return IsPointwiseGemm(p.g) && PreferConv1x1Gemm(p.g) && Conv1x1GemmSm90Refusal(p) == nullptr;
+}
+
 ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t in_channels,
                int64_t out_channels, int64_t groups, Dims in, Dims out, Dims window, Dims stride,
                Dims in_dilation, Dims k_dilation, Dims pad_lo, int32_t act, float act_param, float alpha,
@@ -46,6 +57,11 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
   auto p = Decode(args, rets, attrs, ReadConvFwdCall);
   if (!p.has_value()) return p.error();
   ClearStaleLaunchError();
+  if (ForwardOnGemm(*p)) {
+    const LaunchStatus s = Conv1x1GemmSm90(*p, p->workspace, p->workspace_bytes, stream);
+    if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (sm90 1x1 GEMM): " + s.Text());
+    return ffi::Error::Success();
+  }
   const LaunchStatus s = ConvFpropSm90(*p, p->workspace, p->workspace_bytes, stream);
   if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (sm90): " + s.Text());
   return ffi::Error::Success();
@@ -117,9 +133,11 @@ ffi::DataType DtypeOfQuery(const QueryArgs& q, const char* key) {
 // Stand-in for the operands the plans only check for presence.
 const char kPresent = 0;
 
+// The forward's also take `algorithm`: the code the call asked for (0: none).
 ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
   ConvFwdArgs p;
   p.g = GeometryOfQuery(q);
+  p.g.algorithm = int32_t(QueryArg(q, "algorithm"));
   p.e = EpilogueOfQuery(q);
   p.dtype = DtypeOfQuery(q, "dtype");
   p.out_dtype = DtypeOfQuery(q, "out_dtype");
@@ -132,6 +150,7 @@ ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
 
 int64_t FwdWorkspace(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
+  if (ForwardOnGemm(p)) return int64_t(Conv1x1GemmSm90Workspace(p));
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
   return int64_t(ConvFpropSm90Workspace(p));
 }
@@ -140,8 +159,18 @@ int64_t FwdWorkspace(const QueryArgs& q) {
 // problem (the same arguments as FwdWorkspace), or -1 where it refuses.
 int64_t FwdTileN(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
+  if (ForwardOnGemm(p)) return Conv1x1GemmSm90TileN(p);
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
   return ConvFpropSm90TileN(p);
+}
+
+// Which kernel the forward runs for a problem (the same arguments as
+// FwdWorkspace): 1 the 1x1 persistent GEMM, 0 the implicit-GEMM
+// convolution, -1 neither (the plan refuses it).
+int64_t FwdKernel(const QueryArgs& q) {
+  const ConvFwdArgs p = FwdArgsOf(q);
+  if (ForwardOnGemm(p)) return 1;
+  return ConvFpropSm90Refusal(p) != nullptr ? -1 : 0;
 }
 
 // The data gradient's: dtype is w's (and dx's), dy_dtype dy's, residual_dtype
@@ -194,6 +223,7 @@ FamilyExports CudaExports() {
            {"jaxdnn_conv_wgrad", kConvWgradCuda}},
           {{"conv_fwd_workspace", FwdWorkspace},
            {"conv_fwd_tile_n", FwdTileN},
+           {"conv_fwd_kernel", FwdKernel},
            {"conv_dgrad_workspace", DgradWorkspace},
            {"conv_wgrad_workspace", WgradWorkspace},
            {"conv_prefer_sm90", PreferSm90}}};

@@ -6,7 +6,9 @@
 // loses on the large 64-channel, 320-channel and 1-D layers; the sm90
 // gradients lost on every stride-1 ResNet-50 layer measured, so there they
 // run only when asked for (algorithm="implicit_gemm").
-// JAXDNN_CONV_HEURISTIC=sm90 or xla overrides both (A/Bs).
+// JAXDNN_CONV_HEURISTIC=sm90 or xla overrides both (A/Bs). Among the sm90
+// forwards, PreferConv1x1Gemm picks the 1x1 persistent GEMM over the
+// implicit-GEMM convolution for the pointwise layers.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,20 @@ inline bool PreferSm90Forward(const ConvGeometry& g) {
   const bool strided = g.stride[0] > 1 || g.stride[1] > 1 || g.stride[2] > 1;
   const int64_t positions = g.batch * g.out_positions();
   return strided || (positions <= (int64_t(1) << 17) && g.out_channels % 128 == 0);
+}
+
+// True where a sm90 forward of g that the 1x1 persistent GEMM serves
+// (conv/sm90/conv1x1_gemm_sm90.h: 1x1, stride 1, no padding or dilation,
+// groups 1) runs on it rather than on the implicit-GEMM convolution. Not
+// measured yet, so by default only where the call asked for
+// algorithm="implicit_gemm" (the code reaches the handler as g.algorithm;
+// with algorithm=None it is kAlgoAuto and the default stays the implicit-GEMM
+// convolution, or XLA where PreferSm90Forward says so).
+// JAXDNN_CONV_1X1_GEMM=0 never, =128 or =256 always (with that tile width).
+inline bool PreferConv1x1Gemm(const ConvGeometry& g) {
+  const std::string forced = SwitchText(Switch::kConv1x1Gemm);
+  if (forced != "auto") return forced != "0";
+  return g.algorithm == kAlgoImplicitGemm;
 }
 
 // True where the sm90 data and weight gradients are the default: strided

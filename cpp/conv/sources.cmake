@@ -11,6 +11,7 @@ if(JAXDNN_HAVE_CUTLASS)
   list(APPEND FAMILY_CUDA_SOURCES
     sm90/conv_sm90_aux.cu
     sm90/conv_fprop_sm90.cu sm90/conv_fprop_sm90_n64.cu sm90/conv_fprop_sm90_n128.cu
+    sm90/conv1x1_gemm_sm90.cu sm90/conv1x1_gemm_sm90_n128.cu sm90/conv1x1_gemm_sm90_n256.cu
     sm90/conv_dgrad_sm90.cu sm90/conv_dgrad_sm90_n64.cu sm90/conv_dgrad_sm90_n128.cu
     sm90/conv_wgrad_sm90.cu sm90/conv_wgrad_sm90_m64.cu sm90/conv_wgrad_sm90_m128.cu)
 endif()

@@ -206,7 +206,7 @@ def _decide(
       return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
     plan = forward_plan(
       g, g.batch, x.dtype, out_dtype, bias_dtype, residual_dtype, act, saved,
-      bias is not None, residual is not None,
+      bias is not None, residual is not None, ALGORITHM_CODES.get(algorithm, 0),
     )  # fmt: skip
     if plan < 0:
       return (
@@ -293,7 +293,9 @@ def _execute(c: _Call):
     has_bias=bias is not None,
     has_residual=residual is not None,
     saved=c.saved,
-    algorithm=ALGORITHM_CODES[c.algorithm],
+    # The code asked for (0 where the algorithm was chosen): the CUDA forward
+    # runs a 1x1 stride-1 layer as a GEMM only when asked (heuristics.h).
+    algorithm=ALGORITHM_CODES[c.algorithm] if c.forced else 0,
     forced=c.forced,
     out_dtype=str(np.dtype(c.out_dtype)),
     x_dtype=str(np.dtype(x.dtype)),
@@ -327,9 +329,13 @@ def _plan_report(c: _Call) -> dict:
       saved=c.saved,
       has_bias=c.bias is not None,
       has_residual=c.residual is not None,
+      algorithm=ALGORITHM_CODES[c.algorithm] if c.forced else 0,
     )
+    gemm = forward_plan(c.g, c.g.batch, query="conv_fwd_kernel", **static) == 1
     report["config"] = dict(
-      kernel="CUTLASS sm90 implicit GEMM, warp-specialized, cluster 1x1",
+      kernel="CUTLASS sm90 persistent GEMM (1x1 stride 1), cooperative warp-specialized"
+      if gemm
+      else "CUTLASS sm90 implicit GEMM, warp-specialized, cluster 1x1",
       workspace_bytes=forward_plan(c.g, c.g.batch, **static),
       tile=f"128x{forward_plan(c.g, c.g.batch, query='conv_fwd_tile_n', **static)}x64",
     )

@@ -98,14 +98,17 @@ def forward_plan(
   saved,
   has_bias,
   has_residual,
+  algorithm=0,
   query="conv_fwd_workspace",
 ) -> int:
   """The CUDA forward's workspace bytes for this problem, or -1 where its
-  kernel does not serve it; query="conv_fwd_tile_n": the CTA tile's width in
-  output channels."""
+  kernels do not serve it; query="conv_fwd_tile_n": the CTA tile's width in
+  output channels; query="conv_fwd_kernel": 1 where the 1x1 persistent GEMM
+  runs it, 0 the implicit-GEMM convolution. `algorithm` is the code the call
+  asked for (0: none; the 1x1 GEMM's rule reads it: cpp/conv/heuristics.h)."""
   return _plan(
-    query, g, batch, act, saved, has_bias, has_residual, dtype=x_dtype, out_dtype=out_dtype,
-    bias_dtype=bias_dtype, residual_dtype=residual_dtype,
+    query, g, batch, act, saved, has_bias, has_residual, dict(algorithm=algorithm), dtype=x_dtype,
+    out_dtype=out_dtype, bias_dtype=bias_dtype, residual_dtype=residual_dtype,
   )  # fmt: skip
 
 
@@ -250,7 +253,8 @@ class ConvForward(_ConvOp):
 
   def workspace(self, platform, avals_in, *, g, **params):
     """CUDA: the bytes the sm90 forward's plan asks for (CUTLASS's own, the
-    weights transposed K-major, the bias in float32)."""
+    weights transposed K-major, the bias in float32; the 1x1 GEMM's: the
+    bias in float32)."""
     if platform != "cuda" or not _extension.has_cuda_target(self.target):
       return []
     nbytes = _plan_of(avals_in, g, params)
@@ -274,6 +278,7 @@ def _plan_of(avals_in, g, params):
     params["saved"],
     params["has_bias"],
     params["has_residual"],
+    params["algorithm"],
   )
 
 

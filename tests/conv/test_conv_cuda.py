@@ -1,12 +1,14 @@
 """The CUDA forward (CUTLASS sm90 implicit GEMM, cpp/conv/sm90/) against
 the float32 oracle on the cases it serves: 1D-3D, strides, kernel dilation,
 padding, bias, residual with alpha and beta, relu and relu6, bfloat16 and
-float16; its custom call in the HLO; the gradients through the sm90 data
-and weight gradient kernels (their custom calls in the HLO, XLA's
-convolution where a plan refuses: the strided data gradient) against the
-oracle's, the weight gradient bitwise deterministic; calls the forward does
-not serve run on XLA with a warning. Skipped without a GPU whose build has
-the kernel."""
+float16; its custom call in the HLO; 1x1 stride-1 layers, which a forced
+algorithm="implicit_gemm" runs as a persistent GEMM (conv1x1_gemm_sm90),
+against the oracle and the implicit-GEMM convolution the default runs; the
+gradients through the sm90 data and weight gradient kernels (their custom
+calls in the HLO, XLA's convolution where a plan refuses: the strided data
+gradient) against the oracle's, the weight gradient bitwise deterministic;
+calls the forward does not serve run on XLA with a warning. Skipped without
+a GPU whose build has the kernel."""
 
 import warnings
 
@@ -33,6 +35,10 @@ CASES = [
   ((1, 6, 10, 10, 16), (3, 3, 3, 16, 32), dict(activation="relu")),
   ((3, 50, 24), (5, 24, 40), dict(kernel_dilation=2, padding="CAUSAL")),
   ((2, 9, 9, 136), (3, 3, 136, 24), dict(padding=((2, 0), (1, 1)))),
+  # 1x1 stride 1: the persistent GEMM (forced), M = 147 and 198 (partial tiles).
+  ((3, 7, 7, 256), (1, 1, 256, 512), dict(activation="relu")),
+  ((2, 9, 11, 72), (1, 1, 72, 200), dict(padding="VALID", activation="relu6")),
+  ((3, 40, 64), (1, 64, 96), dict()),
 ]
 
 
@@ -111,10 +117,47 @@ def test_plan_reports_the_kernel():
     )
 
 
+def test_1x1_layers_run_as_a_persistent_gemm_when_forced():
+  """cpp/conv/heuristics.h, PreferConv1x1Gemm: a forced 1x1 stride-1 forward
+  runs on the persistent GEMM; the default keeps the implicit-GEMM
+  convolution (or XLA) until the GEMM is measured. Both match the oracle
+  and each other with the whole epilogue (bias, residual, alpha, beta, relu)."""
+  xs, ws = (32, 14, 14, 256), (1, 1, 256, 256)  # the default picks the sm90 conv here
+  x_spec, w_spec = (jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in (xs, ws))
+  forced = jaxdnn.conv_plan(x_spec, w_spec, activation="relu", algorithm="implicit_gemm")
+  assert "persistent GEMM" in forced["config"]["kernel"], forced
+  assert forced["config"]["tile"] in ("128x128x64", "128x256x64"), forced
+  default = jaxdnn.conv_plan(x_spec, w_spec, activation="relu")
+  assert default["implementation"] == "cuda", default
+  assert "implicit GEMM" in default["config"]["kernel"], default
+  strided = jaxdnn.conv_plan(x_spec, w_spec, strides=2, algorithm="implicit_gemm")
+  assert "implicit GEMM" in strided["config"]["kernel"], strided
+
+  rng = np.random.default_rng(11)
+  x = normal(rng, xs, jnp.bfloat16)
+  w = normal(rng, ws, jnp.bfloat16, scale=1.0 / 16)
+  b = normal(rng, ws[-1:], jnp.bfloat16)
+  r = normal(rng, xs[:-1] + ws[-1:], jnp.bfloat16)
+  kw = dict(residual=r, alpha=0.5, beta=2.0, activation="relu")
+  gemm = jax.jit(lambda x, w, b: jaxdnn.conv(x, w, b, algorithm="implicit_gemm", **kw))
+  assert "jaxdnn_conv_fwd" in custom_call_targets(gemm.lower(x, w, b).compile().as_text())
+  conv = jax.jit(lambda x, w, b: jaxdnn.conv(x, w, b, **kw))
+  wide = lambda a: a.astype(jnp.float32)
+  want = jaxdnn.conv(
+    wide(x), wide(w), wide(b), residual=wide(r), alpha=0.5, beta=2.0, activation="relu",
+    implementation="xla",
+  ).astype(jnp.bfloat16)  # fmt: skip
+  got = gemm(x, w, b)
+  assert_close(got, want, 1e-2)
+  assert_close(got, conv(x, w, b), 1e-2)
+
+
 # (x, w, conv kwargs, whether the sm90 data gradient serves it: stride 1 only)
 GRAD_CASES = [
   ((4, 14, 14, 64), (3, 3, 64, 64), dict(activation="relu"), True),
   ((2, 9, 11, 128), (1, 1, 128, 256), dict(padding="VALID"), True),
+  # With an activation the forward stays: the 1x1 GEMM (forced) saves y.
+  ((2, 9, 11, 128), (1, 1, 128, 256), dict(activation="relu"), True),
   ((2, 12, 12, 32), (3, 3, 32, 32), dict(activation="relu6", alpha=0.5, beta=2.0), True),
   ((2, 6, 8, 10, 32), (3, 3, 3, 32, 16), dict(activation="relu"), True),
   ((3, 40, 24), (5, 24, 48), dict(kernel_dilation=2, padding="CAUSAL"), True),

@@ -15,6 +15,16 @@ namespace {
 
 constexpr int kTile = 32;  // transpose tiles: 32 x 32 words, 32 x 8 threads
 
+// bias[c] of dtype float32, bfloat16, float16 or float64, as float32.
+__device__ float BiasAt(const void* bias, ffi::DataType dtype, int c) {
+  switch (dtype) {
+    case ffi::DataType::BF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(bias)[c]) << 16);
+    case ffi::DataType::F16: return __half2float(__ushort_as_half(static_cast<const uint16_t*>(bias)[c]));
+    case ffi::DataType::F64: return float(static_cast<const double*>(bias)[c]);
+    default: return static_cast<const float*>(bias)[c];
+  }
+}
+
 // One 32x32 (C_out block, C_in block) tile of one tap per block, moved as raw
 // 16-bit words; blocks of the first C_in block and tap also widen bias[co].
 __global__ void PackWeightsKernel(const uint16_t* __restrict__ w, uint16_t* __restrict__ wt, int taps,
@@ -33,19 +43,13 @@ __global__ void PackWeightsKernel(const uint16_t* __restrict__ w, uint16_t* __re
   }
   const int co = co0 + threadIdx.x;
   if (bias_out != nullptr && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.y == 0 && co < cout) {
-    float b;
-    switch (bias_dtype) {
-      case ffi::DataType::BF16:
-        b = __uint_as_float(uint32_t(static_cast<const uint16_t*>(bias)[co]) << 16);
-        break;
-      case ffi::DataType::F16:
-        b = __half2float(__ushort_as_half(static_cast<const uint16_t*>(bias)[co]));
-        break;
-      case ffi::DataType::F64: b = float(static_cast<const double*>(bias)[co]); break;
-      default: b = static_cast<const float*>(bias)[co];
-    }
-    bias_out[co] = b;
+    bias_out[co] = BiasAt(bias, bias_dtype, co);
   }
+}
+
+__global__ void WidenBiasKernel(const void* bias, ffi::DataType dtype, float* out, int channels) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < channels) out[c] = BiasAt(bias, dtype, c);
 }
 
 // The transpose back: each thread sums its (co, ci) over the parts in order,
@@ -191,6 +195,12 @@ cudaError_t PackWeightsKMajor(const void* w, void* wt, int taps, int cin, int co
   PackWeightsKernel<<<grid, dim3(kTile, 8), 0, stream>>>(static_cast<const uint16_t*>(w),
                                                          static_cast<uint16_t*>(wt), taps, cin, cout, bias,
                                                          bias_dtype, bias_out);
+  return cudaGetLastError();
+}
+
+cudaError_t WidenBias(const void* bias, ffi::DataType bias_dtype, float* out, int channels,
+                      cudaStream_t stream) {
+  WidenBiasKernel<<<(channels + 255) / 256, 256, 0, stream>>>(bias, bias_dtype, out, channels);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
 // The memory-bound kernels around the sm90 convolutions' CUTLASS GEMMs:
-// the weights packed K-major (forward and data gradient) and unpacked from
+// the weights packed K-major (forward and data gradient), the bias widened
+// to float32 (the 1x1 forward GEMM), the weights unpacked from
 // the weight gradient's partials, and the gradients' pre-pass (dz =
 // act'(saved) * dy, the residual gradient beta * dz and the bias gradient's
 // column sums). Each is deterministic: fixed work split, fixed summation order.
@@ -18,6 +19,12 @@ namespace jaxdnn::conv::sm90 {
 // bias_out is not null, also bias[co] widened to float32 into it.
 cudaError_t PackWeightsKMajor(const void* w, void* wt, int taps, int cin, int cout, const void* bias,
                               ffi::DataType bias_dtype, float* bias_out, cudaStream_t stream);
+
+// bias[c] (float32, bfloat16, float16 or float64) widened to float32 into
+// out, for c < channels (the 1x1 GEMM's bias where it is not float32 or
+// not 16-byte aligned).
+cudaError_t WidenBias(const void* bias, ffi::DataType bias_dtype, float* out, int channels,
+                      cudaStream_t stream);
 
 // dw[tap][ci][co] = alpha * sum over p < parts, in order, of
 // partials[p][co][tap][ci] (float32), rounded to float16 (half) or bfloat16.
