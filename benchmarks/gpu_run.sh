@@ -3,10 +3,12 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   build tests selftests norms attention softmax act loss cnn_norms pool conv upstream (and sweep, below;
+#   build tests selftests norms attention softmax act loss cnn_norms pool conv rnn upstream (and sweep, below;
 #   norms_grid: issue 23's LayerNorm/RMSNorm grid against XLA, GRID_ARGS its arguments)
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
-# SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh).
+# SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh);
+# SELFTEST_ONLY: names of the self-test runs to do (run_selftests.sh's ONLY).
+# RNN_ARGS: arguments of `python -m jaxdnn.bench rnn`.
 # upstream: JAX's own attention tests (tests/upstream/), given JAX's
 # tests/nn_test.py carried as build/upstream/nn_test.py.
 # sweep: one benchmark process per SWEEP entry (space-separated entries of
@@ -91,6 +93,7 @@ bench loss 300 "linear_ce|unfused|xla|device"
 bench cnn_norms 300 "^(bn_|gn32)|ceiling"
 bench pool 300 "_pool|ceiling"
 bench conv 480 "r50|depthwise|grouped|transposed|3D|1D|unet|device" ${CONV_ARGS:-}
+bench rnn 480 "lstm|gru|geomean|device" ${RNN_ARGS:-}
 if has norms_grid; then
   # GRID_SWEEP: space-separated entries of comma-separated VAR=value switches
   # ("-" for none), one grid process each (norms_grid-TAG.{txt,json}).

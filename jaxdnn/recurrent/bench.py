@@ -128,7 +128,9 @@ def _jax_rows(case, directions, impl, x, params, cot, repeats):
     f = lambda x, w: jrnn.lstm(x, h0, h0, w, lengths, h, h, 1, 0.0, False)[0]
   else:
     w = params
-    which = None if impl == "jaxdnn" else "xla"
+    # jaxdnn on a GPU is its CUDA kernel or an error, never a silent scan.
+    on_gpu = jax.default_backend() == "gpu"
+    which = ("cuda" if on_gpu else None) if impl == "jaxdnn" else "xla"
     f = lambda x, w: jaxdnn.rnn(x, w, mode=mode, implementation=which)[0]
   fwd, step = _fwd_and_grad(f)
   rows = []
@@ -213,7 +215,7 @@ def anchors_available(impls):
   on_gpu = jax.default_backend() == "gpu"
   why = {}
   if "jaxdnn" in impls and on_gpu and not _extension.has_cuda_target("jaxdnn_rnn_fwd"):
-    why["jaxdnn"] = "no CUDA recurrence kernel yet (implementation=None would time the scan)"
+    why["jaxdnn"] = "this build has no CUDA recurrence kernel"
   if "jax_rnn" in impls and not on_gpu:
     why["jax_rnn"] = "jax.experimental.rnn runs on cuDNN only (GPU)"
   if "torch" in impls and not _torch_importable():
