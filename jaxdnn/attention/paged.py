@@ -33,6 +33,9 @@ def _check(query, key_cache, value_cache, block_tables, context_lengths):
       raise _err(
         f"{name} must be [num_blocks, block_size, kv_heads, head_dim], got shape {c.shape}"
       )
+    # Checked here so the error names the cache, not the gathered keys.
+    if c.dtype not in (jnp.float32, jnp.bfloat16, jnp.float16):
+      raise _err(f"{name} must be float32, bfloat16 or float16, got {c.dtype}")
   if key_cache.shape[:3] != value_cache.shape[:3]:
     raise _err(
       "key_cache and value_cache must share [num_blocks, block_size, kv_heads], got "
@@ -77,7 +80,10 @@ def paged_attention(
     block_tables: int [batch, max_blocks]: each sequence's cache blocks in
       order; entries past its context are not read (any index in range).
     context_lengths: int [batch]: tokens in each sequence's cache, its own
-      query tokens included (their keys and values already written).
+      query tokens included (their keys and values already written); values
+      past what the table holds count as that much, negative ones as 0, and
+      one shorter than q_len aligns the queries top-left
+      (dot_product_attention's causal rule).
     scale, softcap, local_window_size, sinks, implementation: as
       dot_product_attention's; the mask is causal, aligned at the end of
       each sequence's context.
