@@ -6,7 +6,9 @@ softmax family (rows in one CTA, split over 2 and 8 cluster CTAs, staged and
 in registers, with and without `where`, two-pass widths; cross-entropy),
 pooling (max with and without the index, average with padding, global,
 adaptive, 3-D, odd channels), convolution (forward with the fused epilogue
-and both gradients, 1-D to 3-D), bias_act, glu, batch_norm and group_norm."""
+and both gradients, 1-D to 3-D), bias_act, glu, batch_norm and group_norm,
+and the recurrences (LSTM bf16 with ragged lengths, bidirectional GRU
+float32, a hidden size whose weight slices stream from L2)."""
 
 import os
 import sys
@@ -74,6 +76,7 @@ def main():
     )
     jax.block_until_ready(jax.grad(loss)(x))
   cnn_cases()
+  rnn_cases()
   print("memcheck smoke: ALL PASSED")
 
 
@@ -126,6 +129,23 @@ def cnn_cases():
     s,
   )
   _grad_of(lambda x, s: jaxdnn.group_norm(x, s, num_groups=8, implementation=IMPL), x, s)
+
+
+def rnn_cases():
+  from jaxdnn.recurrent.layout import init_params
+
+  for mode, hidden, dtype, bi in (
+    ("lstm", 64, jnp.bfloat16, False),
+    ("gru", 33, jnp.float32, True),
+    ("lstm", 2048, jnp.bfloat16, False),
+  ):
+    params = init_params(next(key), mode, 16, hidden, num_layers=1, bidirectional=bi)
+    x = normal((3, 5, 16), dtype)
+    lengths = jnp.array([5, 0, 2])
+    loss = lambda p, x: jnp.sum(
+      jaxdnn.rnn(x, p, mode=mode, seq_lengths=lengths, implementation=IMPL)[0].astype(jnp.float32)
+    )
+    jax.block_until_ready(jax.grad(loss, argnums=(0, 1))(params, x))
 
 
 if __name__ == "__main__":
