@@ -52,7 +52,7 @@ __device__ __forceinline__ void GateGrads(const BwdParams& p, int t, int b, int 
     const float i = sv[u], f = sv[H + u], g = sv[2 * H + u], o = sv[3 * H + u];
     const float c_t = p.c_seq[row * H + u];
     const float c_prev = t == 0 ? p.c0[bu] : p.c_seq[(row - s.batch) * H + u];
-    const float tc = tanhf(c_t);
+    const float tc = Tanh(c_t);
     const float dct = p.dc[bu] + d * o * (1.0f - tc * tc);
     const float di = dct * g * i * (1.0f - i), df = dct * c_prev * f * (1.0f - f);
     const float dg = dct * i * (1.0f - g * g), dout_gate = d * tc * o * (1.0f - o);

@@ -202,4 +202,11 @@ __device__ __forceinline__ const WT* LoadSlice(const WT* __restrict__ slices, co
 
 __device__ __forceinline__ float Sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
+// tanh through one exp, as the CPU kernel's: the build's fast math turns
+// tanhf into tanh.approx.f32 (relative error ~5e-4), too coarse for float32.
+__device__ __forceinline__ float Tanh(float v) {
+  const float e = __expf(-2.0f * fabsf(v));
+  return copysignf((1.0f - e) / (1.0f + e), v);
+}
+
 }  // namespace jaxdnn::recurrent

@@ -43,9 +43,9 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
     if (valid) {
       const float* gx = p.gx + row * G * H;
       const float i = Sigmoid(gx[u] + q[0]), f = Sigmoid(gx[H + u] + q[1]);
-      const float g = tanhf(gx[2 * H + u] + q[2]), o = Sigmoid(gx[3 * H + u] + q[3]);
+      const float g = Tanh(gx[2 * H + u] + q[2]), o = Sigmoid(gx[3 * H + u] + q[3]);
       c = f * c_prev + i * g;
-      h = o * tanhf(c);
+      h = o * Tanh(c);
       saved[u] = i;
       saved[H + u] = f;
       saved[2 * H + u] = g;
@@ -60,7 +60,7 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
     if (valid) {
       const float* gx = p.gx + row * G * H;
       const float r = Sigmoid(gx[u] + q[0]), z = Sigmoid(gx[H + u] + q[1]);
-      const float n = tanhf(gx[2 * H + u] + r * q[2]);
+      const float n = Tanh(gx[2 * H + u] + r * q[2]);
       h = (1.0f - z) * n + z * h_prev;
       saved[u] = r;
       saved[H + u] = z;
@@ -72,7 +72,7 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
   } else {
     if (valid) {
       const float a = p.gx[row * H + u] + q[0];
-      h = M == RnnMode::kTanh ? tanhf(a) : fmaxf(a, 0.0f);
+      h = M == RnnMode::kTanh ? Tanh(a) : fmaxf(a, 0.0f);
     }
   }
   p.out[row * H + u] = valid ? h : 0.0f;
