@@ -67,7 +67,7 @@ if has tests; then
 fi
 if has selftests; then
   echo "== CUDA self-tests"
-  DEADLINE=$((budget - 60)) SANITIZE=1 bash "$repo/tests/cuda/run_selftests.sh" "$out/selftests" \
+  ONLY="${SELFTEST_ONLY:-}" DEADLINE=$((budget - 60)) SANITIZE=1 bash "$repo/tests/cuda/run_selftests.sh" "$out/selftests" \
     "${SELFTEST_BIN:-$repo/build/selftests}" 2>&1 | tee "$out/selftests.txt"
 fi
 # bench STEP SECONDS PATTERN [ARGS...]: `python -m jaxdnn.bench STEP` into
