@@ -21,6 +21,7 @@ import numpy as np
 import jaxdnn
 from jaxdnn.bench.timing import time_jax
 from jaxdnn.demo import corpus
+from jaxdnn.demo.adam import adam
 
 VOCAB = 256
 
@@ -97,11 +98,7 @@ def make_step(c, impl=None, lr=3e-3, b1=0.9, b2=0.99):
   @jax.jit
   def step(p, m, v, t, x, y):
     loss, g = jax.value_and_grad(loss_fn)(p, x, y, c, impl)
-    t = t + 1
-    m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-    v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-    scale = lr * jnp.sqrt(1 - b2**t) / (1 - b1**t)
-    p = jax.tree.map(lambda p, m, v: p - scale * m / (jnp.sqrt(v) + 1e-8), p, m, v)
+    p, m, v, t = adam(p, m, v, t, g, lr, b1, b2)
     return p, m, v, t, loss
 
   return step

@@ -24,6 +24,7 @@ import numpy as np
 import jaxdnn
 from jaxdnn.bench.timing import time_jax
 from jaxdnn.demo import corpus
+from jaxdnn.demo.adam import adam
 from jaxdnn.recurrent import layout
 
 VOCAB = 256
@@ -78,11 +79,7 @@ def make_step(c, impl=None, lr=1e-2, b1=0.9, b2=0.99, clip=1.0):
     # Clipping by the global norm: a recurrence's gradients can spike.
     norm = jnp.sqrt(sum(jnp.sum(a * a) for a in jax.tree.leaves(g)))
     g = jax.tree.map(lambda a: a * jnp.minimum(1.0, clip / (norm + 1e-6)), g)
-    t = t + 1
-    m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-    v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-    scale = lr * jnp.sqrt(1 - b2**t) / (1 - b1**t)
-    p = jax.tree.map(lambda p, m, v: p - scale * m / (jnp.sqrt(v) + 1e-8), p, m, v)
+    p, m, v, t = adam(p, m, v, t, g, lr, b1, b2)
     return p, m, v, t, loss
 
   return step
