@@ -140,29 +140,14 @@ LaunchStatus PassGradients(const RnnBwdArgs& a, cudaStream_t stream) {
   return err;
 }
 
+// The kernel for mode M and weights WT (rnn_host.cuh picks one per call).
 template <RnnMode M, typename WT>
-LaunchStatus Launch(const BwdParams& p, const RnnCudaPlan& plan, const WT* slices, cudaStream_t stream) {
-  auto kernel = RnnBwdKernel<M, WT>;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
-  if (err != cudaSuccess) return err;
-  return LaunchPersistent(reinterpret_cast<const void*>(kernel), plan, stream, p, slices);
-}
+struct BwdKernel {
+  static constexpr auto fn = RnnBwdKernel<M, WT>;
+};
 
-template <typename WT>
-LaunchStatus ByMode(RnnMode m, const BwdParams& p, const RnnCudaPlan& plan, const WT* slices,
-                    cudaStream_t stream) {
-  switch (m) {
-    case RnnMode::kLstm: return Launch<RnnMode::kLstm>(p, plan, slices, stream);
-    case RnnMode::kGru: return Launch<RnnMode::kGru>(p, plan, slices, stream);
-    case RnnMode::kTanh: return Launch<RnnMode::kTanh>(p, plan, slices, stream);
-    case RnnMode::kRelu: return Launch<RnnMode::kRelu>(p, plan, slices, stream);
-  }
-  return LaunchStatus::Refused("unknown recurrent mode");
-}
-
-template <typename WT>
-LaunchStatus Run(const RnnBwdArgs& a, const RnnCudaPlan& plan, char* ws, cudaStream_t stream) {
+// The kernel's parameters: the call's buffers and the workspace's parts.
+BwdParams ParamsOf(const RnnBwdArgs& a, const RnnCudaPlan& plan, char* ws) {
   const int64_t bh = a.d.batch * a.d.hidden;
   float* state = reinterpret_cast<float*>(ws + plan.ws_state);
   BwdParams p{ShapeOf(plan, a.d.steps),
@@ -183,12 +168,7 @@ LaunchStatus Run(const RnnBwdArgs& a, const RnnCudaPlan& plan, char* ws, cudaStr
               state + bh,
               state + 2 * bh,
               reinterpret_cast<unsigned int*>(ws + plan.ws_counter)};
-  WT* slices = reinterpret_cast<WT*>(ws);
-  LaunchStatus st = SliceAll(a.w_hh, slices, plan, p.s, stream);
-  if (!st.ok()) return st;
-  cudaError_t err = cudaMemsetAsync(p.counter, 0, sizeof(unsigned int), stream);
-  if (err != cudaSuccess) return err;
-  return ByMode<WT>(a.mode, p, plan, slices, stream);
+  return p;
 }
 
 }  // namespace
@@ -202,12 +182,7 @@ LaunchStatus RnnBwdCuda(const RnnBwdArgs& a, WeightDtype wd, const RnnDevice& de
   if (workspace_bytes < plan.ws_bytes)
     return LaunchStatus::Refused("the workspace is smaller than the plan's");
   char* ws = static_cast<char*>(workspace);
-  switch (wd) {
-    case WeightDtype::kF32: return Run<float>(a, plan, ws, stream);
-    case WeightDtype::kBf16: return Run<__nv_bfloat16>(a, plan, ws, stream);
-    case WeightDtype::kF16: return Run<__half>(a, plan, ws, stream);
-  }
-  return LaunchStatus::Refused("unknown weight dtype");
+  return RunPersistent<BwdKernel>(a.mode, wd, a.w_hh, ParamsOf(a, plan, ws), plan, ws, stream);
 }
 
 }  // namespace jaxdnn::recurrent

@@ -128,29 +128,14 @@ LaunchStatus CopyInitialState(const RnnFwdArgs& a, cudaStream_t stream) {
   return err;
 }
 
+// The kernel for mode M and weights WT (rnn_host.cuh picks one per call).
 template <RnnMode M, typename WT>
-LaunchStatus Launch(const FwdParams& p, const RnnCudaPlan& plan, const WT* slices, cudaStream_t stream) {
-  auto kernel = RnnFwdKernel<M, WT>;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
-  if (err != cudaSuccess) return err;
-  return LaunchPersistent(reinterpret_cast<const void*>(kernel), plan, stream, p, slices);
-}
+struct FwdKernel {
+  static constexpr auto fn = RnnFwdKernel<M, WT>;
+};
 
-template <typename WT>
-LaunchStatus ByMode(RnnMode m, const FwdParams& p, const RnnCudaPlan& plan, const WT* slices,
-                    cudaStream_t stream) {
-  switch (m) {
-    case RnnMode::kLstm: return Launch<RnnMode::kLstm>(p, plan, slices, stream);
-    case RnnMode::kGru: return Launch<RnnMode::kGru>(p, plan, slices, stream);
-    case RnnMode::kTanh: return Launch<RnnMode::kTanh>(p, plan, slices, stream);
-    case RnnMode::kRelu: return Launch<RnnMode::kRelu>(p, plan, slices, stream);
-  }
-  return LaunchStatus::Refused("unknown recurrent mode");
-}
-
-template <typename WT>
-LaunchStatus Run(const RnnFwdArgs& a, const RnnCudaPlan& plan, char* ws, cudaStream_t stream) {
+// The kernel's parameters: the call's buffers and the workspace's parts.
+FwdParams ParamsOf(const RnnFwdArgs& a, const RnnCudaPlan& plan, char* ws) {
   FwdParams p{ShapeOf(plan, a.d.steps),
               a.gx,
               a.b_hh,
@@ -164,12 +149,7 @@ LaunchStatus Run(const RnnFwdArgs& a, const RnnCudaPlan& plan, char* ws, cudaStr
               a.c_seq,
               reinterpret_cast<float*>(ws + plan.ws_exchange),
               reinterpret_cast<unsigned int*>(ws + plan.ws_counter)};
-  WT* slices = reinterpret_cast<WT*>(ws);
-  LaunchStatus st = SliceAll(a.w_hh, slices, plan, p.s, stream);
-  if (!st.ok()) return st;
-  cudaError_t err = cudaMemsetAsync(p.counter, 0, sizeof(unsigned int), stream);
-  if (err != cudaSuccess) return err;
-  return ByMode<WT>(a.mode, p, plan, slices, stream);
+  return p;
 }
 
 }  // namespace
@@ -183,12 +163,7 @@ LaunchStatus RnnFwdCuda(const RnnFwdArgs& a, WeightDtype wd, const RnnDevice& de
   if (workspace_bytes < plan.ws_bytes)
     return LaunchStatus::Refused("the workspace is smaller than the plan's");
   char* ws = static_cast<char*>(workspace);
-  switch (wd) {
-    case WeightDtype::kF32: return Run<float>(a, plan, ws, stream);
-    case WeightDtype::kBf16: return Run<__nv_bfloat16>(a, plan, ws, stream);
-    case WeightDtype::kF16: return Run<__half>(a, plan, ws, stream);
-  }
-  return LaunchStatus::Refused("unknown weight dtype");
+  return RunPersistent<FwdKernel>(a.mode, wd, a.w_hh, ParamsOf(a, plan, ws), plan, ws, stream);
 }
 
 }  // namespace jaxdnn::recurrent

@@ -45,6 +45,48 @@ LaunchStatus LaunchPersistent(const void* kernel, const RnnCudaPlan& plan, cudaS
   return cudaLaunchKernelExC(&cfg, kernel, args);
 }
 
+// The kernel Kernel<M, WT>::fn for the call's mode (the mode a template
+// argument, each a kernel of its own), or null for an unknown mode.
+template <template <RnnMode, typename> class Kernel, typename WT>
+const void* KernelFor(RnnMode m) {
+  switch (m) {
+    case RnnMode::kLstm: return reinterpret_cast<const void*>(Kernel<RnnMode::kLstm, WT>::fn);
+    case RnnMode::kGru: return reinterpret_cast<const void*>(Kernel<RnnMode::kGru, WT>::fn);
+    case RnnMode::kTanh: return reinterpret_cast<const void*>(Kernel<RnnMode::kTanh, WT>::fn);
+    case RnnMode::kRelu: return reinterpret_cast<const void*>(Kernel<RnnMode::kRelu, WT>::fn);
+  }
+  return nullptr;
+}
+
+// Both directions' launch once the plan holds and the kernel's parameters
+// are built: the weights sliced into the workspace (its start) in WT, the
+// barrier counter zeroed, the persistent kernel launched.
+template <template <RnnMode, typename> class Kernel, typename WT, typename P>
+LaunchStatus RunTyped(RnnMode m, const float* w_hh, const P& p, const RnnCudaPlan& plan, char* ws,
+                      cudaStream_t stream) {
+  WT* slices = reinterpret_cast<WT*>(ws);
+  LaunchStatus st = SliceAll(w_hh, slices, plan, p.s, stream);
+  if (!st.ok()) return st;
+  cudaError_t err = cudaMemsetAsync(p.counter, 0, sizeof(unsigned int), stream);
+  if (err != cudaSuccess) return err;
+  const void* kernel = KernelFor<Kernel, WT>(m);
+  if (kernel == nullptr) return LaunchStatus::Refused("unknown recurrent mode");
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
+  if (err != cudaSuccess) return err;
+  return LaunchPersistent(kernel, plan, stream, p, static_cast<const WT*>(slices));
+}
+
+template <template <RnnMode, typename> class Kernel, typename P>
+LaunchStatus RunPersistent(RnnMode m, WeightDtype wd, const float* w_hh, const P& p, const RnnCudaPlan& plan,
+                           char* ws, cudaStream_t stream) {
+  switch (wd) {
+    case WeightDtype::kF32: return RunTyped<Kernel, float>(m, w_hh, p, plan, ws, stream);
+    case WeightDtype::kBf16: return RunTyped<Kernel, __nv_bfloat16>(m, w_hh, p, plan, ws, stream);
+    case WeightDtype::kF16: return RunTyped<Kernel, __half>(m, w_hh, p, plan, ws, stream);
+  }
+  return LaunchStatus::Refused("unknown weight dtype");
+}
+
 inline cudaError_t CopyIfAny(float* to, const float* from, int64_t elems, cudaStream_t stream) {
   if (elems == 0) return cudaSuccess;
   return cudaMemcpyAsync(to, from, size_t(elems) * sizeof(float), cudaMemcpyDeviceToDevice, stream);
