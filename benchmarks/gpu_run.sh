@@ -3,7 +3,7 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   build tests selftests norms attention softmax act loss cnn_norms pool conv rnn upstream (and sweep, below;
+#   selftests_beside build tests selftests gemm1x1_bench rnn_selftest_bench norms attention softmax act loss cnn_norms pool conv rnn upstream (and sweep, below;
 #   norms_grid: issue 23's LayerNorm/RMSNorm grid against XLA, GRID_ARGS its arguments)
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh);
@@ -36,11 +36,34 @@ if ls "$repo"/.whl/*.whl > /dev/null 2>&1; then
     --target /tmp/anchor-site "$repo"/.whl/*.whl && export PYTHONPATH=/tmp/anchor-site${PYTHONPATH:+:$PYTHONPATH}
 fi
 
+# Self-tests from binaries built beforehand (SELFTEST_BIN) run their checks
+# while jaxdnn builds (the build is host work): step selftests_beside.
+# gemm1x1_bin: the conv 1x1 GEMM self-test from SELFTEST_BIN (built by
+# cmake as conv1x1_gemm_sm90_selftest), checks and memcheck; its bench mode
+# runs in the step gemm1x1_bench, after the tests.
+selftests_beside() {
+  ONLY="${SELFTEST_ONLY:-}" DEADLINE=${BESIDE_SECONDS:-240} SANITIZE=1 bash "$repo/tests/cuda/run_selftests.sh" \
+    "$out/selftests" "${SELFTEST_BIN:-$repo/build/selftests}" > "$out/selftests.txt" 2>&1 &
+  if [ -x "${SELFTEST_BIN:-}/conv1x1_gemm_sm90_selftest" ]; then
+    local b=$SELFTEST_BIN/conv1x1_gemm_sm90_selftest
+    { for tile in auto 128 256; do echo "-- JAXDNN_CONV_1X1_GEMM=$tile"; JAXDNN_CONV_1X1_GEMM=$tile timeout 120 "$b"; echo "exit $?"; done
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$b" > "$out/gemm1x1_memcheck.log" 2>&1
+      echo "memcheck exit $?"; tail -3 "$out/gemm1x1_memcheck.log"; } > "$out/gemm1x1.txt" 2>&1
+  fi
+  wait
+}
+beside=
+if has selftests_beside; then selftests_beside & beside=$!; fi
 if has build; then
   echo "== build"
   ( cd "$repo" && time python3 -m pip install --no-build-isolation --no-deps -v . ) > "$out/build.log" 2>&1 \
     || { tail -50 "$out/build.log"; exit 1; }
   grep -E "Successfully installed" "$out/build.log" | tail -1
+fi
+if [ -n "$beside" ]; then
+  wait "$beside"
+  echo "== CUDA self-tests (beside the build)"; cat "$out/selftests.txt"
+  [ -f "$out/gemm1x1.txt" ] && grep -E "exit|PASS|FAIL|passed|failed|ERROR" "$out/gemm1x1.txt" | tail -20
 fi
 if has tests; then
   echo "== tests"
@@ -85,6 +108,17 @@ bench() {
       --out "$out/$step.json" ) > "$out/$step.txt" 2>&1
   grep -E "$pattern" "$out/$step.txt" | grep -vE "WARNING|warn|^ *tq, tk" | tail -60
 }
+if has gemm1x1_bench && [ -x "${SELFTEST_BIN:-}/conv1x1_gemm_sm90_selftest" ]; then
+  echo "== conv 1x1 GEMM self-test bench"
+  for tile in auto 128 256; do
+    echo "-- JAXDNN_CONV_1X1_GEMM=$tile"
+    JAXDNN_CONV_1X1_GEMM=$tile timeout "$(left 90)" "$SELFTEST_BIN/conv1x1_gemm_sm90_selftest" bench
+  done 2>&1 | tee "$out/gemm1x1_bench.txt" | tail -40
+fi
+if has rnn_selftest_bench; then
+  echo "== rnn self-test bench"
+  timeout "$(left 120)" "${SELFTEST_BIN:-$repo/build/selftests}/rnn_selftest" bench 2>&1 | tee "$out/rnn_selftest_bench.txt" | tail -40
+fi
 bench norms 240 "^(layer|rms)|ceiling"
 bench attention 420 "." ${ATTENTION_ARGS:---dims 128}
 bench softmax 300 "^(softmax|log_|cross)|ceiling"
