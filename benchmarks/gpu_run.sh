@@ -156,3 +156,9 @@ if has upstream && [ -f "$repo/build/upstream/nn_test.py" ]; then
       "$repo/build/upstream/nn_test.py" -rfs ) > "$out/upstream.txt" 2>&1
   grep -E "^(FAILED|SKIPPED|ERROR)|passed|failed" "$out/upstream.txt" | tail -20
 fi
+# A device call brings back at most 8 files: everything under OUT goes back
+# as one archive (PACK=0 leaves the files as they are).
+if [ "${PACK:-1}" = 1 ]; then
+  tmp=$(mktemp -d)
+  ( cd "$out" && tar czf "$tmp/run.tgz" . ) && rm -rf "${out:?}"/* && mv "$tmp/run.tgz" "$out/"
+fi

@@ -9,9 +9,26 @@
 
 namespace jaxdnn {
 
-// The stream's device.
+// The stream's device; where the runtime will not say (a stream being
+// captured into a command buffer may refuse the query), the thread's current
+// device, which XLA sets to the stream's before it calls a handler.
 inline cudaError_t StreamDevice(cudaStream_t stream, int* device) {
-  return cudaStreamGetDevice(stream, device);
+  if (cudaStreamGetDevice(stream, device) == cudaSuccess) return cudaSuccess;
+  (void)cudaGetLastError();
+  return cudaGetDevice(device);
+}
+
+// CTAs of `kernel` one SM holds at once, or 1 where the runtime will not
+// say: the occupancy query is refused while a stream is captured into a
+// command buffer. For grids that stride over their work (never for a grid
+// that must be resident at once, which needs the real number).
+inline int ResidentCtasOrOne(const void* kernel, int threads, size_t smem) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return per_sm > 0 ? per_sm : 1;
 }
 
 // `device` when it is known (>= 0), else the calling thread's current device.

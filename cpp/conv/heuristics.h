@@ -30,16 +30,15 @@ inline bool PreferSm90Forward(const ConvGeometry& g) {
 
 // True where a sm90 forward of g that the 1x1 persistent GEMM serves
 // (conv/sm90/conv1x1_gemm_sm90.h: 1x1, stride 1, no padding or dilation,
-// groups 1) runs on it rather than on the implicit-GEMM convolution. Not
-// measured yet, so by default only where the call asked for
-// algorithm="implicit_gemm" (the code reaches the handler as g.algorithm;
-// with algorithm=None it is kAlgoAuto and the default stays the implicit-GEMM
-// convolution, or XLA where PreferSm90Forward says so).
-// JAXDNN_CONV_1X1_GEMM=0 never, =128 or =256 always (with that tile width).
-inline bool PreferConv1x1Gemm(const ConvGeometry& g) {
+// groups 1) runs on it rather than on the implicit-GEMM convolution: by
+// default everywhere it serves (1.2-2.1x the implicit GEMM on all of
+// ResNet-50's 1x1 layers, plain and with bias+residual+ReLU, on an H200;
+// docs/perf/conv.md), so such forwards leave XLA's convolution too.
+// JAXDNN_CONV_1X1_GEMM=0 turns it off, =128/256 forces a tile width.
+inline bool PreferConv1x1Gemm(const ConvGeometry& /*g*/) {
   const std::string forced = SwitchText(Switch::kConv1x1Gemm);
   if (forced != "auto") return forced != "0";
-  return g.algorithm == kAlgoImplicitGemm;
+  return true;
 }
 
 // True where the sm90 data and weight gradients are the default: strided

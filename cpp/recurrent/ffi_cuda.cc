@@ -49,9 +49,9 @@ ffi::Error Fwd(cudaStream_t stream, F32 gx, F32 w_hh, F32 b_hh, F32 h0, F32 c0, 
   if (!KnownWeights(weights)) return InvalidArg(op, "unknown weight dtype " + std::to_string(weights));
   auto p = ReadFwdCall(op, mode, gx, w_hh, b_hh, h0, c0, lengths, out, h_n, c_n, saved, c_seq);
   if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
   auto dev = DeviceOf(stream, op);
   if (!dev.has_value()) return dev.error();
-  ClearStaleLaunchError();
   return Failed(
       RnnFwdCuda(*p, WeightDtype(weights), *dev, ws->untyped_data(), int64_t(ws->size_bytes()), stream), op);
 }
@@ -63,9 +63,9 @@ ffi::Error Bwd(cudaStream_t stream, F32 dout, F32 dh_n, F32 dc_n, F32 w_hh, F32 
   if (!KnownWeights(weights)) return InvalidArg(op, "unknown weight dtype " + std::to_string(weights));
   auto p = ReadBwdCall(op, mode, dout, dh_n, dc_n, w_hh, h0, c0, lengths, out, saved, c_seq, dgx, dh0, dc0);
   if (!p.has_value()) return p.error();
+  ClearStaleLaunchError();
   auto dev = DeviceOf(stream, op);
   if (!dev.has_value()) return dev.error();
-  ClearStaleLaunchError();
   return Failed(
       RnnBwdCuda(*p, WeightDtype(weights), *dev, ws->untyped_data(), int64_t(ws->size_bytes()), stream), op);
 }

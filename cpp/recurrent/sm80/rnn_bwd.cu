@@ -7,6 +7,7 @@
 #include "recurrent/sm80/rnn_device.cuh"
 #include "recurrent/sm80/rnn_host.cuh"
 #include "recurrent/sm80/rnn_launch.h"
+#include "recurrent/sm80/rnn_mma.cuh"
 
 namespace jaxdnn::recurrent {
 namespace {
@@ -110,9 +111,19 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
     const float* dq = p.dq + int64_t(t & 1) * s.batch * s.k;
     for (int b0 = 0; b0 < s.batch; b0 += s.batch_tile) {
       const int rows = min(s.batch_tile, s.batch - b0);
-      StageRows(dq, b0, rows, s, a);
-      __syncthreads();
-      SliceProductRows(w, a, rows, s, red);
+      if constexpr (sizeof(WT) == 2) {
+        if (s.mma) {
+          WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
+          StageRowsMma(dq, b0, rows, s, x);
+          __syncthreads();
+          MmaProductTile(w, x, s, red);
+        }
+      }
+      if (!s.mma) {
+        StageRows(dq, b0, rows, s, a);
+        __syncthreads();
+        SliceProductRows(w, a, rows, s, red);
+      }
       __syncthreads();
       for (int i = threadIdx.x; i < rows * s.units; i += blockDim.x) {
         const int b = i / s.units, j = i % s.units, u = unit0 + j;

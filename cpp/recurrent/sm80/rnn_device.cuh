@@ -18,14 +18,34 @@ namespace jaxdnn::recurrent {
 struct RnnShape {
   int steps, batch, hidden, gates;
   int units, cols, col_groups, rounds, k, k_parts, batch_tile;
-  int resident;
-  int64_t smem_a, smem_red, smem_bias;
+  int resident, mma, n_tiles, k_steps, x_stride, red_stride;
+  int64_t smem_a, smem_red, smem_bias, smem_extra;
 };
 
 inline RnnShape ShapeOf(const RnnCudaPlan& p, int64_t steps) {
-  return RnnShape{int(steps),        int(p.batch),       int(p.hidden), int(p.gates), int(p.units),
-                  int(p.cols),       int(p.col_groups),  int(p.rounds), int(p.k),     int(p.k_parts),
-                  int(p.batch_tile), p.resident ? 1 : 0, p.smem_a,      p.smem_red,   p.smem_bias};
+  RnnShape s;
+  s.steps = int(steps);
+  s.batch = int(p.batch);
+  s.hidden = int(p.hidden);
+  s.gates = int(p.gates);
+  s.units = int(p.units);
+  s.cols = int(p.cols);
+  s.col_groups = int(p.col_groups);
+  s.rounds = int(p.rounds);
+  s.k = int(p.k);
+  s.k_parts = int(p.k_parts);
+  s.batch_tile = int(p.batch_tile);
+  s.resident = p.resident ? 1 : 0;
+  s.mma = p.mma ? 1 : 0;
+  s.n_tiles = int(p.n_tiles);
+  s.k_steps = int(p.k_steps);
+  s.x_stride = int(p.x_stride);
+  s.red_stride = int(p.red_stride);
+  s.smem_a = p.smem_a;
+  s.smem_red = p.smem_red;
+  s.smem_bias = p.smem_bias;
+  s.smem_extra = p.smem_extra;
+  return s;
 }
 
 // Every CTA of the grid arrives; returns once all have arrived `target /
@@ -72,20 +92,32 @@ __device__ __forceinline__ float4 Load4(const __half* w) {
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
-// Writes every CTA's weight slice, [cta][col_group][round][lane][4], from
-// w_hh [H][G*H] (zeros past the problem). Forward column col of CTA c is
+// Writes every CTA's weight slice from w_hh [H][G*H] (zeros past the
+// problem): FMA [cta][col_group][round][lane][4] (column 4 * col_group + e,
+// k = lane + 32 * round); mma [cta][n_tile][k_step][lane][4], each lane's B
+// fragment of m16n8k16 (column 8 * n_tile + lane / 4, k = 16 * k_step +
+// 2 * (lane % 4) + (e & 1) + 8 * (e / 2)). Forward column col of CTA c is
 // gate col / units of unit c * units + col % units, its k a row of w_hh;
 // backward column col is unit c * units + col and its k a column of w_hh.
 template <typename WT>
 __global__ void SliceWeights(const float* __restrict__ w_hh, WT* __restrict__ slices, RnnShape s,
                              int backward, int64_t total) {
   const int64_t gh = int64_t(s.gates) * s.hidden;
+  const int64_t inner = s.mma ? int64_t(s.k_steps) : int64_t(s.rounds);
+  const int64_t outer = s.mma ? int64_t(s.n_tiles) : int64_t(s.col_groups);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int e = int(i % 4), lane = int(i / 4 % 32);
-    const int64_t r = i / 128 % s.rounds, cg = i / (128 * int64_t(s.rounds)) % s.col_groups;
-    const int64_t c = i / (128 * int64_t(s.rounds) * s.col_groups);
-    const int64_t k = lane + 32 * r, col = 4 * cg + e;
+    const int64_t r = i / 128 % inner, cg = i / (128 * inner) % outer;
+    const int64_t c = i / (128 * inner * outer);
+    int64_t k, col;
+    if (s.mma) {
+      col = 8 * cg + lane / 4;
+      k = 16 * r + 2 * (lane % 4) + (e & 1) + 8 * (e / 2);
+    } else {
+      col = 4 * cg + e;
+      k = lane + 32 * r;
+    }
     float v = 0.0f;
     if (col < s.cols && k < s.k) {
       if (backward) {
@@ -129,7 +161,7 @@ template <int BB, typename WT>
 __device__ __forceinline__ void SliceProduct(const WT* __restrict__ w, const float* a, const RnnShape& s,
                                              float* red) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int kp = s.rounds * 32, cols4 = s.col_groups * 4;
+  const int kp = s.rounds * 32, cols4 = s.red_stride;
   for (int job = warp; job < s.col_groups * s.k_parts; job += kRnnWarps) {
     const int cg = job % s.col_groups, part = job / s.col_groups;
     float acc[4][BB];
@@ -180,9 +212,8 @@ __device__ __forceinline__ void SliceProductRows(const WT* w, const float* a, in
 
 // The full sum for row b, column col: the parts added in order.
 __device__ __forceinline__ float SumParts(const float* red, int b, int col, const RnnShape& s) {
-  const int cols4 = s.col_groups * 4;
   float v = 0.0f;
-  for (int part = 0; part < s.k_parts; ++part) v += red[(part * s.batch_tile + b) * cols4 + col];
+  for (int part = 0; part < s.k_parts; ++part) v += red[(part * s.batch_tile + b) * s.red_stride + col];
   return v;
 }
 
@@ -190,7 +221,7 @@ __device__ __forceinline__ float SumParts(const float* red, int b, int col, cons
 // where it lies in the workspace.
 template <typename WT>
 __device__ __forceinline__ const WT* LoadSlice(const WT* __restrict__ slices, const RnnShape& s, char* smem) {
-  const int64_t elems = int64_t(s.col_groups) * s.rounds * 128;
+  const int64_t elems = s.mma ? int64_t(s.n_tiles) * s.k_steps * 128 : int64_t(s.col_groups) * s.rounds * 128;
   const WT* mine = slices + blockIdx.x * elems;
   if (!s.resident) return mine;
   const int64_t vecs = elems * sizeof(WT) / 16;  // 128 elements: whole 16-byte vectors

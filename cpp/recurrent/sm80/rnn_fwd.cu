@@ -5,6 +5,7 @@
 #include "recurrent/sm80/rnn_device.cuh"
 #include "recurrent/sm80/rnn_host.cuh"
 #include "recurrent/sm80/rnn_launch.h"
+#include "recurrent/sm80/rnn_mma.cuh"
 
 namespace jaxdnn::recurrent {
 namespace {
@@ -26,24 +27,22 @@ struct FwdParams {
 };
 
 // One example's step for unit u (valid: t < its length). q: the unit's
-// recurrent sums per gate (bias included); h_prev its previous state.
+// recurrent sums per gate (bias included); gx: its input projections per
+// gate (gx[g * gx_stride]); h_prev, c_prev: its previous state.
 template <RnnMode M>
-__device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u, const float* q,
-                                         float h_prev, bool valid) {
+__device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u, const float* q, const float* gx,
+                                         int gx_stride, float h_prev, float c_prev, bool valid) {
   const RnnShape& s = p.s;
   const int64_t H = s.hidden, row = int64_t(t) * s.batch + b;
-  const int64_t G = s.gates;
   float* hnext = p.hbuf + int64_t((t + 1) & 1) * s.batch * H;
   const bool last = t == s.steps - 1;
   float h = h_prev;
   if constexpr (M == RnnMode::kLstm) {
-    const float c_prev = t == 0 ? p.c0[int64_t(b) * H + u] : p.c_seq[(row - s.batch) * H + u];
     float c = c_prev;
     float* saved = p.saved + row * 4 * H;
     if (valid) {
-      const float* gx = p.gx + row * G * H;
-      const float i = Sigmoid(gx[u] + q[0]), f = Sigmoid(gx[H + u] + q[1]);
-      const float g = Tanh(gx[2 * H + u] + q[2]), o = Sigmoid(gx[3 * H + u] + q[3]);
+      const float i = Sigmoid(gx[0] + q[0]), f = Sigmoid(gx[gx_stride] + q[1]);
+      const float g = Tanh(gx[2 * gx_stride] + q[2]), o = Sigmoid(gx[3 * gx_stride] + q[3]);
       c = f * c_prev + i * g;
       h = o * Tanh(c);
       saved[u] = i;
@@ -58,9 +57,8 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
   } else if constexpr (M == RnnMode::kGru) {
     float* saved = p.saved + row * 4 * H;
     if (valid) {
-      const float* gx = p.gx + row * G * H;
-      const float r = Sigmoid(gx[u] + q[0]), z = Sigmoid(gx[H + u] + q[1]);
-      const float n = Tanh(gx[2 * H + u] + r * q[2]);
+      const float r = Sigmoid(gx[0] + q[0]), z = Sigmoid(gx[gx_stride] + q[1]);
+      const float n = Tanh(gx[2 * gx_stride] + r * q[2]);
       h = (1.0f - z) * n + z * h_prev;
       saved[u] = r;
       saved[H + u] = z;
@@ -71,7 +69,7 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
     }
   } else {
     if (valid) {
-      const float a = p.gx[row * H + u] + q[0];
+      const float a = gx[0] + q[0];
       h = M == RnnMode::kTanh ? Tanh(a) : fmaxf(a, 0.0f);
     }
   }
@@ -80,18 +78,56 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
   if (last) p.h_n[int64_t(b) * H + u] = h;
 }
 
+// The tile's operands of the CTA's own units, loaded alongside the staged
+// rows (one memory latency for both): gx [rows][cols] (column g * units + j
+// of unit0 + j), the previous h and c [rows][units].
+template <RnnMode M>
+__device__ __forceinline__ void StageOwn(const FwdParams& p, int t, int b0, int rows, const float* prev, float* gxs,
+                                         float* hs, float* cs) {
+  const RnnShape& s = p.s;
+  const int H = s.hidden, U = s.units, C = s.cols, unit0 = blockIdx.x * U;
+  const int64_t GH = int64_t(s.gates) * H;
+  for (int i = threadIdx.x; i < rows * C; i += blockDim.x) {
+    const int b = i / C, col = i % C, u = unit0 + col % U;
+    gxs[i] = u < H ? p.gx[(int64_t(t) * s.batch + b0 + b) * GH + int64_t(col / U) * H + u] : 0.0f;
+  }
+  for (int i = threadIdx.x; i < rows * U; i += blockDim.x) {
+    const int b = i / U, u = unit0 + i % U;
+    if (u >= H) continue;
+    const int64_t bu = int64_t(b0 + b) * H + u;
+    hs[i] = __ldcg(prev + bu);
+    if constexpr (M == RnnMode::kLstm) cs[i] = t == 0 ? p.c0[bu] : p.c_seq[int64_t(t - 1) * s.batch * H + bu];
+  }
+}
+
+// Step t + 1's input projections of the CTA's units into L2 while the grid
+// meets at the barrier (they are read from DRAM otherwise, in the step's
+// critical path).
+__device__ __forceinline__ void PrefetchGx(const FwdParams& p, int t) {
+  const RnnShape& s = p.s;
+  const int H = s.hidden, unit0 = blockIdx.x * s.units;
+  const int64_t GH = int64_t(s.gates) * H;
+  for (int i = threadIdx.x; i < s.batch * s.gates; i += blockDim.x) {
+    const float* at = p.gx + (int64_t(t) * s.batch + i / s.gates) * GH + int64_t(i % s.gates) * H + unit0;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at + s.units - 1));
+  }
+}
+
 template <RnnMode M, typename WT>
 __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, const WT* __restrict__ slices) {
   extern __shared__ float4 smem4[];
   char* smem = reinterpret_cast<char*>(smem4);
   const RnnShape& s = p.s;
   const WT* w = LoadSlice(slices, s, smem);
-  float* a = reinterpret_cast<float*>(smem + s.smem_a);
   float* red = reinterpret_cast<float*>(smem + s.smem_red);
   float* bias = reinterpret_cast<float*>(smem + s.smem_bias);
-  const int H = s.hidden, unit0 = blockIdx.x * s.units;
+  float* gxs = reinterpret_cast<float*>(smem + s.smem_extra);
+  float* hs = gxs + s.batch_tile * s.cols;
+  float* cs = hs + s.batch_tile * s.units;
+  const int H = s.hidden, U = s.units, unit0 = blockIdx.x * U;
   for (int col = threadIdx.x; col < s.cols; col += blockDim.x) {
-    const int g = col / s.units, u = unit0 + col % s.units;
+    const int g = col / U, u = unit0 + col % U;
     bias[col] = u < H ? p.b_hh[int64_t(g) * H + u] : 0.0f;
   }
   __syncthreads();
@@ -100,23 +136,37 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
     const float* prev = t == 0 ? p.h0 : p.hbuf + int64_t(t & 1) * s.batch * H;
     for (int b0 = 0; b0 < s.batch; b0 += s.batch_tile) {
       const int rows = min(s.batch_tile, s.batch - b0);
-      StageRows(prev, b0, rows, s, a);
+      StageOwn<M>(p, t, b0, rows, prev, gxs, hs, cs);
+      if constexpr (sizeof(WT) == 2) {
+        if (s.mma) {
+          WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
+          StageRowsMma(prev, b0, rows, s, x);
+          __syncthreads();
+          MmaProductTile(w, x, s, red);
+        }
+      }
+      if (!s.mma) {
+        float* a = reinterpret_cast<float*>(smem + s.smem_a);
+        StageRows(prev, b0, rows, s, a);
+        __syncthreads();
+        SliceProductRows(w, a, rows, s, red);
+      }
       __syncthreads();
-      SliceProductRows(w, a, rows, s, red);
-      __syncthreads();
-      const int kp = s.rounds * 32;
-      for (int i = threadIdx.x; i < rows * s.units; i += blockDim.x) {
-        const int b = i / s.units, j = i % s.units, u = unit0 + j;
+      for (int i = threadIdx.x; i < rows * U; i += blockDim.x) {
+        const int b = i / U, j = i % U, u = unit0 + j;
         if (u >= H) continue;
         float q[kG];
 #pragma unroll
-        for (int g = 0; g < kG; ++g) q[g] = SumParts(red, b, g * s.units + j, s) + bias[g * s.units + j];
+        for (int g = 0; g < kG; ++g) q[g] = SumParts(red, b, g * U + j, s) + bias[g * U + j];
         const int bg = b0 + b;
-        StepUnit<M>(p, t, bg, u, q, a[b * kp + u], t < p.lengths[bg]);
+        StepUnit<M>(p, t, bg, u, q, gxs + b * s.cols + j, U, hs[i], cs[i], t < p.lengths[bg]);
       }
-      __syncthreads();  // the tile and partials are rewritten next
+      __syncthreads();  // the tile, partials and own operands are rewritten next
     }
-    if (t + 1 < s.steps) GridBarrier(p.counter, unsigned(t + 1) * gridDim.x);
+    if (t + 1 < s.steps) {
+      PrefetchGx(p, t + 1);
+      GridBarrier(p.counter, unsigned(t + 1) * gridDim.x);
+    }
   }
 }
 

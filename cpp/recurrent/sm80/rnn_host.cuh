@@ -19,16 +19,13 @@ LaunchStatus SliceAll(const float* w_hh, WT* slices, const RnnCudaPlan& plan, co
 }
 
 // The step barrier needs every CTA resident at once: a cooperative launch
-// (one CTA an SM; the plan never asks for more CTAs than SMs), which fails
-// rather than deadlocks where they would not fit.
+// (the plan never asks for more CTAs than SMs, nor more shared memory than
+// one CTA may have), which fails rather than deadlocks where they would not
+// fit. No occupancy query here: it is refused while XLA captures the stream
+// into a command buffer.
 template <typename P, typename WT>
 LaunchStatus LaunchPersistent(const void* kernel, const RnnCudaPlan& plan, cudaStream_t stream, const P& p,
                               const WT* slices) {
-  int per_sm = 0;
-  cudaError_t err =
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRnnThreads, size_t(plan.smem_bytes));
-  if (err != cudaSuccess) return err;
-  if (per_sm < 1) return LaunchStatus::Refused("a recurrence CTA does not fit on an SM");
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeCooperative;
   attr[0].val.cooperative = 1;

@@ -7,9 +7,13 @@
 // columns of all their gates (cols = gates * units) over k = the hidden
 // size: q[b][col] = sum_k h[b][k] W[k][col]. Backward: the same CTA owns the
 // same kind of slice and computes dh[b][unit] = sum_n dq[b][n] W[unit][n]
-// over n = every gate column. Both products run one routine: warps take
-// (column group of 4, part of k) jobs, lanes split k (k = lane + 32 * round),
-// partial sums meet in shared memory in a fixed order (deterministic).
+// over n = every gate column. 16-bit weights take the tensor cores
+// (mma.sync m16n8k16: the staged rows, rounded to the weights' dtype, as A,
+// the slice as B in fragment order; float32 accumulation): warps take
+// (8-column tile, part of k) jobs. Float32 weights, and 16-bit ones whose
+// 16-row tile does not fit, take the FMA product: warps take (column group
+// of 4, part of k) jobs, lanes split k (k = lane + 32 * round). Either way
+// the partial sums meet in shared memory in a fixed order (deterministic).
 //
 // The plan is host code (the handler's and the workspace query's), pure
 // arithmetic over the problem and two device attributes.
@@ -42,21 +46,27 @@ struct RnnCudaPlan {
   bool ok = false;
   const char* why = nullptr;  // static text where !ok
   bool backward = false;
+  bool mma = false;  // the tensor-core product (else FMA)
   int64_t gates = 0, hidden = 0, batch = 0;
   int64_t units = 0;       // hidden units a CTA owns
   int64_t ctas = 0;        // ceil(hidden / units)
   int64_t cols = 0;        // the product's columns per CTA
-  int64_t col_groups = 0;  // ceil(cols / 4)
+  int64_t col_groups = 0;  // FMA: ceil(cols / 4)
+  int64_t n_tiles = 0;     // mma: ceil(cols / 8)
   int64_t k = 0;           // the product's reduction length
-  int64_t rounds = 0;      // ceil(k / 32)
-  int64_t k_parts = 1;     // warps sharing one column group's rounds
-  int64_t batch_tile = 0;  // rows of the batch a pass holds
+  int64_t rounds = 0;      // FMA: ceil(k / 32)
+  int64_t k_steps = 0;     // mma: ceil(k / 16)
+  int64_t k_parts = 1;     // warps sharing one column group's (tile's) k
+  int64_t batch_tile = 0;  // rows of the batch a pass holds (mma: 16, 32 or 64)
   bool resident = false;   // the weight slice in shared memory
   int64_t wbytes = 4;
-  // Shared memory (bytes from its start): weight slice, input tile
-  // [batch_tile][rounds * 32] f32, partials [k_parts][batch_tile][cols4]
-  // f32, bias [cols4] f32.
-  int64_t smem_a = 0, smem_red = 0, smem_bias = 0, smem_bytes = 0;
+  // Shared memory (bytes from its start): weight slice; input tile (FMA:
+  // [batch_tile][rounds * 32] f32; mma: [batch_tile][x_stride] in the
+  // weights' dtype); partials [k_parts][batch_tile][red_stride] f32; bias
+  // [red_stride] f32; the forward's per-tile operands of its own units
+  // (extra: gx [batch_tile][cols], h and c [batch_tile][units], f32).
+  int64_t x_stride = 0, red_stride = 0;
+  int64_t smem_a = 0, smem_red = 0, smem_bias = 0, smem_extra = 0, smem_bytes = 0;
   // Workspace (bytes from its start): the sliced weights, the exchanged
   // rows (forward: h, 2 x [B][H]; backward: dq, 2 x [B][G*H]), the
   // backward's own state (dh, dc, direct: 3 x [B][H]), the barrier counter.
@@ -64,12 +74,39 @@ struct RnnCudaPlan {
 
   int64_t cols4() const { return col_groups * 4; }
   int64_t k_padded() const { return rounds * 32; }
-  // One CTA's slice of the weights, in elements: [col_groups][rounds][32][4].
-  int64_t slice_elems() const { return col_groups * rounds * 32 * 4; }
+  // One CTA's slice of the weights, in elements: FMA [col_groups][rounds][32][4],
+  // mma [n_tiles][k_steps][32][4] (each lane's B fragment).
+  int64_t slice_elems() const { return mma ? n_tiles * k_steps * 128 : col_groups * rounds * 128; }
 };
 
 inline int64_t RnnAlign(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 inline int64_t RnnCeil(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The shared-memory layout for `rows` rows a tile with or without the slice
+// resident; false where it does not fit.
+inline bool LayOut(RnnCudaPlan& p, int64_t rows, bool resident, int64_t extra_per_row, const RnnDevice& dev) {
+  const int64_t slice = resident ? RnnAlign(p.slice_elems() * p.wbytes) : 0;
+  const int64_t tile = p.mma ? rows * p.x_stride * p.wbytes : rows * p.k_padded() * 4;
+  p.smem_a = slice;
+  p.smem_red = p.smem_a + RnnAlign(tile);
+  p.smem_bias = p.smem_red + RnnAlign(p.k_parts * rows * p.red_stride * 4);
+  p.smem_extra = p.smem_bias + RnnAlign(p.red_stride * 4);
+  p.smem_bytes = p.smem_extra + RnnAlign(rows * extra_per_row);
+  p.resident = resident;
+  p.batch_tile = rows;
+  return p.smem_bytes <= dev.smem_optin;
+}
+
+// Rows a tile from `most` down (halving, not below `least`) that fit, the
+// slice resident where it fits with at least `resident_rows` rows; 0: none.
+inline int64_t ChooseTile(RnnCudaPlan& p, int64_t most, int64_t least, int64_t resident_rows,
+                          int64_t extra_per_row, const RnnDevice& dev) {
+  const bool resident = LayOut(p, std::max(least, std::min(most, resident_rows)), true, extra_per_row, dev);
+  for (int64_t rows = most; rows >= least; rows /= 2) {
+    if (LayOut(p, rows, resident, extra_per_row, dev)) return rows;
+  }
+  return 0;
+}
 
 inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, WeightDtype wd,
                                const RnnDevice& dev) {
@@ -91,36 +128,40 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
   p.ctas = RnnCeil(H, p.units);
   p.cols = backward ? p.units : G * p.units;
   p.col_groups = RnnCeil(p.cols, 4);
+  p.n_tiles = RnnCeil(p.cols, 8);
   p.k = backward ? G * H : H;
   p.rounds = RnnCeil(p.k, 32);
-  p.k_parts = std::max<int64_t>(1, kRnnWarps / p.col_groups);
-  const int64_t slice_bytes = RnnAlign(p.slice_elems() * p.wbytes);
-  const int64_t bias_bytes = RnnAlign(p.cols4() * 4);
-  // Batch tiles of 1, 2, 4 or 8 rows: the product is instantiated for those
-  // (a tile's rows past the batch are zeros).
-  int64_t tile = 1;
-  while (tile < kRnnMaxBatchTile && tile < d.batch) tile *= 2;
-  auto fits = [&](int64_t weights, int64_t rows) {
-    return weights + RnnAlign(rows * p.k_padded() * 4) + RnnAlign(p.k_parts * rows * p.cols4() * 4) +
-               bias_bytes <=
-           dev.smem_optin;
-  };
-  // Resident where the slice and at least a few rows fit; else the slice
-  // streams from the workspace (L2) every step and the rows take the room.
-  p.resident = fits(slice_bytes, std::min<int64_t>(tile, 4));
-  const int64_t weights = p.resident ? slice_bytes : 0;
-  int64_t rows = tile;
-  while (rows > 1 && !fits(weights, rows)) rows /= 2;
-  if (!fits(weights, rows)) {
+  p.k_steps = RnnCeil(p.k, 16);
+  const int64_t extra_per_row = backward ? 0 : (p.cols + 2 * p.units) * 4;
+  bool planned = false;
+  if (wd != WeightDtype::kF32) {
+    // Tiles of 16, 32 or 64 rows (one to four m16 tiles; rows past the
+    // batch are zeros); a row 16 bytes longer than k so that the fragment
+    // loads of 8 rows fall in 32 different banks.
+    p.mma = true;
+    p.k_parts = std::max<int64_t>(1, kRnnWarps / p.n_tiles);
+    p.x_stride = p.k_steps * 16 + 8;
+    p.red_stride = p.n_tiles * 8;
+    const int64_t want = std::min<int64_t>(64, RnnCeil(d.batch, 16) * 16);
+    int64_t most = 16;
+    while (most < want) most *= 2;
+    planned = ChooseTile(p, most, 16, std::min<int64_t>(most, 32), extra_per_row, dev) > 0;
+  }
+  if (!planned) {
+    // Batch tiles of 1, 2, 4 or 8 rows: the FMA product is instantiated for
+    // those (a tile's rows past the batch are zeros).
+    p.mma = false;
+    p.k_parts = std::max<int64_t>(1, kRnnWarps / p.col_groups);
+    p.x_stride = 0;
+    p.red_stride = p.cols4();
+    int64_t tile = 1;
+    while (tile < kRnnMaxBatchTile && tile < d.batch) tile *= 2;
+    planned = ChooseTile(p, tile, 1, std::min<int64_t>(tile, 4), extra_per_row, dev) > 0;
+  }
+  if (!planned) {
     p.why = "the hidden size is too large for one row of the product in shared memory";
     return p;
   }
-  p.batch_tile = rows;
-  p.smem_a = weights;
-  p.smem_red = p.smem_a + RnnAlign(rows * p.k_padded() * 4);
-  p.smem_bias = p.smem_red + RnnAlign(p.k_parts * rows * p.cols4() * 4);
-  p.smem_bytes = p.smem_bias + bias_bytes;
-
   const int64_t all_slices = RnnAlign(p.ctas * p.slice_elems() * p.wbytes);
   const int64_t exchange = RnnAlign(2 * d.batch * p.k * 4);
   const int64_t state = backward ? RnnAlign(3 * d.batch * H * 4) : 0;

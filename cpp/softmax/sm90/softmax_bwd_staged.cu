@@ -87,9 +87,9 @@ cudaError_t LaunchStaged(const SoftmaxBwdArgs& p, const RowSplit& s, cudaStream_
   int device = 0, sms = 0, per_sm = 0;
   if (err == cudaSuccess) err = StreamDevice(stream, &device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, s.tpr, smem);
   if (err != cudaSuccess) return err;
-  int64_t clusters = int64_t(sms) * (per_sm > 0 ? per_sm : 1) / s.cluster;
+  per_sm = ResidentCtasOrOne(reinterpret_cast<const void*>(kernel), s.tpr, size_t(smem));
+  int64_t clusters = int64_t(sms) * per_sm / s.cluster;
   if (clusters < 1) clusters = 1;
   if (clusters > p.shape.rows) clusters = p.shape.rows;
   return LaunchClusters(kernel, s, clusters, smem, stream, p, s.cluster);

@@ -1,0 +1,124 @@
+// The tensor-core step product of the persistent recurrences (16-bit
+// weights, rnn_plan.h): red[part][b][col] = partial sums over the k steps
+// of `part` of x[b][k] * W[k][col], with mma.sync m16n8k16 (sm_80 and
+// later): the staged rows x as A (row-major, rounded to the weights'
+// dtype), the CTA's slice as B in fragment order, float32 accumulation.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "recurrent/sm80/rnn_device.cuh"
+
+namespace jaxdnn::recurrent {
+
+// d += a * b for one m16n8k16 tile (a: 4 registers of 2 elements, b: 2).
+__device__ __forceinline__ void MmaTile(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1, __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void MmaTile(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1, __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <typename WT>
+__device__ __forceinline__ uint32_t PackPair(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t PackPair<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Rows [b0, b0 + rows) of src [batch][k] (float32, written by other CTAs:
+// read through L2) into the tile x [batch_tile][x_stride] in WT, zeros past
+// k (to the 16-multiple) and past the rows.
+template <typename WT>
+__device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int b0, int rows, const RnnShape& s,
+                                             WT* x) {
+  const int kp4 = s.k_steps * 4;  // 4-element groups of a padded row
+  if ((s.k & 3) == 0) {
+    for (int i = threadIdx.x; i < s.batch_tile * kp4; i += blockDim.x) {
+      const int b = i / kp4, k = 4 * (i % kp4);
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (b < rows && k < s.k) v = __ldcg(reinterpret_cast<const float4*>(src + int64_t(b0 + b) * s.k + k));
+      *reinterpret_cast<uint2*>(x + b * s.x_stride + k) = make_uint2(PackPair<WT>(v.x, v.y), PackPair<WT>(v.z, v.w));
+    }
+  } else {
+    for (int i = threadIdx.x; i < s.batch_tile * kp4; i += blockDim.x) {
+      const int b = i / kp4, k = 4 * (i % kp4);
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        v[e] = (b < rows && k + e < s.k) ? __ldcg(src + int64_t(b0 + b) * s.k + k + e) : 0.0f;
+      *reinterpret_cast<uint2*>(x + b * s.x_stride + k) = make_uint2(PackPair<WT>(v[0], v[1]), PackPair<WT>(v[2], v[3]));
+    }
+  }
+}
+
+// The product for a tile of 16 * MT rows: warps take (n tile, k part) jobs;
+// lane (g = lane / 4, t = lane % 4) holds C rows g and g + 8 of each m tile,
+// columns 2t and 2t + 1 of its n tile. w: the slice, [n_tile][k_step][32]
+// 8-byte B fragments (shared memory or the workspace).
+template <int MT, typename WT>
+__device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x, const RnnShape& s, float* red) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const uint2* wf = reinterpret_cast<const uint2*>(w);
+  for (int job = warp; job < s.n_tiles * s.k_parts; job += kRnnWarps) {
+    const int nt = job % s.n_tiles, part = job / s.n_tiles;
+    float acc[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+    const uint2* wb = wf + int64_t(nt) * s.k_steps * 32 + lane;
+    const WT* xr = x + g * s.x_stride + 2 * t;
+#pragma unroll 2
+    for (int ks = part; ks < s.k_steps; ks += s.k_parts) {
+      const uint2 b = wb[int64_t(ks) * 32];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const WT* r0 = xr + (16 * m) * s.x_stride + 16 * ks;
+        const WT* r1 = r0 + 8 * s.x_stride;
+        MmaTile(acc[m], *reinterpret_cast<const uint32_t*>(r0), *reinterpret_cast<const uint32_t*>(r1),
+                *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x, b.y,
+                WT());
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      float* r = red + (part * s.batch_tile + 16 * m + g) * s.red_stride + 8 * nt + 2 * t;
+      r[0] = acc[m][0];
+      r[1] = acc[m][1];
+      r += 8 * s.red_stride;
+      r[0] = acc[m][2];
+      r[1] = acc[m][3];
+    }
+  }
+}
+
+template <typename WT>
+__device__ __forceinline__ void MmaProductTile(const WT* w, const WT* x, const RnnShape& s, float* red) {
+  if (s.batch_tile <= 16) {
+    MmaProduct<1>(w, x, s, red);
+  } else if (s.batch_tile <= 32) {
+    MmaProduct<2>(w, x, s, red);
+  } else {
+    MmaProduct<4>(w, x, s, red);
+  }
+}
+
+}  // namespace jaxdnn::recurrent
