@@ -63,6 +63,13 @@ fi
 if [ -n "$beside" ]; then
   wait "$beside"
   echo "== CUDA self-tests (beside the build)"; cat "$out/selftests.txt"
+  # RNN_MMA_GATE=1: a failed rnn-check sends the rest of the call to the FMA
+  # product (JAXDNN_RNN_MMA=0), so the tests and tables still measure a
+  # kernel that passed its check.
+  if [ "${RNN_MMA_GATE:-0}" = 1 ] && ! grep -q "^rnn-check: exit 0" "$out/selftests.txt"; then
+    export JAXDNN_RNN_MMA=0
+    echo "rnn-check failed: the rest of this call runs with JAXDNN_RNN_MMA=0"
+  fi
   [ -f "$out/gemm1x1.txt" ] && grep -E "exit|PASS|FAIL|passed|failed|ERROR" "$out/gemm1x1.txt" | tail -20
 fi
 if has tests; then
@@ -117,7 +124,10 @@ if has gemm1x1_bench && [ -x "${SELFTEST_BIN:-}/conv1x1_gemm_sm90_selftest" ]; t
 fi
 if has rnn_selftest_bench; then
   echo "== rnn self-test bench"
-  timeout "$(left 120)" "${SELFTEST_BIN:-$repo/build/selftests}/rnn_selftest" bench 2>&1 | tee "$out/rnn_selftest_bench.txt" | tail -40
+  for mma in ${RNN_MMA_SWEEP:-auto}; do
+    echo "-- JAXDNN_RNN_MMA=$mma"
+    JAXDNN_RNN_MMA=$mma timeout "$(left 120)" "${SELFTEST_BIN:-$repo/build/selftests}/rnn_selftest" bench
+  done 2>&1 | tee "$out/rnn_selftest_bench.txt" | tail -40
 fi
 bench norms 240 "^(layer|rms)|ceiling"
 bench attention 420 "." ${ATTENTION_ARGS:---dims 128}

@@ -9,13 +9,16 @@
 
 namespace jaxdnn {
 
-// The stream's device; where the runtime will not say (a stream being
-// captured into a command buffer may refuse the query), the thread's current
-// device, which XLA sets to the stream's before it calls a handler.
+// The stream's device; while XLA captures the stream into a command buffer,
+// the thread's current device (which XLA sets to the stream's before it
+// calls a handler): asking a capturing stream for its device is refused and
+// invalidates the capture.
 inline cudaError_t StreamDevice(cudaStream_t stream, int* device) {
-  if (cudaStreamGetDevice(stream, device) == cudaSuccess) return cudaSuccess;
-  (void)cudaGetLastError();
-  return cudaGetDevice(device);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaError_t err = cudaStreamIsCapturing(stream, &capture);
+  if (err != cudaSuccess) return err;
+  if (capture != cudaStreamCaptureStatusNone) return cudaGetDevice(device);
+  return cudaStreamGetDevice(stream, device);
 }
 
 // CTAs of `kernel` one SM holds at once, or 1 where the runtime will not

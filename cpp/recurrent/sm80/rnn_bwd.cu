@@ -36,14 +36,18 @@ struct BwdParams {
 // Step t's gate gradients for example b, unit u: dgx and the exchanged dq
 // (the same but for the GRU's candidate, whose recurrent part is scaled by
 // r), the cell gradient carried on, the direct part of the state gradient.
-template <RnnMode M>
+// XT: the exchange's dtype (float32, or with the mma product the weights').
+template <RnnMode M, typename XT>
 __device__ __forceinline__ void GateGrads(const BwdParams& p, int t, int b, int u) {
   const RnnShape& s = p.s;
   const int64_t H = s.hidden, G = s.gates, row = int64_t(t) * s.batch + b, bu = int64_t(b) * H + u;
   float* dgx = p.dgx + row * G * H;
-  float* dq = p.dq + int64_t(t & 1) * s.batch * G * H + int64_t(b) * G * H;
+  XT* dq = reinterpret_cast<XT*>(p.dq) + int64_t(t & 1) * s.batch * G * H + int64_t(b) * G * H;
   if (t >= p.lengths[b]) {  // the state passed through this step: so does its gradient
-    for (int g = 0; g < G; ++g) dgx[g * H + u] = dq[g * H + u] = 0.0f;
+    for (int g = 0; g < G; ++g) {
+      dgx[g * H + u] = 0.0f;
+      dq[g * H + u] = FromFloat<XT>(0.0f);
+    }
     p.direct[bu] = p.dh[bu];
     return;
   }
@@ -57,10 +61,14 @@ __device__ __forceinline__ void GateGrads(const BwdParams& p, int t, int b, int 
     const float dct = p.dc[bu] + d * o * (1.0f - tc * tc);
     const float di = dct * g * i * (1.0f - i), df = dct * c_prev * f * (1.0f - f);
     const float dg = dct * i * (1.0f - g * g), dout_gate = d * tc * o * (1.0f - o);
-    dgx[u] = dq[u] = di;
-    dgx[H + u] = dq[H + u] = df;
-    dgx[2 * H + u] = dq[2 * H + u] = dg;
-    dgx[3 * H + u] = dq[3 * H + u] = dout_gate;
+    dgx[u] = di;
+    dq[u] = FromFloat<XT>(di);
+    dgx[H + u] = df;
+    dq[H + u] = FromFloat<XT>(df);
+    dgx[2 * H + u] = dg;
+    dq[2 * H + u] = FromFloat<XT>(dg);
+    dgx[3 * H + u] = dout_gate;
+    dq[3 * H + u] = FromFloat<XT>(dout_gate);
     p.dc[bu] = dct * f;
     p.direct[bu] = 0.0f;
   } else if constexpr (M == RnnMode::kGru) {
@@ -70,16 +78,50 @@ __device__ __forceinline__ void GateGrads(const BwdParams& p, int t, int b, int 
     const float dan = d * (1.0f - z) * (1.0f - n * n);
     const float daz = d * (h_prev - n) * z * (1.0f - z);
     const float dar = dan * hn * r * (1.0f - r);
-    dgx[u] = dq[u] = dar;
-    dgx[H + u] = dq[H + u] = daz;
+    dgx[u] = dar;
+    dq[u] = FromFloat<XT>(dar);
+    dgx[H + u] = daz;
+    dq[H + u] = FromFloat<XT>(daz);
     dgx[2 * H + u] = dan;
-    dq[2 * H + u] = dan * r;
+    dq[2 * H + u] = FromFloat<XT>(dan * r);
     p.direct[bu] = d * z;
   } else {
     const float h = p.out[row * H + u];
     const float da = M == RnnMode::kTanh ? d * (1.0f - h * h) : (h > 0.0f ? d : 0.0f);
-    dgx[u] = dq[u] = da;
+    dgx[u] = da;
+    dq[u] = FromFloat<XT>(da);
     p.direct[bu] = 0.0f;
+  }
+}
+
+// Step t's rows of the CTA's units (dout, saved, c_seq or out, and the
+// step before's) into L2 while the grid meets at the barrier: the gate
+// gradients read them from DRAM otherwise, in the step's critical path.
+template <RnnMode M>
+__device__ __forceinline__ void PrefetchStep(const BwdParams& p, int t) {
+  const RnnShape& s = p.s;
+  const int64_t H = s.hidden, unit0 = int64_t(blockIdx.x) * s.units;
+  constexpr int kLines = M == RnnMode::kLstm ? 7 : M == RnnMode::kGru ? 6 : 2;
+  for (int i = threadIdx.x; i < s.batch * kLines; i += blockDim.x) {
+    const int b = i / kLines, l = i % kLines;
+    const int64_t row = int64_t(t) * s.batch + b;
+    const float* at;
+    if (l == 0) {
+      at = p.dout + row * H;
+    } else if (M != RnnMode::kLstm && M != RnnMode::kGru) {
+      at = p.out + row * H;
+    } else if (l <= 4) {
+      at = p.saved + row * 4 * H + (l - 1) * H;
+    } else if (M == RnnMode::kLstm) {
+      if (l == 6 && t == 0) continue;
+      at = p.c_seq + (l == 5 ? row : row - s.batch) * H;
+    } else {
+      if (t == 0) continue;
+      at = p.out + (row - s.batch) * H;
+    }
+    at += unit0;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at + s.units - 1));
   }
 }
 
@@ -100,13 +142,25 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
     p.dh[bu] = p.dh_n[bu];
     if constexpr (M == RnnMode::kLstm) p.dc[bu] = p.dc_n[bu];
   }
+  if constexpr (sizeof(WT) == 2) {
+    if (s.mma) ZeroTile(s, reinterpret_cast<WT*>(smem + s.smem_a));
+  }
   __syncthreads();
   unsigned int arrivals = 0;
   for (int t = s.steps - 1; t >= 0; --t) {
     for (int i = threadIdx.x; i < mine; i += blockDim.x) {
       const int b = i / s.units, u = unit0 + i % s.units;
-      if (u < H) GateGrads<M>(p, t, b, u);
+      if (u < H) {
+        if constexpr (sizeof(WT) == 2) {
+          if (s.mma) {
+            GateGrads<M, WT>(p, t, b, u);
+            continue;
+          }
+        }
+        GateGrads<M, float>(p, t, b, u);
+      }
     }
+    if (t > 0) PrefetchStep<M>(p, t - 1);
     GridBarrier(p.counter, ++arrivals * gridDim.x);
     const float* dq = p.dq + int64_t(t & 1) * s.batch * s.k;
     for (int b0 = 0; b0 < s.batch; b0 += s.batch_tile) {
@@ -114,9 +168,9 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
       if constexpr (sizeof(WT) == 2) {
         if (s.mma) {
           WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
-          StageRowsMma(dq, b0, rows, s, x);
+          StageRowsMma(reinterpret_cast<const WT*>(p.dq) + int64_t(t & 1) * s.batch * s.k, b0, rows, s, x);
           __syncthreads();
-          MmaProductTile(w, x, s, red);
+          MmaProductTile(w, x, rows, s, red);
         }
       }
       if (!s.mma) {

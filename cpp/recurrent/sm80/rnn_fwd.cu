@@ -23,13 +23,14 @@ struct FwdParams {
   float* saved;
   float* c_seq;
   float* hbuf;  // 2 x [B][H]: step t reads slot t & 1 (t > 0), writes slot (t + 1) & 1
+  void* hhalf;  // mma: the same slots in the weights' dtype (what other CTAs stage)
   unsigned int* counter;
 };
 
 // One example's step for unit u (valid: t < its length). q: the unit's
 // recurrent sums per gate (bias included); gx: its input projections per
 // gate (gx[g * gx_stride]); h_prev, c_prev: its previous state.
-template <RnnMode M>
+template <RnnMode M, typename WT>
 __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u, const float* q, const float* gx,
                                          int gx_stride, float h_prev, float c_prev, bool valid) {
   const RnnShape& s = p.s;
@@ -75,6 +76,9 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
   }
   p.out[row * H + u] = valid ? h : 0.0f;
   hnext[int64_t(b) * H + u] = h;
+  if constexpr (sizeof(WT) == 2) {
+    if (s.mma) reinterpret_cast<WT*>(p.hhalf)[int64_t((t + 1) & 1) * s.batch * H + int64_t(b) * H + u] = FromFloat<WT>(h);
+  }
   if (last) p.h_n[int64_t(b) * H + u] = h;
 }
 
@@ -130,6 +134,9 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
     const int g = col / U, u = unit0 + col % U;
     bias[col] = u < H ? p.b_hh[int64_t(g) * H + u] : 0.0f;
   }
+  if constexpr (sizeof(WT) == 2) {
+    if (s.mma) ZeroTile(s, reinterpret_cast<WT*>(smem + s.smem_a));
+  }
   __syncthreads();
   constexpr int kG = M == RnnMode::kLstm ? 4 : M == RnnMode::kGru ? 3 : 1;
   for (int t = 0; t < s.steps; ++t) {
@@ -140,9 +147,13 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
       if constexpr (sizeof(WT) == 2) {
         if (s.mma) {
           WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
-          StageRowsMma(prev, b0, rows, s, x);
+          if (t == 0) {
+            StageRowsMma(prev, b0, rows, s, x);
+          } else {
+            StageRowsMma(reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H, b0, rows, s, x);
+          }
           __syncthreads();
-          MmaProductTile(w, x, s, red);
+          MmaProductTile(w, x, rows, s, red);
         }
       }
       if (!s.mma) {
@@ -159,7 +170,7 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
 #pragma unroll
         for (int g = 0; g < kG; ++g) q[g] = SumParts(red, b, g * U + j, s) + bias[g * U + j];
         const int bg = b0 + b;
-        StepUnit<M>(p, t, bg, u, q, gxs + b * s.cols + j, U, hs[i], cs[i], t < p.lengths[bg]);
+        StepUnit<M, WT>(p, t, bg, u, q, gxs + b * s.cols + j, U, hs[i], cs[i], t < p.lengths[bg]);
       }
       __syncthreads();  // the tile, partials and own operands are rewritten next
     }
@@ -198,6 +209,7 @@ FwdParams ParamsOf(const RnnFwdArgs& a, const RnnCudaPlan& plan, char* ws) {
               a.saved,
               a.c_seq,
               reinterpret_cast<float*>(ws + plan.ws_exchange),
+              ws + plan.ws_half,
               reinterpret_cast<unsigned int*>(ws + plan.ws_counter)};
   return p;
 }

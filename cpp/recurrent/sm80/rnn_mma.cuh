@@ -46,29 +46,62 @@ __device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
 }
 
 // Rows [b0, b0 + rows) of src [batch][k] (float32, written by other CTAs:
-// read through L2) into the tile x [batch_tile][x_stride] in WT, zeros past
-// k (to the 16-multiple) and past the rows.
+// read through L2) into the first rows of the tile x [batch_tile][x_stride]
+// in WT, zeros past k (to the 16-multiple). The tile's later rows keep what
+// they held (zeros from ZeroTile, or an earlier tile's rows): a product row
+// depends on its own row alone, and rows past `rows` are never read.
 template <typename WT>
 __device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int b0, int rows, const RnnShape& s,
                                              WT* x) {
   const int kp4 = s.k_steps * 4;  // 4-element groups of a padded row
   if ((s.k & 3) == 0) {
-    for (int i = threadIdx.x; i < s.batch_tile * kp4; i += blockDim.x) {
+    for (int i = threadIdx.x; i < rows * kp4; i += blockDim.x) {
       const int b = i / kp4, k = 4 * (i % kp4);
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (b < rows && k < s.k) v = __ldcg(reinterpret_cast<const float4*>(src + int64_t(b0 + b) * s.k + k));
+      if (k < s.k) v = __ldcg(reinterpret_cast<const float4*>(src + int64_t(b0 + b) * s.k + k));
       *reinterpret_cast<uint2*>(x + b * s.x_stride + k) = make_uint2(PackPair<WT>(v.x, v.y), PackPair<WT>(v.z, v.w));
     }
   } else {
-    for (int i = threadIdx.x; i < s.batch_tile * kp4; i += blockDim.x) {
+    for (int i = threadIdx.x; i < rows * kp4; i += blockDim.x) {
       const int b = i / kp4, k = 4 * (i % kp4);
       float v[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        v[e] = (b < rows && k + e < s.k) ? __ldcg(src + int64_t(b0 + b) * s.k + k + e) : 0.0f;
+      for (int e = 0; e < 4; ++e) v[e] = k + e < s.k ? __ldcg(src + int64_t(b0 + b) * s.k + k + e) : 0.0f;
       *reinterpret_cast<uint2*>(x + b * s.x_stride + k) = make_uint2(PackPair<WT>(v[0], v[1]), PackPair<WT>(v[2], v[3]));
     }
   }
+}
+
+// The same from rows already in WT (the exchange written in the weights'
+// dtype by the producing CTAs): copies, 16 bytes at a time where k allows.
+template <typename WT>
+__device__ __forceinline__ void StageRowsMma(const WT* __restrict__ src, int b0, int rows, const RnnShape& s,
+                                             WT* x) {
+  if ((s.k & 7) == 0) {
+    const int kp8 = s.k_steps * 2;  // 8-element groups of a padded row
+    for (int i = threadIdx.x; i < rows * kp8; i += blockDim.x) {
+      const int b = i / kp8, k = 8 * (i % kp8);
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (k < s.k) v = __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + b) * s.k + k));
+      *reinterpret_cast<uint4*>(x + b * s.x_stride + k) = v;
+    }
+  } else {
+    const int kp = s.k_steps * 16;
+    const unsigned short* from = reinterpret_cast<const unsigned short*>(src);
+    unsigned short* to = reinterpret_cast<unsigned short*>(x);
+    for (int i = threadIdx.x; i < rows * kp; i += blockDim.x) {
+      const int b = i / kp, k = i % kp;
+      to[b * s.x_stride + k] = k < s.k ? __ldcg(from + int64_t(b0 + b) * s.k + k) : (unsigned short)0;
+    }
+  }
+}
+
+// Zeros in the whole tile (once, before the first step).
+template <typename WT>
+__device__ __forceinline__ void ZeroTile(const RnnShape& s, WT* x) {
+  uint4* v = reinterpret_cast<uint4*>(x);
+  const int n = int(int64_t(s.batch_tile) * s.x_stride * sizeof(WT) / 16);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
 // The product for a tile of 16 * MT rows: warps take (n tile, k part) jobs;
@@ -81,13 +114,33 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
   const uint2* wf = reinterpret_cast<const uint2*>(w);
   for (int job = warp; job < s.n_tiles * s.k_parts; job += kRnnWarps) {
     const int nt = job % s.n_tiles, part = job / s.n_tiles;
-    float acc[MT][4];
+    // Two accumulators a tile, alternate k steps in each (two independent
+    // mma chains: a one-tile product is latency-bound), added at the end.
+    float acc[MT][4], acc2[MT][4];
 #pragma unroll
-    for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][e] = acc2[m][e] = 0.0f;
     const uint2* wb = wf + int64_t(nt) * s.k_steps * 32 + lane;
     const WT* xr = x + g * s.x_stride + 2 * t;
-#pragma unroll 2
-    for (int ks = part; ks < s.k_steps; ks += s.k_parts) {
+    int ks = part;
+    for (; ks + s.k_parts < s.k_steps; ks += 2 * s.k_parts) {
+      const uint2 b = wb[int64_t(ks) * 32], b2 = wb[int64_t(ks + s.k_parts) * 32];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const WT* r0 = xr + (16 * m) * s.x_stride + 16 * ks;
+        const WT* r1 = r0 + 8 * s.x_stride;
+        MmaTile(acc[m], *reinterpret_cast<const uint32_t*>(r0), *reinterpret_cast<const uint32_t*>(r1),
+                *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x, b.y,
+                WT());
+        const WT* q0 = r0 + 16 * s.k_parts;
+        const WT* q1 = r1 + 16 * s.k_parts;
+        MmaTile(acc2[m], *reinterpret_cast<const uint32_t*>(q0), *reinterpret_cast<const uint32_t*>(q1),
+                *reinterpret_cast<const uint32_t*>(q0 + 8), *reinterpret_cast<const uint32_t*>(q1 + 8), b2.x, b2.y,
+                WT());
+      }
+    }
+    if (ks < s.k_steps) {
       const uint2 b = wb[int64_t(ks) * 32];
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
@@ -98,6 +151,10 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
                 WT());
       }
     }
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][e] += acc2[m][e];
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       float* r = red + (part * s.batch_tile + 16 * m + g) * s.red_stride + 8 * nt + 2 * t;
@@ -110,11 +167,12 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
   }
 }
 
+// The product over the m16 tiles holding `rows` rows.
 template <typename WT>
-__device__ __forceinline__ void MmaProductTile(const WT* w, const WT* x, const RnnShape& s, float* red) {
-  if (s.batch_tile <= 16) {
+__device__ __forceinline__ void MmaProductTile(const WT* w, const WT* x, int rows, const RnnShape& s, float* red) {
+  if (rows <= 16) {
     MmaProduct<1>(w, x, s, red);
-  } else if (s.batch_tile <= 32) {
+  } else if (rows <= 32) {
     MmaProduct<2>(w, x, s, red);
   } else {
     MmaProduct<4>(w, x, s, red);

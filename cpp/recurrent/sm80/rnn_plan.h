@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/switches.h"
 #include "recurrent/problem.h"
 
 namespace jaxdnn::recurrent {
@@ -68,9 +69,12 @@ struct RnnCudaPlan {
   int64_t x_stride = 0, red_stride = 0;
   int64_t smem_a = 0, smem_red = 0, smem_bias = 0, smem_extra = 0, smem_bytes = 0;
   // Workspace (bytes from its start): the sliced weights, the exchanged
-  // rows (forward: h, 2 x [B][H]; backward: dq, 2 x [B][G*H]), the
-  // backward's own state (dh, dc, direct: 3 x [B][H]), the barrier counter.
-  int64_t ws_exchange = 0, ws_state = 0, ws_counter = 0, ws_bytes = 0;
+  // rows (forward: h, 2 x [B][H] f32; backward: dq, 2 x [B][G*H], f32 or,
+  // with the mma product, in the weights' dtype), the mma forward's h again
+  // in the weights' dtype (half: what the other CTAs stage; the f32 copy
+  // keeps each unit's own state exact), the backward's own state (dh, dc,
+  // direct: 3 x [B][H]), the barrier counter.
+  int64_t ws_exchange = 0, ws_half = 0, ws_state = 0, ws_counter = 0, ws_bytes = 0;
 
   int64_t cols4() const { return col_groups * 4; }
   int64_t k_padded() const { return rounds * 32; }
@@ -134,7 +138,7 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
   p.k_steps = RnnCeil(p.k, 16);
   const int64_t extra_per_row = backward ? 0 : (p.cols + 2 * p.units) * 4;
   bool planned = false;
-  if (wd != WeightDtype::kF32) {
+  if (wd != WeightDtype::kF32 && SwitchText(Switch::kRnnMma) != "0") {
     // Tiles of 16, 32 or 64 rows (one to four m16 tiles; rows past the
     // batch are zeros); a row 16 bytes longer than k so that the fragment
     // loads of 8 rows fall in 32 different banks.
@@ -145,7 +149,7 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
     const int64_t want = std::min<int64_t>(64, RnnCeil(d.batch, 16) * 16);
     int64_t most = 16;
     while (most < want) most *= 2;
-    planned = ChooseTile(p, most, 16, std::min<int64_t>(most, 32), extra_per_row, dev) > 0;
+    planned = ChooseTile(p, most, 16, 16, extra_per_row, dev) > 0;
   }
   if (!planned) {
     // Batch tiles of 1, 2, 4 or 8 rows: the FMA product is instantiated for
@@ -165,8 +169,10 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
   const int64_t all_slices = RnnAlign(p.ctas * p.slice_elems() * p.wbytes);
   const int64_t exchange = RnnAlign(2 * d.batch * p.k * 4);
   const int64_t state = backward ? RnnAlign(3 * d.batch * H * 4) : 0;
+  const int64_t half = p.mma && !backward ? RnnAlign(2 * d.batch * H * p.wbytes) : 0;
   p.ws_exchange = all_slices;
-  p.ws_state = p.ws_exchange + exchange;
+  p.ws_half = p.ws_exchange + exchange;
+  p.ws_state = p.ws_half + half;
   p.ws_counter = p.ws_state + state;
   p.ws_bytes = p.ws_counter + 256;
   p.ok = true;
