@@ -132,6 +132,28 @@ __global__ void SliceWeights(const float* __restrict__ w_hh, WT* __restrict__ sl
   }
 }
 
+// n 16-byte vectors, vector i from load(i) into store(i, v), each thread
+// keeping kInFlight loads in flight: a plain loop waits one L2 round trip a
+// vector (the store needs the load), which made the staging most of a step.
+template <int kInFlight, typename Load, typename Store>
+__device__ __forceinline__ void CopyInFlight(int n, Load load, Store store) {
+  for (int base = threadIdx.x; base < n; base += kInFlight * blockDim.x) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      const int i = base + j * blockDim.x;
+      v[j] = i < n ? load(i) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      const int i = base + j * blockDim.x;
+      if (i < n) store(i, v[j]);
+    }
+  }
+}
+
+constexpr int kStageInFlight = 8;
+
 // Copies rows [b0, b0 + rows) of src [batch][k] into a [batch_tile][rounds
 // * 32] tile, zeros past k and past the rows (the product then needs no
 // bounds). Rows other CTAs wrote are read through L2 (__ldcg).
@@ -140,12 +162,14 @@ __device__ __forceinline__ void StageRows(const float* __restrict__ src, int b0,
   const int kp = s.rounds * 32;
   if ((s.k & 3) == 0) {
     const int kp4 = kp / 4;
-    for (int i = threadIdx.x; i < s.batch_tile * kp4; i += blockDim.x) {
-      const int b = i / kp4, k = 4 * (i % kp4);
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (b < rows && k < s.k) v = __ldcg(reinterpret_cast<const float4*>(src + int64_t(b0 + b) * s.k + k));
-      reinterpret_cast<float4*>(a)[i] = v;
-    }
+    CopyInFlight<kStageInFlight>(
+        s.batch_tile * kp4,
+        [&](int i) {
+          const int b = i / kp4, k = 4 * (i % kp4);
+          return b < rows && k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + b) * s.k + k))
+                                     : make_uint4(0u, 0u, 0u, 0u);
+        },
+        [&](int i, uint4 v) { reinterpret_cast<uint4*>(a)[i] = v; });
   } else {
     for (int i = threadIdx.x; i < s.batch_tile * kp; i += blockDim.x) {
       const int b = i / kp, k = i % kp;

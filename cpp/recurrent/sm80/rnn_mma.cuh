@@ -55,12 +55,18 @@ __device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int 
                                              WT* x) {
   const int kp4 = s.k_steps * 4;  // 4-element groups of a padded row
   if ((s.k & 3) == 0) {
-    for (int i = threadIdx.x; i < rows * kp4; i += blockDim.x) {
-      const int b = i / kp4, k = 4 * (i % kp4);
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (k < s.k) v = __ldcg(reinterpret_cast<const float4*>(src + int64_t(b0 + b) * s.k + k));
-      *reinterpret_cast<uint2*>(x + b * s.x_stride + k) = make_uint2(PackPair<WT>(v.x, v.y), PackPair<WT>(v.z, v.w));
-    }
+    CopyInFlight<kStageInFlight>(
+        rows * kp4,
+        [&](int i) {
+          const int k = 4 * (i % kp4);
+          return k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + i / kp4) * s.k + k))
+                         : make_uint4(0u, 0u, 0u, 0u);
+        },
+        [&](int i, uint4 u) {
+          const float4 v = *reinterpret_cast<const float4*>(&u);
+          *reinterpret_cast<uint2*>(x + (i / kp4) * s.x_stride + 4 * (i % kp4)) =
+              make_uint2(PackPair<WT>(v.x, v.y), PackPair<WT>(v.z, v.w));
+        });
   } else {
     for (int i = threadIdx.x; i < rows * kp4; i += blockDim.x) {
       const int b = i / kp4, k = 4 * (i % kp4);
@@ -79,12 +85,14 @@ __device__ __forceinline__ void StageRowsMma(const WT* __restrict__ src, int b0,
                                              WT* x) {
   if ((s.k & 7) == 0) {
     const int kp8 = s.k_steps * 2;  // 8-element groups of a padded row
-    for (int i = threadIdx.x; i < rows * kp8; i += blockDim.x) {
-      const int b = i / kp8, k = 8 * (i % kp8);
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (k < s.k) v = __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + b) * s.k + k));
-      *reinterpret_cast<uint4*>(x + b * s.x_stride + k) = v;
-    }
+    CopyInFlight<kStageInFlight>(
+        rows * kp8,
+        [&](int i) {
+          const int k = 8 * (i % kp8);
+          return k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + i / kp8) * s.k + k))
+                         : make_uint4(0u, 0u, 0u, 0u);
+        },
+        [&](int i, uint4 v) { *reinterpret_cast<uint4*>(x + (i / kp8) * s.x_stride + 8 * (i % kp8)) = v; });
   } else {
     const int kp = s.k_steps * 16;
     const unsigned short* from = reinterpret_cast<const unsigned short*>(src);
