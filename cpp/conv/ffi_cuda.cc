@@ -17,6 +17,7 @@
 #include "common/cuda_check.h"
 #include "conv/geometry_attrs.h"
 #include "conv/heuristics.h"
+#include "conv/sm80/depthwise_fwd.h"
 #include "conv/sm90/conv1x1_gemm_sm90.h"
 #include "conv/sm90/conv_dgrad_sm90.h"
 #include "conv/sm90/conv_fprop_sm90.h"
@@ -47,6 +48,12 @@ bool ForwardOnGemm(const ConvFwdArgs& p) {
   return IsPointwiseGemm(p.g) && PreferConv1x1Gemm(p.g) && Conv1x1GemmSm90Refusal(p) == nullptr;
 }
 
+// Whether the forward of p runs on the depthwise direct loop: only where
+// the call forced algorithm="direct" until that kernel is measured.
+bool ForwardOnDepthwise(const ConvFwdArgs& p) {
+  return p.g.algorithm == kAlgoDirect && DepthwiseFwdRefusal(p) == nullptr;
+}
+
 ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t in_channels,
                int64_t out_channels, int64_t groups, Dims in, Dims out, Dims window, Dims stride,
                Dims in_dilation, Dims k_dilation, Dims pad_lo, int32_t act, float act_param, float alpha,
@@ -57,6 +64,11 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
   auto p = Decode(args, rets, attrs, ReadConvFwdCall);
   if (!p.has_value()) return p.error();
   ClearStaleLaunchError();
+  if (ForwardOnDepthwise(*p)) {
+    const LaunchStatus s = DepthwiseFwdCuda(*p, stream);
+    if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (depthwise direct): " + s.Text());
+    return ffi::Error::Success();
+  }
   if (ForwardOnGemm(*p)) {
     const LaunchStatus s = Conv1x1GemmSm90(*p, p->workspace, p->workspace_bytes, stream);
     if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (sm90 1x1 GEMM): " + s.Text());
@@ -150,6 +162,7 @@ ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
 
 int64_t FwdWorkspace(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
+  if (ForwardOnDepthwise(p)) return 0;
   if (ForwardOnGemm(p)) return int64_t(Conv1x1GemmSm90Workspace(p));
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
   return int64_t(ConvFpropSm90Workspace(p));
@@ -159,6 +172,7 @@ int64_t FwdWorkspace(const QueryArgs& q) {
 // problem (the same arguments as FwdWorkspace), or -1 where it refuses.
 int64_t FwdTileN(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
+  if (ForwardOnDepthwise(p)) return -1;
   if (ForwardOnGemm(p)) return Conv1x1GemmSm90TileN(p);
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
   return ConvFpropSm90TileN(p);
@@ -166,9 +180,10 @@ int64_t FwdTileN(const QueryArgs& q) {
 
 // Which kernel the forward runs for a problem (the same arguments as
 // FwdWorkspace): 1 the 1x1 persistent GEMM, 0 the implicit-GEMM
-// convolution, -1 neither (the plan refuses it).
+// convolution, 2 the depthwise direct loop, -1 none (the plans refuse it).
 int64_t FwdKernel(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
+  if (ForwardOnDepthwise(p)) return 2;
   if (ForwardOnGemm(p)) return 1;
   return ConvFpropSm90Refusal(p) != nullptr ? -1 : 0;
 }

@@ -198,7 +198,12 @@ def _decide(
         f"{op}: algorithm='direct' serves depthwise convolutions (one channel per group) "
         "on the CPU so far; use 'implicit_gemm' or None"
       )
-    if target == "cuda" and algorithm != "implicit_gemm":
+    if target == "cuda" and algorithm == "direct" and not depthwise:
+      raise ValueError(
+        f"{op}: algorithm='direct' serves depthwise convolutions (one channel per group) "
+        "on CUDA; use 'implicit_gemm' or None"
+      )
+    if target == "cuda" and algorithm not in ("implicit_gemm", "direct"):
       raise ValueError(f"{op}: algorithm={algorithm!r} has no CUDA kernel yet")
 
   def cuda_unsupported():
@@ -242,6 +247,8 @@ def _decide(
   elif platform == "xla":
     chosen = "xla"
     reason = fallback_reason or "implementation='xla' (the plain-JAX oracle)"
+  elif platform == "cuda" and algorithm == "direct":
+    chosen, reason = "direct", "algorithm='direct' asked for: the CUDA depthwise channel-vector loop"
   elif platform == "cuda":
     chosen = "implicit_gemm"
     reason = "the sm90 implicit GEMM serves this call (CUTLASS, TMA im2col, fused epilogue)"
@@ -351,14 +358,20 @@ def _plan_report(c: _Call) -> dict:
       has_residual=c.residual is not None,
       algorithm=ALGORITHM_CODES[c.algorithm] if c.forced else 0,
     )
-    gemm = forward_plan(c.g, c.g.batch, query="conv_fwd_kernel", **static) == 1
-    report["config"] = dict(
-      kernel="CUTLASS sm90 persistent GEMM (1x1 stride 1), cooperative warp-specialized"
-      if gemm
-      else "CUTLASS sm90 implicit GEMM, warp-specialized, cluster 1x1",
-      workspace_bytes=forward_plan(c.g, c.g.batch, **static),
-      tile=f"128x{forward_plan(c.g, c.g.batch, query='conv_fwd_tile_n', **static)}x64",
-    )
+    kernel = forward_plan(c.g, c.g.batch, query="conv_fwd_kernel", **static)
+    if kernel == 2:
+      report["config"] = dict(
+        kernel="depthwise direct loop (CUDA): a 16-byte channel vector per thread",
+        workspace_bytes=0,
+      )
+    else:
+      report["config"] = dict(
+        kernel="CUTLASS sm90 persistent GEMM (1x1 stride 1), cooperative warp-specialized"
+        if kernel == 1
+        else "CUTLASS sm90 implicit GEMM, warp-specialized, cluster 1x1",
+        workspace_bytes=forward_plan(c.g, c.g.batch, **static),
+        tile=f"128x{forward_plan(c.g, c.g.batch, query='conv_fwd_tile_n', **static)}x64",
+      )
     report["gradients"] = _cuda_gradients(c)
   elif c.platform == "cpu":
     report["config"] = dict(kernel="6x16 float32 register tiles" if c.algorithm != "direct" else

@@ -255,3 +255,41 @@ def test_default_follows_the_measured_rules():
     warnings.simplefilter("error")
     y = jax.jit(lambda x, w: jaxdnn.conv(x, w))(x, w)
   assert y.shape == (2, 16, 16, 64)
+
+
+@pytest.mark.parametrize(
+  "xs, kw",
+  [
+    ((2, 13, 11, 64), dict(padding="SAME")),
+    ((3, 17, 15, 32), dict(padding="SAME", kernel_dilation=4, activation="relu")),
+    ((2, 9, 12, 16), dict(padding=((1, 2), (0, 1)), strides=2, activation="gelu")),
+  ],
+)
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float32])
+def test_depthwise_direct_forced_on_cuda(xs, kw, dtype):
+  """cpp/conv/sm80/depthwise_fwd.cu: algorithm='direct' runs a depthwise
+  forward on the CUDA channel-vector loop (the custom call is in the HLO,
+  conv_plan names the kernel), matches the float32 oracle with bias and
+  residual, and differentiates (its gradients on XLA's convolution)."""
+  c = xs[-1]
+  rng = np.random.default_rng(5)
+  x = normal(rng, xs, dtype)
+  w = normal(rng, (3, 3, 1, c), dtype, scale=0.3)
+  b = normal(rng, (c,), dtype)
+  spec = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w)]
+  plan = jaxdnn.conv_plan(*spec, feature_group_count=c, algorithm="direct", **kw)
+  assert plan["implementation"] == "cuda", plan
+  assert "depthwise direct" in plan["config"]["kernel"], plan
+  f = jax.jit(lambda x, w, b: jaxdnn.conv(x, w, b, feature_group_count=c, algorithm="direct", **kw))
+  assert "jaxdnn_conv_fwd" in custom_call_targets(f.lower(x, w, b).compile().as_text())
+  wide = lambda a: a.astype(jnp.float32)
+  want = jaxdnn.conv(wide(x), wide(w), wide(b), feature_group_count=c, implementation="xla", **kw)
+  got = f(x, w, b)
+  assert_close(got.astype(jnp.float32), want, 2e-2 if dtype == jnp.bfloat16 else 1e-4)
+  loss = lambda impl: lambda x, w: jnp.sum(
+    jnp.sin(jaxdnn.conv(x, w, b, feature_group_count=c, **impl, **kw).astype(jnp.float32))
+  )
+  g = jax.grad(loss(dict(algorithm="direct")), argnums=(0, 1))(x, w)
+  g_want = jax.grad(loss(dict(implementation="xla")), argnums=(0, 1))(x, w)
+  for a, e in zip(g, g_want):
+    assert_close(a.astype(jnp.float32), e.astype(jnp.float32), 5e-2 if dtype == jnp.bfloat16 else 1e-3)

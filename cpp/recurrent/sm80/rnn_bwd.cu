@@ -121,7 +121,7 @@ __device__ __forceinline__ void PrefetchStep(const BwdParams& p, int t) {
     }
     at += unit0;
     asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(at + s.units - 1));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at + std::min<int64_t>(s.units, H - unit0) - 1));
   }
 }
 

@@ -114,7 +114,7 @@ __device__ __forceinline__ void PrefetchGx(const FwdParams& p, int t) {
   for (int i = threadIdx.x; i < s.batch * s.gates; i += blockDim.x) {
     const float* at = p.gx + (int64_t(t) * s.batch + i / s.gates) * GH + int64_t(i % s.gates) * H + unit0;
     asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(at + s.units - 1));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at + min(s.units, H - unit0) - 1));
   }
 }
 

@@ -48,8 +48,9 @@ __device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
 // Rows [b0, b0 + rows) of src [batch][k] (float32, written by other CTAs:
 // read through L2) into the first rows of the tile x [batch_tile][x_stride]
 // in WT, zeros past k (to the 16-multiple). The tile's later rows keep what
-// they held (zeros from ZeroTile, or an earlier tile's rows): a product row
-// depends on its own row alone, and rows past `rows` are never read.
+// they held (zeros from ZeroTile, or an earlier tile's rows): the product
+// reads them (its m16 tiles cover 16 * MT rows), but an output row depends
+// on its own input row alone, and output rows past `rows` are never read.
 template <typename WT>
 __device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int b0, int rows, const RnnShape& s,
                                              WT* x) {
