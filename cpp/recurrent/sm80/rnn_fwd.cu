@@ -147,13 +147,16 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
       if constexpr (sizeof(WT) == 2) {
         if (s.mma) {
           WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
-          if (t == 0) {
-            StageRowsMma(prev, b0, rows, s, x);
-          } else {
-            StageRowsMma(reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H, b0, rows, s, x);
+          for (int kc = 0; kc < s.k_chunks; ++kc) {
+            if (kc > 0) __syncthreads();  // the last chunk's product has read x
+            if (t == 0) {
+              StageRowsMma(prev, b0, rows, kc, s, x);
+            } else {
+              StageRowsMma(reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H, b0, rows, kc, s, x);
+            }
+            __syncthreads();
+            MmaProductTile(w, x, rows, kc, s, red);
           }
-          __syncthreads();
-          MmaProductTile(w, x, rows, s, red);
         }
       }
       if (!s.mma) {

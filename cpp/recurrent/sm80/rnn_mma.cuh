@@ -46,20 +46,22 @@ __device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
 }
 
 // Rows [b0, b0 + rows) of src [batch][k] (float32, written by other CTAs:
-// read through L2) into the first rows of the tile x [batch_tile][x_stride]
-// in WT, zeros past k (to the 16-multiple). The tile's later rows keep what
-// they held (zeros from ZeroTile, or an earlier tile's rows): the product
+// read through L2), columns of chunk kc (k from kc * chunk_steps * 16, that
+// many steps' worth), into the first rows of the tile x [batch_tile]
+// [x_stride] in WT, zeros past k. The tile's later rows keep what they held
+// (zeros from ZeroTile, or an earlier tile's or chunk's rows): the product
 // reads them (its m16 tiles cover 16 * MT rows), but an output row depends
 // on its own input row alone, and output rows past `rows` are never read.
 template <typename WT>
-__device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int b0, int rows, const RnnShape& s,
-                                             WT* x) {
-  const int kp4 = s.k_steps * 4;  // 4-element groups of a padded row
+__device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int b0, int rows, int kc,
+                                             const RnnShape& s, WT* x) {
+  const int kp4 = s.chunk_steps * 4;  // 4-element groups of a chunk's row
+  const int k0 = kc * s.chunk_steps * 16;
   if ((s.k & 3) == 0) {
     CopyInFlight<kStageInFlight>(
         rows * kp4,
         [&](int i) {
-          const int k = 4 * (i % kp4);
+          const int k = k0 + 4 * (i % kp4);
           return k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + i / kp4) * s.k + k))
                          : make_uint4(0u, 0u, 0u, 0u);
         },
@@ -70,11 +72,11 @@ __device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int 
         });
   } else {
     for (int i = threadIdx.x; i < rows * kp4; i += blockDim.x) {
-      const int b = i / kp4, k = 4 * (i % kp4);
+      const int b = i / kp4, kr = 4 * (i % kp4), k = k0 + kr;
       float v[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) v[e] = k + e < s.k ? __ldcg(src + int64_t(b0 + b) * s.k + k + e) : 0.0f;
-      *reinterpret_cast<uint2*>(x + b * s.x_stride + k) = make_uint2(PackPair<WT>(v[0], v[1]), PackPair<WT>(v[2], v[3]));
+      *reinterpret_cast<uint2*>(x + b * s.x_stride + kr) = make_uint2(PackPair<WT>(v[0], v[1]), PackPair<WT>(v[2], v[3]));
     }
   }
 }
@@ -82,25 +84,26 @@ __device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int 
 // The same from rows already in WT (the exchange written in the weights'
 // dtype by the producing CTAs): copies, 16 bytes at a time where k allows.
 template <typename WT>
-__device__ __forceinline__ void StageRowsMma(const WT* __restrict__ src, int b0, int rows, const RnnShape& s,
-                                             WT* x) {
+__device__ __forceinline__ void StageRowsMma(const WT* __restrict__ src, int b0, int rows, int kc,
+                                             const RnnShape& s, WT* x) {
+  const int k0 = kc * s.chunk_steps * 16;
   if ((s.k & 7) == 0) {
-    const int kp8 = s.k_steps * 2;  // 8-element groups of a padded row
+    const int kp8 = s.chunk_steps * 2;  // 8-element groups of a chunk's row
     CopyInFlight<kStageInFlight>(
         rows * kp8,
         [&](int i) {
-          const int k = 8 * (i % kp8);
+          const int k = k0 + 8 * (i % kp8);
           return k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + i / kp8) * s.k + k))
                          : make_uint4(0u, 0u, 0u, 0u);
         },
         [&](int i, uint4 v) { *reinterpret_cast<uint4*>(x + (i / kp8) * s.x_stride + 8 * (i % kp8)) = v; });
   } else {
-    const int kp = s.k_steps * 16;
+    const int kp = s.chunk_steps * 16;
     const unsigned short* from = reinterpret_cast<const unsigned short*>(src);
     unsigned short* to = reinterpret_cast<unsigned short*>(x);
     for (int i = threadIdx.x; i < rows * kp; i += blockDim.x) {
-      const int b = i / kp, k = i % kp;
-      to[b * s.x_stride + k] = k < s.k ? __ldcg(from + int64_t(b0 + b) * s.k + k) : (unsigned short)0;
+      const int b = i / kp, kr = i % kp, k = k0 + kr;
+      to[b * s.x_stride + kr] = k < s.k ? __ldcg(from + int64_t(b0 + b) * s.k + k) : (unsigned short)0;
     }
   }
 }
@@ -118,9 +121,12 @@ __device__ __forceinline__ void ZeroTile(const RnnShape& s, WT* x) {
 // columns 2t and 2t + 1 of its n tile. w: the slice, [n_tile][k_step][32]
 // 8-byte B fragments (shared memory or the workspace).
 template <int MT, typename WT>
-__device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x, const RnnShape& s, float* red) {
+__device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x, int kc, const RnnShape& s,
+                                           float* red) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const uint2* wf = reinterpret_cast<const uint2*>(w);
+  // Chunk kc's k steps [ks0, ks0 + nks); x holds them from column 0.
+  const int ks0 = kc * s.chunk_steps, nks = min(s.chunk_steps, s.k_steps - ks0);
+  const uint2* wf = reinterpret_cast<const uint2*>(w) + int64_t(ks0) * 32;
   for (int job = warp; job < s.n_tiles * s.k_parts; job += kRnnWarps) {
     const int nt = job % s.n_tiles, part = job / s.n_tiles;
     // Two accumulators a tile, alternate k steps in each (two independent
@@ -133,7 +139,7 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
     const uint2* wb = wf + int64_t(nt) * s.k_steps * 32 + lane;
     const WT* xr = x + g * s.x_stride + 2 * t;
     int ks = part;
-    for (; ks + s.k_parts < s.k_steps; ks += 2 * s.k_parts) {
+    for (; ks + s.k_parts < nks; ks += 2 * s.k_parts) {
       const uint2 b = wb[int64_t(ks) * 32], b2 = wb[int64_t(ks + s.k_parts) * 32];
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
@@ -149,7 +155,7 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
                 WT());
       }
     }
-    if (ks < s.k_steps) {
+    if (ks < nks) {
       const uint2 b = wb[int64_t(ks) * 32];
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
@@ -166,7 +172,7 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
       for (int e = 0; e < 4; ++e) acc[m][e] += acc2[m][e];
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      float* r = red + (part * s.batch_tile + 16 * m + g) * s.red_stride + 8 * nt + 2 * t;
+      float* r = red + ((kc * s.k_parts + part) * s.batch_tile + 16 * m + g) * s.red_stride + 8 * nt + 2 * t;
       r[0] = acc[m][0];
       r[1] = acc[m][1];
       r += 8 * s.red_stride;
@@ -176,15 +182,16 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
   }
 }
 
-// The product over the m16 tiles holding `rows` rows.
+// The product of chunk kc over the m16 tiles holding `rows` rows.
 template <typename WT>
-__device__ __forceinline__ void MmaProductTile(const WT* w, const WT* x, int rows, const RnnShape& s, float* red) {
+__device__ __forceinline__ void MmaProductTile(const WT* w, const WT* x, int rows, int kc, const RnnShape& s,
+                                               float* red) {
   if (rows <= 16) {
-    MmaProduct<1>(w, x, s, red);
+    MmaProduct<1>(w, x, kc, s, red);
   } else if (rows <= 32) {
-    MmaProduct<2>(w, x, s, red);
+    MmaProduct<2>(w, x, kc, s, red);
   } else {
-    MmaProduct<4>(w, x, s, red);
+    MmaProduct<4>(w, x, kc, s, red);
   }
 }
 
