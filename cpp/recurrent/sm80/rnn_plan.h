@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 
 #include "common/switches.h"
 #include "recurrent/problem.h"
@@ -148,8 +149,11 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
     // Where no 16-row tile of the whole k fits (the backward's k = G * H at
     // H = 2048), the rows are staged and multiplied in chunks of k, each
     // chunk's partials kept apart (summed in order with the others).
+    // k_parts: the fewest that make the (n tile, k part) jobs a multiple of
+    // the 8 warps (n_tiles 5, as the GRU's 33 columns at H=1024, left 3 warps
+    // idle with one part).
     p.mma = true;
-    p.k_parts = std::max<int64_t>(1, kRnnWarps / p.n_tiles);
+    p.k_parts = kRnnWarps / std::gcd<int64_t>(p.n_tiles, kRnnWarps);
     p.red_stride = p.n_tiles * 8;
     const int64_t want = std::min<int64_t>(64, RnnCeil(d.batch, 16) * 16);
     int64_t most = 16;
