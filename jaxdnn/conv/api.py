@@ -234,8 +234,17 @@ def _decide(
     platform == "cuda"
     and algorithm is None
     and not prefer_sm90(g, g.batch)
-    and not _pointwise_gemm_serves(g, x.dtype, out_dtype, bias_dtype, residual_dtype, act, saved,
-                                   bias is not None, residual is not None)  # fmt: skip
+    and not _pointwise_gemm_serves(
+      g,
+      x.dtype,
+      out_dtype,
+      bias_dtype,
+      residual_dtype,
+      act,
+      saved,
+      bias is not None,
+      residual is not None,
+    )  # fmt: skip
   )
   if heuristic:
     impl, platform = "xla", "xla"
@@ -248,7 +257,10 @@ def _decide(
     chosen = "xla"
     reason = fallback_reason or "implementation='xla' (the plain-JAX oracle)"
   elif platform == "cuda" and algorithm == "direct":
-    chosen, reason = "direct", "algorithm='direct' asked for: the CUDA depthwise channel-vector loop"
+    chosen, reason = (
+      "direct",
+      "algorithm='direct' asked for: the CUDA depthwise channel-vector loop",
+    )
   elif platform == "cuda":
     chosen = "implicit_gemm"
     reason = "the sm90 implicit GEMM serves this call (CUTLASS, TMA im2col, fused epilogue)"
@@ -282,8 +294,9 @@ def _decide(
   )
 
 
-def _pointwise_gemm_serves(g, x_dtype, out_dtype, bias_dtype, residual_dtype, act, saved, has_bias,
-                           has_residual) -> bool:
+def _pointwise_gemm_serves(
+  g, x_dtype, out_dtype, bias_dtype, residual_dtype, act, saved, has_bias, has_residual
+) -> bool:
   """Whether the 1x1 persistent GEMM runs this forward by default (1x1,
   stride 1, unpadded, channels multiples of 8, a 16-bit x, an identity/ReLU/
   ReLU6 epilogue): it measured 1.2-2.1x the implicit GEMM on every ResNet-50

@@ -286,10 +286,14 @@ def test_depthwise_direct_forced_on_cuda(xs, kw, dtype):
   want = jaxdnn.conv(wide(x), wide(w), wide(b), feature_group_count=c, implementation="xla", **kw)
   got = f(x, w, b)
   assert_close(got.astype(jnp.float32), want, 2e-2 if dtype == jnp.bfloat16 else 1e-4)
-  loss = lambda impl: lambda x, w: jnp.sum(
-    jnp.sin(jaxdnn.conv(x, w, b, feature_group_count=c, **impl, **kw).astype(jnp.float32))
+  loss = lambda impl: (
+    lambda x, w: jnp.sum(
+      jnp.sin(jaxdnn.conv(x, w, b, feature_group_count=c, **impl, **kw).astype(jnp.float32))
+    )
   )
   g = jax.grad(loss(dict(algorithm="direct")), argnums=(0, 1))(x, w)
   g_want = jax.grad(loss(dict(implementation="xla")), argnums=(0, 1))(x, w)
   for a, e in zip(g, g_want):
-    assert_close(a.astype(jnp.float32), e.astype(jnp.float32), 5e-2 if dtype == jnp.bfloat16 else 1e-3)
+    assert_close(
+      a.astype(jnp.float32), e.astype(jnp.float32), 5e-2 if dtype == jnp.bfloat16 else 1e-3
+    )

@@ -61,7 +61,8 @@ template <typename OT, int E>
 __device__ void LoadOut(const OT* p, float* f) {
   constexpr int kPer = Vec16<OT>::kElems;
 #pragma unroll
-  for (int v = 0; v < E / kPer; ++v) Vec16<OT>::Unpack(__ldg(reinterpret_cast<const uint4*>(p) + v), f + v * kPer);
+  for (int v = 0; v < E / kPer; ++v)
+    Vec16<OT>::Unpack(__ldg(reinterpret_cast<const uint4*>(p) + v), f + v * kPer);
 }
 template <typename OT, int E>
 __device__ void StoreOut(OT* p, const float* f) {
@@ -102,8 +103,10 @@ __global__ void __launch_bounds__(256) DepthwiseFwdKernel(DwParams p) {
           const int pw = ow * p.stride[2] - p.pad_lo[2] + kw * p.k_dil[2];
           if (pw < 0 || pw % p.in_dil[2] != 0 || pw / p.in_dil[2] >= p.in[2]) continue;
           const int iw = pw / p.in_dil[2];
-          const int64_t xi = (((n * p.in[0] + id) * p.in[1] + ih) * p.in[2] + iw) * p.channels + int64_t(cv) * E;
-          const int64_t wi = ((int64_t(kd) * p.window[1] + kh) * p.window[2] + kw) * p.channels + int64_t(cv) * E;
+          const int64_t xi =
+              (((n * p.in[0] + id) * p.in[1] + ih) * p.in[2] + iw) * p.channels + int64_t(cv) * E;
+          const int64_t wi =
+              ((int64_t(kd) * p.window[1] + kh) * p.window[2] + kw) * p.channels + int64_t(cv) * E;
           float xf[E], wf[E];
           V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + xi)), xf);
           V::Unpack(__ldg(reinterpret_cast<const uint4*>(w + wi)), wf);
@@ -166,7 +169,8 @@ const char* DepthwiseFwdRefusal(const ConvFwdArgs& p) {
   for (int k = 0; k < 3; ++k) {
     if (p.g.stride[k] < 1 || p.g.in_dilation[k] < 1 || p.g.k_dilation[k] < 1)
       return "depthwise_fwd: strides and dilations must be positive";
-    if (p.g.in[k] >= (int64_t(1) << 30) || p.g.out[k] >= (int64_t(1) << 30) || p.g.window[k] >= (int64_t(1) << 30))
+    if (p.g.in[k] >= (int64_t(1) << 30) || p.g.out[k] >= (int64_t(1) << 30) ||
+        p.g.window[k] >= (int64_t(1) << 30))
       return "depthwise_fwd: a spatial size is too large";
   }
   return nullptr;
@@ -209,7 +213,8 @@ LaunchStatus DepthwiseFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
     case ffi::DataType::F32: return Launch<float, float>(d, stream);
     case ffi::DataType::BF16:
       return wide ? Launch<__nv_bfloat16, float>(d, stream) : Launch<__nv_bfloat16, __nv_bfloat16>(d, stream);
-    case ffi::DataType::F16: return wide ? Launch<__half, float>(d, stream) : Launch<__half, __half>(d, stream);
+    case ffi::DataType::F16:
+      return wide ? Launch<__half, float>(d, stream) : Launch<__half, __half>(d, stream);
     default: return LaunchStatus::Refused("depthwise_fwd: x and w must be float32, bfloat16 or float16");
   }
 }

@@ -170,7 +170,8 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
           WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
           for (int kc = 0; kc < s.k_chunks; ++kc) {
             if (kc > 0) __syncthreads();  // the last chunk's product has read x
-            StageRowsMma(reinterpret_cast<const WT*>(p.dq) + int64_t(t & 1) * s.batch * s.k, b0, rows, kc, s, x);
+            StageRowsMma(reinterpret_cast<const WT*>(p.dq) + int64_t(t & 1) * s.batch * s.k, b0, rows, kc, s,
+                         x);
             __syncthreads();
             MmaProductTile(w, x, rows, kc, s, red);
           }

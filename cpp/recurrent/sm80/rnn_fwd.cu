@@ -31,8 +31,9 @@ struct FwdParams {
 // recurrent sums per gate (bias included); gx: its input projections per
 // gate (gx[g * gx_stride]); h_prev, c_prev: its previous state.
 template <RnnMode M, typename WT>
-__device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u, const float* q, const float* gx,
-                                         int gx_stride, float h_prev, float c_prev, bool valid) {
+__device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u, const float* q,
+                                         const float* gx, int gx_stride, float h_prev, float c_prev,
+                                         bool valid) {
   const RnnShape& s = p.s;
   const int64_t H = s.hidden, row = int64_t(t) * s.batch + b;
   float* hnext = p.hbuf + int64_t((t + 1) & 1) * s.batch * H;
@@ -77,7 +78,9 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
   p.out[row * H + u] = valid ? h : 0.0f;
   hnext[int64_t(b) * H + u] = h;
   if constexpr (sizeof(WT) == 2) {
-    if (s.mma) reinterpret_cast<WT*>(p.hhalf)[int64_t((t + 1) & 1) * s.batch * H + int64_t(b) * H + u] = FromFloat<WT>(h);
+    if (s.mma)
+      reinterpret_cast<WT*>(p.hhalf)[int64_t((t + 1) & 1) * s.batch * H + int64_t(b) * H + u] =
+          FromFloat<WT>(h);
   }
   if (last) p.h_n[int64_t(b) * H + u] = h;
 }
@@ -86,8 +89,8 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
 // rows (one memory latency for both): gx [rows][cols] (column g * units + j
 // of unit0 + j), the previous h and c [rows][units].
 template <RnnMode M>
-__device__ __forceinline__ void StageOwn(const FwdParams& p, int t, int b0, int rows, const float* prev, float* gxs,
-                                         float* hs, float* cs) {
+__device__ __forceinline__ void StageOwn(const FwdParams& p, int t, int b0, int rows, const float* prev,
+                                         float* gxs, float* hs, float* cs) {
   const RnnShape& s = p.s;
   const int H = s.hidden, U = s.units, C = s.cols, unit0 = blockIdx.x * U;
   const int64_t GH = int64_t(s.gates) * H;
@@ -152,7 +155,8 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
             if (t == 0) {
               StageRowsMma(prev, b0, rows, kc, s, x);
             } else {
-              StageRowsMma(reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H, b0, rows, kc, s, x);
+              StageRowsMma(reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H, b0, rows, kc,
+                           s, x);
             }
             __syncthreads();
             MmaProductTile(w, x, rows, kc, s, red);

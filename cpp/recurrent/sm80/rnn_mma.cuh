@@ -76,7 +76,8 @@ __device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int 
       float v[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) v[e] = k + e < s.k ? __ldcg(src + int64_t(b0 + b) * s.k + k + e) : 0.0f;
-      *reinterpret_cast<uint2*>(x + b * s.x_stride + kr) = make_uint2(PackPair<WT>(v[0], v[1]), PackPair<WT>(v[2], v[3]));
+      *reinterpret_cast<uint2*>(x + b * s.x_stride + kr) =
+          make_uint2(PackPair<WT>(v[0], v[1]), PackPair<WT>(v[2], v[3]));
     }
   }
 }
@@ -146,13 +147,13 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
         const WT* r0 = xr + (16 * m) * s.x_stride + 16 * ks;
         const WT* r1 = r0 + 8 * s.x_stride;
         MmaTile(acc[m], *reinterpret_cast<const uint32_t*>(r0), *reinterpret_cast<const uint32_t*>(r1),
-                *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x, b.y,
-                WT());
+                *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x,
+                b.y, WT());
         const WT* q0 = r0 + 16 * s.k_parts;
         const WT* q1 = r1 + 16 * s.k_parts;
         MmaTile(acc2[m], *reinterpret_cast<const uint32_t*>(q0), *reinterpret_cast<const uint32_t*>(q1),
-                *reinterpret_cast<const uint32_t*>(q0 + 8), *reinterpret_cast<const uint32_t*>(q1 + 8), b2.x, b2.y,
-                WT());
+                *reinterpret_cast<const uint32_t*>(q0 + 8), *reinterpret_cast<const uint32_t*>(q1 + 8), b2.x,
+                b2.y, WT());
       }
     }
     if (ks < nks) {
@@ -162,8 +163,8 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
         const WT* r0 = xr + (16 * m) * s.x_stride + 16 * ks;
         const WT* r1 = r0 + 8 * s.x_stride;
         MmaTile(acc[m], *reinterpret_cast<const uint32_t*>(r0), *reinterpret_cast<const uint32_t*>(r1),
-                *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x, b.y,
-                WT());
+                *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x,
+                b.y, WT());
       }
     }
 #pragma unroll

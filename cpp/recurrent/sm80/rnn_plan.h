@@ -50,20 +50,20 @@ struct RnnCudaPlan {
   bool backward = false;
   bool mma = false;  // the tensor-core product (else FMA)
   int64_t gates = 0, hidden = 0, batch = 0;
-  int64_t units = 0;       // hidden units a CTA owns
-  int64_t ctas = 0;        // ceil(hidden / units)
-  int64_t cols = 0;        // the product's columns per CTA
-  int64_t col_groups = 0;  // FMA: ceil(cols / 4)
-  int64_t n_tiles = 0;     // mma: ceil(cols / 8)
-  int64_t k = 0;           // the product's reduction length
-  int64_t rounds = 0;      // FMA: ceil(k / 32)
-  int64_t k_steps = 0;     // mma: ceil(k / 16)
-  int64_t chunk_steps = 0; // mma: k steps a staged chunk of the rows holds (k_steps: one chunk)
-  int64_t k_chunks = 1;    // mma: ceil(k_steps / chunk_steps)
-  int64_t k_parts = 1;     // warps sharing one column group's (tile's) k
-  int64_t red_parts = 1;   // partial sums a column meets: k_parts * k_chunks
-  int64_t batch_tile = 0;  // rows of the batch a pass holds (mma: 16, 32 or 64)
-  bool resident = false;   // the weight slice in shared memory
+  int64_t units = 0;        // hidden units a CTA owns
+  int64_t ctas = 0;         // ceil(hidden / units)
+  int64_t cols = 0;         // the product's columns per CTA
+  int64_t col_groups = 0;   // FMA: ceil(cols / 4)
+  int64_t n_tiles = 0;      // mma: ceil(cols / 8)
+  int64_t k = 0;            // the product's reduction length
+  int64_t rounds = 0;       // FMA: ceil(k / 32)
+  int64_t k_steps = 0;      // mma: ceil(k / 16)
+  int64_t chunk_steps = 0;  // mma: k steps a staged chunk of the rows holds (k_steps: one chunk)
+  int64_t k_chunks = 1;     // mma: ceil(k_steps / chunk_steps)
+  int64_t k_parts = 1;      // warps sharing one column group's (tile's) k
+  int64_t red_parts = 1;    // partial sums a column meets: k_parts * k_chunks
+  int64_t batch_tile = 0;   // rows of the batch a pass holds (mma: 16, 32 or 64)
+  bool resident = false;    // the weight slice in shared memory
   int64_t wbytes = 4;
   // Shared memory (bytes from its start): weight slice; input tile (FMA:
   // [batch_tile][rounds * 32] f32; mma: [batch_tile][x_stride] in the

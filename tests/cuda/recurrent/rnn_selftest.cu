@@ -193,10 +193,12 @@ bool RunCase(const Case& c, const RnnDevice& dev) {
   const bool same = Get(g_out, out.size()) == out1 && Get(g_dgx, dgx.size()) == dgx1;
   ok = ok && same;
   std::printf(
-      "%s %-4s T=%lld B=%lld H=%lld w=%s ctas=%lld units=%lld tile=%lld resident=%d/%d mma=%d/%d: worst %.3g (%s)%s\n",
+      "%s %-4s T=%lld B=%lld H=%lld w=%s ctas=%lld units=%lld tile=%lld resident=%d/%d mma=%d/%d: worst %.3g "
+      "(%s)%s\n",
       ok ? "ok  " : "FAIL", ModeName(c.mode), (long long)T, (long long)B, (long long)H, f32 ? "f32" : "bf16",
       (long long)fplan.ctas, (long long)fplan.units, (long long)fplan.batch_tile, int(fplan.resident),
-      int(bplan.resident), int(fplan.mma), int(bplan.mma), worst, worst_name.c_str(), same ? "" : " NOT REPEATABLE");
+      int(bplan.resident), int(fplan.mma), int(bplan.mma), worst, worst_name.c_str(),
+      same ? "" : " NOT REPEATABLE");
   return ok;
 }
 
@@ -278,11 +280,13 @@ int Bench() {
       CHECK_CUDA(cudaEventElapsedTime(&fms, e0, e1));
       CHECK_CUDA(cudaEventElapsedTime(&bms, e1, e2));
       std::printf(
-          "bench %-4s T=%lld B=%lld H=%lld bf16: fwd %.3f ms (%.2f us/step, ctas %lld resident %d mma %d tile %lld), "
+          "bench %-4s T=%lld B=%lld H=%lld bf16: fwd %.3f ms (%.2f us/step, ctas %lld resident %d mma %d "
+          "tile %lld), "
           "bwd %.3f ms (%.2f us/step, ctas %lld resident %d mma %d tile %lld)\n",
           ModeName(m), (long long)T, (long long)B, (long long)H, fms / reps, 1000.0 * fms / reps / T,
           (long long)fp.ctas, int(fp.resident), int(fp.mma), (long long)fp.batch_tile, bms / reps,
-          1000.0 * bms / reps / T, (long long)bp.ctas, int(bp.resident), int(bp.mma), (long long)bp.batch_tile);
+          1000.0 * bms / reps / T, (long long)bp.ctas, int(bp.resident), int(bp.mma),
+          (long long)bp.batch_tile);
     }
   }
   return 0;
