@@ -24,27 +24,9 @@ struct DwParams {
   int64_t channels;
   int cvecs;  // channel vectors a position
   int in[3], out[3], window[3], stride[3], in_dil[3], k_dil[3], pad_lo[3];
-  int act, bias_dtype, save_z;
+  int bias_dtype, save_z;
   float act_param, alpha, beta;
 };
-
-__device__ float ActAt(int act, float v, float param) {
-  switch (static_cast<Act>(act)) {
-    case Act::kIdentity: return v;
-    case Act::kRelu: return Apply<Act::kRelu>(v, param);
-    case Act::kRelu6: return Apply<Act::kRelu6>(v, param);
-    case Act::kGeluErf: return Apply<Act::kGeluErf>(v, param);
-    case Act::kGeluTanh: return Apply<Act::kGeluTanh>(v, param);
-    case Act::kSilu: return Apply<Act::kSilu>(v, param);
-    case Act::kSigmoid: return Apply<Act::kSigmoid>(v, param);
-    case Act::kTanh: return Apply<Act::kTanh>(v, param);
-    case Act::kElu: return Apply<Act::kElu>(v, param);
-    case Act::kSoftplus: return Apply<Act::kSoftplus>(v, param);
-    case Act::kLeakyRelu: return Apply<Act::kLeakyRelu>(v, param);
-    case Act::kSquaredRelu: return Apply<Act::kSquaredRelu>(v, param);
-  }
-  return v;
-}
 
 // One bias element of any float dtype (ffi::DataType code), as float32.
 __device__ float BiasAt(const void* b, int dtype, int64_t c) {
@@ -71,7 +53,7 @@ __device__ void StoreOut(OT* p, const float* f) {
   for (int v = 0; v < E / kPer; ++v) reinterpret_cast<uint4*>(p)[v] = Vec16<OT>::Pack(f + v * kPer);
 }
 
-template <typename T, typename OT>
+template <typename T, typename OT, Act A>
 __global__ void __launch_bounds__(256) DepthwiseFwdKernel(DwParams p) {
   using V = Vec16<T>;
   constexpr int E = V::kElems;
@@ -127,7 +109,7 @@ __global__ void __launch_bounds__(256) DepthwiseFwdKernel(DwParams p) {
       if (p.bias != nullptr) v += BiasAt(p.bias, p.bias_dtype, int64_t(cv) * E + e);
       if (p.residual != nullptr) v += p.beta * res[e];
       zf[e] = v;
-      yf[e] = ActAt(p.act, v, p.act_param);
+      yf[e] = Apply<A>(v, p.act_param);
     }
     StoreOut<OT, E>(static_cast<OT*>(p.y) + yi, yf);
     if (p.save_z) StoreOut<OT, E>(static_cast<OT*>(p.z) + yi, zf);
@@ -142,10 +124,14 @@ bool IsFloat(ffi::DataType t) {
 
 bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The kernel for the call's activation (ByAct: one instantiation each).
 template <typename T, typename OT>
-cudaError_t Launch(const DwParams& params, cudaStream_t stream) {
+LaunchStatus Launch(const DwParams& params, int32_t act, cudaStream_t stream) {
   const int64_t blocks = std::min<int64_t>((params.total + 255) / 256, int64_t(1) << 20);
-  DepthwiseFwdKernel<T, OT><<<unsigned(blocks), 256, 0, stream>>>(params);
+  const bool known = ByAct(act, [&](auto a) {
+    DepthwiseFwdKernel<T, OT, decltype(a)::value><<<unsigned(blocks), 256, 0, stream>>>(params);
+  });
+  if (!known) return LaunchStatus::Refused("depthwise_fwd: unknown activation");
   return cudaGetLastError();
 }
 
@@ -202,7 +188,6 @@ LaunchStatus DepthwiseFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
     d.k_dil[k] = int(p.g.k_dilation[k]);
     d.pad_lo[k] = int(p.g.pad_lo[k]);
   }
-  d.act = p.e.act;
   d.act_param = p.e.act_param;
   d.alpha = p.e.alpha;
   d.beta = p.e.beta;
@@ -210,11 +195,12 @@ LaunchStatus DepthwiseFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
   if (d.total == 0) return cudaSuccess;
   const bool wide = p.out_dtype == ffi::DataType::F32;
   switch (p.dtype) {
-    case ffi::DataType::F32: return Launch<float, float>(d, stream);
+    case ffi::DataType::F32: return Launch<float, float>(d, p.e.act, stream);
     case ffi::DataType::BF16:
-      return wide ? Launch<__nv_bfloat16, float>(d, stream) : Launch<__nv_bfloat16, __nv_bfloat16>(d, stream);
+      return wide ? Launch<__nv_bfloat16, float>(d, p.e.act, stream)
+                  : Launch<__nv_bfloat16, __nv_bfloat16>(d, p.e.act, stream);
     case ffi::DataType::F16:
-      return wide ? Launch<__half, float>(d, stream) : Launch<__half, __half>(d, stream);
+      return wide ? Launch<__half, float>(d, p.e.act, stream) : Launch<__half, __half>(d, p.e.act, stream);
     default: return LaunchStatus::Refused("depthwise_fwd: x and w must be float32, bfloat16 or float16");
   }
 }

@@ -131,7 +131,6 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
   char* smem = reinterpret_cast<char*>(smem4);
   const RnnShape& s = p.s;
   const WT* w = LoadSlice(slices, s, smem);
-  float* a = reinterpret_cast<float*>(smem + s.smem_a);
   float* red = reinterpret_cast<float*>(smem + s.smem_red);
   const int H = s.hidden, unit0 = blockIdx.x * s.units;
   const int mine = s.batch * s.units;  // (example, unit) pairs of this CTA
@@ -162,27 +161,12 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
     }
     if (t > 0) PrefetchStep<M>(p, t - 1);
     GridBarrier(p.counter, ++arrivals * gridDim.x);
+    // The exchange: float32, or in WT on the mma path (GateGrads' XT).
     const float* dq = p.dq + int64_t(t & 1) * s.batch * s.k;
+    const WT* dq16 = reinterpret_cast<const WT*>(p.dq) + int64_t(t & 1) * s.batch * s.k;
     for (int b0 = 0; b0 < s.batch; b0 += s.batch_tile) {
       const int rows = min(s.batch_tile, s.batch - b0);
-      if constexpr (sizeof(WT) == 2) {
-        if (s.mma) {
-          WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
-          for (int kc = 0; kc < s.k_chunks; ++kc) {
-            if (kc > 0) __syncthreads();  // the last chunk's product has read x
-            StageRowsMma(reinterpret_cast<const WT*>(p.dq) + int64_t(t & 1) * s.batch * s.k, b0, rows, kc, s,
-                         x);
-            __syncthreads();
-            MmaProductTile(w, x, rows, kc, s, red);
-          }
-        }
-      }
-      if (!s.mma) {
-        StageRows(dq, b0, rows, s, a);
-        __syncthreads();
-        SliceProductRows(w, a, rows, s, red);
-      }
-      __syncthreads();
+      TileProduct(w, dq, s.mma ? dq16 : nullptr, b0, rows, s, smem, red);
       for (int i = threadIdx.x; i < rows * s.units; i += blockDim.x) {
         const int b = i / s.units, j = i % s.units, u = unit0 + j;
         if (u >= H) continue;

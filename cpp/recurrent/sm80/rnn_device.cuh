@@ -18,7 +18,7 @@ namespace jaxdnn::recurrent {
 struct RnnShape {
   int steps, batch, hidden, gates;
   int units, cols, col_groups, rounds, k, k_parts, batch_tile;
-  int resident, mma, n_tiles, k_steps, chunk_steps, k_chunks, red_parts, x_stride, red_stride;
+  int resident, mma, n_tiles, k_steps, chunk_steps, k_chunks, x_stride, red_stride;
   int64_t smem_a, smem_red, smem_bias, smem_extra;
 };
 
@@ -41,7 +41,6 @@ inline RnnShape ShapeOf(const RnnCudaPlan& p, int64_t steps) {
   s.k_steps = int(p.k_steps);
   s.chunk_steps = int(p.chunk_steps);
   s.k_chunks = int(p.k_chunks);
-  s.red_parts = int(p.red_parts);
   s.x_stride = int(p.x_stride);
   s.red_stride = int(p.red_stride);
   s.smem_a = p.smem_a;
@@ -240,7 +239,8 @@ __device__ __forceinline__ void SliceProductRows(const WT* w, const float* a, in
 // The full sum for row b, column col: the parts added in order.
 __device__ __forceinline__ float SumParts(const float* red, int b, int col, const RnnShape& s) {
   float v = 0.0f;
-  for (int part = 0; part < s.red_parts; ++part) v += red[(part * s.batch_tile + b) * s.red_stride + col];
+  const int parts = s.k_parts * s.k_chunks;
+  for (int part = 0; part < parts; ++part) v += red[(part * s.batch_tile + b) * s.red_stride + col];
   return v;
 }
 

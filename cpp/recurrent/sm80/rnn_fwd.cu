@@ -147,29 +147,9 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
     for (int b0 = 0; b0 < s.batch; b0 += s.batch_tile) {
       const int rows = min(s.batch_tile, s.batch - b0);
       StageOwn<M>(p, t, b0, rows, prev, gxs, hs, cs);
-      if constexpr (sizeof(WT) == 2) {
-        if (s.mma) {
-          WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
-          for (int kc = 0; kc < s.k_chunks; ++kc) {
-            if (kc > 0) __syncthreads();  // the last chunk's product has read x
-            if (t == 0) {
-              StageRowsMma(prev, b0, rows, kc, s, x);
-            } else {
-              StageRowsMma(reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H, b0, rows, kc,
-                           s, x);
-            }
-            __syncthreads();
-            MmaProductTile(w, x, rows, kc, s, red);
-          }
-        }
-      }
-      if (!s.mma) {
-        float* a = reinterpret_cast<float*>(smem + s.smem_a);
-        StageRows(prev, b0, rows, s, a);
-        __syncthreads();
-        SliceProductRows(w, a, rows, s, red);
-      }
-      __syncthreads();
+      const WT* prev16 =
+          t == 0 ? nullptr : reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H;
+      TileProduct(w, prev, prev16, b0, rows, s, smem, red);
       for (int i = threadIdx.x; i < rows * U; i += blockDim.x) {
         const int b = i / U, j = i % U, u = unit0 + j;
         if (u >= H) continue;

@@ -117,6 +117,21 @@ __device__ __forceinline__ void ZeroTile(const RnnShape& s, WT* x) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
+// One k step (relative to the staged chunk) of every m16 tile into acc:
+// xr is the lane's A position in row 0, b its B fragment of the step.
+template <int MT, typename WT>
+__device__ __forceinline__ void MmaStep(float (&acc)[MT][4], const WT* xr, int ks, uint2 b,
+                                        const RnnShape& s) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    const WT* r0 = xr + (16 * m) * s.x_stride + 16 * ks;
+    const WT* r1 = r0 + 8 * s.x_stride;
+    MmaTile(acc[m], *reinterpret_cast<const uint32_t*>(r0), *reinterpret_cast<const uint32_t*>(r1),
+            *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x, b.y,
+            WT());
+  }
+}
+
 // The product for a tile of 16 * MT rows: warps take (n tile, k part) jobs;
 // lane (g = lane / 4, t = lane % 4) holds C rows g and g + 8 of each m tile,
 // columns 2t and 2t + 1 of its n tile. w: the slice, [n_tile][k_step][32]
@@ -141,32 +156,10 @@ __device__ __forceinline__ void MmaProduct(const WT* __restrict__ w, const WT* x
     const WT* xr = x + g * s.x_stride + 2 * t;
     int ks = part;
     for (; ks + s.k_parts < nks; ks += 2 * s.k_parts) {
-      const uint2 b = wb[int64_t(ks) * 32], b2 = wb[int64_t(ks + s.k_parts) * 32];
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        const WT* r0 = xr + (16 * m) * s.x_stride + 16 * ks;
-        const WT* r1 = r0 + 8 * s.x_stride;
-        MmaTile(acc[m], *reinterpret_cast<const uint32_t*>(r0), *reinterpret_cast<const uint32_t*>(r1),
-                *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x,
-                b.y, WT());
-        const WT* q0 = r0 + 16 * s.k_parts;
-        const WT* q1 = r1 + 16 * s.k_parts;
-        MmaTile(acc2[m], *reinterpret_cast<const uint32_t*>(q0), *reinterpret_cast<const uint32_t*>(q1),
-                *reinterpret_cast<const uint32_t*>(q0 + 8), *reinterpret_cast<const uint32_t*>(q1 + 8), b2.x,
-                b2.y, WT());
-      }
+      MmaStep(acc, xr, ks, wb[int64_t(ks) * 32], s);
+      MmaStep(acc2, xr, ks + s.k_parts, wb[int64_t(ks + s.k_parts) * 32], s);
     }
-    if (ks < nks) {
-      const uint2 b = wb[int64_t(ks) * 32];
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        const WT* r0 = xr + (16 * m) * s.x_stride + 16 * ks;
-        const WT* r1 = r0 + 8 * s.x_stride;
-        MmaTile(acc[m], *reinterpret_cast<const uint32_t*>(r0), *reinterpret_cast<const uint32_t*>(r1),
-                *reinterpret_cast<const uint32_t*>(r0 + 8), *reinterpret_cast<const uint32_t*>(r1 + 8), b.x,
-                b.y, WT());
-      }
-    }
+    if (ks < nks) MmaStep(acc, xr, ks, wb[int64_t(ks) * 32], s);
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -194,6 +187,37 @@ __device__ __forceinline__ void MmaProductTile(const WT* w, const WT* x, int row
   } else {
     MmaProduct<4>(w, x, kc, s, red);
   }
+}
+
+// A tile's step product on the plan's path, its rows staged first: on the
+// FMA path from src (float32 [batch][k]); on the mma path chunk by chunk of
+// k, from src16 (the exchange in the weights' dtype) where given, else from
+// src. Returns with red complete and the block synchronized.
+template <typename WT>
+__device__ __forceinline__ void TileProduct(const WT* w, const float* src, const WT* src16, int b0, int rows,
+                                            const RnnShape& s, char* smem, float* red) {
+  if constexpr (sizeof(WT) == 2) {
+    if (s.mma) {
+      WT* x = reinterpret_cast<WT*>(smem + s.smem_a);
+      for (int kc = 0; kc < s.k_chunks; ++kc) {
+        if (kc > 0) __syncthreads();  // the last chunk's product has read x
+        if (src16 != nullptr) {
+          StageRowsMma(src16, b0, rows, kc, s, x);
+        } else {
+          StageRowsMma(src, b0, rows, kc, s, x);
+        }
+        __syncthreads();
+        MmaProductTile(w, x, rows, kc, s, red);
+      }
+      __syncthreads();
+      return;
+    }
+  }
+  float* a = reinterpret_cast<float*>(smem + s.smem_a);
+  StageRows(src, b0, rows, s, a);
+  __syncthreads();
+  SliceProductRows(w, a, rows, s, red);
+  __syncthreads();
 }
 
 }  // namespace jaxdnn::recurrent

@@ -61,13 +61,12 @@ struct RnnCudaPlan {
   int64_t chunk_steps = 0;  // mma: k steps a staged chunk of the rows holds (k_steps: one chunk)
   int64_t k_chunks = 1;     // mma: ceil(k_steps / chunk_steps)
   int64_t k_parts = 1;      // warps sharing one column group's (tile's) k
-  int64_t red_parts = 1;    // partial sums a column meets: k_parts * k_chunks
   int64_t batch_tile = 0;   // rows of the batch a pass holds (mma: 16, 32 or 64)
   bool resident = false;    // the weight slice in shared memory
   int64_t wbytes = 4;
   // Shared memory (bytes from its start): weight slice; input tile (FMA:
   // [batch_tile][rounds * 32] f32; mma: [batch_tile][x_stride] in the
-  // weights' dtype, one chunk of k); partials [red_parts][batch_tile][red_stride] f32; bias
+  // weights' dtype, one chunk of k); partials [red_parts()][batch_tile][red_stride] f32; bias
   // [red_stride] f32; the forward's per-tile operands of its own units
   // (extra: gx [batch_tile][cols], h and c [batch_tile][units], f32).
   int64_t x_stride = 0, red_stride = 0;
@@ -81,6 +80,8 @@ struct RnnCudaPlan {
   int64_t ws_exchange = 0, ws_half = 0, ws_state = 0, ws_counter = 0, ws_bytes = 0;
 
   int64_t cols4() const { return col_groups * 4; }
+  // Partial sums a column meets: one per k part of each chunk.
+  int64_t red_parts() const { return k_parts * k_chunks; }
   int64_t k_padded() const { return rounds * 32; }
   // One CTA's slice of the weights, in elements: FMA [col_groups][rounds][32][4],
   // mma [n_tiles][k_steps][32][4] (each lane's B fragment).
@@ -97,7 +98,7 @@ inline bool LayOut(RnnCudaPlan& p, int64_t rows, bool resident, int64_t extra_pe
   const int64_t tile = p.mma ? rows * p.x_stride * p.wbytes : rows * p.k_padded() * 4;
   p.smem_a = slice;
   p.smem_red = p.smem_a + RnnAlign(tile);
-  p.smem_bias = p.smem_red + RnnAlign(p.red_parts * rows * p.red_stride * 4);
+  p.smem_bias = p.smem_red + RnnAlign(p.red_parts() * rows * p.red_stride * 4);
   p.smem_extra = p.smem_bias + RnnAlign(p.red_stride * 4);
   p.smem_bytes = p.smem_extra + RnnAlign(rows * extra_per_row);
   p.resident = resident;
@@ -161,7 +162,6 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
     for (int64_t chunks = 1; chunks <= 8 && !planned; chunks *= 2) {
       p.chunk_steps = RnnCeil(p.k_steps, chunks);
       p.k_chunks = RnnCeil(p.k_steps, p.chunk_steps);
-      p.red_parts = p.k_parts * p.k_chunks;
       p.x_stride = p.chunk_steps * 16 + 8;
       planned = ChooseTile(p, most, 16, 16, extra_per_row, dev) > 0;
     }
@@ -171,7 +171,6 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
     // those (a tile's rows past the batch are zeros).
     p.mma = false;
     p.k_parts = std::max<int64_t>(1, kRnnWarps / p.col_groups);
-    p.red_parts = p.k_parts;
     p.chunk_steps = 0;
     p.k_chunks = 1;
     p.x_stride = 0;

@@ -20,26 +20,25 @@
 
 using namespace jaxdnn;
 using namespace jaxdnn::conv;
+using sm90_selftest::HostFromF;
+using sm90_selftest::HostToF;
 using sm90_selftest::NextUniform;
 
 namespace {
 
-// Host values rounded to a dtype and its bits.
-float Round(float v, ffi::DataType t) {
-  if (t == ffi::DataType::BF16) return __bfloat162float(__float2bfloat16_rn(v));
-  if (t == ffi::DataType::F16) return __half2float(__float2half_rn(v));
-  return v;
-}
+// Host values in a dtype: rounded, and as the bits a device buffer holds
+// (16-bit ones through selftest_util's HostFromF / HostToF).
+bool IsF16(ffi::DataType t) { return t == ffi::DataType::F16; }
 size_t Bytes(ffi::DataType t) { return t == ffi::DataType::F32 ? 4 : 2; }
+float Round(float v, ffi::DataType t) {
+  return t == ffi::DataType::F32 ? v : HostToF(HostFromF(v, IsF16(t)), IsF16(t));
+}
 void PutBits(std::vector<uint8_t>& out, size_t i, float v, ffi::DataType t) {
   if (t == ffi::DataType::F32) {
     std::memcpy(&out[i * 4], &v, 4);
-  } else if (t == ffi::DataType::BF16) {
-    __nv_bfloat16 h = __float2bfloat16_rn(v);
-    std::memcpy(&out[i * 2], &h, 2);
   } else {
-    __half h = __float2half_rn(v);
-    std::memcpy(&out[i * 2], &h, 2);
+    const uint16_t bits = HostFromF(v, IsF16(t));
+    std::memcpy(&out[i * 2], &bits, 2);
   }
 }
 float GetBits(const std::vector<uint8_t>& in, size_t i, ffi::DataType t) {
@@ -48,14 +47,9 @@ float GetBits(const std::vector<uint8_t>& in, size_t i, ffi::DataType t) {
     std::memcpy(&v, &in[i * 4], 4);
     return v;
   }
-  if (t == ffi::DataType::BF16) {
-    __nv_bfloat16 h;
-    std::memcpy(&h, &in[i * 2], 2);
-    return __bfloat162float(h);
-  }
-  __half h;
-  std::memcpy(&h, &in[i * 2], 2);
-  return __half2float(h);
+  uint16_t bits;
+  std::memcpy(&bits, &in[i * 2], 2);
+  return HostToF(bits, IsF16(t));
 }
 
 struct Buf {
@@ -196,178 +190,20 @@ using DT = ffi::DataType;
 constexpr DT F32 = DT::F32, BF = DT::BF16, F16 = DT::F16, NONE = DT::INVALID;
 
 int Check() {
+  // clang-format off
   const Case cases[] = {
-      {"2d 3x3 same bf16",
-       2,
-       64,
-       {1, 9, 11},
-       {1, 3, 3},
-       {1, 1, 1},
-       {1, 1, 1},
-       {1, 1, 1},
-       {0, 1, 1},
-       {0, 1, 1},
-       BF,
-       BF,
-       NONE,
-       false,
-       0,
-       1.0f,
-       0.0f},
-      {"2d 3x3 s2 bias(f32) relu bf16",
-       3,
-       32,
-       {1, 13, 13},
-       {1, 3, 3},
-       {1, 2, 2},
-       {1, 1, 1},
-       {1, 1, 1},
-       {0, 1, 1},
-       {0, 1, 1},
-       BF,
-       BF,
-       F32,
-       false,
-       1,
-       1.0f,
-       0.0f},
-      {"2d 3x3 dil4 res gelu -> f32",
-       2,
-       16,
-       {1, 17, 15},
-       {1, 3, 3},
-       {1, 1, 1},
-       {1, 1, 1},
-       {1, 4, 4},
-       {0, 4, 4},
-       {0, 4, 4},
-       BF,
-       F32,
-       BF,
-       true,
-       3,
-       0.5f,
-       2.0f},
-      {"2d 5x5 asym pad silu f16",
-       1,
-       24,
-       {1, 7, 7},
-       {1, 5, 5},
-       {1, 1, 1},
-       {1, 1, 1},
-       {1, 1, 1},
-       {0, 1, 3},
-       {0, 2, 0},
-       F16,
-       F16,
-       F16,
-       true,
-       5,
-       1.0f,
-       1.0f},
-      {"2d 3x3 f32 leaky bias res",
-       2,
-       12,
-       {1, 6, 5},
-       {1, 3, 3},
-       {1, 1, 2},
-       {1, 1, 1},
-       {1, 2, 1},
-       {0, 2, 1},
-       {0, 2, 1},
-       F32,
-       F32,
-       F32,
-       true,
-       10,
-       1.5f,
-       -1.0f},
-      {"1d k7 s3 tanh bf16",
-       3,
-       40,
-       {1, 1, 50},
-       {1, 1, 7},
-       {1, 1, 3},
-       {1, 1, 1},
-       {1, 1, 1},
-       {0, 0, 3},
-       {0, 0, 3},
-       BF,
-       BF,
-       BF,
-       false,
-       7,
-       1.0f,
-       0.0f},
-      {"3d 3x3x3 relu6 bf16",
-       2,
-       16,
-       {5, 6, 7},
-       {3, 3, 3},
-       {1, 1, 1},
-       {1, 1, 1},
-       {1, 1, 1},
-       {1, 1, 1},
-       {1, 1, 1},
-       BF,
-       BF,
-       F16,
-       true,
-       2,
-       1.0f,
-       1.0f},
-      {"2d transposed 4x4 s2 (in_dil 2) bf16",
-       2,
-       8,
-       {1, 5, 6},
-       {1, 4, 4},
-       {1, 1, 1},
-       {1, 2, 2},
-       {1, 1, 1},
-       {0, 2, 2},
-       {0, 2, 2},
-       BF,
-       BF,
-       NONE,
-       false,
-       0,
-       1.0f,
-       0.0f},
-      {"2d window larger than input f32",
-       1,
-       4,
-       {1, 2, 3},
-       {1, 5, 5},
-       {1, 1, 1},
-       {1, 1, 1},
-       {1, 1, 1},
-       {0, 2, 2},
-       {0, 2, 2},
-       F32,
-       F32,
-       NONE,
-       false,
-       0,
-       1.0f,
-       0.0f},
-      {"empty batch bf16",
-       0,
-       8,
-       {1, 4, 4},
-       {1, 3, 3},
-       {1, 1, 1},
-       {1, 1, 1},
-       {1, 1, 1},
-       {0, 1, 1},
-       {0, 1, 1},
-       BF,
-       BF,
-       NONE,
-       false,
-       0,
-       1.0f,
-       0.0f},
+      {"2d 3x3 same bf16", 2, 64, {1, 9, 11}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, BF, BF, NONE, false, 0, 1.0f, 0.0f},
+      {"2d 3x3 s2 bias(f32) relu bf16", 3, 32, {1, 13, 13}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, BF, BF, F32, false, 1, 1.0f, 0.0f},
+      {"2d 3x3 dil4 res gelu -> f32", 2, 16, {1, 17, 15}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 4, 4}, {0, 4, 4}, {0, 4, 4}, BF, F32, BF, true, 3, 0.5f, 2.0f},
+      {"2d 5x5 asym pad silu f16", 1, 24, {1, 7, 7}, {1, 5, 5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 1, 3}, {0, 2, 0}, F16, F16, F16, true, 5, 1.0f, 1.0f},
+      {"2d 3x3 f32 leaky bias res", 2, 12, {1, 6, 5}, {1, 3, 3}, {1, 1, 2}, {1, 1, 1}, {1, 2, 1}, {0, 2, 1}, {0, 2, 1}, F32, F32, F32, true, 10, 1.5f, -1.0f},
+      {"1d k7 s3 tanh bf16", 3, 40, {1, 1, 50}, {1, 1, 7}, {1, 1, 3}, {1, 1, 1}, {1, 1, 1}, {0, 0, 3}, {0, 0, 3}, BF, BF, BF, false, 7, 1.0f, 0.0f},
+      {"3d 3x3x3 relu6 bf16", 2, 16, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, BF, BF, F16, true, 2, 1.0f, 1.0f},
+      {"2d transposed 4x4 s2 (in_dil 2) bf16", 2, 8, {1, 5, 6}, {1, 4, 4}, {1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, {0, 2, 2}, BF, BF, NONE, false, 0, 1.0f, 0.0f},
+      {"2d window larger than input f32", 1, 4, {1, 2, 3}, {1, 5, 5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 2, 2}, {0, 2, 2}, F32, F32, NONE, false, 0, 1.0f, 0.0f},
+      {"empty batch bf16", 0, 8, {1, 4, 4}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, BF, BF, NONE, false, 0, 1.0f, 0.0f},
   };
+  // clang-format on
   int failed = 0, n = 0;
   for (const Case& c : cases) {
     ++n;
