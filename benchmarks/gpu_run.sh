@@ -3,7 +3,7 @@
 # included), the CUDA self-tests (with compute-sanitizer), and the
 # benchmarks, writing everything to OUT. One device call is at most 600 s, so
 # STEPS picks what this call does (default: all, in this order):
-#   selftests_beside build tests selftests gemm1x1_bench rnn_selftest_bench norms attention softmax act loss cnn_norms pool conv rnn upstream (and sweep, below;
+#   selftests_beside build tests rnn_ncu selftests gemm1x1_bench rnn_selftest_bench norms attention softmax act loss cnn_norms pool conv rnn upstream (and sweep, below;
 #   norms_grid: issue 23's LayerNorm/RMSNorm grid against XLA, GRID_ARGS its arguments)
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh);
@@ -93,6 +93,21 @@ if has tests; then
   grep -E "^FAILED|^ERROR" "$out/tests.log" | head -30
   for i in $(seq 0 $((shards - 1))); do
     echo "shard $i: $(grep -E "(passed|failed|error).* in [0-9.]+s" "$logs/tests-$i.log" | tail -1)"
+  done
+fi
+# rnn_ncu: Nsight Compute on the recurrence's kernels (self-test bench of one
+# shape, RNN_NCU_SHAPE "mode B H"): sections and stall reasons, then the SASS
+# lines with their stall samples (rnn_ncu_*.txt, *_sass.csv).
+if has rnn_ncu; then
+  echo "== rnn ncu"
+  b=${SELFTEST_BIN:-$repo/build/selftests}/rnn_selftest
+  for k in RnnFwdKernel RnnBwdKernel; do
+    rep=/tmp/ncu_$k
+    timeout "$(left 200)" ncu --clock-control none --set full --import-source no -k "regex:$k" --launch-skip 1 \
+      --launch-count 1 -f -o "$rep" "$b" bench ${RNN_NCU_SHAPE:-lstm 64 1024} > "$out/rnn_ncu_$k.log" 2>&1
+    ncu -i "$rep.ncu-rep" --page details --print-details all > "$out/rnn_ncu_$k.txt" 2>&1
+    ncu -i "$rep.ncu-rep" --page source --print-source sass --csv > "$out/rnn_ncu_${k}_sass.csv" 2>&1
+    grep -iE "stall|Duration|Throughput|Issue|Occupancy" "$out/rnn_ncu_$k.txt" | head -60
   done
 fi
 if has selftests; then

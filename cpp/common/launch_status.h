@@ -21,6 +21,7 @@ class LaunchStatus {
     return s;
   }
   bool ok() const { return cuda_ == cudaSuccess && refused_ == nullptr; }
+  bool refused() const { return refused_ != nullptr; }
   std::string Text() const { return refused_ != nullptr ? std::string(refused_) : cudaGetErrorString(cuda_); }
 
  private:

@@ -229,7 +229,9 @@ def run(
           if on_gpu:
             records += _torch_rows(name, mode, xs, ws, kw, x, w, b, flops)
           continue
-        if impl in ("jaxdnn", "sm90") and on_gpu and not cuda_conv:
+        if impl == "direct" and "depthwise" not in name:
+          continue
+        if impl in ("jaxdnn", "sm90", "direct") and on_gpu and not cuda_conv:
           records.append(
             dict(op="conv", case=name, direction=mode, impl=impl, error="no CUDA kernel yet")
           )
@@ -252,8 +254,9 @@ def _jax_row(name, mode, impl, kw, x, w, b, flops):
   try:
     if impl == "xla":
       f = _xla_fn(kw, mode)
-    else:  # "sm90": jaxdnn with the sm90 kernels forced (forward and gradients)
-      f = _jax_fn(None, kw, mode, algorithm="implicit_gemm" if impl == "sm90" else None)
+    else:  # "sm90" / "direct": jaxdnn with that algorithm forced
+      algorithm = {"sm90": "implicit_gemm", "direct": "direct"}.get(impl)
+      f = _jax_fn(None, kw, mode, algorithm=algorithm)
     if mode == "fwd+bwd":
       cot = _cotangent(f, x, w, b)
 
@@ -340,7 +343,8 @@ def main(argv=None):
   ap.add_argument(
     "--impls",
     default="jaxdnn,xla,torch",
-    help="jaxdnn (its default choices), sm90 (the sm90 kernels forced), xla, torch",
+    help="jaxdnn (its default choices), sm90 (the sm90 kernels forced), direct (the direct"
+    " depthwise kernel forced), xla, torch",
   )
   ap.add_argument("--gpu-busy", action="store_true", help="also GPU-busy time (CUPTI, PyTorch)")
   ap.add_argument("--quick", action="store_true", help="one small case (a CPU smoke run)")

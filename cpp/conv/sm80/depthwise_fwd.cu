@@ -1,57 +1,16 @@
-// The depthwise forward's channel-vector direct loop (depthwise_fwd.h).
+// The depthwise forward (depthwise_fwd.h): the tiled kernel where it serves
+// (depthwise_tiled.cuh), else the channel-vector direct loop below.
 #include "conv/sm80/depthwise_fwd.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "common/activation.h"
-#include "common/cuda_vec.cuh"
+#include "common/switches.h"
+#include "conv/sm80/depthwise_common.cuh"
+#include "conv/sm80/depthwise_tiled.cuh"
 
 namespace jaxdnn::conv {
 namespace {
-
-struct DwParams {
-  const void* x;
-  const void* w;
-  const void* bias;
-  const void* residual;
-  void* y;
-  void* z;
-  int64_t total;  // N * out positions * channel vectors
-  int64_t channels;
-  int cvecs;  // channel vectors a position
-  int in[3], out[3], window[3], stride[3], in_dil[3], k_dil[3], pad_lo[3];
-  int bias_dtype, save_z;
-  float act_param, alpha, beta;
-};
-
-// One bias element of any float dtype (ffi::DataType code), as float32.
-__device__ float BiasAt(const void* b, int dtype, int64_t c) {
-  switch (static_cast<ffi::DataType>(dtype)) {
-    case ffi::DataType::F32: return __ldg(static_cast<const float*>(b) + c);
-    case ffi::DataType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(b)[c]);
-    case ffi::DataType::F16: return __half2float(static_cast<const __half*>(b)[c]);
-    default: return 0.0f;
-  }
-}
-
-// E values of OT at p (16-byte aligned) to and from float32.
-template <typename OT, int E>
-__device__ void LoadOut(const OT* p, float* f) {
-  constexpr int kPer = Vec16<OT>::kElems;
-#pragma unroll
-  for (int v = 0; v < E / kPer; ++v)
-    Vec16<OT>::Unpack(__ldg(reinterpret_cast<const uint4*>(p) + v), f + v * kPer);
-}
-template <typename OT, int E>
-__device__ void StoreOut(OT* p, const float* f) {
-  constexpr int kPer = Vec16<OT>::kElems;
-#pragma unroll
-  for (int v = 0; v < E / kPer; ++v) reinterpret_cast<uint4*>(p)[v] = Vec16<OT>::Pack(f + v * kPer);
-}
 
 template <typename T, typename OT, Act A>
 __global__ void __launch_bounds__(256) DepthwiseFwdKernel(DwParams p) {
@@ -97,22 +56,7 @@ __global__ void __launch_bounds__(256) DepthwiseFwdKernel(DwParams p) {
         }
       }
     }
-    const int64_t yi = position * p.channels + int64_t(cv) * E;
-    float res[E];
-    if (p.residual != nullptr) {
-      LoadOut<OT, E>(static_cast<const OT*>(p.residual) + yi, res);
-    }
-    float zf[E], yf[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      float v = p.alpha * acc[e];
-      if (p.bias != nullptr) v += BiasAt(p.bias, p.bias_dtype, int64_t(cv) * E + e);
-      if (p.residual != nullptr) v += p.beta * res[e];
-      zf[e] = v;
-      yf[e] = Apply<A>(v, p.act_param);
-    }
-    StoreOut<OT, E>(static_cast<OT*>(p.y) + yi, yf);
-    if (p.save_z) StoreOut<OT, E>(static_cast<OT*>(p.z) + yi, zf);
+    FinishVector<OT, E, A>(p, position * p.channels + int64_t(cv) * E, int64_t(cv) * E, acc);
   }
 }
 
@@ -124,12 +68,26 @@ bool IsFloat(ffi::DataType t) {
 
 bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// The kernel for the call's activation (ByAct: one instantiation each).
+// The kernel for the call's activation (ByAct: one instantiation each): the
+// tiled one where `tile` is set, else the direct loop.
 template <typename T, typename OT>
-LaunchStatus Launch(const DwParams& params, int32_t act, cudaStream_t stream) {
+LaunchStatus Launch(const DwParams& params, const DwTile& tile, int32_t act, cudaStream_t stream) {
   const int64_t blocks = std::min<int64_t>((params.total + 255) / 256, int64_t(1) << 20);
   const bool known = ByAct(act, [&](auto a) {
-    DepthwiseFwdKernel<T, OT, decltype(a)::value><<<unsigned(blocks), 256, 0, stream>>>(params);
+    constexpr Act kA = decltype(a)::value;
+    if (tile.ok()) {
+      // Over 48 KiB of dynamic shared memory needs the kernel's opt-in (a
+      // function attribute, not a stream operation: capture-safe).
+      if (tile.smem > 48 * 1024 &&
+          cudaFuncSetAttribute(DepthwiseFwdTiled<T, OT, kA>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(tile.smem)) != cudaSuccess)
+        return;  // cudaGetLastError below reports it
+      DepthwiseFwdTiled<T, OT, kA>
+          <<<dim3(unsigned(tile.grid_x), unsigned(tile.grid_y)), kDwThreads, tile.smem, stream>>>(params,
+                                                                                                  tile);
+    } else {
+      DepthwiseFwdKernel<T, OT, kA><<<unsigned(blocks), 256, 0, stream>>>(params);
+    }
   });
   if (!known) return LaunchStatus::Refused("depthwise_fwd: unknown activation");
   return cudaGetLastError();
@@ -162,7 +120,7 @@ const char* DepthwiseFwdRefusal(const ConvFwdArgs& p) {
   return nullptr;
 }
 
-LaunchStatus DepthwiseFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
+LaunchStatus DepthwiseFwdCuda(const ConvFwdArgs& p, cudaStream_t stream, DwKernel kernel) {
   if (const char* why = DepthwiseFwdRefusal(p)) return LaunchStatus::Refused(why);
   if (!Aligned16(p.x) || !Aligned16(p.w) || !Aligned16(p.y) || !Aligned16(p.z) || !Aligned16(p.residual))
     return LaunchStatus::Refused("depthwise_fwd: x, w, y, z and the residual must be 16-byte aligned");
@@ -193,14 +151,25 @@ LaunchStatus DepthwiseFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
   d.beta = p.e.beta;
   d.bias_dtype = static_cast<int>(p.bias_dtype);
   if (d.total == 0) return cudaSuccess;
+  DwTile tile;
+  if (kernel == DwKernel::kTiled || (kernel == DwKernel::kAuto && SwitchText(Switch::kConvDwTiled) != "0")) {
+    tile = ChooseDwTile(d);
+    if (kernel == DwKernel::kTiled && !tile.ok())
+      return LaunchStatus::Refused(
+          "depthwise_fwd: the tiled kernel serves no input dilation nor patches over 48 KiB");
+    if (tile.ok() && (tile.grid_x >= (int64_t(1) << 31) || tile.grid_y > 65535))
+      return LaunchStatus::Refused("depthwise_fwd: too many tiles for one grid");
+  }
   const bool wide = p.out_dtype == ffi::DataType::F32;
+  const int32_t act = p.e.act;
   switch (p.dtype) {
-    case ffi::DataType::F32: return Launch<float, float>(d, p.e.act, stream);
+    case ffi::DataType::F32: return Launch<float, float>(d, tile, act, stream);
     case ffi::DataType::BF16:
-      return wide ? Launch<__nv_bfloat16, float>(d, p.e.act, stream)
-                  : Launch<__nv_bfloat16, __nv_bfloat16>(d, p.e.act, stream);
+      return wide ? Launch<__nv_bfloat16, float>(d, tile, act, stream)
+                  : Launch<__nv_bfloat16, __nv_bfloat16>(d, tile, act, stream);
     case ffi::DataType::F16:
-      return wide ? Launch<__half, float>(d, p.e.act, stream) : Launch<__half, __half>(d, p.e.act, stream);
+      return wide ? Launch<__half, float>(d, tile, act, stream)
+                  : Launch<__half, __half>(d, tile, act, stream);
     default: return LaunchStatus::Refused("depthwise_fwd: x and w must be float32, bfloat16 or float16");
   }
 }

@@ -103,7 +103,7 @@ __device__ __forceinline__ void PrefetchStep(const BwdParams& p, int t) {
   const int64_t H = s.hidden, unit0 = int64_t(blockIdx.x) * s.units;
   constexpr int kLines = M == RnnMode::kLstm ? 7 : M == RnnMode::kGru ? 6 : 2;
   for (int i = threadIdx.x; i < s.batch * kLines; i += blockDim.x) {
-    const int b = i / kLines, l = i % kLines;
+    const int b = i / kLines, l = i % kLines;  // kLines is a constant: no division
     const int64_t row = int64_t(t) * s.batch + b;
     const float* at;
     if (l == 0) {
@@ -147,18 +147,17 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
   __syncthreads();
   unsigned int arrivals = 0;
   for (int t = s.steps - 1; t >= 0; --t) {
-    for (int i = threadIdx.x; i < mine; i += blockDim.x) {
-      const int b = i / s.units, u = unit0 + i % s.units;
-      if (u < H) {
-        if constexpr (sizeof(WT) == 2) {
-          if (s.mma) {
-            GateGrads<M, WT>(p, t, b, u);
-            continue;
-          }
+    ForRowsCols(int(s.batch), int(s.units), [&](int, int b, int j) {
+      const int u = unit0 + j;
+      if (u >= H) return;
+      if constexpr (sizeof(WT) == 2) {
+        if (s.mma) {
+          GateGrads<M, WT>(p, t, b, u);
+          return;
         }
-        GateGrads<M, float>(p, t, b, u);
       }
-    }
+      GateGrads<M, float>(p, t, b, u);
+    });
     if (t > 0) PrefetchStep<M>(p, t - 1);
     GridBarrier(p.counter, ++arrivals * gridDim.x);
     // The exchange: float32, or in WT on the mma path (GateGrads' XT).
@@ -167,12 +166,12 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
     for (int b0 = 0; b0 < s.batch; b0 += s.batch_tile) {
       const int rows = min(s.batch_tile, s.batch - b0);
       TileProduct(w, dq, s.mma ? dq16 : nullptr, b0, rows, s, smem, red);
-      for (int i = threadIdx.x; i < rows * s.units; i += blockDim.x) {
-        const int b = i / s.units, j = i % s.units, u = unit0 + j;
-        if (u >= H) continue;
+      ForRowsCols(rows, int(s.units), [&](int, int b, int j) {
+        const int u = unit0 + j;
+        if (u >= H) return;
         const int64_t bu = int64_t(b0 + b) * H + u;
         p.dh[bu] = p.direct[bu] + SumParts(red, b, j, s);
-      }
+      });
       __syncthreads();
     }
   }

@@ -9,6 +9,8 @@
 
 #include <cuda/atomic>
 
+#include "common/row_col.cuh"
+#include "common/sm80/cp_async.cuh"
 #include "recurrent/sm80/rnn_plan.h"
 
 namespace jaxdnn::recurrent {
@@ -134,23 +136,27 @@ __global__ void SliceWeights(const float* __restrict__ w_hh, WT* __restrict__ sl
   }
 }
 
-// n 16-byte vectors, vector i from load(i) into store(i, v), each thread
-// keeping kInFlight loads in flight: a plain loop waits one L2 round trip a
-// vector (the store needs the load), which made the staging most of a step.
+// The 16-byte vectors of a rows x cols grid, vector (r, c) from load(r, c)
+// into store(i, r, c, v), each thread keeping kInFlight loads in flight: a
+// plain loop waits one L2 round trip a vector (the store needs the load).
 template <int kInFlight, typename Load, typename Store>
-__device__ __forceinline__ void CopyInFlight(int n, Load load, Store store) {
+__device__ __forceinline__ void CopyInFlight(int rows, int cols, Load load, Store store) {
+  const int n = rows * cols;
+  if (n <= 0) return;
+  RowCol rc(cols);
   for (int base = threadIdx.x; base < n; base += kInFlight * blockDim.x) {
     uint4 v[kInFlight];
+    RowCol at = rc;
 #pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
-      const int i = base + j * blockDim.x;
-      v[j] = i < n ? load(i) : make_uint4(0u, 0u, 0u, 0u);
-    }
+    for (int j = 0; j < kInFlight; ++j, at.Next())
+      v[j] = base + j * int(blockDim.x) < n ? load(at.r, at.c) : uint4{};
+    at = rc;
 #pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
-      const int i = base + j * blockDim.x;
-      if (i < n) store(i, v[j]);
+    for (int j = 0; j < kInFlight; ++j, at.Next()) {
+      const int i = base + j * int(blockDim.x);
+      if (i < n) store(i, at.r, at.c, v[j]);
     }
+    rc = at;
   }
 }
 
@@ -163,20 +169,18 @@ __device__ __forceinline__ void StageRows(const float* __restrict__ src, int b0,
                                           float* a) {
   const int kp = s.rounds * 32;
   if ((s.k & 3) == 0) {
-    const int kp4 = kp / 4;
     CopyInFlight<kStageInFlight>(
-        s.batch_tile * kp4,
-        [&](int i) {
-          const int b = i / kp4, k = 4 * (i % kp4);
+        int(s.batch_tile), kp / 4,
+        [&](int b, int c) {
+          const int k = 4 * c;
           return b < rows && k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + b) * s.k + k))
                                      : make_uint4(0u, 0u, 0u, 0u);
         },
-        [&](int i, uint4 v) { reinterpret_cast<uint4*>(a)[i] = v; });
+        [&](int i, int, int, uint4 v) { reinterpret_cast<uint4*>(a)[i] = v; });
   } else {
-    for (int i = threadIdx.x; i < s.batch_tile * kp; i += blockDim.x) {
-      const int b = i / kp, k = i % kp;
+    ForRowsCols(int(s.batch_tile), kp, [&](int i, int b, int k) {
       a[i] = (b < rows && k < s.k) ? __ldcg(src + int64_t(b0 + b) * s.k + k) : 0.0f;
-    }
+    });
   }
 }
 

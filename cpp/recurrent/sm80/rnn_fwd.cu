@@ -86,25 +86,30 @@ __device__ __forceinline__ void StepUnit(const FwdParams& p, int t, int b, int u
 }
 
 // The tile's operands of the CTA's own units, loaded alongside the staged
-// rows (one memory latency for both): gx [rows][cols] (column g * units + j
-// of unit0 + j), the previous h and c [rows][units].
+// rows (one memory latency for both; gx by cp.async, which TileProduct waits for): gx [rows][cols] (column g
+// * units + j of unit0 + j), the previous h and c [rows][units].
 template <RnnMode M>
 __device__ __forceinline__ void StageOwn(const FwdParams& p, int t, int b0, int rows, const float* prev,
                                          float* gxs, float* hs, float* cs) {
   const RnnShape& s = p.s;
-  const int H = s.hidden, U = s.units, C = s.cols, unit0 = blockIdx.x * U;
-  const int64_t GH = int64_t(s.gates) * H;
-  for (int i = threadIdx.x; i < rows * C; i += blockDim.x) {
-    const int b = i / C, col = i % C, u = unit0 + col % U;
-    gxs[i] = u < H ? p.gx[(int64_t(t) * s.batch + b0 + b) * GH + int64_t(col / U) * H + u] : 0.0f;
-  }
-  for (int i = threadIdx.x; i < rows * U; i += blockDim.x) {
-    const int b = i / U, u = unit0 + i % U;
-    if (u >= H) continue;
+  const int H = s.hidden, U = s.units, unit0 = blockIdx.x * U;
+  constexpr int kG = M == RnnMode::kLstm ? 4 : M == RnnMode::kGru ? 3 : 1;
+  const int64_t GH = int64_t(kG) * H;
+  // gxs[b][g * U + j]: rows of (b, g) pairs, U columns (a division by kG
+  // only), copied in the background (TileProduct waits for them): gx is
+  // written before the kernel, so the L1 path is safe.
+  ForRowsCols(rows * kG, U, [&](int i, int bg, int j) {
+    const int b = bg / kG, g = bg % kG, u = unit0 + j;
+    const int64_t at = (int64_t(t) * s.batch + b0 + b) * GH + int64_t(g) * H + (u < H ? u : 0);
+    CpAsync4(gxs + i, p.gx + at, u < H ? 4 : 0);
+  });
+  ForRowsCols(rows, U, [&](int i, int b, int j) {
+    const int u = unit0 + j;
+    if (u >= H) return;
     const int64_t bu = int64_t(b0 + b) * H + u;
     hs[i] = __ldcg(prev + bu);
     if constexpr (M == RnnMode::kLstm) cs[i] = t == 0 ? p.c0[bu] : p.c_seq[int64_t(t - 1) * s.batch * H + bu];
-  }
+  });
 }
 
 // Step t + 1's input projections of the CTA's units into L2 while the grid
@@ -114,11 +119,11 @@ __device__ __forceinline__ void PrefetchGx(const FwdParams& p, int t) {
   const RnnShape& s = p.s;
   const int H = s.hidden, unit0 = blockIdx.x * s.units;
   const int64_t GH = int64_t(s.gates) * H;
-  for (int i = threadIdx.x; i < s.batch * s.gates; i += blockDim.x) {
-    const float* at = p.gx + (int64_t(t) * s.batch + i / s.gates) * GH + int64_t(i % s.gates) * H + unit0;
+  ForRowsCols(int(s.batch), int(s.gates), [&](int, int b, int g) {
+    const float* at = p.gx + (int64_t(t) * s.batch + b) * GH + int64_t(g) * H + unit0;
     asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
     asm volatile("prefetch.global.L2 [%0];" ::"l"(at + min(s.units, H - unit0) - 1));
-  }
+  });
 }
 
 template <RnnMode M, typename WT>
@@ -150,15 +155,15 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
       const WT* prev16 =
           t == 0 ? nullptr : reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H;
       TileProduct(w, prev, prev16, b0, rows, s, smem, red);
-      for (int i = threadIdx.x; i < rows * U; i += blockDim.x) {
-        const int b = i / U, j = i % U, u = unit0 + j;
-        if (u >= H) continue;
+      ForRowsCols(rows, U, [&](int i, int b, int j) {
+        const int u = unit0 + j;
+        if (u >= H) return;
         float q[kG];
 #pragma unroll
         for (int g = 0; g < kG; ++g) q[g] = SumParts(red, b, g * U + j, s) + bias[g * U + j];
         const int bg = b0 + b;
         StepUnit<M, WT>(p, t, bg, u, q, gxs + b * s.cols + j, U, hs[i], cs[i], t < p.lengths[bg]);
-      }
+      });
       __syncthreads();  // the tile, partials and own operands are rewritten next
     }
     if (t + 1 < s.steps) {

@@ -59,26 +59,26 @@ __device__ __forceinline__ void StageRowsMma(const float* __restrict__ src, int 
   const int k0 = kc * s.chunk_steps * 16;
   if ((s.k & 3) == 0) {
     CopyInFlight<kStageInFlight>(
-        rows * kp4,
-        [&](int i) {
-          const int k = k0 + 4 * (i % kp4);
-          return k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + i / kp4) * s.k + k))
+        rows, kp4,
+        [&](int b, int c) {
+          const int k = k0 + 4 * c;
+          return k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + b) * s.k + k))
                          : make_uint4(0u, 0u, 0u, 0u);
         },
-        [&](int i, uint4 u) {
+        [&](int, int b, int c, uint4 u) {
           const float4 v = *reinterpret_cast<const float4*>(&u);
-          *reinterpret_cast<uint2*>(x + (i / kp4) * s.x_stride + 4 * (i % kp4)) =
+          *reinterpret_cast<uint2*>(x + b * int(s.x_stride) + 4 * c) =
               make_uint2(PackPair<WT>(v.x, v.y), PackPair<WT>(v.z, v.w));
         });
   } else {
-    for (int i = threadIdx.x; i < rows * kp4; i += blockDim.x) {
-      const int b = i / kp4, kr = 4 * (i % kp4), k = k0 + kr;
+    ForRowsCols(rows, kp4, [&](int, int b, int c) {
+      const int kr = 4 * c, k = k0 + kr;
       float v[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) v[e] = k + e < s.k ? __ldcg(src + int64_t(b0 + b) * s.k + k + e) : 0.0f;
-      *reinterpret_cast<uint2*>(x + b * s.x_stride + kr) =
+      *reinterpret_cast<uint2*>(x + b * int(s.x_stride) + kr) =
           make_uint2(PackPair<WT>(v[0], v[1]), PackPair<WT>(v[2], v[3]));
-    }
+    });
   }
 }
 
@@ -89,23 +89,21 @@ __device__ __forceinline__ void StageRowsMma(const WT* __restrict__ src, int b0,
                                              const RnnShape& s, WT* x) {
   const int k0 = kc * s.chunk_steps * 16;
   if ((s.k & 7) == 0) {
-    const int kp8 = s.chunk_steps * 2;  // 8-element groups of a chunk's row
-    CopyInFlight<kStageInFlight>(
-        rows * kp8,
-        [&](int i) {
-          const int k = k0 + 8 * (i % kp8);
-          return k < s.k ? __ldcg(reinterpret_cast<const uint4*>(src + int64_t(b0 + i / kp8) * s.k + k))
-                         : make_uint4(0u, 0u, 0u, 0u);
-        },
-        [&](int i, uint4 v) { *reinterpret_cast<uint4*>(x + (i / kp8) * s.x_stride + 8 * (i % kp8)) = v; });
+    // cp.async (through L2, .cg: other CTAs wrote the rows), every copy in
+    // flight at once and no registers held; TileProduct waits for them.
+    const int kp8 = int(s.chunk_steps) * 2;  // 8-element groups of a chunk's row
+    ForRowsCols(rows, kp8, [&](int, int b, int c) {
+      const int k = k0 + 8 * c;
+      const bool in = k < s.k;
+      CpAsync16(x + b * int(s.x_stride) + 8 * c, src + int64_t(b0 + b) * s.k + (in ? k : 0), in ? 16 : 0);
+    });
   } else {
-    const int kp = s.chunk_steps * 16;
     const unsigned short* from = reinterpret_cast<const unsigned short*>(src);
     unsigned short* to = reinterpret_cast<unsigned short*>(x);
-    for (int i = threadIdx.x; i < rows * kp; i += blockDim.x) {
-      const int b = i / kp, kr = i % kp, k = k0 + kr;
-      to[b * s.x_stride + kr] = k < s.k ? __ldcg(from + int64_t(b0 + b) * s.k + k) : (unsigned short)0;
-    }
+    ForRowsCols(rows, int(s.chunk_steps) * 16, [&](int, int b, int kr) {
+      const int k = k0 + kr;
+      to[b * int(s.x_stride) + kr] = k < s.k ? __ldcg(from + int64_t(b0 + b) * s.k + k) : (unsigned short)0;
+    });
   }
 }
 
@@ -206,6 +204,7 @@ __device__ __forceinline__ void TileProduct(const WT* w, const float* src, const
         } else {
           StageRowsMma(src, b0, rows, kc, s, x);
         }
+        CpAsyncWaitAll();  // the staging's copies and the caller's (StageOwn)
         __syncthreads();
         MmaProductTile(w, x, rows, kc, s, red);
       }
@@ -215,6 +214,7 @@ __device__ __forceinline__ void TileProduct(const WT* w, const float* src, const
   }
   float* a = reinterpret_cast<float*>(smem + s.smem_a);
   StageRows(src, b0, rows, s, a);
+  CpAsyncWaitAll();  // the caller's copies (StageOwn)
   __syncthreads();
   SliceProductRows(w, a, rows, s, red);
   __syncthreads();

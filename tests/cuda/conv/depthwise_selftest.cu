@@ -94,7 +94,9 @@ std::array<int64_t, 3> OutOf(const Case& c) {
   return out;
 }
 
-bool RunCase(const Case& c) {
+const char* KernelName(DwKernel k) { return k == DwKernel::kDirect ? "direct" : "tiled"; }
+
+bool RunCase(const Case& c, DwKernel kernel) {
   ConvFwdArgs p;
   p.g.batch = c.n;
   p.g.in_channels = p.g.out_channels = p.g.groups = c.c;
@@ -141,7 +143,12 @@ bool RunCase(const Case& c) {
     std::printf("FAIL %-40s refused: %s\n", c.name, refusal);
     return false;
   }
-  CHECK_CUDA(DepthwiseFwdCuda(p, 0));
+  const LaunchStatus st = DepthwiseFwdCuda(p, 0, kernel);
+  if (st.refused()) {
+    std::printf("FAIL %-40s %-6s refused: %s\n", c.name, KernelName(kernel), st.Text().c_str());
+    return false;
+  }
+  CHECK_CUDA(st);
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<uint8_t> yb(outn * Bytes(c.out_dtype)), zb(outn * Bytes(c.out_dtype));
   CHECK_CUDA(cudaMemcpy(yb.data(), dy.d, yb.size(), cudaMemcpyDeviceToHost));
@@ -181,8 +188,8 @@ bool RunCase(const Case& c) {
                   std::max(worst, std::fabs(GetBits(zb, yi, c.out_dtype) - z) / (tol * (1 + std::fabs(z))));
           }
   const bool ok = worst <= 1.0;
-  std::printf("%s %-40s out %lldx%lldx%lld worst %.3g\n", ok ? "ok  " : "FAIL", c.name, (long long)o[0],
-              (long long)o[1], (long long)o[2], worst);
+  std::printf("%s %-40s %-6s out %lldx%lldx%lld worst %.3g\n", ok ? "ok  " : "FAIL", c.name,
+              KernelName(kernel), (long long)o[0], (long long)o[1], (long long)o[2], worst);
   return ok;
 }
 
@@ -201,13 +208,46 @@ int Check() {
       {"3d 3x3x3 relu6 bf16", 2, 16, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, BF, BF, F16, true, 2, 1.0f, 1.0f},
       {"2d transposed 4x4 s2 (in_dil 2) bf16", 2, 8, {1, 5, 6}, {1, 4, 4}, {1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, {0, 2, 2}, BF, BF, NONE, false, 0, 1.0f, 0.0f},
       {"2d window larger than input f32", 1, 4, {1, 2, 3}, {1, 5, 5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 2, 2}, {0, 2, 2}, F32, F32, NONE, false, 0, 1.0f, 0.0f},
+      {"2d 3x3 s1 56-wide tile edges, 72 ch bf16", 2, 72, {1, 23, 57}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, BF, BF, BF, true, 5, 1.0f, 1.0f},
+      {"2d 3x3 dil3 s2 (phases) f16", 2, 16, {1, 19, 21}, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {1, 3, 3}, {0, 3, 2}, {0, 3, 2}, F16, F16, NONE, false, 1, 1.0f, 0.0f},
+      {"2d 5x3 dil (2,4) s (1,2) f32 -> relu6", 1, 8, {1, 20, 33}, {1, 5, 3}, {1, 1, 2}, {1, 1, 1}, {1, 2, 4}, {0, 4, 4}, {0, 4, 4}, F32, F32, F32, false, 2, 1.0f, 0.0f},
+      {"2d 7x7 dil2 s3 128 ch bf16", 2, 128, {1, 30, 31}, {1, 7, 7}, {1, 3, 3}, {1, 1, 1}, {1, 2, 2}, {0, 6, 5}, {0, 6, 7}, BF, BF, NONE, false, 0, 1.0f, 0.0f},
+      {"3d 3x3x3 s2 dil (2,1,1) 64 ch bf16", 2, 64, {7, 9, 10}, {3, 3, 3}, {2, 2, 1}, {1, 1, 1}, {2, 1, 1}, {2, 1, 1}, {2, 1, 1}, BF, BF, BF, true, 7, 1.0f, 0.5f},
+      {"1d k31 dil4 f32 1024 long", 2, 8, {1, 1, 1024}, {1, 1, 31}, {1, 1, 1}, {1, 1, 1}, {1, 1, 4}, {0, 0, 60}, {0, 0, 60}, F32, F32, NONE, false, 0, 1.0f, 0.0f},
+      {"2d 31x31 large kernel bf16", 1, 8, {1, 33, 34}, {1, 31, 31}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 15, 15}, {0, 15, 15}, BF, BF, NONE, false, 0, 1.0f, 0.0f},
       {"empty batch bf16", 0, 8, {1, 4, 4}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, BF, BF, NONE, false, 0, 1.0f, 0.0f},
   };
   // clang-format on
   int failed = 0, n = 0;
+  // Every case on the direct loop, then on the default choice (the tiled
+  // kernel wherever it serves: all but input dilation).
+  for (DwKernel k : {DwKernel::kDirect, DwKernel::kAuto})
+    for (const Case& c : cases) {
+      ++n;
+      failed += RunCase(c, k) ? 0 : 1;
+    }
+  // The tiled kernel refuses what it cannot serve, by name.
   for (const Case& c : cases) {
+    if (c.in_dil[1] == 1 && c.in_dil[2] == 1) continue;
     ++n;
-    failed += RunCase(c) ? 0 : 1;
+    ConvFwdArgs q;
+    q.g.batch = 1;
+    q.g.in_channels = q.g.out_channels = q.g.groups = 8;
+    q.g.in = c.in;
+    q.g.out = OutOf(c);
+    q.g.window = c.window;
+    q.g.in_dilation = c.in_dil;
+    q.g.pad_lo = c.pad_lo;
+    q.dtype = q.out_dtype = BF;
+    Buf bx(4096 * 64), bw(4096), by(4096 * 64);
+    q.x = bx.d;
+    q.w = bw.d;
+    q.y = by.d;
+    const LaunchStatus st = DepthwiseFwdCuda(q, 0, DwKernel::kTiled);
+    if (!st.refused()) {
+      std::printf("FAIL refuse tiled: %s\n", c.name);
+      ++failed;
+    }
   }
   // Refusals.
   ConvFwdArgs p;
@@ -232,39 +272,40 @@ int Check() {
 }
 
 int Bench() {
-  for (int dil : {1, 2, 4}) {
-    ConvFwdArgs p;
-    p.g.batch = 128;
-    p.g.in_channels = p.g.out_channels = p.g.groups = 256;
-    p.g.algorithm = kAlgoDirect;
-    p.g.in = {1, 56, 56};
-    p.g.out = {1, 56, 56};
-    p.g.window = {1, 3, 3};
-    p.g.k_dilation = {1, dil, dil};
-    p.g.pad_lo = {0, dil, dil};
-    p.dtype = p.out_dtype = BF;
-    const size_t elems = size_t(128) * 56 * 56 * 256;
-    Buf x(elems * 2), y(elems * 2), w(9 * 256 * 2);
-    CHECK_CUDA(cudaMemset(x.d, 0, elems * 2));
-    CHECK_CUDA(cudaMemset(w.d, 0, 9 * 256 * 2));
-    p.x = x.d;
-    p.w = w.d;
-    p.y = y.d;
-    cudaEvent_t e0, e1;
-    CHECK_CUDA(cudaEventCreate(&e0));
-    CHECK_CUDA(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; ++i) CHECK_CUDA(DepthwiseFwdCuda(p, 0));
-    const int reps = 20;
-    CHECK_CUDA(cudaEventRecord(e0));
-    for (int i = 0; i < reps; ++i) CHECK_CUDA(DepthwiseFwdCuda(p, 0));
-    CHECK_CUDA(cudaEventRecord(e1));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    const double us = 1000.0 * ms / reps;
-    std::printf("bench depthwise 3x3 dil%d 56x56x256 n128 bf16: %.1f us, %.2f TB/s (x + y once)\n", dil, us,
-                2.0 * elems * 2 / us / 1e6);
-  }
+  for (DwKernel kernel : {DwKernel::kAuto, DwKernel::kDirect})
+    for (int dil : {1, 2, 4}) {
+      ConvFwdArgs p;
+      p.g.batch = 128;
+      p.g.in_channels = p.g.out_channels = p.g.groups = 256;
+      p.g.algorithm = kAlgoDirect;
+      p.g.in = {1, 56, 56};
+      p.g.out = {1, 56, 56};
+      p.g.window = {1, 3, 3};
+      p.g.k_dilation = {1, dil, dil};
+      p.g.pad_lo = {0, dil, dil};
+      p.dtype = p.out_dtype = BF;
+      const size_t elems = size_t(128) * 56 * 56 * 256;
+      Buf x(elems * 2), y(elems * 2), w(9 * 256 * 2);
+      CHECK_CUDA(cudaMemset(x.d, 0, elems * 2));
+      CHECK_CUDA(cudaMemset(w.d, 0, 9 * 256 * 2));
+      p.x = x.d;
+      p.w = w.d;
+      p.y = y.d;
+      cudaEvent_t e0, e1;
+      CHECK_CUDA(cudaEventCreate(&e0));
+      CHECK_CUDA(cudaEventCreate(&e1));
+      for (int i = 0; i < 3; ++i) CHECK_CUDA(DepthwiseFwdCuda(p, 0, kernel));
+      const int reps = 20;
+      CHECK_CUDA(cudaEventRecord(e0));
+      for (int i = 0; i < reps; ++i) CHECK_CUDA(DepthwiseFwdCuda(p, 0, kernel));
+      CHECK_CUDA(cudaEventRecord(e1));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      const double us = 1000.0 * ms / reps;
+      std::printf("bench depthwise 3x3 dil%d 56x56x256 n128 bf16 %-6s: %.1f us, %.2f TB/s (x + y once)\n",
+                  dil, kernel == DwKernel::kDirect ? "direct" : "auto", us, 2.0 * elems * 2 / us / 1e6);
+    }
   return 0;
 }
 

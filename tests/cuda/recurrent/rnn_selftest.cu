@@ -7,6 +7,7 @@
 //   rnn_selftest check | bench
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -238,13 +239,16 @@ int Check() {
   return failed == 0 ? 0 : 1;
 }
 
-// Per-step times of the issue's shapes (forward, backward), CUDA events.
-int Bench() {
+// Per-step times of the issue's shapes (forward, backward), CUDA events;
+// `bench MODE B H` times that one shape (for a profiler run).
+int Bench(const char* only_mode, int64_t only_b, int64_t only_h) {
   const RnnDevice dev = ThisDevice();
   const int64_t shapes[][3] = {{256, 1, 1024},   {256, 8, 1024}, {256, 64, 1024},
                                {256, 256, 1024}, {256, 8, 256},  {256, 64, 2048}};
   for (RnnMode m : {RnnMode::kLstm, RnnMode::kGru}) {
     for (auto& s : shapes) {
+      if (only_mode != nullptr && (std::string(only_mode) != ModeName(m) || s[1] != only_b || s[2] != only_h))
+        continue;
       const int64_t T = s[0], B = s[1], H = s[2], GH = GatesOf(m) * H, S = SavedPerHidden(m) * H;
       const bool lstm = m == RnnMode::kLstm;
       const WeightDtype wd = WeightDtype::kBf16;
@@ -296,6 +300,7 @@ int Bench() {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
-  if (mode == "bench") return Bench();
+  if (mode == "bench" && argc > 4) return Bench(argv[2], std::atoll(argv[3]), std::atoll(argv[4]));
+  if (mode == "bench") return Bench(nullptr, 0, 0);
   return Check();
 }
