@@ -8,6 +8,7 @@
 #   bash benchmarks/gpu_run.sh OUT [pytest args...]
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh);
 # SELFTEST_ONLY: names of the self-test runs to do (run_selftests.sh's ONLY).
+# NCU_BESIDE: a self-test kernel to profile beside the build (below).
 # RNN_ARGS: arguments of `python -m jaxdnn.bench rnn`.
 # upstream: JAX's own attention tests (tests/upstream/), given JAX's
 # tests/nn_test.py carried as build/upstream/nn_test.py.
@@ -51,6 +52,16 @@ selftests_beside() {
       echo "memcheck exit $?"; tail -3 "$out/gemm1x1_memcheck.log"; } > "$out/gemm1x1.txt" 2>&1
   fi
   wait
+  # NCU_BESIDE="binary-name args... --kernel-regex": Nsight Compute on one
+  # kernel of a prebuilt self-test (SELFTEST_BIN), sections, stall reasons
+  # and SASS with stall samples, after the self-tests above.
+  if [ -n "${NCU_BESIDE:-}" ]; then
+    local cmd=(${NCU_BESIDE% --*}) kre=${NCU_BESIDE##* --}
+    timeout 200 ncu --clock-control none --set full --import-source no -k "regex:$kre" --launch-skip 1 \
+      --launch-count 1 -f -o /tmp/ncu_beside "$SELFTEST_BIN/${cmd[0]}" "${cmd[@]:1}" > "$out/ncu_beside.log" 2>&1
+    ncu -i /tmp/ncu_beside.ncu-rep --page details --print-details all > "$out/ncu_beside.txt" 2>&1
+    ncu -i /tmp/ncu_beside.ncu-rep --page source --print-source sass --csv > "$out/ncu_beside_sass.csv" 2>&1
+  fi
 }
 beside=
 if has selftests_beside; then selftests_beside & beside=$!; fi
