@@ -54,6 +54,24 @@ __device__ void StoreOut(OT* p, const float* f) {
   for (int v = 0; v < E / kPer; ++v) reinterpret_cast<uint4*>(p)[v] = Vec16<OT>::Pack(f + v * kPer);
 }
 
+// A 16-byte vector of T as float32. bfloat16 by a shift and a mask a pair:
+// cuda_bf16's conversion spends three integer ops a pair, and the unpacking
+// was a third of the tiled kernel's instructions (Nsight Compute,
+// docs/perf/conv.md).
+template <typename T>
+__device__ __forceinline__ void UnpackFast(const uint4& r, float* f) {
+  Vec16<T>::Unpack(r, f);
+}
+template <>
+__device__ __forceinline__ void UnpackFast<__nv_bfloat16>(const uint4& r, float* f) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
 // y (and z) of one channel vector at element yi from its E float32 sums:
 // activation(alpha * acc + bias + beta * residual).
 template <typename OT, int E, Act A>

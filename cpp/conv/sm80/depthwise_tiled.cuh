@@ -143,8 +143,7 @@ __device__ __forceinline__ bool IssuePatch(const DwParams& p, const DwTile& t, c
 // arithmetic.
 template <typename T, typename OT, Act A>
 __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTile t) {
-  using V = Vec16<T>;
-  constexpr int E = V::kElems;
+  constexpr int E = Vec16<T>::kElems;
   extern __shared__ uint4 patches[];  // two stages of [halo H][halo W][cvb]
   const int stage_vecs = t.halo[1] * t.halo[2] * t.cvb;
   const T* w = static_cast<const T*>(p.w);
@@ -185,18 +184,21 @@ __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTi
     const int oh = at.oh0 + t.q[1] * r;
     const bool active = thread_has_outputs && oh < p.out[1] && at.ow0 + t.q[2] * c < p.out[2];
     if (have && active) {
-      const uint4* patch = patches + stage * stage_vecs;
-      const T* wk = w + int64_t(kd) * p.window[1] * p.window[2] * p.channels + int64_t(cv0 + v) * E;
+      // Running pointers: the tap's weight vector (one channel row a tap)
+      // and the patch vector of output j and tap kw (j * se + kw pixels in).
+      const uint4* wp = reinterpret_cast<const uint4*>(
+          w + int64_t(kd) * p.window[1] * p.window[2] * p.channels + int64_t(cv0 + v) * E);
+      const int w_step = int(p.channels / E), j_step = t.se[2] * t.cvb;
       for (int kh = 0; kh < p.window[1]; ++kh) {
-        const uint4* row = patch + ((r * t.se[1] + kh) * t.halo[2] + c * t.se[2]) * t.cvb + v;
-        for (int kw = 0; kw < p.window[2]; ++kw) {
+        const uint4* xp =
+            patches + stage * stage_vecs + ((r * t.se[1] + kh) * t.halo[2] + c * t.se[2]) * t.cvb + v;
+        for (int kw = 0; kw < p.window[2]; ++kw, wp += w_step, xp += t.cvb) {
           float wf[E];
-          V::Unpack(__ldg(reinterpret_cast<const uint4*>(wk + (kh * p.window[2] + kw) * int64_t(p.channels))),
-                    wf);
+          UnpackFast<T>(__ldg(wp), wf);
 #pragma unroll
           for (int j = 0; j < kDwStrip; ++j) {
             float xf[E];
-            V::Unpack(row[(j * t.se[2] + kw) * t.cvb], xf);
+            UnpackFast<T>(xp[j * j_step], xf);
 #pragma unroll
             for (int e = 0; e < E; ++e) acc[j][e] = fmaf(xf[e], wf[e], acc[j][e]);
           }
