@@ -84,11 +84,79 @@ def _conv_fwd(static, x, w, bias, residual):
 def _conv_bwd(static, res, dy):
   x, w, saved, bias_token = res
   s = _operands(saved)
-  dgrad = conv_dgrad.bind(dy, w, *s, **static)
+  transposed = _depthwise_dgrad_static(static)
+  if transposed is not None:
+    dx, dres = _depthwise_dgrad(static, transposed, dy, w, saved)
+  else:
+    dgrad = conv_dgrad.bind(dy, w, *s, **static)
+    dx, dres = dgrad[0], dgrad[1] if static["has_residual"] else None
   wgrad = conv_wgrad.bind(x, dy, *s, **static)
   dbias = match_vma(wgrad[1], bias_token) if static["has_bias"] else None
-  dres = dgrad[1] if static["has_residual"] else None
-  return dgrad[0], match_vma(wgrad[0], vma_token(w)), dbias, dres
+  return dx, match_vma(wgrad[0], vma_token(w)), dbias, dres
+
+
+def _depthwise_dgrad_static(static):
+  """With algorithm="direct" forced on a depthwise convolution, the forward
+  problem whose output is its data gradient: dz (y's positions) convolved
+  with each channel's window flipped, the strides as input dilation, stride
+  1, padding (window - 1) * dilation - low on the low side. The direct
+  kernels then serve the gradient too (on CUDA the tiled depthwise kernel
+  at stride 1, the direct loop otherwise) instead of XLA's data-gradient
+  convolution (jax#26266: tens of milliseconds with dilation). None where
+  that problem would need negative padding or the forward dilates its
+  input: those keep the data-gradient primitive."""
+  g = static["g"]
+  depthwise = g.groups == g.in_channels == g.out_channels
+  if static["algorithm"] != ALGORITHM_CODES["direct"] or not depthwise:
+    return None
+  if any(d != 1 for d in g.input_dilation):
+    return None
+  pads = []
+  for n, o, k, st, d, (lo, _) in zip(
+    g.spatial, g.out, g.window, g.strides, g.kernel_dilation, g.pads
+  ):
+    low, high = (k - 1) * d - lo, n + lo - 1 - (o - 1) * st
+    if low < 0 or high < 0:
+      return None
+    pads.append((low, high))
+  gt = dataclasses.replace(
+    g,
+    spatial=g.out,
+    out=g.spatial,
+    strides=(1,) * g.ndim,
+    input_dilation=g.strides,
+    pads=tuple(pads),
+  )
+  return dict(
+    static,
+    g=gt,
+    act=0,
+    act_param=0.0,
+    beta=0.0,
+    has_bias=False,
+    has_residual=False,
+    saved=SAVE_NOTHING,
+    out_dtype=static["x_dtype"],
+    x_dtype=static["w_dtype"],
+    bias_dtype="",
+    residual_dtype="",
+  )
+
+
+def _depthwise_dgrad(static, transposed, dy, w, saved):
+  """dx and the residual's gradient of a depthwise convolution through the
+  forward primitive on the transposed problem: dz = act'(saved) * dy (an
+  elementwise XLA op), then alpha * conv(dz, flipped window), rounded to w's
+  dtype first as the data-gradient kernels round dz."""
+  g = static["g"]
+  dz = reference.backprop(static["act"], static["act_param"], dy, saved)
+  spatial_axes = tuple(range(g.ndim))
+  flipped = jnp.flip(w.reshape((*g.window, 1, g.out_channels)), axis=spatial_axes).reshape(-1)
+  dx = conv_forward.bind(dz.astype(w.dtype), flipped, **transposed)[0]
+  dres = None
+  if static["has_residual"]:
+    dres = (dz * static["beta"]).astype(static["residual_dtype"])
+  return dx, dres
 
 
 _conv.defvjp(_conv_fwd, _conv_bwd)
@@ -374,7 +442,8 @@ def _plan_report(c: _Call) -> dict:
     kernel = forward_plan(c.g, c.g.batch, query="conv_fwd_kernel", **static)
     if kernel == 2:
       report["config"] = dict(
-        kernel="depthwise direct loop (CUDA): a 16-byte channel vector per thread",
+        kernel="depthwise direct (CUDA): the tiled kernel (input patches in shared memory, any"
+        " stride and kernel dilation), the channel-vector loop for input dilation",
         workspace_bytes=0,
       )
     else:
@@ -411,6 +480,20 @@ def _cuda_gradients(c: _Call) -> str:
 
   def served(plan, target):
     return _extension.has_cuda_target(target) and plan(c.g, 1, **static, **dtypes) >= 0
+
+  if c.forced and c.algorithm == "direct":
+    transposed = _depthwise_dgrad_static(
+      dict(g=c.g, algorithm=ALGORITHM_CODES["direct"], x_dtype="", w_dtype="")
+    )
+    return (
+      "data gradient: "
+      + (
+        "the depthwise forward kernel on the transposed problem (flipped window)"
+        if transposed is not None
+        else "XLA's convolution (the transposed problem needs negative padding)"
+      )
+      + "; weight gradient: XLA's convolution"
+    )
 
   if not c.forced and not prefer_sm90(c.g, c.g.batch, gradients=True):
     return (

@@ -295,6 +295,44 @@ def test_operand_errors():
     jaxdnn.conv_transpose(x, w, transpose_kernel=1)
 
 
+@pytest.mark.skipif(
+  on_gpu(), reason="float32 depthwise runs on XLA on a GPU (the CUDA test covers 16-bit)"
+)
+@pytest.mark.parametrize(
+  "kw",
+  [
+    dict(padding="SAME", kernel_dilation=2, activation="gelu"),
+    dict(padding=((1, 2), (0, 1)), strides=2, activation="relu"),
+    dict(padding=((2, 0), (3, 1)), strides=(2, 3), kernel_dilation=(1, 2)),
+    dict(padding="VALID", strides=3, activation="silu"),
+  ],
+)
+def test_depthwise_direct_data_gradient_is_a_flipped_forward(rng, kw):
+  """api._depthwise_dgrad_static: with algorithm="direct", a depthwise
+  convolution's data gradient runs as the forward primitive on the transposed
+  problem (flipped window, strides as input dilation), with the activation's
+  derivative, alpha, and the residual's gradient beta * dz; the gradients
+  match the oracle's and the data-gradient primitive is not called."""
+  c = 8
+  x, w, b = normal(rng, (2, 11, 10, c)), normal(rng, (3, 3, 1, c)), normal(rng, (c,))
+  y_shape = jaxdnn.conv(x, w, feature_group_count=c, implementation="xla", **kw).shape
+  r = normal(rng, y_shape)
+  common = dict(feature_group_count=c, residual=r, alpha=0.7, beta=1.5, **kw)
+
+  def loss(impl):
+    return lambda x, w, b, r: jnp.sum(
+      jnp.sin(jaxdnn.conv(x, w, b, **dict(common, residual=r), **impl))
+    )
+
+  f = jax.grad(loss(dict(algorithm="direct")), argnums=(0, 1, 2, 3))
+  got = jax.jit(f)(x, w, b, r)
+  want = jax.grad(loss(dict(implementation="xla")), argnums=(0, 1, 2, 3))(x, w, b, r)
+  for a, e in zip(got, want):
+    assert_close(a, e, 5e-5)
+  targets = custom_call_targets(jax.jit(f).lower(x, w, b, r).compile().as_text())
+  assert "jaxdnn_conv_fwd" in targets and "jaxdnn_conv_dgrad" not in targets, targets
+
+
 def test_algorithm_forcing_and_plan(rng):
   x = normal(rng, (2, 9, 8, 6))
   w = normal(rng, (3, 3, 1, 6))

@@ -268,7 +268,8 @@ def test_depthwise_direct_forced_on_cuda(xs, kw, dtype):
   """cpp/conv/sm80/depthwise_fwd.cu: algorithm='direct' runs a depthwise
   forward on the CUDA channel-vector loop (the custom call is in the HLO,
   conv_plan names the kernel), matches the float32 oracle with bias and
-  residual, and differentiates (its gradients on XLA's convolution)."""
+  residual, and differentiates (the data gradient on the same kernel through
+  the transposed problem, the weight gradient on XLA's convolution)."""
   c = xs[-1]
   rng = np.random.default_rng(5)
   x = normal(rng, xs, dtype)
@@ -278,6 +279,7 @@ def test_depthwise_direct_forced_on_cuda(xs, kw, dtype):
   plan = jaxdnn.conv_plan(*spec, feature_group_count=c, algorithm="direct", **kw)
   assert plan["implementation"] == "cuda", plan
   assert "depthwise direct" in plan["config"]["kernel"], plan
+  assert "depthwise forward kernel on the transposed problem" in plan["gradients"], plan
   f = jax.jit(lambda x, w, b: jaxdnn.conv(x, w, b, feature_group_count=c, algorithm="direct", **kw))
   assert "jaxdnn_conv_fwd" in custom_call_targets(f.lower(x, w, b).compile().as_text())
   wide = lambda a: a.astype(jnp.float32)
