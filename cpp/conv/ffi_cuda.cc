@@ -19,6 +19,7 @@
 #include "conv/heuristics.h"
 #include "conv/sm80/depthwise_fwd.h"
 #include "conv/sm90/conv1x1_gemm_sm90.h"
+#include "conv/sm80/depthwise_wgrad_call.h"
 #include "conv/sm90/conv_dgrad_sm90.h"
 #include "conv/sm90/conv_fprop_sm90.h"
 #include "conv/sm90/conv_wgrad_sm90.h"
@@ -52,6 +53,12 @@ bool ForwardOnGemm(const ConvFwdArgs& p) {
 // the call forced algorithm="direct" until that kernel is measured.
 bool ForwardOnDepthwise(const ConvFwdArgs& p) {
   return p.g.algorithm == kAlgoDirect && DepthwiseFwdRefusal(p) == nullptr;
+}
+
+// Whether the weight gradient of p runs on the depthwise kernel: where the
+// call forced algorithm="direct", as the forward.
+bool WgradOnDepthwise(const ConvWgradArgs& p) {
+  return p.g.algorithm == kAlgoDirect && DepthwiseWgradCallRefusal(p) == nullptr;
 }
 
 ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t in_channels,
@@ -104,6 +111,11 @@ ffi::Error Wgrad(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRet
   auto p = Decode(args, rets, attrs, ReadConvWgradCall);
   if (!p.has_value()) return p.error();
   ClearStaleLaunchError();
+  if (WgradOnDepthwise(*p)) {
+    const LaunchStatus s = DepthwiseWgradCall(*p, stream);
+    if (!s.ok()) return ffi::Error::Internal("jaxdnn conv weight gradient (depthwise): " + s.Text());
+    return ffi::Error::Success();
+  }
   const LaunchStatus s = ConvWgradSm90(*p, stream);
   if (!s.ok()) return ffi::Error::Internal("jaxdnn conv weight gradient (sm90): " + s.Text());
   return ffi::Error::Success();
@@ -202,7 +214,7 @@ int64_t DgradWorkspace(const QueryArgs& q) {
 }
 
 // The weight gradient's: dtype is x's (and dw's), dy_dtype dy's, bias_dtype
-// the bias gradient's.
+// the bias gradient's, algorithm the code the call asked for (0: none).
 int64_t WgradWorkspace(const QueryArgs& q) {
   ConvWgradArgs p;
   p.g = GeometryOfQuery(q);
@@ -210,6 +222,8 @@ int64_t WgradWorkspace(const QueryArgs& q) {
   p.dtype = DtypeOfQuery(q, "dtype");
   p.dy_dtype = DtypeOfQuery(q, "dy_dtype");
   p.bias_dtype = DtypeOfQuery(q, "bias_dtype");
+  p.g.algorithm = int32_t(QueryArg(q, "algorithm"));
+  if (WgradOnDepthwise(p)) return int64_t(DepthwiseWgradCallWorkspace(p));
   if (ConvWgradSm90Refusal(p) != nullptr) return -1;
   return int64_t(ConvWgradSm90Workspace(p));
 }

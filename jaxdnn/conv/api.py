@@ -492,7 +492,13 @@ def _cuda_gradients(c: _Call) -> str:
         if transposed is not None
         else "XLA's convolution (the transposed problem needs negative padding)"
       )
-      + "; weight gradient: XLA's convolution"
+      + "; weight gradient: "
+      + (
+        "the depthwise weight-gradient kernel (per-CTA partials summed in order)"
+        if _extension.has_cuda_target("jaxdnn_conv_wgrad")
+        and wgrad_plan(c.g, 1, algorithm=ALGORITHM_CODES["direct"], **static, **dtypes) >= 0
+        else "XLA's convolution"
+      )
     )
 
   if not c.forced and not prefer_sm90(c.g, c.g.batch, gradients=True):

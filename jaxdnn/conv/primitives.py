@@ -123,12 +123,15 @@ def dgrad_plan(
   )  # fmt: skip
 
 
-def wgrad_plan(g, batch, *, x_dtype, dy_dtype, act, saved, has_bias, bias_dtype, **_) -> int:
-  """The CUDA weight gradient's workspace bytes, or -1 where its kernel does
-  not serve the problem (its refusal never depends on the batch)."""
+def wgrad_plan(
+  g, batch, *, x_dtype, dy_dtype, act, saved, has_bias, bias_dtype, algorithm=0, **_
+) -> int:
+  """The CUDA weight gradient's workspace bytes, or -1 where its kernels do
+  not serve the problem (their refusals never depend on the batch);
+  `algorithm` the code the call asked for (2, direct: the depthwise kernel)."""
   return _plan(
-    "conv_wgrad_workspace", g, batch, act, saved, has_bias, False, dtype=x_dtype,
-    dy_dtype=dy_dtype, bias_dtype=bias_dtype if has_bias else "",
+    "conv_wgrad_workspace", g, batch, act, saved, has_bias, False, dict(algorithm=algorithm),
+    dtype=x_dtype, dy_dtype=dy_dtype, bias_dtype=bias_dtype if has_bias else "",
   )  # fmt: skip
 
 

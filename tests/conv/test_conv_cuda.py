@@ -269,7 +269,8 @@ def test_depthwise_direct_forced_on_cuda(xs, kw, dtype):
   forward on the CUDA channel-vector loop (the custom call is in the HLO,
   conv_plan names the kernel), matches the float32 oracle with bias and
   residual, and differentiates (the data gradient on the same kernel through
-  the transposed problem, the weight gradient on XLA's convolution)."""
+  the transposed problem, the weight gradient on the depthwise wgrad kernel
+  where it serves: 16-bit, or float32 without bias and activation)."""
   c = xs[-1]
   rng = np.random.default_rng(5)
   x = normal(rng, xs, dtype)
@@ -291,7 +292,11 @@ def test_depthwise_direct_forced_on_cuda(xs, kw, dtype):
       jnp.sin(jaxdnn.conv(x, w, b, feature_group_count=c, **impl, **kw).astype(jnp.float32))
     )
   )
-  g = jax.grad(loss(dict(algorithm="direct")), argnums=(0, 1))(x, w)
+  grad = jax.jit(jax.grad(loss(dict(algorithm="direct")), argnums=(0, 1)))
+  if dtype == jnp.bfloat16:
+    targets = custom_call_targets(grad.lower(x, w).compile().as_text())
+    assert "jaxdnn_conv_wgrad" in targets and "jaxdnn_conv_dgrad" not in targets, targets
+  g = grad(x, w)
   g_want = jax.grad(loss(dict(implementation="xla")), argnums=(0, 1))(x, w)
   for a, e in zip(g, g_want):
     assert_close(

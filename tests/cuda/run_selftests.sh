@@ -23,7 +23,7 @@ run() {  # log name, timeout, command...
   local rc=$?
   echo "$log: exit $rc; $(grep -ciE 'FAIL' "$out/$log.log") lines with FAIL; $(grep -c 'ALL PASSED' "$out/$log.log") ALL PASSED"
 }
-tests="sm90_attention_selftest sm90_attention_ext_selftest sm90_attention_bwd_selftest decode_split_selftest rnn_selftest depthwise_selftest"
+tests="sm90_attention_selftest sm90_attention_ext_selftest sm90_attention_bwd_selftest decode_split_selftest rnn_selftest depthwise_selftest depthwise_wgrad_selftest"
 b=$bin
 if [ ! -x "$bin/rnn_selftest" ]; then
   nanobind_dir=$(python3 -c "import nanobind; print(nanobind.cmake_dir())")
@@ -44,6 +44,8 @@ run rnn-check 300 "$b/rnn_selftest" check
 run rnn-bench 300 "$b/rnn_selftest" bench
 run dw-check 120 "$b/depthwise_selftest" check
 run dw-bench 120 "$b/depthwise_selftest" bench
+run dwg-check 120 "$b/depthwise_wgrad_selftest" check
+run dwg-bench 120 "$b/depthwise_wgrad_selftest" bench
 if [ -n "${SANITIZE:-}" ]; then
   run memcheck-decode 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/decode_split_selftest" check
   run memcheck-bwd 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/sm90_attention_bwd_selftest" check
@@ -55,4 +57,6 @@ if [ -n "${SANITIZE:-}" ]; then
   run memcheck-rnn 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/rnn_selftest" check
   run racecheck-rnn 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$b/rnn_selftest" check
   run memcheck-dw 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/depthwise_selftest" check
+  run memcheck-dwg 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/depthwise_wgrad_selftest" check
+  run racecheck-dwg 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$b/depthwise_wgrad_selftest" check
 fi

@@ -11,6 +11,7 @@
 #include "common/activation.h"
 #include "common/cuda_vec.cuh"
 #include "common/ffi_util.h"
+#include "conv/problem.h"
 
 namespace jaxdnn::conv {
 
@@ -52,6 +53,22 @@ __device__ void StoreOut(OT* p, const float* f) {
   constexpr int kPer = Vec16<OT>::kElems;
 #pragma unroll
   for (int v = 0; v < E / kPer; ++v) reinterpret_cast<uint4*>(p)[v] = Vec16<OT>::Pack(f + v * kPer);
+}
+
+// The geometric fields of d from g, channel vectors of `vec` elements.
+inline void SetDwGeometry(const ConvGeometry& g, int vec, DwParams& d) {
+  d.channels = g.in_channels;
+  d.cvecs = int(g.in_channels / vec);
+  d.total = g.batch * g.out_positions() * d.cvecs;
+  for (int k = 0; k < 3; ++k) {
+    d.in[k] = int(g.in[k]);
+    d.out[k] = int(g.out[k]);
+    d.window[k] = int(g.window[k]);
+    d.stride[k] = int(g.stride[k]);
+    d.in_dil[k] = int(g.in_dilation[k]);
+    d.k_dil[k] = int(g.k_dilation[k]);
+    d.pad_lo[k] = int(g.pad_lo[k]);
+  }
 }
 
 // A 16-byte vector of T as float32. bfloat16 by a shift and a mask a pair:

@@ -134,18 +134,7 @@ LaunchStatus DepthwiseFwdCuda(const ConvFwdArgs& p, cudaStream_t stream, DwKerne
   d.y = p.y;
   d.z = p.e.saved == kSavePreact ? p.z : nullptr;
   d.save_z = d.z != nullptr ? 1 : 0;
-  d.channels = p.g.in_channels;
-  d.cvecs = int(p.g.in_channels / VecOf(p.dtype));
-  d.total = p.g.batch * p.g.out_positions() * d.cvecs;
-  for (int k = 0; k < 3; ++k) {
-    d.in[k] = int(p.g.in[k]);
-    d.out[k] = int(p.g.out[k]);
-    d.window[k] = int(p.g.window[k]);
-    d.stride[k] = int(p.g.stride[k]);
-    d.in_dil[k] = int(p.g.in_dilation[k]);
-    d.k_dil[k] = int(p.g.k_dilation[k]);
-    d.pad_lo[k] = int(p.g.pad_lo[k]);
-  }
+  SetDwGeometry(p.g, VecOf(p.dtype), d);
   d.act_param = p.e.act_param;
   d.alpha = p.e.alpha;
   d.beta = p.e.beta;
