@@ -137,15 +137,78 @@ __device__ __forceinline__ bool IssuePatch(const DwParams& p, const DwTile& t, c
   return true;
 }
 
-// Each CTA runs t.per_cta consecutive tiles as a two-stage pipeline of
-// (tile, input slice) items: the next item's patch is in flight (cp.async)
-// while the current one is summed, so the loads of a CTA never wait for its
-// arithmetic.
+// A CTA's run of tiles [first, end) as a two-stage pipeline of (tile, input
+// slice) items: IssueNext starts the next item's patch (into the other
+// stage) while the current one is used; WaitCurrent makes the current
+// patch visible to every thread; Advance moves on once every thread is done
+// with it. Depth slices outside the input have no patch (have == false).
+template <typename T>
+struct PatchPipeline {
+  const DwParams& p;
+  const DwTile& t;
+  uint4* patches;
+  int cv0, stage_vecs, stage = 0;
+  int64_t end;
+  int64_t tile;  // the current item: tile, slice kd, where it starts, its patch
+  int kd = 0;
+  DwTileAt at;
+  bool have;
+  int64_t next_tile = 0;  // the next item (IssueNext)
+  int next_kd = 0;
+  DwTileAt next_at;
+  bool next_have = false;
+
+  __device__ __forceinline__ PatchPipeline(const DwParams& p_, const DwTile& t_, uint4* patches_, int cv0_,
+                                           int64_t first, int64_t end_)
+      : p(p_),
+        t(t_),
+        patches(patches_),
+        cv0(cv0_),
+        stage_vecs(t_.halo[1] * t_.halo[2] * t_.cvb),
+        end(end_),
+        tile(first) {
+    at = TileAt(p, t, tile);
+    have = IssuePatch<T>(p, t, at, kd, cv0, patches);
+    CpAsyncCommit();
+  }
+  __device__ __forceinline__ void IssueNext() {
+    next_tile = tile;
+    next_kd = kd + 1;
+    if (next_kd == p.window[0]) {
+      next_kd = 0;
+      ++next_tile;
+    }
+    next_at = at;
+    next_have = false;
+    if (next_tile < end) {
+      if (next_tile != tile) next_at = TileAt(p, t, next_tile);
+      next_have = IssuePatch<T>(p, t, next_at, next_kd, cv0, patches + (stage ^ 1) * stage_vecs);
+    }
+    CpAsyncCommit();
+  }
+  __device__ __forceinline__ void WaitCurrent() {
+    CpAsyncWait<1>();
+    __syncthreads();
+  }
+  __device__ __forceinline__ const uint4* patch() const { return patches + stage * stage_vecs; }
+  __device__ __forceinline__ bool last() const { return next_tile >= end; }
+  __device__ __forceinline__ void Advance() {
+    __syncthreads();  // the current stage is read: the item after next refills it
+    tile = next_tile;
+    kd = next_kd;
+    at = next_at;
+    have = next_have;
+    stage ^= 1;
+  }
+};
+
+// Each CTA runs t.per_cta consecutive tiles through a PatchPipeline: the
+// next item's patch is in flight (cp.async) while the current one is
+// summed, so the loads of a CTA never wait for its arithmetic.
 template <typename T, typename OT, Act A>
 __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTile t) {
   constexpr int E = Vec16<T>::kElems;
   extern __shared__ uint4 patches[];  // two stages of [halo H][halo W][cvb]
-  const int stage_vecs = t.halo[1] * t.halo[2] * t.cvb;
   const T* w = static_cast<const T*>(p.w);
   const int64_t end = min(int64_t(blockIdx.x + 1) * t.per_cta, t.tiles_total);
   const int cv0 = blockIdx.y * t.cvb;
@@ -160,38 +223,22 @@ __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTi
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[j][e] = 0.0f;
 
-  int64_t tile = int64_t(blockIdx.x) * t.per_cta;
-  int kd = 0, stage = 0;
-  DwTileAt at = TileAt(p, t, tile);
-  bool have = IssuePatch<T>(p, t, at, kd, cv0, patches);
-  CpAsyncCommit();
+  PatchPipeline<T> pipe(p, t, patches, cv0, int64_t(blockIdx.x) * t.per_cta, end);
   while (true) {
-    int64_t next_tile = tile;
-    int next_kd = kd + 1;
-    if (next_kd == p.window[0]) {
-      next_kd = 0;
-      ++next_tile;
-    }
-    DwTileAt next_at = at;
-    bool next_have = false;
-    if (next_tile < end) {
-      if (next_tile != tile) next_at = TileAt(p, t, next_tile);
-      next_have = IssuePatch<T>(p, t, next_at, next_kd, cv0, patches + (stage ^ 1) * stage_vecs);
-    }
-    CpAsyncCommit();
-    CpAsyncWait<1>();
-    __syncthreads();  // this item's patch has landed for every thread
+    pipe.IssueNext();
+    pipe.WaitCurrent();
+    const int kd = pipe.kd;
+    const DwTileAt& at = pipe.at;
     const int oh = at.oh0 + t.q[1] * r;
     const bool active = thread_has_outputs && oh < p.out[1] && at.ow0 + t.q[2] * c < p.out[2];
-    if (have && active) {
+    if (pipe.have && active) {
       // Running pointers: the tap's weight vector (one channel row a tap)
       // and the patch vector of output j and tap kw (j * se + kw pixels in).
       const uint4* wp = reinterpret_cast<const uint4*>(
           w + int64_t(kd) * p.window[1] * p.window[2] * p.channels + int64_t(cv0 + v) * E);
       const int w_step = int(p.channels / E), j_step = t.se[2] * t.cvb;
       for (int kh = 0; kh < p.window[1]; ++kh) {
-        const uint4* xp =
-            patches + stage * stage_vecs + ((r * t.se[1] + kh) * t.halo[2] + c * t.se[2]) * t.cvb + v;
+        const uint4* xp = pipe.patch() + ((r * t.se[1] + kh) * t.halo[2] + c * t.se[2]) * t.cvb + v;
         for (int kw = 0; kw < p.window[2]; ++kw, wp += w_step, xp += t.cvb) {
           float wf[E];
           UnpackFast<T>(__ldg(wp), wf);
@@ -223,13 +270,8 @@ __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTi
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[j][e] = 0.0f;
     }
-    if (next_tile >= end) break;
-    __syncthreads();  // this stage is read: the next item refills it
-    tile = next_tile;
-    kd = next_kd;
-    at = next_at;
-    have = next_have;
-    stage ^= 1;
+    if (pipe.last()) break;
+    pipe.Advance();
   }
 }
 

@@ -56,7 +56,6 @@ __global__ void __launch_bounds__(kDwThreads, 2)
                            int taps, int tap0, int ntaps) {
   constexpr int E = Vec16<T>::kElems;
   extern __shared__ uint4 patches[];
-  const int stage_vecs = t.halo[1] * t.halo[2] * t.cvb;
   const int64_t end = min(int64_t(blockIdx.x + 1) * t.per_cta, t.tiles_total);
   const int cv0 = blockIdx.y * t.cvb;
   const int v = threadIdx.x & (t.cvb - 1), slot = threadIdx.x >> t.cvb_log2;
@@ -73,25 +72,11 @@ __global__ void __launch_bounds__(kDwThreads, 2)
     for (int e = 0; e < E; ++e) acc[i][e] = 0.0f;
   float g[kDwStrip][E];
 
-  int64_t tile = int64_t(blockIdx.x) * t.per_cta;
-  int kd = 0, stage = 0;
-  DwTileAt at = TileAt(p, t, tile);
-  bool have = IssuePatch<T>(p, t, at, kd, cv0, patches);
-  CpAsyncCommit();
+  PatchPipeline<T> pipe(p, t, patches, cv0, int64_t(blockIdx.x) * t.per_cta, end);
   while (true) {
-    int64_t next_tile = tile;
-    int next_kd = kd + 1;
-    if (next_kd == p.window[0]) {
-      next_kd = 0;
-      ++next_tile;
-    }
-    DwTileAt next_at = at;
-    bool next_have = false;
-    if (next_tile < end) {
-      if (next_tile != tile) next_at = TileAt(p, t, next_tile);
-      next_have = IssuePatch<T>(p, t, next_at, next_kd, cv0, patches + (stage ^ 1) * stage_vecs);
-    }
-    CpAsyncCommit();
+    pipe.IssueNext();
+    const int kd = pipe.kd;
+    const DwTileAt& at = pipe.at;
     const int oh = at.oh0 + t.q[1] * r;
     const bool active = thread_has_outputs && oh < p.out[1] && at.ow0 + t.q[2] * c < p.out[2];
     if (kd == 0) {  // the tile's dz, while its first patch lands
@@ -108,10 +93,9 @@ __global__ void __launch_bounds__(kDwThreads, 2)
         }
       }
     }
-    CpAsyncWait<1>();
-    __syncthreads();  // this item's patch has landed for every thread
-    if (have && active) {
-      const uint4* patch = patches + stage * stage_vecs;
+    pipe.WaitCurrent();
+    if (pipe.have && active) {
+      const uint4* patch = pipe.patch();
       const int j_step = t.se[2] * t.cvb;
       // The taps' (depth, row, column), stepped from tap0's (no division).
       int td = tap_d0, th = tap_h0, tw = tap_w0;
@@ -136,13 +120,8 @@ __global__ void __launch_bounds__(kDwThreads, 2)
         }
       }
     }
-    if (next_tile >= end) break;
-    __syncthreads();  // this stage is read: the next item refills it
-    tile = next_tile;
-    kd = next_kd;
-    at = next_at;
-    have = next_have;
-    stage ^= 1;
+    if (pipe.last()) break;
+    pipe.Advance();
   }
   // The CTA's sum: over the lanes of a warp that share a channel vector (xor
   // butterfly, a fixed order), then over the warps in order.
