@@ -9,7 +9,8 @@
 # SELFTEST_BIN: self-test binaries built beforehand (tests/cuda/run_selftests.sh);
 # SELFTEST_ONLY: names of the self-test runs to do (run_selftests.sh's ONLY).
 # NCU_BESIDE: a self-test kernel to profile beside the build (below).
-# RNN_ARGS: arguments of `python -m jaxdnn.bench rnn`.
+# RNN_ARGS: arguments of `python -m jaxdnn.bench rnn`. RNN_BENCH_SWEEP: the
+# recurrence self-test bench once per entry of switches (below).
 # upstream: JAX's own attention tests (tests/upstream/), given JAX's
 # tests/nn_test.py carried as build/upstream/nn_test.py.
 # sweep: one benchmark process per SWEEP entry (space-separated entries of
@@ -150,9 +151,11 @@ if has gemm1x1_bench && [ -x "${SELFTEST_BIN:-}/conv1x1_gemm_sm90_selftest" ]; t
 fi
 if has rnn_selftest_bench; then
   echo "== rnn self-test bench"
-  for mma in ${RNN_MMA_SWEEP:-auto}; do
-    echo "-- JAXDNN_RNN_MMA=$mma"
-    JAXDNN_RNN_MMA=$mma timeout "$(left 120)" "${SELFTEST_BIN:-$repo/build/selftests}/rnn_selftest" bench
+  # RNN_BENCH_SWEEP: entries of comma-separated VAR=value switches ("-": none).
+  for sw in ${RNN_BENCH_SWEEP:--}; do
+    echo "-- ${sw}"
+    env $( [ "$sw" = - ] || echo "${sw//,/ }" ) timeout "$(left 120)" \
+      "${SELFTEST_BIN:-$repo/build/selftests}/rnn_selftest" bench
   done 2>&1 | tee "$out/rnn_selftest_bench.txt" | tail -40
 fi
 bench norms 240 "^(layer|rms)|ceiling"

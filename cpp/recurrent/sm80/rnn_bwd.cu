@@ -100,10 +100,11 @@ __device__ __forceinline__ void GateGrads(const BwdParams& p, int t, int b, int 
 template <RnnMode M>
 __device__ __forceinline__ void PrefetchStep(const BwdParams& p, int t) {
   const RnnShape& s = p.s;
-  const int64_t H = s.hidden, unit0 = int64_t(blockIdx.x) * s.units;
+  const int64_t H = s.hidden, unit0 = int64_t(UnitBlock(s)) * s.units;
+  const int row0 = RowBegin(s);
   constexpr int kLines = M == RnnMode::kLstm ? 7 : M == RnnMode::kGru ? 6 : 2;
-  for (int i = threadIdx.x; i < s.batch * kLines; i += blockDim.x) {
-    const int b = i / kLines, l = i % kLines;  // kLines is a constant: no division
+  for (int i = threadIdx.x; i < (RowEnd(s) - row0) * kLines; i += blockDim.x) {
+    const int b = row0 + i / kLines, l = i % kLines;  // kLines is a constant: no division
     const int64_t row = int64_t(t) * s.batch + b;
     const float* at;
     if (l == 0) {
@@ -132,10 +133,11 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
   const RnnShape& s = p.s;
   const WT* w = LoadSlice(slices, s, smem);
   float* red = reinterpret_cast<float*>(smem + s.smem_red);
-  const int H = s.hidden, unit0 = blockIdx.x * s.units;
-  const int mine = s.batch * s.units;  // (example, unit) pairs of this CTA
+  const int H = s.hidden, unit0 = UnitBlock(s) * s.units;
+  const int row0 = RowBegin(s), row_end = RowEnd(s);
+  const int mine = (row_end - row0) * s.units;  // (example, unit) pairs of this CTA
   for (int i = threadIdx.x; i < mine; i += blockDim.x) {
-    const int b = i / s.units, u = unit0 + i % s.units;
+    const int b = row0 + i / s.units, u = unit0 + i % s.units;
     if (u >= H) continue;
     const int64_t bu = int64_t(b) * H + u;
     p.dh[bu] = p.dh_n[bu];
@@ -147,8 +149,8 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
   __syncthreads();
   unsigned int arrivals = 0;
   for (int t = s.steps - 1; t >= 0; --t) {
-    ForRowsCols(int(s.batch), int(s.units), [&](int, int b, int j) {
-      const int u = unit0 + j;
+    ForRowsCols(row_end - row0, int(s.units), [&](int, int i, int j) {
+      const int b = row0 + i, u = unit0 + j;
       if (u >= H) return;
       if constexpr (sizeof(WT) == 2) {
         if (s.mma) {
@@ -163,8 +165,8 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
     // The exchange: float32, or in WT on the mma path (GateGrads' XT).
     const float* dq = p.dq + int64_t(t & 1) * s.batch * s.k;
     const WT* dq16 = reinterpret_cast<const WT*>(p.dq) + int64_t(t & 1) * s.batch * s.k;
-    for (int b0 = 0; b0 < s.batch; b0 += s.batch_tile) {
-      const int rows = min(s.batch_tile, s.batch - b0);
+    for (int b0 = row0; b0 < row_end; b0 += s.batch_tile) {
+      const int rows = min(s.batch_tile, row_end - b0);
       TileProduct(w, dq, s.mma ? dq16 : nullptr, b0, rows, s, smem, red);
       ForRowsCols(rows, int(s.units), [&](int, int b, int j) {
         const int u = unit0 + j;
@@ -176,7 +178,7 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnBwdKernel(BwdParams p, cons
     }
   }
   for (int i = threadIdx.x; i < mine; i += blockDim.x) {
-    const int b = i / s.units, u = unit0 + i % s.units;
+    const int b = row0 + i / s.units, u = unit0 + i % s.units;
     if (u >= H) continue;
     const int64_t bu = int64_t(b) * H + u;
     p.dh0[bu] = p.dh[bu];

@@ -19,10 +19,18 @@ namespace jaxdnn::recurrent {
 // except the offsets, which stay 64-bit).
 struct RnnShape {
   int steps, batch, hidden, gates;
-  int units, cols, col_groups, rounds, k, k_parts, batch_tile;
+  int units, unit_ctas, group_rows, cols, col_groups, rounds, k, k_parts, batch_tile;
   int resident, mma, n_tiles, k_steps, chunk_steps, k_chunks, x_stride, red_stride;
   int64_t smem_a, smem_red, smem_bias, smem_extra;
 };
+
+// A CTA's place in the grid: its slice of the units (unit block), and the
+// rows of its batch group [RowBegin, RowEnd) (the whole batch with one group).
+__device__ __forceinline__ int UnitBlock(const RnnShape& s) { return int(blockIdx.x) % s.unit_ctas; }
+__device__ __forceinline__ int RowBegin(const RnnShape& s) {
+  return int(blockIdx.x) / s.unit_ctas * s.group_rows;
+}
+__device__ __forceinline__ int RowEnd(const RnnShape& s) { return min(s.batch, RowBegin(s) + s.group_rows); }
 
 inline RnnShape ShapeOf(const RnnCudaPlan& p, int64_t steps) {
   RnnShape s;
@@ -31,6 +39,8 @@ inline RnnShape ShapeOf(const RnnCudaPlan& p, int64_t steps) {
   s.hidden = int(p.hidden);
   s.gates = int(p.gates);
   s.units = int(p.units);
+  s.unit_ctas = int(p.unit_ctas);
+  s.group_rows = int(p.group_rows);
   s.cols = int(p.cols);
   s.col_groups = int(p.col_groups);
   s.rounds = int(p.rounds);
@@ -253,7 +263,7 @@ __device__ __forceinline__ float SumParts(const float* red, int b, int col, cons
 template <typename WT>
 __device__ __forceinline__ const WT* LoadSlice(const WT* __restrict__ slices, const RnnShape& s, char* smem) {
   const int64_t elems = s.mma ? int64_t(s.n_tiles) * s.k_steps * 128 : int64_t(s.col_groups) * s.rounds * 128;
-  const WT* mine = slices + blockIdx.x * elems;
+  const WT* mine = slices + UnitBlock(s) * elems;
   if (!s.resident) return mine;
   const int64_t vecs = elems * sizeof(WT) / 16;  // 128 elements: whole 16-byte vectors
   const uint4* from = reinterpret_cast<const uint4*>(mine);

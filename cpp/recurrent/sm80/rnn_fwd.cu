@@ -92,7 +92,7 @@ template <RnnMode M>
 __device__ __forceinline__ void StageOwn(const FwdParams& p, int t, int b0, int rows, const float* prev,
                                          float* gxs, float* hs, float* cs) {
   const RnnShape& s = p.s;
-  const int H = s.hidden, U = s.units, unit0 = blockIdx.x * U;
+  const int H = s.hidden, U = s.units, unit0 = UnitBlock(s) * U;
   constexpr int kG = M == RnnMode::kLstm ? 4 : M == RnnMode::kGru ? 3 : 1;
   const int64_t GH = int64_t(kG) * H;
   // gxs[b][g * U + j]: rows of (b, g) pairs, U columns (a division by kG
@@ -117,10 +117,10 @@ __device__ __forceinline__ void StageOwn(const FwdParams& p, int t, int b0, int 
 // critical path).
 __device__ __forceinline__ void PrefetchGx(const FwdParams& p, int t) {
   const RnnShape& s = p.s;
-  const int H = s.hidden, unit0 = blockIdx.x * s.units;
+  const int H = s.hidden, unit0 = UnitBlock(s) * s.units, row0 = RowBegin(s);
   const int64_t GH = int64_t(s.gates) * H;
-  ForRowsCols(int(s.batch), int(s.gates), [&](int, int b, int g) {
-    const float* at = p.gx + (int64_t(t) * s.batch + b) * GH + int64_t(g) * H + unit0;
+  ForRowsCols(RowEnd(s) - row0, int(s.gates), [&](int, int b, int g) {
+    const float* at = p.gx + (int64_t(t) * s.batch + row0 + b) * GH + int64_t(g) * H + unit0;
     asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
     asm volatile("prefetch.global.L2 [%0];" ::"l"(at + min(s.units, H - unit0) - 1));
   });
@@ -137,7 +137,8 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
   float* gxs = reinterpret_cast<float*>(smem + s.smem_extra);
   float* hs = gxs + s.batch_tile * s.cols;
   float* cs = hs + s.batch_tile * s.units;
-  const int H = s.hidden, U = s.units, unit0 = blockIdx.x * U;
+  const int H = s.hidden, U = s.units, unit0 = UnitBlock(s) * U;
+  const int row_end = RowEnd(s);
   for (int col = threadIdx.x; col < s.cols; col += blockDim.x) {
     const int g = col / U, u = unit0 + col % U;
     bias[col] = u < H ? p.b_hh[int64_t(g) * H + u] : 0.0f;
@@ -149,8 +150,8 @@ __global__ void __launch_bounds__(kRnnThreads, 1) RnnFwdKernel(FwdParams p, cons
   constexpr int kG = M == RnnMode::kLstm ? 4 : M == RnnMode::kGru ? 3 : 1;
   for (int t = 0; t < s.steps; ++t) {
     const float* prev = t == 0 ? p.h0 : p.hbuf + int64_t(t & 1) * s.batch * H;
-    for (int b0 = 0; b0 < s.batch; b0 += s.batch_tile) {
-      const int rows = min(s.batch_tile, s.batch - b0);
+    for (int b0 = RowBegin(s); b0 < row_end; b0 += s.batch_tile) {
+      const int rows = min(s.batch_tile, row_end - b0);
       StageOwn<M>(p, t, b0, rows, prev, gxs, hs, cs);
       const WT* prev16 =
           t == 0 ? nullptr : reinterpret_cast<const WT*>(p.hhalf) + int64_t(t & 1) * s.batch * H;

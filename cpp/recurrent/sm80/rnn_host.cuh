@@ -12,7 +12,7 @@ namespace jaxdnn::recurrent {
 template <typename WT>
 LaunchStatus SliceAll(const float* w_hh, WT* slices, const RnnCudaPlan& plan, const RnnShape& s,
                       cudaStream_t stream) {
-  const int64_t total = plan.ctas * plan.slice_elems();
+  const int64_t total = plan.unit_ctas * plan.slice_elems();
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
   SliceWeights<WT><<<unsigned(blocks), 256, 0, stream>>>(w_hh, slices, s, plan.backward ? 1 : 0, total);
   return cudaGetLastError();

@@ -1,5 +1,6 @@
 // How the CUDA recurrence runs one direction of one layer: a persistent
-// kernel, one CTA per slice of the hidden units on its own SM, every step's
+// kernel, one CTA per slice of the hidden units on its own SM (at batch >=
+// 32, two groups of such CTAs, each group half the batch), every step's
 // recurrent product over that slice's weights (kept in shared memory where
 // they fit, else read through L2), one grid-wide barrier a step.
 //
@@ -50,19 +51,22 @@ struct RnnCudaPlan {
   bool backward = false;
   bool mma = false;  // the tensor-core product (else FMA)
   int64_t gates = 0, hidden = 0, batch = 0;
-  int64_t units = 0;        // hidden units a CTA owns
-  int64_t ctas = 0;         // ceil(hidden / units)
-  int64_t cols = 0;         // the product's columns per CTA
-  int64_t col_groups = 0;   // FMA: ceil(cols / 4)
-  int64_t n_tiles = 0;      // mma: ceil(cols / 8)
-  int64_t k = 0;            // the product's reduction length
-  int64_t rounds = 0;       // FMA: ceil(k / 32)
-  int64_t k_steps = 0;      // mma: ceil(k / 16)
-  int64_t chunk_steps = 0;  // mma: k steps a staged chunk of the rows holds (k_steps: one chunk)
-  int64_t k_chunks = 1;     // mma: ceil(k_steps / chunk_steps)
-  int64_t k_parts = 1;      // warps sharing one column group's (tile's) k
-  int64_t batch_tile = 0;   // rows of the batch a pass holds (mma: 16, 32 or 64)
-  bool resident = false;    // the weight slice in shared memory
+  int64_t units = 0;         // hidden units a CTA owns
+  int64_t unit_ctas = 0;     // ceil(hidden / units): the CTAs of one batch group, one slice each
+  int64_t batch_groups = 1;  // groups of CTAs splitting the batch, each every slice
+  int64_t group_rows = 0;    // ceil(batch / batch_groups): a group's rows
+  int64_t ctas = 0;          // unit_ctas * batch_groups: the grid
+  int64_t cols = 0;          // the product's columns per CTA
+  int64_t col_groups = 0;    // FMA: ceil(cols / 4)
+  int64_t n_tiles = 0;       // mma: ceil(cols / 8)
+  int64_t k = 0;             // the product's reduction length
+  int64_t rounds = 0;        // FMA: ceil(k / 32)
+  int64_t k_steps = 0;       // mma: ceil(k / 16)
+  int64_t chunk_steps = 0;   // mma: k steps a staged chunk of the rows holds (k_steps: one chunk)
+  int64_t k_chunks = 1;      // mma: ceil(k_steps / chunk_steps)
+  int64_t k_parts = 1;       // warps sharing one column group's (tile's) k
+  int64_t batch_tile = 0;    // rows of the batch a pass holds (mma: 16, 32 or 64)
+  bool resident = false;     // the weight slice in shared memory
   int64_t wbytes = 4;
   // Shared memory (bytes from its start): weight slice; input tile (FMA:
   // [batch_tile][rounds * 32] f32; mma: [batch_tile][x_stride] in the
@@ -117,24 +121,22 @@ inline int64_t ChooseTile(RnnCudaPlan& p, int64_t most, int64_t least, int64_t r
   return 0;
 }
 
-inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, WeightDtype wd,
-                               const RnnDevice& dev) {
-  RnnCudaPlan p;
-  p.backward = backward;
-  p.gates = GatesOf(mode);
-  p.hidden = d.hidden;
-  p.batch = d.batch;
-  p.wbytes = WeightBytes(wd);
+// The product's layout with the batch split over `groups` groups of CTAs
+// (each group its own copy of every slice, its own rows), or false where it
+// does not fit. Sets every field the kernels' layout depends on.
+inline bool PlanGroups(RnnCudaPlan& p, const RnnDims& d, WeightDtype wd, const RnnDevice& dev,
+                       int64_t groups) {
   const int64_t H = d.hidden, G = p.gates;
-  if (H <= 0 || d.batch <= 0 || dev.sms <= 0) {
-    p.why = "an empty problem has no plan";
-    return p;
-  }
+  const bool backward = p.backward;
   // As many CTAs as SMs allow; the forward gives each at least 32 columns
   // (8 warps x 4), fewer CTAs making the step barrier cheaper.
-  p.units = RnnCeil(H, dev.sms);
+  p.batch_groups = groups;
+  p.group_rows = RnnCeil(d.batch, groups);
+  p.units = RnnCeil(H, dev.sms / groups);
   if (!backward) p.units = std::max(p.units, std::min(H, RnnCeil(32, G)));
-  p.ctas = RnnCeil(H, p.units);
+  p.unit_ctas = RnnCeil(H, p.units);
+  p.ctas = p.unit_ctas * groups;
+  if (p.ctas > dev.sms) return false;
   p.cols = backward ? p.units : G * p.units;
   p.col_groups = RnnCeil(p.cols, 4);
   p.n_tiles = RnnCeil(p.cols, 8);
@@ -156,16 +158,19 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
     p.mma = true;
     p.k_parts = kRnnWarps / std::gcd<int64_t>(p.n_tiles, kRnnWarps);
     p.red_stride = p.n_tiles * 8;
-    const int64_t want = std::min<int64_t>(64, RnnCeil(d.batch, 16) * 16);
+    const int64_t want = std::min<int64_t>(64, RnnCeil(p.group_rows, 16) * 16);
     int64_t most = 16;
     while (most < want) most *= 2;
     for (int64_t chunks = 1; chunks <= 8 && !planned; chunks *= 2) {
       p.chunk_steps = RnnCeil(p.k_steps, chunks);
       p.k_chunks = RnnCeil(p.k_steps, p.chunk_steps);
       p.x_stride = p.chunk_steps * 16 + 8;
-      planned = ChooseTile(p, most, 16, 16, extra_per_row, dev) > 0;
+      // Two batch groups only pay with the slice resident: chunk k further
+      // rather than stream the doubled slice.
+      planned = ChooseTile(p, most, 16, 16, extra_per_row, dev) > 0 && (groups == 1 || p.resident);
     }
   }
+  if (!planned && groups > 1) return false;
   if (!planned) {
     // Batch tiles of 1, 2, 4 or 8 rows: the FMA product is instantiated for
     // those (a tile's rows past the batch are zeros).
@@ -176,14 +181,40 @@ inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, We
     p.x_stride = 0;
     p.red_stride = p.cols4();
     int64_t tile = 1;
-    while (tile < kRnnMaxBatchTile && tile < d.batch) tile *= 2;
+    while (tile < kRnnMaxBatchTile && tile < p.group_rows) tile *= 2;
     planned = ChooseTile(p, tile, 1, std::min<int64_t>(tile, 4), extra_per_row, dev) > 0;
   }
+  return planned;
+}
+
+inline RnnCudaPlan MakeRnnPlan(bool backward, RnnMode mode, const RnnDims& d, WeightDtype wd,
+                               const RnnDevice& dev) {
+  RnnCudaPlan p;
+  p.backward = backward;
+  p.gates = GatesOf(mode);
+  p.hidden = d.hidden;
+  p.batch = d.batch;
+  p.wbytes = WeightBytes(wd);
+  const int64_t H = d.hidden;
+  if (H <= 0 || d.batch <= 0 || dev.sms <= 0) {
+    p.why = "an empty problem has no plan";
+    return p;
+  }
+  // At batch >= 32 (hidden >= 512) the rows every CTA stages each step (all
+  // of h, or of dq at k = 4H) cost more than the product: two batch groups,
+  // each CTA twice the units and half the rows, halve them, where the
+  // doubled slice stays resident on the tensor-core path
+  // (docs/perf/recurrent.md).
+  bool planned = false;
+  if (d.batch >= 32 && H >= 512 && SwitchText(Switch::kRnnBatchGroups) != "1") {
+    planned = PlanGroups(p, d, wd, dev, 2) && p.resident && p.mma;
+  }
+  if (!planned) planned = PlanGroups(p, d, wd, dev, 1);
   if (!planned) {
     p.why = "the hidden size is too large for one row of the product in shared memory";
     return p;
   }
-  const int64_t all_slices = RnnAlign(p.ctas * p.slice_elems() * p.wbytes);
+  const int64_t all_slices = RnnAlign(p.unit_ctas * p.slice_elems() * p.wbytes);
   const int64_t exchange = RnnAlign(2 * d.batch * p.k * 4);
   const int64_t state = backward ? RnnAlign(3 * d.batch * H * 4) : 0;
   const int64_t half = p.mma && !backward ? RnnAlign(2 * d.batch * H * p.wbytes) : 0;

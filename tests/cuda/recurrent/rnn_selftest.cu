@@ -194,12 +194,12 @@ bool RunCase(const Case& c, const RnnDevice& dev) {
   const bool same = Get(g_out, out.size()) == out1 && Get(g_dgx, dgx.size()) == dgx1;
   ok = ok && same;
   std::printf(
-      "%s %-4s T=%lld B=%lld H=%lld w=%s ctas=%lld units=%lld tile=%lld resident=%d/%d mma=%d/%d: worst %.3g "
-      "(%s)%s\n",
+      "%s %-4s T=%lld B=%lld H=%lld w=%s ctas=%lld units=%lld groups=%lld/%lld tile=%lld resident=%d/%d "
+      "mma=%d/%d: worst %.3g (%s)%s\n",
       ok ? "ok  " : "FAIL", ModeName(c.mode), (long long)T, (long long)B, (long long)H, f32 ? "f32" : "bf16",
-      (long long)fplan.ctas, (long long)fplan.units, (long long)fplan.batch_tile, int(fplan.resident),
-      int(bplan.resident), int(fplan.mma), int(bplan.mma), worst, worst_name.c_str(),
-      same ? "" : " NOT REPEATABLE");
+      (long long)fplan.ctas, (long long)fplan.units, (long long)fplan.batch_groups,
+      (long long)bplan.batch_groups, (long long)fplan.batch_tile, int(fplan.resident), int(bplan.resident),
+      int(fplan.mma), int(bplan.mma), worst, worst_name.c_str(), same ? "" : " NOT REPEATABLE");
   return ok;
 }
 
@@ -233,6 +233,12 @@ int Check() {
     failed += RunCase(Case{m, 3, 37, 1024, WeightDtype::kBf16}, dev) ? 0 : 1;
     ++n;
     failed += RunCase(Case{m, 2, 20, 200, WeightDtype::kBf16}, dev) ? 0 : 1;
+    // Two batch groups (batch >= 32, hidden >= 512): uneven groups and a
+    // last unit block of fewer units.
+    ++n;
+    failed += RunCase(Case{m, 3, 33, 520, WeightDtype::kBf16}, dev) ? 0 : 1;
+    ++n;
+    failed += RunCase(Case{m, 2, 64, 1024, WeightDtype::kBf16}, dev) ? 0 : 1;
   }
   std::printf("%d of %d cases passed\n", n - failed, n);
   if (failed == 0) std::printf("ALL PASSED\n");
@@ -285,12 +291,12 @@ int Bench(const char* only_mode, int64_t only_b, int64_t only_h) {
       CHECK_CUDA(cudaEventElapsedTime(&bms, e1, e2));
       std::printf(
           "bench %-4s T=%lld B=%lld H=%lld bf16: fwd %.3f ms (%.2f us/step, ctas %lld resident %d mma %d "
-          "tile %lld), "
-          "bwd %.3f ms (%.2f us/step, ctas %lld resident %d mma %d tile %lld)\n",
+          "tile %lld groups %lld), "
+          "bwd %.3f ms (%.2f us/step, ctas %lld resident %d mma %d tile %lld groups %lld)\n",
           ModeName(m), (long long)T, (long long)B, (long long)H, fms / reps, 1000.0 * fms / reps / T,
-          (long long)fp.ctas, int(fp.resident), int(fp.mma), (long long)fp.batch_tile, bms / reps,
-          1000.0 * bms / reps / T, (long long)bp.ctas, int(bp.resident), int(bp.mma),
-          (long long)bp.batch_tile);
+          (long long)fp.ctas, int(fp.resident), int(fp.mma), (long long)fp.batch_tile,
+          (long long)fp.batch_groups, bms / reps, 1000.0 * bms / reps / T, (long long)bp.ctas,
+          int(bp.resident), int(bp.mma), (long long)bp.batch_tile, (long long)bp.batch_groups);
     }
   }
   return 0;
