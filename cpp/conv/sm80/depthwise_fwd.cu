@@ -68,6 +68,19 @@ bool IsFloat(ffi::DataType t) {
 
 bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The tiled kernel (errors left for cudaGetLastError).
+template <typename T, typename OT, Act A, int kW>
+void LaunchTiled(const DwParams& params, const DwTile& tile, cudaStream_t stream) {
+  // Over 48 KiB of dynamic shared memory needs the kernel's opt-in (a
+  // function attribute, not a stream operation: capture-safe).
+  if (tile.smem > 48 * 1024 &&
+      cudaFuncSetAttribute(DepthwiseFwdTiled<T, OT, A, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(tile.smem)) != cudaSuccess)
+    return;
+  DepthwiseFwdTiled<T, OT, A, kW>
+      <<<dim3(unsigned(tile.grid_x), unsigned(tile.grid_y)), kDwThreads, tile.smem, stream>>>(params, tile);
+}
+
 // The kernel for the call's activation (ByAct: one instantiation each): the
 // tiled one where `tile` is set, else the direct loop.
 template <typename T, typename OT>
@@ -76,15 +89,13 @@ LaunchStatus Launch(const DwParams& params, const DwTile& tile, int32_t act, cud
   const bool known = ByAct(act, [&](auto a) {
     constexpr Act kA = decltype(a)::value;
     if (tile.ok()) {
-      // Over 48 KiB of dynamic shared memory needs the kernel's opt-in (a
-      // function attribute, not a stream operation: capture-safe).
-      if (tile.smem > 48 * 1024 &&
-          cudaFuncSetAttribute(DepthwiseFwdTiled<T, OT, kA>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(tile.smem)) != cudaSuccess)
-        return;  // cudaGetLastError below reports it
-      DepthwiseFwdTiled<T, OT, kA>
-          <<<dim3(unsigned(tile.grid_x), unsigned(tile.grid_y)), kDwThreads, tile.smem, stream>>>(params,
-                                                                                                  tile);
+      // 3-wide windows at stride 1 along W (3x3, 1x3, 3x3x3 layers) unpack
+      // each patch vector of a row once.
+      if (params.window[2] == 3 && tile.se[2] == 1) {
+        LaunchTiled<T, OT, kA, 3>(params, tile, stream);
+      } else {
+        LaunchTiled<T, OT, kA, 0>(params, tile, stream);
+      }
     } else {
       DepthwiseFwdKernel<T, OT, kA><<<unsigned(blocks), 256, 0, stream>>>(params);
     }

@@ -204,8 +204,11 @@ struct PatchPipeline {
 
 // Each CTA runs t.per_cta consecutive tiles through a PatchPipeline: the
 // next item's patch is in flight (cp.async) while the current one is
-// summed, so the loads of a CTA never wait for its arithmetic.
-template <typename T, typename OT, Act A>
+// summed, so the loads of a CTA never wait for its arithmetic. kW > 0: the
+// window's width, for windows that wide at stride 1 along W (the patch
+// vectors of a row unpacked once; unpacking is most of the instructions),
+// 0 any window.
+template <typename T, typename OT, Act A, int kW>
 __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTile t) {
   constexpr int E = Vec16<T>::kElems;
   extern __shared__ uint4 patches[];  // two stages of [halo H][halo W][cvb]
@@ -239,15 +242,32 @@ __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTi
       const int w_step = int(p.channels / E), j_step = t.se[2] * t.cvb;
       for (int kh = 0; kh < p.window[1]; ++kh) {
         const uint4* xp = pipe.patch() + ((r * t.se[1] + kh) * t.halo[2] + c * t.se[2]) * t.cvb + v;
-        for (int kw = 0; kw < p.window[2]; ++kw, wp += w_step, xp += t.cvb) {
-          float wf[E];
-          UnpackFast<T>(__ldg(wp), wf);
+        if constexpr (kW > 0) {
+          // A row's kDwStrip + kW - 1 patch vectors unpacked once, each
+          // serving up to kW (output, tap) pairs (stride 1 along W only).
+          float xf[kDwStrip + kW - 1][E];
 #pragma unroll
-          for (int j = 0; j < kDwStrip; ++j) {
-            float xf[E];
-            UnpackFast<T>(xp[j * j_step], xf);
+          for (int m = 0; m < kDwStrip + kW - 1; ++m) UnpackFast<T>(xp[m * t.cvb], xf[m]);
 #pragma unroll
-            for (int e = 0; e < E; ++e) acc[j][e] = fmaf(xf[e], wf[e], acc[j][e]);
+          for (int kw = 0; kw < kW; ++kw, wp += w_step) {
+            float wf[E];
+            UnpackFast<T>(__ldg(wp), wf);
+#pragma unroll
+            for (int j = 0; j < kDwStrip; ++j)
+#pragma unroll
+              for (int e = 0; e < E; ++e) acc[j][e] = fmaf(xf[j + kw][e], wf[e], acc[j][e]);
+          }
+        } else {
+          for (int kw = 0; kw < p.window[2]; ++kw, wp += w_step, xp += t.cvb) {
+            float wf[E];
+            UnpackFast<T>(__ldg(wp), wf);
+#pragma unroll
+            for (int j = 0; j < kDwStrip; ++j) {
+              float xf[E];
+              UnpackFast<T>(xp[j * j_step], xf);
+#pragma unroll
+              for (int e = 0; e < E; ++e) acc[j][e] = fmaf(xf[e], wf[e], acc[j][e]);
+            }
           }
         }
       }
