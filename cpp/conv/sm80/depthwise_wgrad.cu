@@ -166,6 +166,8 @@ __global__ void DepthwiseWgradReduce(const float* __restrict__ partials, int64_t
 template <typename T, typename OT>
 LaunchStatus Launch(const DepthwiseWgradArgs& a, const WgradPlan& w, cudaStream_t stream) {
   const DwTile& t = w.tile;
+  DwParams d = w.d;  // the plan holds the geometry; the patches read x
+  d.x = a.x;
   float* partials = static_cast<float*>(a.workspace);
   if (w.smem > 48 * 1024) {
     const cudaError_t err = cudaFuncSetAttribute(DepthwiseWgradPartials<T>,
@@ -175,7 +177,7 @@ LaunchStatus Launch(const DepthwiseWgradArgs& a, const WgradPlan& w, cudaStream_
   for (int tap0 = 0; tap0 < w.taps; tap0 += kWgTaps) {
     const int ntaps = int(std::min<int64_t>(kWgTaps, w.taps - tap0));
     DepthwiseWgradPartials<T><<<dim3(unsigned(t.grid_x), unsigned(t.grid_y)), kDwThreads, w.smem, stream>>>(
-        w.d, t, static_cast<const T*>(a.dz), partials, int(w.taps), tap0, ntaps);
+        d, t, static_cast<const T*>(a.dz), partials, int(w.taps), tap0, ntaps);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

@@ -130,6 +130,7 @@ inline bool PlanGroups(RnnCudaPlan& p, const RnnDims& d, WeightDtype wd, const R
   const bool backward = p.backward;
   // As many CTAs as SMs allow; the forward gives each at least 32 columns
   // (8 warps x 4), fewer CTAs making the step barrier cheaper.
+  if (dev.sms < groups) return false;
   p.batch_groups = groups;
   p.group_rows = RnnCeil(d.batch, groups);
   p.units = RnnCeil(H, dev.sms / groups);
