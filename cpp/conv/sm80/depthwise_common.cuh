@@ -55,6 +55,13 @@ __device__ void StoreOut(OT* p, const float* f) {
   for (int v = 0; v < E / kPer; ++v) reinterpret_cast<uint4*>(p)[v] = Vec16<OT>::Pack(f + v * kPer);
 }
 
+// Elements of a 16-byte channel vector: 4 float32, 8 16-bit.
+inline int DwVecOf(ffi::DataType t) { return t == ffi::DataType::F32 ? 4 : 8; }
+
+inline bool DwIsFloat(ffi::DataType t) {
+  return t == ffi::DataType::F32 || t == ffi::DataType::BF16 || t == ffi::DataType::F16;
+}
+
 // The geometric fields of d from g, channel vectors of `vec` elements.
 inline void SetDwGeometry(const ConvGeometry& g, int vec, DwParams& d) {
   d.channels = g.in_channels;

@@ -60,12 +60,6 @@ __global__ void __launch_bounds__(256) DepthwiseFwdKernel(DwParams p) {
   }
 }
 
-int VecOf(ffi::DataType t) { return t == ffi::DataType::F32 ? 4 : 8; }
-
-bool IsFloat(ffi::DataType t) {
-  return t == ffi::DataType::F32 || t == ffi::DataType::BF16 || t == ffi::DataType::F16;
-}
-
 bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The tiled kernel (errors left for cudaGetLastError).
@@ -112,12 +106,12 @@ bool IsDepthwise(const ConvGeometry& g) {
 
 const char* DepthwiseFwdRefusal(const ConvFwdArgs& p) {
   if (!IsDepthwise(p.g)) return "depthwise_fwd: only depthwise convolutions (C_in == C_out == groups)";
-  if (!IsFloat(p.dtype)) return "depthwise_fwd: x and w must be float32, bfloat16 or float16";
+  if (!DwIsFloat(p.dtype)) return "depthwise_fwd: x and w must be float32, bfloat16 or float16";
   if (p.out_dtype != p.dtype && p.out_dtype != ffi::DataType::F32)
     return "depthwise_fwd: the output dtype must be x's or float32";
-  if (p.g.in_channels % VecOf(p.dtype) != 0)
+  if (p.g.in_channels % DwVecOf(p.dtype) != 0)
     return "depthwise_fwd: the channels must be a multiple of 8 (16-bit) or 4 (float32)";
-  if (p.e.has_bias && !IsFloat(p.bias_dtype)) return "depthwise_fwd: the bias must be a float dtype";
+  if (p.e.has_bias && !DwIsFloat(p.bias_dtype)) return "depthwise_fwd: the bias must be a float dtype";
   if (p.e.has_residual && p.residual_dtype != p.out_dtype)
     return "depthwise_fwd: the residual must have the output's dtype";
   if (p.e.act < 0 || p.e.act >= kNumActs) return "depthwise_fwd: unknown activation";
@@ -145,7 +139,7 @@ LaunchStatus DepthwiseFwdCuda(const ConvFwdArgs& p, cudaStream_t stream, DwKerne
   d.y = p.y;
   d.z = p.e.saved == kSavePreact ? p.z : nullptr;
   d.save_z = d.z != nullptr ? 1 : 0;
-  SetDwGeometry(p.g, VecOf(p.dtype), d);
+  SetDwGeometry(p.g, DwVecOf(p.dtype), d);
   d.act_param = p.e.act_param;
   d.alpha = p.e.alpha;
   d.beta = p.e.beta;

@@ -137,6 +137,28 @@ __device__ __forceinline__ bool IssuePatch(const DwParams& p, const DwTile& t, c
   return true;
 }
 
+// A thread's place in the tiled kernels: channel vector v of the CTA's block
+// (from cv0), tile row r and the first of its kDwStrip columns c; Row and
+// Active say where that falls in tile `at` and whether it has outputs there.
+struct DwThread {
+  int cv0, v, r, c;
+  bool has_outputs;
+  __device__ __forceinline__ DwThread(const DwParams& p, const DwTile& t) {
+    const int slot = int(threadIdx.x) >> t.cvb_log2, strips = t.tw / kDwStrip;
+    cv0 = int(blockIdx.y) * t.cvb;
+    v = int(threadIdx.x) & (t.cvb - 1);
+    r = slot / strips;
+    c = slot % strips * kDwStrip;
+    has_outputs = r < t.th && cv0 + v < p.cvecs;
+  }
+  __device__ __forceinline__ int Row(const DwTile& t, const DwTileAt& at) const {
+    return at.oh0 + t.q[1] * r;
+  }
+  __device__ __forceinline__ bool Active(const DwParams& p, const DwTile& t, const DwTileAt& at) const {
+    return has_outputs && Row(t, at) < p.out[1] && at.ow0 + t.q[2] * c < p.out[2];
+  }
+};
+
 // A CTA's run of tiles [first, end) as a two-stage pipeline of (tile, input
 // slice) items: IssueNext starts the next item's patch (into the other
 // stage) while the current one is used; WaitCurrent makes the current
@@ -214,11 +236,8 @@ __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTi
   extern __shared__ uint4 patches[];  // two stages of [halo H][halo W][cvb]
   const T* w = static_cast<const T*>(p.w);
   const int64_t end = min(int64_t(blockIdx.x + 1) * t.per_cta, t.tiles_total);
-  const int cv0 = blockIdx.y * t.cvb;
-  const int v = threadIdx.x & (t.cvb - 1), slot = threadIdx.x >> t.cvb_log2;
-  const int strips = t.tw / kDwStrip;
-  const int r = slot / strips, c = slot % strips * kDwStrip;
-  const bool thread_has_outputs = r < t.th && cv0 + v < p.cvecs;
+  const DwThread me(p, t);
+  const int cv0 = me.cv0, v = me.v, r = me.r, c = me.c;
 
   float acc[kDwStrip][E];
 #pragma unroll
@@ -232,8 +251,8 @@ __global__ void __launch_bounds__(kDwThreads) DepthwiseFwdTiled(DwParams p, DwTi
     pipe.WaitCurrent();
     const int kd = pipe.kd;
     const DwTileAt& at = pipe.at;
-    const int oh = at.oh0 + t.q[1] * r;
-    const bool active = thread_has_outputs && oh < p.out[1] && at.ow0 + t.q[2] * c < p.out[2];
+    const int oh = me.Row(t, at);
+    const bool active = me.Active(p, t, at);
     if (pipe.have && active) {
       // Running pointers: the tap's weight vector (one channel row a tap)
       // and the patch vector of output j and tap kw (j * se + kw pixels in).

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "conv/sm80/depthwise_common.cuh"
+#include "conv/sm80/depthwise_fwd.h"
 #include "conv/sm80/depthwise_tiled.cuh"
 
 namespace jaxdnn::conv {
@@ -12,12 +13,6 @@ namespace {
 
 constexpr int kWgTaps = 9;     // taps a pass sums in registers
 constexpr int kWgParts = 256;  // CTAs a channel block's tiles are split over (at most)
-
-int VecOf(ffi::DataType t) { return t == ffi::DataType::F32 ? 4 : 8; }
-
-bool IsFloat(ffi::DataType t) {
-  return t == ffi::DataType::F32 || t == ffi::DataType::BF16 || t == ffi::DataType::F16;
-}
 
 // The launcher's plan: the forward's tiles, each CTA a run of per_cta of
 // them (at most kWgParts CTAs a channel block), the partials' bytes.
@@ -31,7 +26,7 @@ struct WgradPlan {
 
 WgradPlan PlanOf(const DepthwiseWgradArgs& p) {
   WgradPlan w;
-  SetDwGeometry(p.g, VecOf(p.dtype), w.d);
+  SetDwGeometry(p.g, DwVecOf(p.dtype), w.d);
   w.taps = p.g.taps();
   if (w.d.total == 0) return w;
   w.tile = ChooseDwTile(w.d);
@@ -41,7 +36,7 @@ WgradPlan PlanOf(const DepthwiseWgradArgs& p) {
   t.grid_x = (t.tiles_total + t.per_cta - 1) / t.per_cta;
   w.partial_bytes = size_t(t.grid_x) * w.taps * p.g.in_channels * sizeof(float);
   // The patches' two stages, or the reduction's [warps][taps][cvb * E] floats.
-  const size_t reduce = size_t(kDwThreads / 32) * kWgTaps * t.cvb * VecOf(p.dtype) * sizeof(float);
+  const size_t reduce = size_t(kDwThreads / 32) * kWgTaps * t.cvb * DwVecOf(p.dtype) * sizeof(float);
   w.smem = std::max(t.smem, reduce);
   return w;
 }
@@ -57,11 +52,8 @@ __global__ void __launch_bounds__(kDwThreads, 2)
   constexpr int E = Vec16<T>::kElems;
   extern __shared__ uint4 patches[];
   const int64_t end = min(int64_t(blockIdx.x + 1) * t.per_cta, t.tiles_total);
-  const int cv0 = blockIdx.y * t.cvb;
-  const int v = threadIdx.x & (t.cvb - 1), slot = threadIdx.x >> t.cvb_log2;
-  const int strips = t.tw / kDwStrip;
-  const int r = slot / strips, c = slot % strips * kDwStrip;
-  const bool thread_has_outputs = r < t.th && cv0 + v < p.cvecs;
+  const DwThread me(p, t);
+  const int cv0 = me.cv0, v = me.v, r = me.r, c = me.c;
   const int plane = p.window[1] * p.window[2];
   const int tap_d0 = tap0 / plane, tap_h0 = tap0 % plane / p.window[2], tap_w0 = tap0 % p.window[2];
 
@@ -77,8 +69,8 @@ __global__ void __launch_bounds__(kDwThreads, 2)
     pipe.IssueNext();
     const int kd = pipe.kd;
     const DwTileAt& at = pipe.at;
-    const int oh = at.oh0 + t.q[1] * r;
-    const bool active = thread_has_outputs && oh < p.out[1] && at.ow0 + t.q[2] * c < p.out[2];
+    const int oh = me.Row(t, at);
+    const bool active = me.Active(p, t, at);
     if (kd == 0) {  // the tile's dz, while its first patch lands
 #pragma unroll
       for (int j = 0; j < kDwStrip; ++j) {
@@ -191,12 +183,11 @@ LaunchStatus Launch(const DepthwiseWgradArgs& a, const WgradPlan& w, cudaStream_
 
 const char* DepthwiseWgradRefusal(const DepthwiseWgradArgs& p) {
   const ConvGeometry& g = p.g;
-  if (!(g.groups > 1 && g.in_channels == g.groups && g.out_channels == g.groups))
-    return "depthwise_wgrad: only depthwise convolutions (C_in == C_out == groups)";
-  if (!IsFloat(p.dtype)) return "depthwise_wgrad: x and dz must be float32, bfloat16 or float16";
+  if (!IsDepthwise(g)) return "depthwise_wgrad: only depthwise convolutions (C_in == C_out == groups)";
+  if (!DwIsFloat(p.dtype)) return "depthwise_wgrad: x and dz must be float32, bfloat16 or float16";
   if (p.dw_dtype != p.dtype && p.dw_dtype != ffi::DataType::F32)
     return "depthwise_wgrad: dw must have x's dtype or float32";
-  if (g.in_channels % VecOf(p.dtype) != 0)
+  if (g.in_channels % DwVecOf(p.dtype) != 0)
     return "depthwise_wgrad: the channels must be a multiple of 8 (16-bit) or 4 (float32)";
   for (int k = 0; k < 3; ++k) {
     if (g.in_dilation[k] != 1) return "depthwise_wgrad: no input dilation (transposed convolutions)";
