@@ -84,9 +84,9 @@ def _conv_fwd(static, x, w, bias, residual):
 def _conv_bwd(static, res, dy):
   x, w, saved, bias_token = res
   s = _operands(saved)
-  transposed = _depthwise_dgrad_static(static)
-  if transposed is not None:
-    dx, dres = _depthwise_dgrad(static, transposed, dy, w, saved)
+  gt = _depthwise_dgrad_geometry(static["g"], static["algorithm"])
+  if gt is not None:
+    dx, dres = _depthwise_dgrad(static, gt, dy, w, saved)
   else:
     dgrad = conv_dgrad.bind(dy, w, *s, **static)
     dx, dres = dgrad[0], dgrad[1] if static["has_residual"] else None
@@ -95,19 +95,18 @@ def _conv_bwd(static, res, dy):
   return dx, match_vma(wgrad[0], vma_token(w)), dbias, dres
 
 
-def _depthwise_dgrad_static(static):
-  """With algorithm="direct" forced on a depthwise convolution, the forward
-  problem whose output is its data gradient: dz (y's positions) convolved
-  with each channel's window flipped, the strides as input dilation, stride
-  1, padding (window - 1) * dilation - low on the low side. The direct
-  kernels then serve the gradient too (on CUDA the tiled depthwise kernel
-  at stride 1, the direct loop otherwise) instead of XLA's data-gradient
-  convolution (jax#26266: tens of milliseconds with dilation). None where
-  that problem would need negative padding or the forward dilates its
-  input: those keep the data-gradient primitive."""
-  g = static["g"]
+def _depthwise_dgrad_geometry(g, algorithm):
+  """With algorithm="direct" forced on a depthwise convolution, the geometry
+  of the forward problem whose output is its data gradient: dz (y's
+  positions) convolved with each channel's window flipped, the strides as
+  input dilation, stride 1, padding (window - 1) * dilation - low on the low
+  side. The direct kernels then serve the gradient too (on CUDA the tiled
+  depthwise kernel at stride 1, the direct loop otherwise) instead of XLA's
+  data-gradient convolution (jax#26266: tens of milliseconds with
+  dilation). None where that problem would need negative padding or the
+  forward dilates its input: those keep the data-gradient primitive."""
   depthwise = g.groups == g.in_channels == g.out_channels
-  if static["algorithm"] != ALGORITHM_CODES["direct"] or not depthwise:
+  if algorithm != ALGORITHM_CODES["direct"] or not depthwise:
     return None
   if any(d != 1 for d in g.input_dilation):
     return None
@@ -119,7 +118,7 @@ def _depthwise_dgrad_static(static):
     if low < 0 or high < 0:
       return None
     pads.append((low, high))
-  gt = dataclasses.replace(
+  return dataclasses.replace(
     g,
     spatial=g.out,
     out=g.spatial,
@@ -127,7 +126,18 @@ def _depthwise_dgrad_static(static):
     input_dilation=g.strides,
     pads=tuple(pads),
   )
-  return dict(
+
+
+def _depthwise_dgrad(static, gt, dy, w, saved):
+  """dx and the residual's gradient of a depthwise convolution through the
+  forward primitive on the transposed problem gt: dz = act'(saved) * dy (an
+  elementwise XLA op), then alpha * conv(dz, flipped window), rounded to w's
+  dtype first as the data-gradient kernels round dz."""
+  g = static["g"]
+  dz = reference.backprop(static["act"], static["act_param"], dy, saved)
+  spatial_axes = tuple(range(g.ndim))
+  flipped = jnp.flip(w.reshape((*g.window, 1, g.out_channels)), axis=spatial_axes).reshape(-1)
+  transposed = dict(
     static,
     g=gt,
     act=0,
@@ -141,17 +151,6 @@ def _depthwise_dgrad_static(static):
     bias_dtype="",
     residual_dtype="",
   )
-
-
-def _depthwise_dgrad(static, transposed, dy, w, saved):
-  """dx and the residual's gradient of a depthwise convolution through the
-  forward primitive on the transposed problem: dz = act'(saved) * dy (an
-  elementwise XLA op), then alpha * conv(dz, flipped window), rounded to w's
-  dtype first as the data-gradient kernels round dz."""
-  g = static["g"]
-  dz = reference.backprop(static["act"], static["act_param"], dy, saved)
-  spatial_axes = tuple(range(g.ndim))
-  flipped = jnp.flip(w.reshape((*g.window, 1, g.out_channels)), axis=spatial_axes).reshape(-1)
   dx = conv_forward.bind(dz.astype(w.dtype), flipped, **transposed)[0]
   dres = None
   if static["has_residual"]:
@@ -482,9 +481,7 @@ def _cuda_gradients(c: _Call) -> str:
     return _extension.has_cuda_target(target) and plan(c.g, 1, **static, **dtypes) >= 0
 
   if c.forced and c.algorithm == "direct":
-    transposed = _depthwise_dgrad_static(
-      dict(g=c.g, algorithm=ALGORITHM_CODES["direct"], x_dtype="", w_dtype="")
-    )
+    transposed = _depthwise_dgrad_geometry(c.g, ALGORITHM_CODES["direct"])
     return (
       "data gradient: "
       + (

@@ -308,7 +308,7 @@ def test_operand_errors():
   ],
 )
 def test_depthwise_direct_data_gradient_is_a_flipped_forward(rng, kw):
-  """api._depthwise_dgrad_static: with algorithm="direct", a depthwise
+  """api._depthwise_dgrad_geometry: with algorithm="direct", a depthwise
   convolution's data gradient runs as the forward primitive on the transposed
   problem (flipped window, strides as input dilation), with the activation's
   derivative, alpha, and the residual's gradient beta * dz; the gradients
