@@ -6,7 +6,7 @@
 // partial row per row chunk; a second kernel adds the partials in chunk
 // order, so the gradient's bits never depend on scheduling.
 #include "activations/sm80/activation_launch.h"
-#include "common/sm80/row_walk.cuh"
+#include "activations/sm80/elementwise_grid.cuh"
 
 namespace jaxdnn::activations {
 namespace {
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(256)
 LaunchStatus BiasActFwdCuda(const BiasActFwdArgs& p, cudaStream_t stream) {
   if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
   const int64_t item = ffi::ByteWidth(p.dtype);
-  const GridPlan g = MakeGridPlan(p.shape.rows, p.shape.cols, p.shape.cols, item);
+  const GridPlan g = ElementwiseGrid(p.shape.rows, p.shape.cols, p.shape.cols, item);
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
@@ -114,7 +114,7 @@ LaunchStatus BiasActBwdCuda(const BiasActBwdArgs& p, cudaStream_t stream) {
   }
   if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
   const GridPlan g = with_bias ? MakeColumnSumPlan(p.shape.rows, p.shape.cols, item)
-                               : MakeGridPlan(p.shape.rows, p.shape.cols, p.shape.cols, item);
+                               : ElementwiseGrid(p.shape.rows, p.shape.cols, p.shape.cols, item);
   if (with_bias && p.workspace_elems < g.row_blocks * p.shape.cols) {
     return LaunchStatus::Refused("the workspace is smaller than the plan's bias-gradient partials");
   }

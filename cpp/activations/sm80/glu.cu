@@ -3,7 +3,7 @@
 // halves of one array's rows, or two arrays. Threads own 16-byte vector
 // columns and walk rows as bias_act's kernels do.
 #include "activations/sm80/activation_launch.h"
-#include "common/sm80/row_walk.cuh"
+#include "activations/sm80/elementwise_grid.cuh"
 
 namespace jaxdnn::activations {
 namespace {
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(256)
 
 LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
   if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
-  const GridPlan g = MakeGridPlan(p.shape.rows, p.shape.cols, p.in_stride, ffi::ByteWidth(p.dtype));
+  const GridPlan g = ElementwiseGrid(p.shape.rows, p.shape.cols, p.in_stride, ffi::ByteWidth(p.dtype));
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
@@ -82,7 +82,7 @@ LaunchStatus GluFwdCuda(const GluFwdArgs& p, cudaStream_t stream) {
 
 LaunchStatus GluBwdCuda(const GluBwdArgs& p, cudaStream_t stream) {
   if (p.shape.rows == 0 || p.shape.cols == 0) return cudaSuccess;
-  const GridPlan g = MakeGridPlan(p.shape.rows, p.shape.cols, p.in_stride, ffi::ByteWidth(p.dtype));
+  const GridPlan g = ElementwiseGrid(p.shape.rows, p.shape.cols, p.in_stride, ffi::ByteWidth(p.dtype));
   return ByDtypeAct(p.dtype, p.act, [&](auto t, auto a) -> LaunchStatus {
     using T = decltype(t);
     constexpr Act A = decltype(a)::value;
