@@ -273,6 +273,13 @@ def _decide(
     if target == "cuda" and algorithm not in ("implicit_gemm", "direct"):
       raise ValueError(f"{op}: algorithm={algorithm!r} has no CUDA kernel yet")
 
+  chosen_by_rule = algorithm is None and _dilated_depthwise_goes_direct(
+    g, target, implementation, wide, x.dtype, out_dtype, bias_dtype, residual_dtype, act, saved,
+    bias is not None, residual is not None,
+  )  # fmt: skip
+  if chosen_by_rule:
+    algorithm = "direct"
+
   def cuda_unsupported():
     if not _extension.has_cuda_target("jaxdnn_conv_fwd"):
       return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
@@ -323,6 +330,13 @@ def _decide(
   elif platform == "xla":
     chosen = "xla"
     reason = fallback_reason or "implementation='xla' (the plain-JAX oracle)"
+  elif platform == "cuda" and chosen_by_rule:
+    chosen, reason = (
+      "direct",
+      "depthwise with a dilated window: the tiled direct kernels measured 17x XLA's "
+      "convolution (cuDNN) forward and 179x forward+backward (docs/perf/conv.md); "
+      "algorithm='implicit_gemm' cannot serve groups, implementation='xla' runs XLA's",
+    )
   elif platform == "cuda" and algorithm == "direct":
     chosen, reason = (
       "direct",
@@ -359,6 +373,40 @@ def _decide(
     forced=algorithm is not None,
     heuristic=heuristic,
   )
+
+
+def _dilated_depthwise_goes_direct(
+  g,
+  target,
+  implementation,
+  wide,
+  x_dtype,
+  out_dtype,
+  bias_dtype,
+  residual_dtype,
+  act,
+  saved,
+  has_bias,
+  has_residual,
+) -> bool:
+  """Whether a CUDA depthwise convolution with a dilated window runs on the
+  direct kernels by default, gradients included: XLA's (cuDNN's) dilated
+  depthwise kernels are 17x slower forward and two orders of magnitude
+  slower backward (jax#26266), where undilated ones beat ours (0.66x)."""
+  depthwise = g.in_channels == g.groups == g.out_channels
+  return (
+    target == "cuda"
+    and implementation != "xla"
+    and depthwise
+    and not wide
+    and any(d != 1 for d in g.kernel_dilation)
+    and all(d == 1 for d in g.input_dilation)
+    and _extension.has_cuda_target("jaxdnn_conv_fwd")
+    and forward_plan(
+      g, g.batch, x_dtype, out_dtype, bias_dtype, residual_dtype, act, saved, has_bias,
+      has_residual, ALGORITHM_CODES["direct"],
+    ) >= 0
+  )  # fmt: skip
 
 
 def _pointwise_gemm_serves(
