@@ -51,6 +51,15 @@ inline GridPlan MakeGridPlan(int64_t rows, int64_t cols, int64_t stride, int64_t
   return p;
 }
 
+// The plan g with a block for every ty * rows_a_thread rows: each thread
+// loads its rows once and exits (the shape of XLA's loop fusions) instead of
+// two waves of blocks walking the rows. Only for kernels without per-block
+// partials (the grid is not part of a workspace size).
+inline GridPlan OneRowGroupAThread(GridPlan g, int64_t rows, int64_t rows_a_thread) {
+  g.row_blocks = std::clamp<int64_t>(CeilDiv(rows, int64_t(g.ty) * rows_a_thread), 1, kGridYLimit);
+  return g;
+}
+
 // Column sums: one wave of blocks, chunks of at least 32 rows (the
 // partials' traffic stays a few percent of the rows').
 inline GridPlan MakeColumnSumPlan(int64_t rows, int64_t cols, int64_t itemsize, int64_t samples = 1) {

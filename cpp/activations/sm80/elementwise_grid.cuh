@@ -6,8 +6,6 @@
 // (docs/perf/activations.md); JAXDNN_ACT_GRID=waves keeps the latter.
 #pragma once
 
-#include <algorithm>
-
 #include "common/rows_plan.h"
 #include "common/sm80/row_walk.cuh"
 #include "common/switches.h"
@@ -15,11 +13,8 @@
 namespace jaxdnn::activations {
 
 inline GridPlan ElementwiseGrid(int64_t rows, int64_t cols, int64_t stride, int64_t itemsize) {
-  GridPlan g = MakeGridPlan(rows, cols, stride, itemsize);
-  if (SwitchText(Switch::kActGrid) != "waves") {
-    g.row_blocks = std::clamp<int64_t>(CeilDiv(rows, int64_t(g.ty) * kUnroll), 1, kGridYLimit);
-  }
-  return g;
+  const GridPlan g = MakeGridPlan(rows, cols, stride, itemsize);
+  return SwitchText(Switch::kActGrid) == "waves" ? g : OneRowGroupAThread(g, rows, kUnroll);
 }
 
 }  // namespace jaxdnn::activations
