@@ -70,6 +70,9 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
                         alpha,       beta,         saved,      has_bias, has_residual, algorithm};
   auto p = Decode(args, rets, attrs, ReadConvFwdCall);
   if (!p.has_value()) return p.error();
+  if (p->g.algorithm == kAlgoWinograd) {
+    return ffi::Error::InvalidArgument("jaxdnn conv forward: algorithm winograd has no CUDA kernel yet");
+  }
   ClearStaleLaunchError();
   if (ForwardOnDepthwise(*p)) {
     const LaunchStatus s = DepthwiseFwdCuda(*p, stream);
@@ -174,6 +177,7 @@ ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
 
 int64_t FwdWorkspace(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
+  if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
   if (ForwardOnDepthwise(p)) return 0;
   if (ForwardOnGemm(p)) return int64_t(Conv1x1GemmSm90Workspace(p));
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
@@ -184,6 +188,7 @@ int64_t FwdWorkspace(const QueryArgs& q) {
 // problem (the same arguments as FwdWorkspace), or -1 where it refuses.
 int64_t FwdTileN(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
+  if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
   if (ForwardOnDepthwise(p)) return -1;
   if (ForwardOnGemm(p)) return Conv1x1GemmSm90TileN(p);
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
@@ -195,6 +200,7 @@ int64_t FwdTileN(const QueryArgs& q) {
 // convolution, 2 the depthwise direct loop, -1 none (the plans refuse it).
 int64_t FwdKernel(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
+  if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
   if (ForwardOnDepthwise(p)) return 2;
   if (ForwardOnGemm(p)) return 1;
   return ConvFpropSm90Refusal(p) != nullptr ? -1 : 0;

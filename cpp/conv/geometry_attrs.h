@@ -29,7 +29,7 @@ inline ffi::ErrorOr<ConvGeometry> GeometryOf(int64_t batch, const ConvAttrs& a) 
   g.out_channels = a.out_channels;
   g.groups = a.groups;
   g.algorithm = a.algorithm;
-  if (a.algorithm < kAlgoAuto || a.algorithm > kAlgoDirect) {
+  if (a.algorithm < kAlgoAuto || a.algorithm > kAlgoWinograd) {
     return ffi::Unexpected(InvalidArg(kOp, "unknown algorithm code"));
   }
   if (g.groups < 1 || g.in_channels < 1 || g.out_channels < 1 || g.in_channels % g.groups ||

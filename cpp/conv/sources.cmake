@@ -3,7 +3,10 @@
 set(FAMILY_CPU_SOURCES
   call_frame.cc
   ffi_cpu.cc
-  cpu/conv_kernels.cc)
+  cpu/conv_kernels.cc
+  cpu/forward_epilogue.cc
+  cpu/gemm_tiles.cc
+  cpu/winograd.cc)
 set(FAMILY_CUDA_SOURCES
   call_frame.cc
   ffi_cuda.cc)

@@ -40,8 +40,8 @@ FLOATS = tuple(np.dtype(d) for d in (jnp.float32, jnp.bfloat16, jnp.float16, np.
 # Algorithms as cuDNN names them; those without a kernel yet are refused by
 # name. Codes as the kernels take them (cpp/conv/problem.h).
 ALGORITHMS = ("implicit_gemm", "direct", "winograd", "fft")
-BUILT_ALGORITHMS = ("implicit_gemm", "direct")
-ALGORITHM_CODES = {"implicit_gemm": 1, "direct": 2}
+BUILT_ALGORITHMS = ("implicit_gemm", "direct", "winograd")
+ALGORITHM_CODES = {"implicit_gemm": 1, "direct": 2, "winograd": 3}
 # Activations whose derivative is a test on the output (relu's y > 0).
 _FROM_OUTPUT = (1, 2)
 
@@ -265,6 +265,11 @@ def _decide(
         f"{op}: algorithm='direct' serves depthwise convolutions (one channel per group) "
         "on the CPU so far; use 'implicit_gemm' or None"
       )
+    if algorithm == "winograd" and target == "cpu" and not _winograd_serves(g):
+      raise ValueError(
+        f"{op}: algorithm='winograd' serves 3x3 windows over the last two spatial dims (a depth "
+        "window of 1 in 3D), stride 1, no input or kernel dilation; use 'implicit_gemm' or None"
+      )
     if target == "cuda" and algorithm == "direct" and not depthwise:
       raise ValueError(
         f"{op}: algorithm='direct' serves depthwise convolutions (one channel per group) "
@@ -372,6 +377,19 @@ def _decide(
     reason,
     forced=algorithm is not None,
     heuristic=heuristic,
+  )
+
+
+def _winograd_serves(g) -> bool:
+  """The problems the CPU's Winograd F(2x2, 3x3) forward takes
+  (cpp/conv/cpu/winograd.h's WinogradServes)."""
+  return (
+    g.ndim >= 2
+    and g.window[-2:] == (3, 3)
+    and all(k == 1 for k in g.window[:-2])
+    and all(s == 1 for s in g.strides)
+    and all(d == 1 for d in g.input_dilation)
+    and all(d == 1 for d in g.kernel_dilation)
   )
 
 
@@ -503,8 +521,12 @@ def _plan_report(c: _Call) -> dict:
       )
     report["gradients"] = _cuda_gradients(c)
   elif c.platform == "cpu":
-    report["config"] = dict(kernel="6x16 float32 register tiles" if c.algorithm != "direct" else
-                            "channel-vector loop")  # fmt: skip
+    kernels = {
+      "direct": "channel-vector loop",
+      "winograd": "Winograd F(2x2, 3x3): 16 GEMMs over transformed 4x4 input tiles "
+      "(6x16 float32 register tiles)",
+    }
+    report["config"] = dict(kernel=kernels.get(c.algorithm, "6x16 float32 register tiles"))
     report["gradients"] = "the CPU kernels (data gradient on the transposed problem)"
   else:
     report["gradients"] = "jax.grad of the XLA composition"
@@ -628,7 +650,9 @@ def conv(
       forward and gradients apart) or one of "direct", "implicit_gemm",
       "winograd", "fft"; one with no kernel yet is refused by name. A forced
       "implicit_gemm" also runs the gradients on their sm90 kernels wherever
-      those serve the problem.
+      those serve the problem. "winograd" (F(2x2, 3x3): 3x3 windows, stride
+      1, no dilation) runs on the CPU so far, its gradients on
+      the CPU's implicit-GEMM kernels.
     implementation: None (the kernel for the platform), "cuda", "cpu" or
       "xla" (plain JAX: lax.conv_general_dilated and jax.nn, the oracle).
 

@@ -25,60 +25,12 @@
 #include "common/cpu_dispatch.h"
 #include "common/cpu_parallel.h"
 #include "common/host_half.h"
+#include "conv/cpu/forward_epilogue.h"
+#include "conv/cpu/gemm_tiles.h"
+#include "conv/cpu/winograd.h"
 
 namespace jaxdnn::conv {
 namespace {
-
-constexpr int64_t kTileRows = 6, kTileCols = 16;
-
-int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-
-// The micro-kernel is compiled for AVX-512 and AVX2 + FMA as well as the
-// baseline (common/cpu_clones.h; the 6 x 16 tile's 12 accumulators fit
-// AVX2's 16 registers).
-
-// A run of B's rows: the GEMM's depth is a concatenation of such runs (the
-// valid tap rows of a window), A's columns following them in order.
-struct Run {
-  const float* b;
-  int64_t depth;
-};
-
-// C[p][c] += sum_k A[p][k] B[k][c] for p < rows, c < cols, B given as runs
-// of rows (ldb floats apart). A has RoundUp(rows, 6) rows (zero past `rows`),
-// B RoundUp(cols, 16) columns (zero past `cols`), so the tiles read in
-// bounds without branches.
-JAXDNN_CPU_CLONES void GemmAcc(const float* a, int64_t lda, const Run* runs, int64_t nruns, int64_t ldb,
-                               float* c, int64_t ldc, int64_t rows, int64_t cols) {
-  // 8-float vectors (GCC's vector extension: ymm registers on AVX2/AVX-512),
-  // two per tile row.
-  typedef float V8 __attribute__((vector_size(32)));
-  for (int64_t p0 = 0; p0 < rows; p0 += kTileRows) {
-    for (int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
-      V8 acc[kTileRows][2] = {};
-      const float* ap = a + p0 * lda;
-      for (int64_t r = 0; r < nruns; ++r) {
-        const float* bp = runs[r].b + c0;
-        for (int64_t k = 0; k < runs[r].depth; ++k, ++ap) {
-          V8 b0, b1;
-          std::memcpy(&b0, bp + k * ldb, sizeof(V8));
-          std::memcpy(&b1, bp + k * ldb + 8, sizeof(V8));
-          for (int p = 0; p < kTileRows; ++p) {
-            const float av = ap[p * lda];
-            acc[p][0] += av * b0;
-            acc[p][1] += av * b1;
-          }
-        }
-      }
-      const int64_t pn = std::min(kTileRows, rows - p0), cn = std::min(kTileCols, cols - c0);
-      for (int64_t p = 0; p < pn; ++p) {
-        float out[kTileCols];
-        std::memcpy(out, acc[p], sizeof(out));
-        for (int64_t q = 0; q < cn; ++q) c[(p0 + p) * ldc + c0 + q] += out[q];
-      }
-    }
-  }
-}
 
 // Per spatial dim k: the input an (output o, tap j) pair reads, or -1.
 struct InputMaps {
@@ -219,17 +171,7 @@ void Forward(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
     std::vector<float> acc(size_t(g.out[2] * cout)), abuf;
     std::vector<Run> runs;
     ConvRow(g, maps, static_cast<const T*>(p.x), pw, n, o0, o1, acc.data(), abuf, runs);
-    const int64_t base = item * g.out[2] * cout;
-    ByAct(p.e.act, [&](auto act) {
-      constexpr Act A = decltype(act)::value;
-      for (int64_t k = 0; k < g.out[2] * cout; ++k) {
-        float z = p.e.alpha * acc[size_t(k)];
-        if (p.bias) z += LoadAsFloat(p.bias, p.bias_dtype, k % cout);
-        if (p.residual) z += p.e.beta * LoadAsFloat(p.residual, p.residual_dtype, base + k);
-        StoreFromFloat(p.y, p.out_dtype, base + k, Apply<A>(z, p.e.act_param));
-        if (p.z) StoreFromFloat(p.z, p.out_dtype, base + k, z);
-      }
-    });
+    StoreForwardOutputs(p, item * g.out[2] * cout, acc.data(), g.out[2] * cout);
   });
 }
 
@@ -399,6 +341,7 @@ void Wgrad(const ConvWgradArgs& p, ffi::ThreadPool* pool) {
 }  // namespace
 
 ffi::Error ConvFwdCpu(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
+  if (p.g.algorithm == kAlgoWinograd) return WinogradFwdCpu(p, pool);
   return ByDtypeCpu(p.dtype, "jaxdnn conv forward", [&](auto t) { Forward<decltype(t)>(p, pool); });
 }
 
