@@ -16,6 +16,9 @@ for _family in FAMILIES:
 del _family, _module, _name
 
 from jaxdnn import flax as flax  # noqa: E402  (jaxdnn.flax.attention_fn; flax is not imported)
+from jaxdnn.config import autotune, config  # noqa: E402
+
+__all__ += ["autotune", "config"]
 
 built_with_cuda = _extension.built_with_cuda
 cuda_available = _extension.cuda_available

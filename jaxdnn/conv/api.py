@@ -21,8 +21,9 @@ import numpy as np
 from jaxdnn import _extension, _platform
 from jaxdnn._primitive import match_vma, vma_token
 from jaxdnn.activations import kinds
+from jaxdnn.config import config
+from jaxdnn.conv import autotune, reference
 from jaxdnn.conv import geometry as geom
-from jaxdnn.conv import reference
 from jaxdnn.conv.primitives import (
   SAVE_NOTHING,
   SAVE_OUTPUT,
@@ -380,6 +381,21 @@ def _decide(
   )
 
 
+def _autotuned(c: _Call, decide, kwargs, *, asked: bool, measure: bool) -> _Call:
+  """c, or under jaxdnn.config.benchmark (jaxdnn.autotune()) for a call that
+  left the algorithm and implementation to jaxdnn (`asked` False) the
+  fastest candidate's call (conv/autotune.py), timed now where `measure`
+  and not yet known."""
+  if asked or not config.benchmark:
+    return c
+  if jnp.dtype(c.x.dtype) == jnp.float64 or jnp.dtype(c.w.dtype) == jnp.float64:
+    return c
+  forced, reason = autotune.choose(conv, c.x, c.w, c.bias, c.residual, c.g, kwargs, measure=measure)
+  if forced is None:
+    return c
+  return decide(forced.get("algorithm"), forced.get("implementation"))._replace(reason=reason)
+
+
 def _winograd_serves(g) -> bool:
   """The problems the CPU's Winograd F(2x2, 3x3) forward takes
   (cpp/conv/cpu/winograd.h's WinogradServes)."""
@@ -652,7 +668,10 @@ def conv(
       "implicit_gemm" also runs the gradients on their sm90 kernels wherever
       those serve the problem. "winograd" (F(2x2, 3x3): 3x3 windows, stride
       1, no dilation) runs on the CPU so far, its gradients on
-      the CPU's implicit-GEMM kernels.
+      the CPU's implicit-GEMM kernels. Under `jaxdnn.autotune()` (or
+      jaxdnn.config.benchmark = True) a call that leaves both this and
+      `implementation` as None times every candidate once per problem and
+      runs the fastest (jaxdnn/conv/autotune.py).
     implementation: None (the kernel for the platform), "cuda", "cpu" or
       "xla" (plain JAX: lax.conv_general_dilated and jax.nn, the oracle).
 
@@ -665,26 +684,22 @@ def conv(
   g, pad_mode = geom.make(
     op, x.shape, w.shape, strides, padding, input_dilation, kernel_dilation, feature_group_count
   )
-  return _execute(
-    _decide(
-      op,
-      x,
-      w,
-      bias,
-      residual,
-      g,
-      pad_mode,
-      activation,
-      approximate,
-      negative_slope,
-      elu_alpha,
-      alpha,
-      beta,
-      preferred_element_type,
-      algorithm,
-      implementation,
-    )
-  )
+
+  def decide(algorithm, implementation):
+    return _decide(
+      op, x, w, bias, residual, g, pad_mode, activation, approximate, negative_slope, elu_alpha,
+      alpha, beta, preferred_element_type, algorithm, implementation,
+    )  # fmt: skip
+
+  kwargs = dict(
+    strides=strides, padding=padding, input_dilation=input_dilation,
+    kernel_dilation=kernel_dilation, feature_group_count=feature_group_count,
+    activation=activation, approximate=approximate, negative_slope=negative_slope,
+    elu_alpha=elu_alpha, alpha=alpha, beta=beta, preferred_element_type=preferred_element_type,
+  )  # fmt: skip
+  asked = algorithm is not None or implementation is not None
+  c = _autotuned(decide(algorithm, implementation), decide, kwargs, asked=asked, measure=True)
+  return _execute(c)
 
 
 def conv_plan(
@@ -721,10 +736,24 @@ def conv_plan(
   g, pad_mode = geom.make(
     op, x.shape, w.shape, strides, padding, input_dilation, kernel_dilation, feature_group_count
   )
-  return _plan_report(_decide(
-    op, x, w, bias, residual, g, pad_mode, activation, approximate, negative_slope, elu_alpha,
-    alpha, beta, preferred_element_type, algorithm, implementation,
-  ))  # fmt: skip
+
+  def decide(algorithm, implementation):
+    return _decide(
+      op, x, w, bias, residual, g, pad_mode, activation, approximate, negative_slope, elu_alpha,
+      alpha, beta, preferred_element_type, algorithm, implementation,
+    )  # fmt: skip
+
+  kwargs = dict(
+    strides=strides, padding=padding, input_dilation=input_dilation,
+    kernel_dilation=kernel_dilation, feature_group_count=feature_group_count,
+    activation=activation, approximate=approximate, negative_slope=negative_slope,
+    elu_alpha=elu_alpha, alpha=alpha, beta=beta, preferred_element_type=preferred_element_type,
+  )  # fmt: skip
+  # A plan runs nothing: under jaxdnn.autotune it reports a winner already
+  # timed (this process or the cache file), else the rules' choice.
+  asked = algorithm is not None or implementation is not None
+  c = _autotuned(decide(algorithm, implementation), decide, kwargs, asked=asked, measure=False)
+  return _plan_report(c)
 
 
 def conv_transpose(

@@ -1,0 +1,122 @@
+"""conv's algorithm by timing (jaxdnn.config.benchmark, jaxdnn.autotune()):
+for a call with algorithm=None and implementation=None, every algorithm
+that serves the problem on this platform (each forced, so one that cannot
+serve drops out at trace time) and XLA's convolution run on fresh random
+inputs of the call's shapes and dtypes; the fastest forward is kept per
+(problem, dtypes, epilogue, platform, device kind, jaxdnn version), in
+memory and in the cache file, and used by every later call and process.
+The forward alone is timed (as cuDNN's benchmark mode picks each direction
+apart); a forced algorithm's gradients follow it where they are served."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import jax
+import numpy as np
+
+from jaxdnn import autotune_cache
+from jaxdnn.config import config
+
+CANDIDATES = (
+  ("implicit_gemm", dict(algorithm="implicit_gemm")),
+  ("direct", dict(algorithm="direct")),
+  ("winograd", dict(algorithm="winograd")),
+  ("xla", dict(implementation="xla")),
+)
+_REPEATS = 5
+
+
+def _xla_deterministic() -> bool:
+  import os
+
+  return "xla_gpu_deterministic_ops=true" in os.environ.get("XLA_FLAGS", "")
+
+
+def candidates(platform: str):
+  """The candidates config.deterministic admits: on a GPU XLA's convolutions
+  (cuDNN's algorithms, some with atomic reductions) only when XLA runs
+  deterministic ops."""
+  for name, kwargs in CANDIDATES:
+    if name == "xla" and platform == "gpu" and config.deterministic and not _xla_deterministic():
+      continue
+    yield name, kwargs
+
+
+def key_of(g, x, w, bias, residual, kwargs) -> str:
+  device = jax.devices()[0]
+  fields = dict(
+    g=repr(g),
+    x=str(np.dtype(x.dtype)),
+    w=str(np.dtype(w.dtype)),
+    bias=None if bias is None else str(np.dtype(bias.dtype)),
+    residual=None if residual is None else str(np.dtype(residual.dtype)),
+    epilogue=sorted((k, repr(v)) for k, v in kwargs.items()),
+    platform=device.platform,
+    device=device.device_kind,
+  )
+  return repr(sorted(fields.items()))
+
+
+def _random(shape_dtype, key):
+  a = jax.random.normal(key, shape_dtype.shape, np.float32)
+  return a.astype(shape_dtype.dtype)
+
+
+def _time(fn, args) -> float:
+  jax.block_until_ready(fn(*args))
+  samples = []
+  for _ in range(_REPEATS):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    samples.append(time.perf_counter() - start)
+  return float(np.median(samples)) * 1e3
+
+
+def choose(conv, x, w, bias, residual, g, kwargs, *, measure=True) -> tuple[dict | None, str]:
+  """(the call's algorithm/implementation arguments, a reason) for a conv
+  call whose algorithm is left to jaxdnn, timing its candidates once (or,
+  without `measure`, only what is known: None where nothing is)."""
+  key = key_of(g, x, w, bias, residual, kwargs)
+  entry = autotune_cache.lookup(key, config.autotune_cache)
+  source = "cached"
+  if entry is None:
+    if not measure:
+      return None, ""
+    entry = _measure(conv, x, w, bias, residual, kwargs)
+    if entry is None:
+      return None, ""
+    autotune_cache.store(key, entry, config.autotune_cache)
+    source = "timed now"
+  times = ", ".join(f"{k} {v:.3f} ms" for k, v in entry["times_ms"].items())
+  choice = dict(CANDIDATES)[entry["choice"]]
+  return choice, f"jaxdnn.autotune ({source}): the fastest forward of {times}"
+
+
+def _measure(conv, x, w, bias, residual, kwargs) -> dict | None:
+  keys = jax.random.split(jax.random.key(0), 4)
+  spec = [
+    None if a is None else jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, bias, residual)
+  ]
+  args = tuple(None if s is None else _random(s, k) for s, k in zip(spec, keys))
+  times = {}
+  for name, forced in candidates(jax.devices()[0].platform):
+    fn = jax.jit(lambda x, w, b, r, forced=forced: conv(x, w, b, residual=r, **kwargs, **forced))
+    try:
+      fn.lower(*args)
+    except ValueError:  # this algorithm does not serve the problem here
+      continue
+    times[name] = _time(fn, args)
+  if not times:
+    return None
+  best = min(times, key=times.get)
+  shape = lambda a: "x".join(map(str, a.shape))
+  print(
+    f"jaxdnn autotune: conv x[{shape(x)}] w[{shape(w)}] {np.dtype(x.dtype).name}: "
+    + ", ".join(f"{k} {v:.3f} ms" for k, v in times.items())
+    + f" -> {best}",
+    file=sys.stderr,
+    flush=True,
+  )
+  return {"choice": best, "times_ms": times}

@@ -1,0 +1,115 @@
+"""jaxdnn.autotune() / jaxdnn.config.benchmark for conv: candidates timed once
+per problem with a progress line, the winner run and kept in a versioned
+cache file that a second process reuses; unreadable or stale files warn and
+are replaced, never an error; conv_plan reports a known winner and times
+nothing."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conformance import assert_close, normal
+from conftest import on_gpu
+
+import jaxdnn
+from jaxdnn import autotune_cache
+
+
+@pytest.fixture(autouse=True)
+def fresh_memory():
+  autotune_cache.forget()
+  yield
+  autotune_cache.forget()
+
+
+def _problem(rng):
+  return normal(rng, (2, 9, 8, 6)), normal(rng, (3, 3, 6, 5), scale=0.2), normal(rng, (5,))
+
+
+def test_times_once_runs_the_winner_and_writes_the_cache(tmp_path, capfd):
+  rng = np.random.default_rng(1)
+  x, w, b = _problem(rng)
+  path = tmp_path / "tune.json"
+  f = lambda x, w, b: jaxdnn.conv(x, w, b, activation="relu")
+  want = jaxdnn.conv(x, w, b, activation="relu", implementation="xla")
+  with jaxdnn.autotune(cache=path):
+    assert_close(jax.jit(f)(x, w, b), want, 2e-5)
+    first = capfd.readouterr().err
+    assert "jaxdnn autotune: conv x[2x9x8x6] w[3x3x6x5] float32" in first and "->" in first
+    assert_close(jax.jit(lambda *a: f(*a) * 1.0)(x, w, b), want, 2e-5)  # a new trace
+    assert "jaxdnn autotune" not in capfd.readouterr().err
+    plan = jaxdnn.conv_plan(x, w, b, activation="relu")
+    assert "jaxdnn.autotune (cached)" in plan["reason"], plan
+    g = jax.grad(lambda w: jnp.sum(jnp.sin(f(x, w, b))))(w)
+  g_want = jax.grad(
+    lambda w: jnp.sum(jnp.sin(jaxdnn.conv(x, w, b, activation="relu", implementation="xla")))
+  )(w)
+  assert_close(g, g_want, 5e-5)
+  data = json.loads(path.read_text())
+  assert data["jaxdnn"] == jaxdnn.__version__ and len(data["entries"]) == 1
+  (entry,) = data["entries"].values()
+  assert entry["choice"] in entry["times_ms"] and "xla" in entry["times_ms"]
+  if not on_gpu():  # float32 has no CUDA kernel: XLA's alone there
+    assert {"implicit_gemm", "winograd"} <= set(entry["times_ms"]), entry
+  assert not jaxdnn.config.benchmark  # restored
+
+
+def test_a_second_process_reuses_the_winner(tmp_path):
+  rng = np.random.default_rng(2)
+  x, w, b = _problem(rng)
+  path = tmp_path / "tune.json"
+  with jaxdnn.autotune(cache=path):
+    jaxdnn.conv(x, w, b)
+  script = textwrap.dedent(
+    f"""
+    import jax.numpy as jnp, jaxdnn
+    x, w, b = jnp.ones((2, 9, 8, 6)), jnp.ones((3, 3, 6, 5)), jnp.ones((5,))
+    with jaxdnn.autotune(cache={str(path)!r}):
+      jaxdnn.conv(x, w, b)
+      print(jaxdnn.conv_plan(x, w, b)["reason"])
+    """
+  )
+  out = subprocess.run(
+    [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=os.environ
+  )
+  assert out.returncode == 0, out.stderr
+  assert "jaxdnn.autotune (cached)" in out.stdout and "jaxdnn autotune: conv" not in out.stderr
+
+
+@pytest.mark.parametrize(
+  "text, match",
+  [
+    ("{not json", "unreadable"),
+    (json.dumps([1, 2]), "not an autotune cache"),
+    (json.dumps({"jaxdnn": "0.0.0", "entries": {}}), "stale"),
+  ],
+)
+def test_unreadable_or_stale_files_warn_and_are_replaced(tmp_path, text, match):
+  rng = np.random.default_rng(3)
+  x, w, b = _problem(rng)
+  path = tmp_path / "tune.json"
+  path.write_text(text)
+  with pytest.warns(UserWarning, match=match), jaxdnn.autotune(cache=path):
+    y = jaxdnn.conv(x, w, b)
+  assert_close(y, jaxdnn.conv(x, w, b, implementation="xla"), 2e-5)
+  assert json.loads(path.read_text())["jaxdnn"] == jaxdnn.__version__
+
+
+def test_plans_time_nothing_and_asked_algorithms_are_kept(tmp_path, capfd):
+  rng = np.random.default_rng(4)
+  x, w, b = _problem(rng)
+  path = tmp_path / "tune.json"
+  with jaxdnn.autotune(cache=path, deterministic=True):
+    plan = jaxdnn.conv_plan(x, w, b)
+    assert "autotune" not in plan["reason"] and not path.exists()
+    assert jaxdnn.config.deterministic
+    jaxdnn.conv(x, w, b, algorithm="implicit_gemm")
+    jaxdnn.conv(x, w, b, implementation="xla")
+    assert not path.exists() and "jaxdnn autotune" not in capfd.readouterr().err
+  assert not jaxdnn.config.deterministic and not jaxdnn.config.benchmark
