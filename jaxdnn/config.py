@@ -11,7 +11,7 @@
                                only with --xla_gpu_deterministic_ops
   jaxdnn.config.autotune_cache the file the timings' winners are kept in and
                                read from by later processes (default:
-                               $JAXDNN_AUTOTUNE_CACHE, else
+                               $XDG_CACHE_HOME/jaxdnn/autotune.json, else
                                ~/.cache/jaxdnn/autotune.json); None keeps
                                them in memory only
 
@@ -26,8 +26,6 @@ import os
 
 
 def _default_cache() -> str:
-  if os.environ.get("JAXDNN_AUTOTUNE_CACHE"):
-    return os.environ["JAXDNN_AUTOTUNE_CACHE"]
   base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
   return os.path.join(base, "jaxdnn", "autotune.json")
 
