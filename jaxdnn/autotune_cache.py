@@ -37,7 +37,7 @@ def _read(path: str) -> dict[str, dict]:
       stacklevel=3,
     )
     return {}
-  return {k: v for k, v in data["entries"].items() if isinstance(v, dict) and "choice" in v}
+  return {k: v for k, v in data["entries"].items() if isinstance(v, dict)}
 
 
 def lookup(key: str, path: str | None) -> dict | None:
@@ -56,17 +56,23 @@ def store(key: str, entry: dict, path: str | None) -> None:
   _memory[key] = entry
   if path is None:
     return
-  entries = _read(path) if os.path.exists(path) else {}
+  with warnings.catch_warnings():  # lookup already warned about this file
+    warnings.simplefilter("ignore")
+    entries = _read(path) if os.path.exists(path) else {}
   entries[key] = entry
   folder = os.path.dirname(os.path.abspath(path))
+  tmp = None
   try:
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".autotune-", suffix=".json")
     with os.fdopen(fd, "w") as f:
       json.dump({"jaxdnn": VERSION, "entries": entries}, f, indent=1, sort_keys=True)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
-  except OSError as e:
+  except (OSError, TypeError, ValueError) as e:
     warnings.warn(f"jaxdnn autotune cache {path} could not be written ({e})", stacklevel=3)
+    if tmp is not None and os.path.exists(tmp):
+      os.unlink(tmp)
 
 
 def forget() -> None:

@@ -381,19 +381,27 @@ def _decide(
   )
 
 
-def _autotuned(c: _Call, decide, kwargs, *, asked: bool, measure: bool) -> _Call:
-  """c, or under jaxdnn.config.benchmark (jaxdnn.autotune()) for a call that
-  left the algorithm and implementation to jaxdnn (`asked` False) the
-  fastest candidate's call (conv/autotune.py), timed now where `measure`
-  and not yet known."""
-  if asked or not config.benchmark:
+def _autotuned(c: _Call, decide, kwargs, *, measure: bool) -> _Call:
+  """c, or under jaxdnn.config.benchmark (jaxdnn.autotune()) the fastest
+  candidate's call (conv/autotune.py), timed now where `measure` and not
+  yet known. A remembered winner that cannot serve here (another build)
+  leaves c."""
+  if not config.benchmark:
     return c
   if jnp.dtype(c.x.dtype) == jnp.float64 or jnp.dtype(c.w.dtype) == jnp.float64:
     return c
-  forced, reason = autotune.choose(conv, c.x, c.w, c.bias, c.residual, c.g, kwargs, measure=measure)
-  if forced is None:
+  name, reason = autotune.choose(
+    lambda name, forced: _candidate(kwargs, name, forced), c.x, c.w, c.bias, c.residual, c.g,
+    kwargs, measure=measure,
+  )  # fmt: skip
+  if name is None:
     return c
-  return decide(forced.get("algorithm"), forced.get("implementation"))._replace(reason=reason)
+  forced = dict(autotune.CANDIDATES)[name]
+  try:
+    tuned = decide(forced.get("algorithm"), forced.get("implementation"))
+  except ValueError:
+    return c
+  return (_as_native_xla(tuned) if name == "xla" else tuned)._replace(reason=reason)
 
 
 def _winograd_serves(g) -> bool:
@@ -433,7 +441,7 @@ def _dilated_depthwise_goes_direct(
     and implementation != "xla"
     and depthwise
     and not wide
-    and any(d != 1 for d in g.kernel_dilation)
+    and any(d != 1 and k > 1 for d, k in zip(g.kernel_dilation, g.window))
     and all(d == 1 for d in g.input_dilation)
     and _extension.has_cuda_target("jaxdnn_conv_fwd")
     and forward_plan(
@@ -679,27 +687,57 @@ def conv(
     [batch, *out_spatial, C_out], the output spatial dims lax's for the
     padding and strides.
   """
-  op = "conv"
-  x, w = _inputs(op, x, w)
-  g, pad_mode = geom.make(
-    op, x.shape, w.shape, strides, padding, input_dilation, kernel_dilation, feature_group_count
-  )
-
-  def decide(algorithm, implementation):
-    return _decide(
-      op, x, w, bias, residual, g, pad_mode, activation, approximate, negative_slope, elu_alpha,
-      alpha, beta, preferred_element_type, algorithm, implementation,
-    )  # fmt: skip
-
   kwargs = dict(
     strides=strides, padding=padding, input_dilation=input_dilation,
     kernel_dilation=kernel_dilation, feature_group_count=feature_group_count,
     activation=activation, approximate=approximate, negative_slope=negative_slope,
     elu_alpha=elu_alpha, alpha=alpha, beta=beta, preferred_element_type=preferred_element_type,
   )  # fmt: skip
-  asked = algorithm is not None or implementation is not None
-  c = _autotuned(decide(algorithm, implementation), decide, kwargs, asked=asked, measure=True)
-  return _execute(c)
+  return _execute(_conv_call(x, w, bias, residual, kwargs, algorithm, implementation, measure=True))
+
+
+def _conv_call(x, w, bias, residual, kwargs, algorithm, implementation, *, measure, tune=True):
+  """conv's decided call for these arguments (kwargs: conv's keyword
+  arguments but residual, algorithm and implementation); under
+  jaxdnn.autotune, where `tune`, the tuned one (timed now where `measure`)."""
+  op = "conv"
+  x, w = _inputs(op, x, w)
+  k = kwargs
+  g, pad_mode = geom.make(
+    op, x.shape, w.shape, k["strides"], k["padding"], k["input_dilation"], k["kernel_dilation"],
+    k["feature_group_count"],
+  )  # fmt: skip
+
+  def decide(algorithm, implementation):
+    return _decide(
+      op, x, w, bias, residual, g, pad_mode, k["activation"], k["approximate"],
+      k["negative_slope"], k["elu_alpha"], k["alpha"], k["beta"], k["preferred_element_type"],
+      algorithm, implementation,
+    )  # fmt: skip
+
+  c = decide(algorithm, implementation)
+  if not tune or algorithm is not None or implementation is not None:
+    return c
+  return _autotuned(c, decide, kwargs, measure=measure)
+
+
+def _as_native_xla(c: _Call) -> _Call:
+  """c on XLA's own convolution, as the default runs it where XLA measured
+  faster (not the float32-accumulating oracle): autotune's "xla"."""
+  return c._replace(native=True, heuristic=True)
+
+
+def _candidate(kwargs, name, forced):
+  """conv with one autotune candidate forced, untuned: fn(x, w, bias, residual)."""
+
+  def run(x, w, bias, residual):
+    c = _conv_call(
+      x, w, bias, residual, kwargs, forced.get("algorithm"), forced.get("implementation"),
+      measure=False, tune=False,
+    )  # fmt: skip
+    return _execute(_as_native_xla(c) if name == "xla" else c)
+
+  return run
 
 
 def conv_plan(
@@ -731,18 +769,6 @@ def conv_plan(
     config={the kernel and its tile / workspace}, gradients=how the backward
     runs). Raises what `conv` would raise for these arguments.
   """
-  op = "conv"
-  x, w = _inputs(op, x, w)
-  g, pad_mode = geom.make(
-    op, x.shape, w.shape, strides, padding, input_dilation, kernel_dilation, feature_group_count
-  )
-
-  def decide(algorithm, implementation):
-    return _decide(
-      op, x, w, bias, residual, g, pad_mode, activation, approximate, negative_slope, elu_alpha,
-      alpha, beta, preferred_element_type, algorithm, implementation,
-    )  # fmt: skip
-
   kwargs = dict(
     strides=strides, padding=padding, input_dilation=input_dilation,
     kernel_dilation=kernel_dilation, feature_group_count=feature_group_count,
@@ -751,8 +777,7 @@ def conv_plan(
   )  # fmt: skip
   # A plan runs nothing: under jaxdnn.autotune it reports a winner already
   # timed (this process or the cache file), else the rules' choice.
-  asked = algorithm is not None or implementation is not None
-  c = _autotuned(decide(algorithm, implementation), decide, kwargs, asked=asked, measure=False)
+  c = _conv_call(x, w, bias, residual, kwargs, algorithm, implementation, measure=False)
   return _plan_report(c)
 
 

@@ -1,15 +1,19 @@
 """conv's algorithm by timing (jaxdnn.config.benchmark, jaxdnn.autotune()):
 for a call with algorithm=None and implementation=None, every algorithm
 that serves the problem on this platform (each forced, so one that cannot
-serve drops out at trace time) and XLA's convolution run on fresh random
-inputs of the call's shapes and dtypes; the fastest forward is kept per
-(problem, dtypes, epilogue, platform, device kind, jaxdnn version), in
-memory and in the cache file, and used by every later call and process.
-The forward alone is timed (as cuDNN's benchmark mode picks each direction
-apart); a forced algorithm's gradients follow it where they are served."""
+serve drops out at trace time) and XLA's own convolution run on fresh
+random inputs of the call's shapes and dtypes; the fastest forward is kept
+per (problem, dtypes, epilogue, platform, device kind, deterministic) in
+memory and in the cache file (stamped with jaxdnn's version), and used by
+every later call and process. The forward alone is timed (cuDNN's
+benchmark mode picks each direction apart); a forced algorithm's gradients
+follow it where they are served. Timing runs outside any trace the call is
+in (jit, grad, vmap see only the winner); under vmap it times the
+per-example problem."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -29,8 +33,6 @@ _REPEATS = 5
 
 
 def _xla_deterministic() -> bool:
-  import os
-
   return "xla_gpu_deterministic_ops=true" in os.environ.get("XLA_FLAGS", "")
 
 
@@ -55,13 +57,39 @@ def key_of(g, x, w, bias, residual, kwargs) -> str:
     epilogue=sorted((k, repr(v)) for k, v in kwargs.items()),
     platform=device.platform,
     device=device.device_kind,
+    deterministic=bool(config.deterministic),
   )
   return repr(sorted(fields.items()))
 
 
-def _random(shape_dtype, key):
-  a = jax.random.normal(key, shape_dtype.shape, np.float32)
-  return a.astype(shape_dtype.dtype)
+def _valid(entry) -> bool:
+  names = dict(CANDIDATES)
+  return (
+    isinstance(entry, dict)
+    and entry.get("choice") in names
+    and isinstance(entry.get("times_ms"), dict)
+  )
+
+
+def choose(candidate, x, w, bias, residual, g, kwargs, *, measure=True):
+  """(the winning candidate's name, a reason) for a conv call whose
+  algorithm is left to jaxdnn, timing the candidates once where `measure`;
+  (None, "") where nothing is known (or nothing served).
+  candidate(name, forced) -> fn(x, w, bias, residual) runs one forced."""
+  key = key_of(g, x, w, bias, residual, kwargs)
+  entry = autotune_cache.lookup(key, config.autotune_cache)
+  source = "cached"
+  if not _valid(entry):
+    if not measure:
+      return None, ""
+    with jax.ensure_compile_time_eval():  # run now, outside the caller's trace
+      entry = _measure(candidate, x, w, bias, residual)
+    if entry is None:
+      return None, ""
+    autotune_cache.store(key, entry, config.autotune_cache)
+    source = "timed now"
+  times = ", ".join(f"{k} {v:.3f} ms" for k, v in entry["times_ms"].items())
+  return entry["choice"], f"jaxdnn.autotune ({source}): the fastest forward of {times}"
 
 
 def _time(fn, args) -> float:
@@ -74,40 +102,23 @@ def _time(fn, args) -> float:
   return float(np.median(samples)) * 1e3
 
 
-def choose(conv, x, w, bias, residual, g, kwargs, *, measure=True) -> tuple[dict | None, str]:
-  """(the call's algorithm/implementation arguments, a reason) for a conv
-  call whose algorithm is left to jaxdnn, timing its candidates once (or,
-  without `measure`, only what is known: None where nothing is)."""
-  key = key_of(g, x, w, bias, residual, kwargs)
-  entry = autotune_cache.lookup(key, config.autotune_cache)
-  source = "cached"
-  if entry is None:
-    if not measure:
-      return None, ""
-    entry = _measure(conv, x, w, bias, residual, kwargs)
-    if entry is None:
-      return None, ""
-    autotune_cache.store(key, entry, config.autotune_cache)
-    source = "timed now"
-  times = ", ".join(f"{k} {v:.3f} ms" for k, v in entry["times_ms"].items())
-  choice = dict(CANDIDATES)[entry["choice"]]
-  return choice, f"jaxdnn.autotune ({source}): the fastest forward of {times}"
-
-
-def _measure(conv, x, w, bias, residual, kwargs) -> dict | None:
+def _measure(candidate, x, w, bias, residual) -> dict | None:
   keys = jax.random.split(jax.random.key(0), 4)
-  spec = [
-    None if a is None else jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, bias, residual)
-  ]
-  args = tuple(None if s is None else _random(s, k) for s, k in zip(spec, keys))
+  args = tuple(
+    None if a is None else jax.random.normal(k, a.shape, np.float32).astype(a.dtype)
+    for a, k in zip((x, w, bias, residual), keys)
+  )
   times = {}
   for name, forced in candidates(jax.devices()[0].platform):
-    fn = jax.jit(lambda x, w, b, r, forced=forced: conv(x, w, b, residual=r, **kwargs, **forced))
+    fn = jax.jit(candidate(name, forced))
     try:
       fn.lower(*args)
     except ValueError:  # this algorithm does not serve the problem here
       continue
-    times[name] = _time(fn, args)
+    try:
+      times[name] = _time(fn, args)
+    except Exception as e:  # noqa: BLE001  (a candidate that fails to run is no candidate)
+      print(f"jaxdnn autotune: conv candidate {name} failed ({e}): skipped", file=sys.stderr)
   if not times:
     return None
   best = min(times, key=times.get)

@@ -113,3 +113,34 @@ def test_plans_time_nothing_and_asked_algorithms_are_kept(tmp_path, capfd):
     jaxdnn.conv(x, w, b, implementation="xla")
     assert not path.exists() and "jaxdnn autotune" not in capfd.readouterr().err
   assert not jaxdnn.config.deterministic and not jaxdnn.config.benchmark
+
+
+def test_timing_stays_out_of_the_callers_trace(tmp_path):
+  rng = np.random.default_rng(5)
+  x, w, b = _problem(rng)
+  f = lambda x, w, b: jaxdnn.conv(x, w, b)
+  with jaxdnn.autotune(cache=tmp_path / "tune.json"):
+    text = str(jax.make_jaxpr(f)(x, w, b))
+  assert "random" not in text and "threefry" not in text, text
+  assert json.loads((tmp_path / "tune.json").read_text())["entries"]
+
+
+def test_bad_entries_are_timed_again_and_deterministic_is_part_of_the_key(tmp_path, capfd):
+  rng = np.random.default_rng(6)
+  x, w, b = _problem(rng)
+  path = tmp_path / "tune.json"
+  with jaxdnn.autotune(cache=path):
+    jaxdnn.conv(x, w, b)
+  data = json.loads(path.read_text())
+  (key,) = data["entries"]
+  data["entries"][key] = {"choice": "fft"}
+  path.write_text(json.dumps(data))
+  autotune_cache.forget()
+  capfd.readouterr()
+  with jaxdnn.autotune(cache=path):
+    y = jaxdnn.conv(x, w, b)
+  assert "jaxdnn autotune: conv" in capfd.readouterr().err
+  assert_close(y, jaxdnn.conv(x, w, b, implementation="xla"), 2e-5)
+  with jaxdnn.autotune(cache=path, deterministic=True):
+    jaxdnn.conv(x, w, b)
+  assert len(json.loads(path.read_text())["entries"]) == 2

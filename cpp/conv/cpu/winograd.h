@@ -4,7 +4,10 @@
 // done as 16 GEMMs [tiles x C_in/g] x [C_in/g x C_out/g] a group over
 // transformed inputs and weights (Lavin and Gray, 2016). 2.25x fewer multiplications than the
 // direct sum; the transforms add and subtract up to 4 inputs, so float32
-// rounding grows by a few units in the last place (docs/perf/conv.md).
+// rounding grows by a few units in the last place (docs/perf/conv.md). An
+// infinite input becomes NaN in its tiles' outputs (inf - inf in the
+// transforms), where the direct sum gives +-inf: cuDNN's Winograd does the
+// same.
 #pragma once
 
 #include "common/ffi_util.h"
