@@ -279,21 +279,22 @@ def _decide(
     if target == "cuda" and algorithm not in ("implicit_gemm", "direct"):
       raise ValueError(f"{op}: algorithm={algorithm!r} has no CUDA kernel yet")
 
+  def cuda_forward_plan(algorithm):
+    return forward_plan(
+      g, g.batch, x.dtype, out_dtype, bias_dtype, residual_dtype, act, saved,
+      bias is not None, residual is not None, ALGORITHM_CODES.get(algorithm, 0),
+    )  # fmt: skip
+
   chosen_by_rule = algorithm is None and _dilated_depthwise_goes_direct(
-    g, target, implementation, wide, x.dtype, out_dtype, bias_dtype, residual_dtype, act, saved,
-    bias is not None, residual is not None,
-  )  # fmt: skip
+    g, target, implementation, wide, lambda: cuda_forward_plan("direct") >= 0
+  )
   if chosen_by_rule:
     algorithm = "direct"
 
   def cuda_unsupported():
     if not _extension.has_cuda_target("jaxdnn_conv_fwd"):
       return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
-    plan = forward_plan(
-      g, g.batch, x.dtype, out_dtype, bias_dtype, residual_dtype, act, saved,
-      bias is not None, residual is not None, ALGORITHM_CODES.get(algorithm, 0),
-    )  # fmt: skip
-    if plan < 0:
+    if cuda_forward_plan(algorithm) < 0:
       return (
         "the CUDA convolution kernel does not serve this call yet (it takes bfloat16/float16 "
         "x and w with x's output dtype, no groups, no input dilation, channels multiples of "
@@ -417,24 +418,12 @@ def _winograd_serves(g) -> bool:
   )
 
 
-def _dilated_depthwise_goes_direct(
-  g,
-  target,
-  implementation,
-  wide,
-  x_dtype,
-  out_dtype,
-  bias_dtype,
-  residual_dtype,
-  act,
-  saved,
-  has_bias,
-  has_residual,
-) -> bool:
+def _dilated_depthwise_goes_direct(g, target, implementation, wide, direct_serves) -> bool:
   """Whether a CUDA depthwise convolution with a dilated window runs on the
   direct kernels by default, gradients included: XLA's (cuDNN's) dilated
   depthwise kernels are 17x slower forward and two orders of magnitude
-  slower backward (jax#26266), where undilated ones beat ours (0.66x)."""
+  slower backward (jax#26266), where undilated ones beat ours (0.66x).
+  direct_serves(): whether the direct kernels' plan serves the call."""
   depthwise = g.in_channels == g.groups == g.out_channels
   return (
     target == "cuda"
@@ -444,11 +433,8 @@ def _dilated_depthwise_goes_direct(
     and any(d != 1 and k > 1 for d, k in zip(g.kernel_dilation, g.window))
     and all(d == 1 for d in g.input_dilation)
     and _extension.has_cuda_target("jaxdnn_conv_fwd")
-    and forward_plan(
-      g, g.batch, x_dtype, out_dtype, bias_dtype, residual_dtype, act, saved, has_bias,
-      has_residual, ALGORITHM_CODES["direct"],
-    ) >= 0
-  )  # fmt: skip
+    and direct_serves()
+  )
 
 
 def _pointwise_gemm_serves(
@@ -687,13 +673,17 @@ def conv(
     [batch, *out_spatial, C_out], the output spatial dims lax's for the
     padding and strides.
   """
-  kwargs = dict(
-    strides=strides, padding=padding, input_dilation=input_dilation,
-    kernel_dilation=kernel_dilation, feature_group_count=feature_group_count,
-    activation=activation, approximate=approximate, negative_slope=negative_slope,
-    elu_alpha=elu_alpha, alpha=alpha, beta=beta, preferred_element_type=preferred_element_type,
-  )  # fmt: skip
+  arguments = locals()
+  kwargs = {k: arguments[k] for k in _CONV_KEYWORDS}
   return _execute(_conv_call(x, w, bias, residual, kwargs, algorithm, implementation, measure=True))
+
+
+# conv's keyword arguments but residual, algorithm and implementation (what
+# conv and conv_plan hand _conv_call, and autotune keys on).
+_CONV_KEYWORDS = (
+  "strides", "padding", "input_dilation", "kernel_dilation", "feature_group_count", "activation",
+  "approximate", "negative_slope", "elu_alpha", "alpha", "beta", "preferred_element_type",
+)  # fmt: skip
 
 
 def _conv_call(x, w, bias, residual, kwargs, algorithm, implementation, *, measure, tune=True):
@@ -769,12 +759,8 @@ def conv_plan(
     config={the kernel and its tile / workspace}, gradients=how the backward
     runs). Raises what `conv` would raise for these arguments.
   """
-  kwargs = dict(
-    strides=strides, padding=padding, input_dilation=input_dilation,
-    kernel_dilation=kernel_dilation, feature_group_count=feature_group_count,
-    activation=activation, approximate=approximate, negative_slope=negative_slope,
-    elu_alpha=elu_alpha, alpha=alpha, beta=beta, preferred_element_type=preferred_element_type,
-  )  # fmt: skip
+  arguments = locals()
+  kwargs = {k: arguments[k] for k in _CONV_KEYWORDS}
   # A plan runs nothing: under jaxdnn.autotune it reports a winner already
   # timed (this process or the cache file), else the rules' choice.
   c = _conv_call(x, w, bias, residual, kwargs, algorithm, implementation, measure=False)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import jax
 import numpy as np
 
 from jaxdnn import autotune_cache
+from jaxdnn.bench.timing import time_jax
 from jaxdnn.config import config
 
 CANDIDATES = (
@@ -29,7 +29,7 @@ CANDIDATES = (
   ("winograd", dict(algorithm="winograd")),
   ("xla", dict(implementation="xla")),
 )
-_REPEATS = 5
+_REPEATS = 5  # median of 5 samples after a warm-up call (bench/timing.py)
 
 
 def _xla_deterministic() -> bool:
@@ -92,16 +92,6 @@ def choose(candidate, x, w, bias, residual, g, kwargs, *, measure=True):
   return entry["choice"], f"jaxdnn.autotune ({source}): the fastest forward of {times}"
 
 
-def _time(fn, args) -> float:
-  jax.block_until_ready(fn(*args))
-  samples = []
-  for _ in range(_REPEATS):
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    samples.append(time.perf_counter() - start)
-  return float(np.median(samples)) * 1e3
-
-
 def _measure(candidate, x, w, bias, residual) -> dict | None:
   keys = jax.random.split(jax.random.key(0), 4)
   args = tuple(
@@ -116,7 +106,7 @@ def _measure(candidate, x, w, bias, residual) -> dict | None:
     except ValueError:  # this algorithm does not serve the problem here
       continue
     try:
-      times[name] = _time(fn, args)
+      times[name] = time_jax(fn, *args, warmup=1, repeats=_REPEATS) * 1e3
     except Exception as e:  # noqa: BLE001  (a candidate that fails to run is no candidate)
       print(f"jaxdnn autotune: conv candidate {name} failed ({e}): skipped", file=sys.stderr)
   if not times:
