@@ -36,6 +36,16 @@ ffi::Error LikeX(const ffi::AnyBuffer& x, const ffi::AnyBuffer& b, const char* o
   return ffi::Error::Success();
 }
 
+// The ReLU sign bits: uint8 [rows, channels / 8].
+ffi::Error MaskLike(const ffi::AnyBuffer& x, const ffi::AnyBuffer& b, const char* op) {
+  auto d = b.dimensions();
+  if (b.element_type() != ffi::DataType::U8 || d.size() != 2 || d[0] != x.dimensions()[0] ||
+      d[1] != x.dimensions()[1] / 8) {
+    return InvalidArg(op, "mask must be uint8 [rows, channels / 8]");
+  }
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 ffi::ErrorOr<BatchNormArgs> ReadBatchNormCall(ffi::RemainingArgs args, ffi::RemainingRets rets,
@@ -62,6 +72,9 @@ ffi::ErrorOr<BatchNormArgs> ReadBatchNormCall(ffi::RemainingArgs args, ffi::Rema
   }
   p.shape.rows = x.dimensions()[0];
   p.shape.channels = x.dimensions()[1];
+  if (attrs.mask && (attrs.act != int32_t(Act::kRelu) || p.shape.channels % 8 != 0)) {
+    return ffi::Unexpected(InvalidArg(op, "the sign mask needs relu and channels a multiple of 8"));
+  }
   p.dtype = t;
   p.x = x.untyped_data();
   if (bwd) {
@@ -89,7 +102,11 @@ ffi::ErrorOr<BatchNormArgs> ReadBatchNormCall(ffi::RemainingArgs args, ffi::Rema
       JAXDNN_CHECK(channel_arg("total_dz", &p.total_dz));
       JAXDNN_CHECK(channel_arg("total_dzx", &p.total_dzx));
     }
-    if (residual) {
+    if (attrs.mask && bwd) {
+      JAXDNN_TRY(m, NextArg(args, a, op, "mask"));
+      JAXDNN_CHECK(MaskLike(x, m, op));
+      p.mask = static_cast<const uint8_t*>(m.untyped_data());
+    } else if (residual) {
       JAXDNN_TRY(res, NextArg(args, a, op, "residual"));
       JAXDNN_CHECK(LikeX(x, res, op, "residual"));
       p.residual = res.untyped_data();
@@ -120,6 +137,11 @@ ffi::ErrorOr<BatchNormArgs> ReadBatchNormCall(ffi::RemainingArgs args, ffi::Rema
     if (!bwd) {
       JAXDNN_CHECK(channel_ret("running_mean", &p.out1));
       JAXDNN_CHECK(channel_ret("running_var", &p.out2));
+      if (attrs.mask) {
+        JAXDNN_TRY(m, NextRet(rets, r, op, "mask"));
+        JAXDNN_CHECK(MaskLike(x, *m, op));
+        p.mask_out = static_cast<uint8_t*>(m->untyped_data());
+      }
     }
     if (bwd && residual) {
       JAXDNN_TRY(dres, NextRet(rets, r, op, "dresidual"));

@@ -27,8 +27,9 @@ ffi::Error Bwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets
 
 template <BatchNormStep kStep>
 ffi::Error BatchNorm(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t act,
-                     float param, int32_t residual, int32_t training, float epsilon, float momentum) {
-  const BatchNormAttrs attrs{act, param, residual != 0, training != 0, epsilon, momentum};
+                     float param, int32_t residual, int32_t training, float epsilon, float momentum,
+                     int32_t mask) {
+  const BatchNormAttrs attrs{act, param, residual != 0, training != 0, epsilon, momentum, mask != 0};
   auto p = ReadBatchNormCall(args, rets, kStep, attrs);
   if (!p.has_value()) return p.error();
   return RunCatching("jaxdnn batch_norm", [&] { return BatchNormCpu(kStep, *p, &pool); });

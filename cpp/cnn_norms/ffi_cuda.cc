@@ -17,8 +17,9 @@ namespace {
 
 template <BatchNormStep kStep>
 ffi::Error BatchNorm(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t act,
-                     float param, int32_t residual, int32_t training, float epsilon, float momentum) {
-  const BatchNormAttrs attrs{act, param, residual != 0, training != 0, epsilon, momentum};
+                     float param, int32_t residual, int32_t training, float epsilon, float momentum,
+                     int32_t mask) {
+  const BatchNormAttrs attrs{act, param, residual != 0, training != 0, epsilon, momentum, mask != 0};
   const bool sums = kStep == BatchNormStep::kStats || kStep == BatchNormStep::kBwdReduce;
   auto p = ReadBatchNormCall(args, rets, kStep, attrs, /*with_workspace=*/sums);
   if (!p.has_value()) return p.error();

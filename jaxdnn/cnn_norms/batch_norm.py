@@ -68,11 +68,22 @@ def _fwd_stats(static, x, running_mean, running_var, kw):
   return (running_mean, s1, s2, count, running_var)
 
 
-def _bn_fwd(static, x, scale, bias, residual, running_mean, running_var):
+_RELU = kinds.resolve("batch_norm", "relu", approximate=True, negative_slope=0.0, alpha=1.0)[0]
+
+
+def _uses_sign_bits(static, x, residual):
+  """Whether the forward for the gradient writes ReLU's sign bits for the
+  backward (batch_norm.h): where they replace a stream of the activation,
+  the residual (or in inference, x)."""
+  act, use_running_average = static[2], static[6]
+  return act == _RELU and x.shape[-1] % 8 == 0 and (residual is not None or use_running_average)
+
+
+def _bn_fwd(static, x, scale, bias, residual, running_mean, running_var, sign_bits=False):
   kw = _kw(static, residual)
   res = () if residual is None else (residual,)
   st = _fwd_stats(static, x, running_mean, running_var, kw)
-  y, new_mean, new_var = prims.apply.bind(x, *st, scale, bias, *res, **kw)
+  y, new_mean, new_var, *bits = prims.apply.bind(x, *st, scale, bias, *res, **kw, mask=sign_bits)
   axis_name, use_running_average = static[5], static[6]
   extra = extra_vma(new_mean, running_mean)
   if extra and (use_running_average or extra <= _axes(axis_name)):
@@ -81,7 +92,7 @@ def _bn_fwd(static, x, scale, bias, residual, running_mean, running_var):
     # the same formula (batch_norm.h's StatsOf) on those sums keeps them
     # replicated, as Flax's are.
     new_mean, new_var = _running_update(static, st, new_mean.dtype)
-  return (y, new_mean, new_var), (x, st, scale, bias, residual)
+  return (y, new_mean, new_var), (x, st, scale, bias, residual, bits[0] if bits else None)
 
 
 def _running_update(static, st, dtype):
@@ -105,30 +116,40 @@ def _bn_fwd_rule(static, x, scale, bias, residual, running_mean, running_var):
   backward skips the parameter-gradient reduction, which dx does not need."""
   args = [_value(a) for a in (x, scale, bias)]
   res = None if residual is None else _value(residual)
-  out, saved = _bn_fwd(static, *args, res, _value(running_mean), _value(running_var))
+  out, saved = _bn_fwd(
+    static,
+    *args,
+    res,
+    _value(running_mean),
+    _value(running_var),
+    sign_bits=_uses_sign_bits(static, args[0], res),
+  )
   perturbed = any(getattr(p, "perturbed", True) for p in (scale, bias))
   # A Python flag cannot be a residual; the pytree's shape carries it.
   return out, (saved, (None,) if perturbed else ())
 
 
 def _bn_bwd(static, saved, cts):
-  (x, st, scale, bias, residual), want_params = saved
+  (x, st, scale, bias, residual, bits), want_params = saved
   axis_name, use_running_average = static[5], static[6]
   dy = cts[0]
   if isinstance(dy, SymbolicZero):
     dy = jnp.zeros(dy.shape, dy.dtype)
   kw = _kw(static, residual)
+  # The sign bits, where the forward wrote them, in place of the residual.
   res = () if residual is None else (residual,)
+  if bits is not None:
+    kw, res = kw | {"mask": True}, (bits,)
   if use_running_average and not want_params:
     zeros = jnp.zeros_like(scale)
     outs = prims.bwd_apply.bind(dy, x, *st, scale, bias, zeros, zeros, *res, **kw)
-    return outs[0], None, None, (outs[1] if res else None), None, None
+    return outs[0], None, None, (outs[1] if residual is not None else None), None, None
   sum_dz, sum_dzx = prims.bwd_reduce.bind(dy, x, *st, scale, bias, *res, **kw)
   tot_dz, tot_dzx = sum_dz, sum_dzx
   if axis_name is not None and not use_running_average:
     tot_dz, tot_dzx = _psum_stacked(axis_name, sum_dz, sum_dzx)
   outs = prims.bwd_apply.bind(dy, x, *st, scale, bias, tot_dz, tot_dzx, *res, **kw)
-  dres = outs[1] if res else None
+  dres = outs[1] if residual is not None else None
   # The parameter gradients in the parameters' types, as JAX's autodiff
   # gives them: summed over the mesh axes the data varies over and the
   # parameters do not (inside shard_map; under pmap, or for parameters that

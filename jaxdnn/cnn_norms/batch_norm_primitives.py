@@ -2,10 +2,13 @@
 x [R, C] (rows = batch x positions), per-channel vectors float32 [C], S the
 five vectors shift, s1, s2, count, running_var:
   stats       x, shift                                 -> s1, s2
-  apply       x, *S, scale, bias, [residual]           -> y, new running mean, var
-  bwd_reduce  dy, x, *S, scale, bias, [residual]       -> sum_dz, sum_dzx
-  bwd_apply   dy, x, *S, scale, bias, t_dz, t_dzx, [residual]
+  apply       x, *S, scale, bias, [residual]           -> y, new running mean, var, [mask]
+  bwd_reduce  dy, x, *S, scale, bias, [residual | mask] -> sum_dz, sum_dzx
+  bwd_apply   dy, x, *S, scale, bias, t_dz, t_dzx, [residual | mask]
                                                        -> dx, [dresidual]
+`mask` (ReLU only, channels a multiple of 8): the forward for the gradient
+writes z > 0 as bits, uint8 [R, C / 8], and the backward takes them in
+place of the residual (batch_norm.h).
 Rows may be sharded: the column sums are psummed over the row shards (the
 global view of jit); elementwise steps need nothing. vmap gives every
 example its own channels (rows [R, B * C]), so statistics stay per example.
@@ -19,14 +22,19 @@ import numpy as np
 
 from jaxdnn import _extension
 from jaxdnn._primitive import FfiOp, batch_size, shaped, to_front
-from jaxdnn._sharding import PARAM, ROW, LeadingDimsSharding
+from jaxdnn._sharding import PARAM, ROW, LeadingDimsSharding, row_of
+
+MASK = row_of("m")  # the sign bits' rows: [R, C / 8]
 
 
 class _BatchNormStep(FfiOp):
   sums = False  # whether the results are per-channel column sums
 
-  def ffi_attributes(self, *, act, param, residual, training, epsilon, momentum, implementation):
+  def ffi_attributes(
+    self, *, act, param, residual, training, epsilon, momentum, implementation, mask=False
+  ):
     return dict(
+      mask=np.int32(mask),
       act=np.int32(act),
       param=np.float32(param),
       residual=np.int32(residual),
@@ -38,7 +46,11 @@ class _BatchNormStep(FfiOp):
   def abstract_eval(self, *avals, **params):
     x = next(a for a in avals if a.ndim == 2)
     vector = shaped(x.shape[-1:], jnp.float32)
-    return [shaped(x.shape, x.dtype)] * self.rows_out(**params) + [vector] * self.vectors_out
+    outs = [shaped(x.shape, x.dtype)] * self.rows_out(**params) + [vector] * self.vectors_out
+    return outs + [shaped((x.shape[0], x.shape[1] // 8), jnp.uint8)] * self.masks_out(**params)
+
+  def masks_out(self, **_):
+    return 0
 
   vectors_out = 0
 
@@ -60,7 +72,9 @@ class _BatchNormStep(FfiOp):
     return [jax.ShapeDtypeStruct((chunks, 2, x.shape[1]), jnp.float32)]
 
   def sharding(self, avals_in, avals_out, **_):
-    roles = lambda avals: tuple(ROW if a.ndim == 2 else PARAM for a in avals)
+    roles = lambda avals: tuple(
+      (MASK if a.dtype == jnp.uint8 else ROW) if a.ndim == 2 else PARAM for a in avals
+    )
     return LeadingDimsSharding(1, 0, roles(avals_in), roles(avals_out), reduces_params=self.sums)
 
   def batch(self, args, dims, **params):
@@ -90,6 +104,9 @@ class BatchNormApply(_BatchNormStep):
 
   def rows_out(self, **_):
     return 1
+
+  def masks_out(self, *, mask=False, **_):
+    return int(mask)
 
 
 class BatchNormBwdReduce(_BatchNormStep):

@@ -5,8 +5,10 @@ compositions and PyTorch (channels-last) in one process.
 Bytes counted (the minimum traffic), per element of x: BatchNorm training
 forward reads x and the residual and writes y (3 x itemsize), backward reads
 dy and x and writes dx and the residual's gradient (4 x; the residual is
-recomputed into z from x: read it too, 5 x); inference reads x, writes y
-(2 x). GroupNorm+SiLU forward 2 x, backward reads dy and x, writes dx (3 x).
+recomputed into z from x: read it too, 5 x); inference forward reads x and
+the residual and writes y (3 x), backward reads dy and y (the ReLU's mask)
+and writes dx and the residual's gradient (4 x). GroupNorm+SiLU forward 2 x,
+backward reads dy and x, writes dx (3 x).
 Backward time is (fwd+bwd) - fwd, as for the other memory-bound families.
 """
 
@@ -51,8 +53,8 @@ def run(cases=None, dtype=jnp.bfloat16, with_torch=True, impls=None, ops=None):
     n = int(np.prod(shape))
     for train in (True, False):
       name = "bn_train" if train else "bn_infer"
-      nb_f = (3 if train else 2) * n * item
-      nb_b = (5 if train else 3) * n * item
+      nb_f = 3 * n * item
+      nb_b = (5 if train else 4) * n * item
 
       def f(impl, train=train):
         def g(x, r):

@@ -150,6 +150,49 @@ def test_synchronized_over_devices_with_one_collective_each_way(rng):
   assert_close(gx, want, 5e-5)
 
 
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("with_residual", [True, False])
+@pytest.mark.parametrize("c", [16, 12])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_relu_sign_bits_backward_matches_oracle(rng, train, with_residual, c, dtype):
+  """With ReLU, channels a multiple of 8 and a residual (or in inference),
+  the forward for the gradient writes z > 0 as bits and the backward reads
+  them instead of the residual (and, in inference, x): the gradients match
+  the oracle, NaN and ties at 0 included, and the bits are a uint8 result
+  of the forward's custom call exactly when they should be."""
+  x = normal(rng, (5, 3, 4, c), dtype, scale=2.0, offset=0.5)
+  x = x.at[0, 0, 0, 0].set(jnp.nan).at[1, 1, 1, :].set(0.0)
+  r = normal(rng, x.shape, dtype) if with_residual else None
+  s, b = 1 + 0.1 * normal(rng, (c,)), 0.1 * normal(rng, (c,))
+  rm = np.linspace(-0.5, 0.5, c, dtype=np.float32)
+  rv = np.linspace(0.8, 1.2, c, dtype=np.float32)
+
+  def f(impl):
+    def loss(x, s, b, r):
+      y = jaxdnn.batch_norm(
+        x,
+        s,
+        b,
+        rm,
+        rv,
+        use_running_average=not train,
+        activation="relu",
+        residual=r,
+        implementation=impl,
+      )[0]
+      return jnp.nansum(y.astype(jnp.float32) * jnp.cos(jnp.arange(y.size).reshape(y.shape)))
+
+    return jax.grad(loss, (0, 1, 2, 3) if with_residual else (0, 1, 2))
+
+  args = (x, s, b, r)
+  got, want = jax.jit(f(None))(*args), f("xla")(*args)
+  for g, w in zip(got, want):
+    assert_close(g, w, grad_tol(dtype) if train else tol(dtype))
+  text = jax.jit(f(None)).lower(*args).as_text()
+  bits = c % 8 == 0 and (with_residual or not train)
+  assert ("xui8>" in text or "xi8>" in text) == bits, "sign bits where (and only where) they pay"
+
+
 @pytest.mark.parametrize(
   "kw, error, match",
   [

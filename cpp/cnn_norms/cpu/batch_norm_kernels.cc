@@ -66,6 +66,13 @@ void Run(BatchNormStep step, const BatchNormArgs& p, ffi::ThreadPool* pool) {
     float z = *xhat * p.scale[c] + p.bias[c];
     return res ? z + ToFloat(res[i]) : z;
   };
+  // dz of entry i: from the forward's ReLU sign bits where given, else
+  // through z recomputed.
+  auto dz_of = [&](int64_t i, int64_t c, float* xhat) {
+    if (!p.mask) return Backprop<A>(pre(i, c, xhat), ToFloat(dy[i]), param);
+    *xhat = (ToFloat(x[i]) - st[c].mean) * st[c].rstd;
+    return (p.mask[i / 8] >> (i % 8)) & 1 ? ToFloat(dy[i]) : 0.0f;
+  };
   switch (step) {
     case BatchNormStep::kStats:
       ColumnSums(p, pool, [&](int64_t r, float* s1, float* s2) {
@@ -86,7 +93,12 @@ void Run(BatchNormStep step, const BatchNormArgs& p, ffi::ThreadPool* pool) {
       EachRow(p, pool, [&](int64_t r) {
         for (int64_t c = 0; c < cols; ++c) {
           float xhat;
-          y[r * cols + c] = FromFloat<T>(Apply<A>(pre(r * cols + c, c, &xhat), param));
+          const float z = pre(r * cols + c, c, &xhat);
+          y[r * cols + c] = FromFloat<T>(Apply<A>(z, param));
+          if (!p.mask_out) continue;
+          uint8_t& bits = p.mask_out[(r * cols + c) / 8];
+          if (c % 8 == 0) bits = 0;
+          bits |= uint8_t(z > 0.0f) << (c % 8);
         }
       });
       break;
@@ -96,7 +108,7 @@ void Run(BatchNormStep step, const BatchNormArgs& p, ffi::ThreadPool* pool) {
         for (int64_t c = 0; c < cols; ++c) {
           float xhat;
           const int64_t i = r * cols + c;
-          const float dz = Backprop<A>(pre(i, c, &xhat), ToFloat(dy[i]), param);
+          const float dz = dz_of(i, c, &xhat);
           s1[c] += dz;
           s2[c] += dz * xhat;
         }
@@ -109,7 +121,7 @@ void Run(BatchNormStep step, const BatchNormArgs& p, ffi::ThreadPool* pool) {
         for (int64_t c = 0; c < cols; ++c) {
           float xhat;
           const int64_t i = r * cols + c;
-          const float dz = Backprop<A>(pre(i, c, &xhat), ToFloat(dy[i]), param);
+          const float dz = dz_of(i, c, &xhat);
           if (dres) dres[i] = FromFloat<T>(dz);
           const float g = st[c].rstd * p.scale[c];
           dx[i] = FromFloat<T>(

@@ -11,15 +11,18 @@
 namespace jaxdnn::cnn_norms {
 namespace {
 
-// A thread's channels' statistics and parameters, worked out once for the
-// block, a thread a channel, into shared memory (rather than N per thread,
-// repeated over the block's rows of threads), and read from there in the
-// row loop: held in registers, six per channel took the backward to 156
-// registers and one block a multiprocessor. Every thread of the block
-// constructs it.
+// A block's channels' coefficients, worked out once a channel (a thread
+// each) into shared memory, then copied into each thread's registers for its
+// own N channels: the row loop then reads no memory but the rows. With d =
+// x - mean (kept as a difference, so large offsets cancel exactly first):
+//   xhat = d rstd,  z = d gain + bias (+ residual),  gain = rstd scale,
+//   dx = gain dz + d a + b,  a = -gain rstd t_dzx / n,  b = -gain t_dz / n
+// (a = b = 0 in inference). Every thread of the block constructs it.
+enum Coef { kMean, kRstd, kGain, kBias, kA, kB, kCoefs };
+using ChannelTable = float[kCoefs][256];
+
 template <int N>
 struct Channels {
-  enum { kMean, kRstd, kScale, kBias, kMdz, kMdzx, kGain, kCount };
   const float (*sm)[256];
   int at;
   __device__ Channels(const BatchNormArgs& p, float (*shared)[256], bool with_totals = false)
@@ -29,28 +32,22 @@ struct Channels {
     if (tid < int(blockDim.x) * N && c < p.shape.channels) {
       const ChannelStats s = StatsOf(p, c);
       const bool totals = with_totals && p.attrs.training;
+      const float gain = s.rstd * p.scale[c];
       shared[kMean][tid] = s.mean;
       shared[kRstd][tid] = s.rstd;
-      shared[kScale][tid] = p.scale[c];
+      shared[kGain][tid] = gain;
       shared[kBias][tid] = p.bias[c];
-      shared[kMdz][tid] = totals ? p.total_dz[c] / p.count[c] : 0.f;
-      shared[kMdzx][tid] = totals ? p.total_dzx[c] / p.count[c] : 0.f;
-      shared[kGain][tid] = s.rstd * p.scale[c];
+      shared[kA][tid] = totals ? -gain * s.rstd * (p.total_dzx[c] / p.count[c]) : 0.f;
+      shared[kB][tid] = totals ? -gain * (p.total_dz[c] / p.count[c]) : 0.f;
     }
     __syncthreads();
   }
-  __device__ float get(int k, int e) const { return sm[k][at + e]; }
-  __device__ float mean(int e) const { return get(kMean, e); }
-  __device__ float rstd(int e) const { return get(kRstd, e); }
-  __device__ float scale(int e) const { return get(kScale, e); }
-  __device__ float bias(int e) const { return get(kBias, e); }
-  __device__ float mdz(int e) const { return get(kMdz, e); }
-  __device__ float mdzx(int e) const { return get(kMdzx, e); }
-  __device__ float gain(int e) const { return get(kGain, e); }
+  // The thread's N values of coefficient k, into registers.
+  __device__ void Get(Coef k, float (&out)[N]) const {
+#pragma unroll
+    for (int e = 0; e < N; ++e) out[e] = sm[k][at + e];
+  }
 };
-
-// The shared memory a block's Channels fills.
-using ChannelTable = float[Channels<1>::kCount][256];
 
 // The rows a block walks: its chunk (column sums) or a grid stride.
 struct RowRange {
@@ -94,6 +91,26 @@ __global__ void __launch_bounds__(256, 4) StatsKernel(BatchNormArgs p, int64_t c
   BlockColumnSums<2, N>(acc, lanes, live, p.partials + int64_t(blockIdx.y) * 2 * cols + col, cols);
 }
 
+// A thread's N sign bits (bit e: column col + e) into the byte of its 8
+// columns: 16-bit types own a byte; float32's thread pairs (adjacent lanes,
+// one row, both live: channels are a multiple of 8) join their halves.
+template <int N>
+__device__ inline void StoreSignBits(uint8_t* byte, unsigned bits) {
+  if constexpr (N == 8) {
+    *byte = uint8_t(bits);
+  } else if constexpr (N == 4) {
+    const unsigned lane = (threadIdx.y * blockDim.x + threadIdx.x) & 31;
+    const unsigned high = __shfl_xor_sync(3u << (lane & 30), bits, 1);
+    if ((lane & 1) == 0) *byte = uint8_t(bits | (high << 4));
+  }
+}
+
+// The N sign bits of column col's thread in the mask byte `byte`.
+template <int N>
+__device__ inline unsigned SignBits(uint8_t byte, int64_t col) {
+  return N == 8 ? byte : (unsigned(byte) >> (col & 4)) & 0xF;
+}
+
 template <typename T, Act A, bool kVec>
 __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
   using P = Pack<T, kVec>;
@@ -102,9 +119,14 @@ __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
   __shared__ ChannelTable channels;
   const Channels<N> ch(p, channels);
   if (col >= cols) return;
+  float mean[N], gain[N], bias[N];
+  ch.Get(kMean, mean);
+  ch.Get(kGain, gain);
+  ch.Get(kBias, bias);
   const T* x = static_cast<const T*>(p.x);
   const T* res = static_cast<const T*>(p.residual);
   T* y = static_cast<T*>(p.y);
+  const int64_t mask_cols = cols / 8;
   const RowRange rr = StridedRows(p.shape.rows);
   using Raw = Loads<typename P::Raw, 2>;
   WalkRows<Raw>(
@@ -116,34 +138,76 @@ __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
         float v[N], rv[N];
         P::Unpack(raw.op[0], v);
         if (res) P::Unpack(raw.op[1], rv);
+        unsigned bits = 0;
 #pragma unroll
         for (int e = 0; e < N; ++e) {
-          float z = (v[e] - ch.mean(e)) * ch.rstd(e) * ch.scale(e) + ch.bias(e);
+          float z = fmaf(v[e] - mean[e], gain[e], bias[e]);
           if (res) z += rv[e];
+          if (A == Act::kRelu) bits |= unsigned(z > 0.f) << e;
           v[e] = Apply<A>(z, p.attrs.param);
         }
         P::Store(y + r * cols + col, v);
+        if (A == Act::kRelu && p.mask_out) StoreSignBits<N>(p.mask_out + r * mask_cols + col / 8, bits);
       });
 }
 
-// dz and xhat of a row's channels.
-template <typename P, Act A, int N>
-__device__ inline void Dz(const BatchNormArgs& p, const Channels<N>& ch, const typename P::Raw (&raw)[3],
-                          bool res, float (&dz)[N], float (&xhat)[N]) {
-  float g[N], v[N], rv[N];
-  P::Unpack(raw[0], g);
-  P::Unpack(raw[1], v);
-  if (res) P::Unpack(raw[2], rv);
+// The backward's per-channel coefficients in registers (see Channels).
+template <int N>
+struct BwdCoefs {
+  float mean[N], gain[N], bias[N];
+  __device__ explicit BwdCoefs(const Channels<N>& ch) {
+    ch.Get(kMean, mean);
+    ch.Get(kGain, gain);
+    ch.Get(kBias, bias);
+  }
+};
+
+// A backward row's raw loads: dy, x, the residual, and the sign bits.
+template <typename Raw>
+struct BwdRow {
+  Raw op[3];
+  uint8_t bits;
+};
+
+// The row loads of column col: x only where `need_x`; kMask (ReLU with the
+// forward's sign bits, an instantiation of its own) the bits, else the
+// residual where given.
+template <typename P, typename T, bool kMask>
+__device__ inline BwdRow<typename P::Raw> LoadBwdRow(const BatchNormArgs& p, int64_t r, int64_t col,
+                                                     bool need_x) {
+  const int64_t i = r * p.shape.channels + col;
+  BwdRow<typename P::Raw> row{};
+  row.op[0] = P::Load(static_cast<const T*>(p.dy) + i);
+  if (need_x) row.op[1] = P::Load(static_cast<const T*>(p.x) + i);
+  if (!kMask && p.residual) row.op[2] = P::Load(static_cast<const T*>(p.residual) + i);
+  if (kMask) row.bits = p.mask[r * (p.shape.channels / 8) + col / 8];
+  return row;
+}
+
+// dz and d = x - mean of a row's channels: dz through z recomputed, or from
+// the forward's sign bits.
+template <typename P, Act A, bool kMask, int N>
+__device__ inline void Dz(const BatchNormArgs& p, const BwdCoefs<N>& k, const BwdRow<typename P::Raw>& raw,
+                          int64_t col, float (&dz)[N], float (&d)[N]) {
+  float g[N], rv[N];
+  P::Unpack(raw.op[0], g);
+  P::Unpack(raw.op[1], d);
+  if (!kMask && p.residual) P::Unpack(raw.op[2], rv);
+  const unsigned bits = SignBits<N>(raw.bits, col);
 #pragma unroll
   for (int e = 0; e < N; ++e) {
-    xhat[e] = (v[e] - ch.mean(e)) * ch.rstd(e);
-    float z = xhat[e] * ch.scale(e) + ch.bias(e);
-    if (res) z += rv[e];
-    dz[e] = Backprop<A>(z, g[e], p.attrs.param);
+    d[e] -= k.mean[e];
+    if constexpr (kMask) {
+      dz[e] = (bits >> e) & 1 ? g[e] : 0.f;
+    } else {
+      float z = fmaf(d[e], k.gain[e], k.bias[e]);
+      if (p.residual) z += rv[e];
+      dz[e] = Backprop<A>(z, g[e], p.attrs.param);
+    }
   }
 }
 
-template <typename T, Act A, bool kVec>
+template <typename T, Act A, bool kVec, bool kMask>
 __global__ void __launch_bounds__(256, 2) BwdReduceKernel(BatchNormArgs p, int64_t chunk_rows) {
   using P = Pack<T, kVec>;
   constexpr int N = P::N;
@@ -152,33 +216,32 @@ __global__ void __launch_bounds__(256, 2) BwdReduceKernel(BatchNormArgs p, int64
   const bool live = col < cols;
   __shared__ ChannelTable channels;
   const Channels<N> ch(p, channels);
-  const T* dy = static_cast<const T*>(p.dy);
-  const T* x = static_cast<const T*>(p.x);
-  const T* res = static_cast<const T*>(p.residual);
+  const BwdCoefs<N> k(ch);
   float acc[2][N] = {};
   const RowRange rr = ChunkRows(p.shape.rows, chunk_rows);
   if (live) {
-    using Raw = Loads<typename P::Raw, 3>;
+    using Raw = BwdRow<typename P::Raw>;
     WalkRows<Raw>(
-        rr.first, rr.last, rr.stride,
-        [&](int64_t r) {
-          const int64_t i = r * cols + col;
-          return Raw{{P::Load(dy + i), P::Load(x + i), res ? P::Load(res + i) : typename P::Raw{}}};
-        },
+        rr.first, rr.last, rr.stride, [&](int64_t r) { return LoadBwdRow<P, T, kMask>(p, r, col, true); },
         [&](int64_t, const Raw& raw) {
-          float dz[N], xhat[N];
-          Dz<P, A, N>(p, ch, raw.op, res != nullptr, dz, xhat);
+          float dz[N], d[N];
+          Dz<P, A, kMask, N>(p, k, raw, col, dz, d);
 #pragma unroll
           for (int e = 0; e < N; ++e) {
             acc[0][e] += dz[e];
-            acc[1][e] = fmaf(dz[e], xhat[e], acc[1][e]);
+            acc[1][e] = fmaf(dz[e], d[e], acc[1][e]);
           }
         });
   }
+  // sum dz xhat = rstd sum dz d: rstd applied once, after the rows.
+  float rstd[N];
+  ch.Get(kRstd, rstd);
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[1][e] *= rstd[e];
   BlockColumnSums<2, N>(acc, lanes, live, p.partials + int64_t(blockIdx.y) * 2 * cols + col, cols);
 }
 
-template <typename T, Act A, bool kVec>
+template <typename T, Act A, bool kVec, bool kMask>
 __global__ void __launch_bounds__(256, 2) BwdApplyKernel(BatchNormArgs p) {
   using P = Pack<T, kVec>;
   constexpr int N = P::N;
@@ -186,25 +249,24 @@ __global__ void __launch_bounds__(256, 2) BwdApplyKernel(BatchNormArgs p) {
   __shared__ ChannelTable channels;
   const Channels<N> ch(p, channels, true);
   if (col >= cols) return;
-  const T* dy = static_cast<const T*>(p.dy);
-  const T* x = static_cast<const T*>(p.x);
-  const T* res = static_cast<const T*>(p.residual);
+  // a and b read from shared memory in the loop: in registers too, the
+  // 16-bit kernels spill.
+  const BwdCoefs<N> k(ch);
   T* dx = static_cast<T*>(p.y);
   T* dres = static_cast<T*>(p.dresidual);
+  // Inference with the sign bits: dx = gain dz needs no x.
+  const bool need_x = p.attrs.training || !kMask;
   const RowRange rr = StridedRows(p.shape.rows);
-  using Raw = Loads<typename P::Raw, 3>;
+  using Raw = BwdRow<typename P::Raw>;
   WalkRows<Raw>(
-      rr.first, rr.last, rr.stride,
-      [&](int64_t r) {
-        const int64_t i = r * cols + col;
-        return Raw{{P::Load(dy + i), P::Load(x + i), res ? P::Load(res + i) : typename P::Raw{}}};
-      },
+      rr.first, rr.last, rr.stride, [&](int64_t r) { return LoadBwdRow<P, T, kMask>(p, r, col, need_x); },
       [&](int64_t r, const Raw& raw) {
-        float dz[N], xhat[N], out[N];
-        Dz<P, A, N>(p, ch, raw.op, res != nullptr, dz, xhat);
+        float dz[N], d[N], out[N];
+        Dz<P, A, kMask, N>(p, k, raw, col, dz, d);
         if (dres) P::Store(dres + r * cols + col, dz);
 #pragma unroll
-        for (int e = 0; e < N; ++e) out[e] = ch.gain(e) * (dz[e] - ch.mdz(e) - xhat[e] * ch.mdzx(e));
+        for (int e = 0; e < N; ++e)
+          out[e] = fmaf(k.gain[e], dz[e], fmaf(d[e], ch.sm[kA][ch.at + e], ch.sm[kB][ch.at + e]));
         P::Store(dx + r * cols + col, out);
       });
 }
@@ -217,6 +279,13 @@ __global__ void __launch_bounds__(256) RunningKernel(BatchNormArgs p) {
   const float m = p.attrs.momentum;
   p.out1[c] = p.attrs.training ? m * p.shift[c] + (1.f - m) * s.mean : p.shift[c];
   p.out2[c] = p.attrs.training ? m * p.running_var[c] + (1.f - m) * s.var : p.running_var[c];
+}
+
+// Whether a backward step runs on the sign bits (ReLU only: the others
+// have no masked instantiation).
+template <Act A>
+bool BwdMasked(const BatchNormArgs& p) {
+  return A == Act::kRelu && p.mask != nullptr;
 }
 
 template <typename Launch>
@@ -253,31 +322,39 @@ LaunchStatus BatchNormCuda(BatchNormStep step, const BatchNormArgs& p, cudaStrea
     return Checked();
   }
   const GridPlan g = sums ? MakeColumnSumPlan(rows, cols, item) : ElementwisePlan(rows, cols, item);
+  if (p.attrs.mask && !g.vec) return LaunchStatus::Refused("the sign mask needs 16-byte rows of channels");
   if (sums && p.workspace_elems < g.row_blocks * 2 * cols) {
     return LaunchStatus::Refused("the workspace is smaller than the plan's column-sum partials");
   }
   const int64_t chunk_rows = CeilDiv(rows, g.row_blocks);
-  LaunchStatus s = ByDtypeVec(p.dtype, step == BatchNormStep::kStats ? 0 : p.attrs.act, g.vec,
-                              [&](auto t, auto a, auto v) -> LaunchStatus {
-                                using T = decltype(t);
-                                constexpr Act A = decltype(a)::value;
-                                constexpr bool V = decltype(v)::value;
-                                switch (step) {
-                                  case BatchNormStep::kStats:
-                                    StatsKernel<T, V><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
-                                    break;
-                                  case BatchNormStep::kApply:
-                                    ApplyKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p);
-                                    break;
-                                  case BatchNormStep::kBwdReduce:
-                                    BwdReduceKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
-                                    break;
-                                  case BatchNormStep::kBwdApply:
-                                    BwdApplyKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p);
-                                    break;
-                                }
-                                return Checked();
-                              });
+  LaunchStatus s = ByDtypeVec(
+      p.dtype, step == BatchNormStep::kStats ? 0 : p.attrs.act, g.vec,
+      [&](auto t, auto a, auto v) -> LaunchStatus {
+        using T = decltype(t);
+        constexpr Act A = decltype(a)::value;
+        constexpr bool V = decltype(v)::value;
+        switch (step) {
+          case BatchNormStep::kStats:
+            StatsKernel<T, V><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
+            break;
+          case BatchNormStep::kApply: ApplyKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p); break;
+          case BatchNormStep::kBwdReduce:
+            if (BwdMasked<A>(p)) {
+              BwdReduceKernel<T, A, V, A == Act::kRelu><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
+            } else {
+              BwdReduceKernel<T, A, V, false><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
+            }
+            break;
+          case BatchNormStep::kBwdApply:
+            if (BwdMasked<A>(p)) {
+              BwdApplyKernel<T, A, V, A == Act::kRelu><<<Grid(g), Block(g), 0, stream>>>(p);
+            } else {
+              BwdApplyKernel<T, A, V, false><<<Grid(g), Block(g), 0, stream>>>(p);
+            }
+            break;
+        }
+        return Checked();
+      });
   if (!s.ok()) return s;
   if (sums) {
     LaunchColumnPartials<2>(p.partials, p.out1, p.out2, g.row_blocks, cols, stream);
