@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 from conformance import DTYPES, ConformanceSuite, OpSpec, Sharded, normal
+from conftest import on_gpu
 from jax.sharding import PartitionSpec as P
 
 import jaxdnn
@@ -34,14 +35,18 @@ SMALL = Dims(3, 4, 3, 5)
 SHARDED = Dims(8, 4, 3, 5)  # two examples per shard of the (4,) mesh
 
 
-# Both sides compute in float32 (measured: 2e-7 forward, 6e-7 gradients);
-# 16-bit results are those rounded once (one ulp).
+# Both sides compute in float32 (measured on the CPU kernel: 2e-7 forward,
+# 6e-7 gradients); 16-bit results are those rounded once (one ulp). The CUDA
+# kernel's float32 is CUDA's expf/tanhf and its own FMA order against XLA's
+# approximations: a wider float32 bound on a GPU.
 def tol(dtype):
-  return {"float32": 2e-6, "bfloat16": 1e-2, "float16": 2e-3}[jnp.dtype(dtype).name]
+  f32 = 3e-5 if on_gpu() else 2e-6
+  return {"float32": f32, "bfloat16": 1e-2, "float16": 2e-3}[jnp.dtype(dtype).name]
 
 
 def grad_tol(dtype):
-  return {"float32": 1e-5, "bfloat16": 1e-2, "float16": 2e-3}[jnp.dtype(dtype).name]
+  f32 = 1e-4 if on_gpu() else 1e-5
+  return {"float32": f32, "bfloat16": 1e-2, "float16": 2e-3}[jnp.dtype(dtype).name]
 
 
 def rnn_spec(name, mode, *, layers, bidirectional, shapes=SHAPES, dtypes=DTYPES):

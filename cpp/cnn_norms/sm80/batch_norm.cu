@@ -255,7 +255,8 @@ __global__ void __launch_bounds__(256, 2) BwdApplyKernel(BatchNormArgs p) {
   T* dx = static_cast<T*>(p.y);
   T* dres = static_cast<T*>(p.dresidual);
   // Inference with the sign bits: dx = gain dz needs no x.
-  const bool need_x = p.attrs.training || !kMask;
+  const bool training = p.attrs.training;
+  const bool need_x = training || !kMask;
   const RowRange rr = StridedRows(p.shape.rows);
   using Raw = BwdRow<typename P::Raw>;
   WalkRows<Raw>(
@@ -265,8 +266,11 @@ __global__ void __launch_bounds__(256, 2) BwdApplyKernel(BatchNormArgs p) {
         Dz<P, A, kMask, N>(p, k, raw, col, dz, d);
         if (dres) P::Store(dres + r * cols + col, dz);
 #pragma unroll
-        for (int e = 0; e < N; ++e)
-          out[e] = fmaf(k.gain[e], dz[e], fmaf(d[e], ch.sm[kA][ch.at + e], ch.sm[kB][ch.at + e]));
+        for (int e = 0; e < N; ++e) {
+          // Inference: gain dz alone (a NaN x must not reach dx through d * 0).
+          out[e] = training ? fmaf(k.gain[e], dz[e], fmaf(d[e], ch.sm[kA][ch.at + e], ch.sm[kB][ch.at + e]))
+                            : k.gain[e] * dz[e];
+        }
         P::Store(dx + r * cols + col, out);
       });
 }
