@@ -204,7 +204,11 @@ __global__ void __launch_bounds__(256)
   const GnView v = ViewOf(s);
   const int64_t n = blockIdx.z;
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
-  // The block's channels, worked out once, a thread each, in shared memory.
+  // The block's channels' coefficients, worked out once, a thread a channel,
+  // in shared memory (gain = rstd scale, so z = (x - mean) gain + bias; the
+  // backward's a = rstd t_a / M, b = rstd t_b / M); the forward's three then
+  // copied into registers, the backward's six read from shared memory in the
+  // row loop (in registers they would cost the occupancy; see batch_norm.cu).
   __shared__ float sm[6][256];
   {
     const int tid = threadIdx.y * blockDim.x + threadIdx.x;
@@ -216,15 +220,13 @@ __global__ void __launch_bounds__(256)
       sm[1][tid] = rstd[g];
       sm[2][tid] = scale[n * v.cols + c];
       sm[3][tid] = bias[n * v.cols + c];
-      sm[4][tid] = kBackward ? ab[2 * g] * inv_count : 0.f;
+      sm[4][tid] = kBackward ? ab[2 * g] * inv_count : rstd[g] * scale[n * v.cols + c];
       sm[5][tid] = kBackward ? ab[2 * g + 1] * inv_count : 0.f;
     }
     __syncthreads();
   }
   if (col >= v.cols) return;
   const int64_t base = n * v.positions * v.cols;
-  // Read from shared memory in the row loop, not held in registers (six a
-  // channel would cost the occupancy; see batch_norm.cu's Channels).
   const int at = threadIdx.x * N;
   const float* m = sm[0] + at;
   const float* r = sm[1] + at;
@@ -232,6 +234,15 @@ __global__ void __launch_bounds__(256)
   const float* b = sm[3] + at;
   const float* ma = sm[4] + at;
   const float* mb = sm[5] + at;
+  float fm[N], fgain[N], fb[N];  // the forward's coefficients in registers
+  if constexpr (!kBackward) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      fm[e] = m[e];
+      fgain[e] = ma[e];
+      fb[e] = b[e];
+    }
+  }
   using Raw = Loads<typename P::Raw, 3>;
   WalkRows<Raw>(
       int64_t(blockIdx.y) * blockDim.y + threadIdx.y, v.positions, int64_t(gridDim.y) * blockDim.y,
@@ -248,14 +259,16 @@ __global__ void __launch_bounds__(256)
         if (res) P::Unpack(raw.op[2], rv);
 #pragma unroll
         for (int e = 0; e < N; ++e) {
-          const float xhat = (xv[e] - m[e]) * r[e];
-          float z = xhat * sc[e] + b[e];
-          if (res) z += rv[e];
           if constexpr (kBackward) {
+            const float xhat = (xv[e] - m[e]) * r[e];
+            float z = xhat * sc[e] + b[e];
+            if (res) z += rv[e];
             const float dz = Backprop<A>(z, g[e], param);
             g[e] = dz;
             o[e] = r[e] * (dz * sc[e] - ma[e] - xhat * mb[e]);
           } else {
+            float z = fmaf(xv[e] - fm[e], fgain[e], fb[e]);
+            if (res) z += rv[e];
             o[e] = Apply<A>(z, param);
           }
         }
@@ -283,7 +296,7 @@ struct GnPlan {
 GnPlan PlanOf(const GroupShape& s, int64_t itemsize) {
   GnPlan p;
   p.sums = MakeColumnSumPlan(s.positions, s.channels, itemsize, s.samples);
-  p.elem = MakeGridPlan(s.positions, s.channels, s.channels, itemsize, s.samples);
+  p.elem = TightColumns(MakeGridPlan(s.positions, s.channels, s.channels, itemsize, s.samples));
   p.chunk_rows = CeilDiv(s.positions, p.sums.row_blocks);
   p.ws = {p.sums.row_blocks, s.samples * p.sums.row_blocks * 2 * s.channels, s.samples * s.groups * 2};
   return p;
