@@ -53,7 +53,9 @@ def test_times_once_runs_the_winner_and_writes_the_cache(tmp_path, capfd):
   with jaxdnn.autotune(cache=path):
     assert_close(jax.jit(f)(x, w, b), want, TOL)
     first = capfd.readouterr().err
-    assert "jaxdnn autotune: conv x[2x9x8x6] w[3x3x6x5] float32" in first and "->" in first
+    cin, cout = CHANNELS
+    line = f"jaxdnn autotune: conv x[2x9x8x{cin}] w[3x3x{cin}x{cout}] {jnp.dtype(DTYPE).name}"
+    assert line in first and "->" in first
     assert_close(jax.jit(lambda *a: f(*a) * 1.0)(x, w, b), want, TOL)  # a new trace
     assert "jaxdnn autotune" not in capfd.readouterr().err
     plan = jaxdnn.conv_plan(x, w, b, activation="relu")
