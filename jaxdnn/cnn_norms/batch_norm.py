@@ -92,7 +92,10 @@ def _bn_fwd(static, x, scale, bias, residual, running_mean, running_var, sign_bi
     # the same formula (batch_norm.h's StatsOf) on those sums keeps them
     # replicated, as Flax's are.
     new_mean, new_var = _running_update(static, st, new_mean.dtype)
-  return (y, new_mean, new_var), (x, st, scale, bias, residual, bits[0] if bits else None)
+  # With the sign bits the backward never reads the residual: only its
+  # presence is kept (an empty tuple), not the array.
+  kept = () if bits and residual is not None else residual
+  return (y, new_mean, new_var), (x, st, scale, bias, kept, bits[0] if bits else None)
 
 
 def _running_update(static, st, dtype):

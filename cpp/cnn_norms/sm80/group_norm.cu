@@ -74,7 +74,9 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
             for (int e = 0; e < N; ++e) {
               const float xhat = (xv[e] - m[e]) * r[e];
-              float z = xhat * sc[e] + b[e];
+              // z exactly as the forward's apply computes it (a kink's side
+              // must agree with the forward's output).
+              float z = fmaf(xv[e] - m[e], r[e] * sc[e], b[e]);
               if (res) z += rv[e];
               const float dz = Backprop<A>(z, g[e], param);
               acc[0][e] += dz;
@@ -206,7 +208,7 @@ __global__ void __launch_bounds__(256)
   const int64_t col = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * N;
   // The block's channels' coefficients, worked out once, a thread a channel,
   // in shared memory (gain = rstd scale, so z = (x - mean) gain + bias; the
-  // backward's a = rstd t_a / M, b = rstd t_b / M); the forward's three then
+  // backward's t_a / M and t_b / M); the forward's three then
   // copied into registers, the backward's six read from shared memory in the
   // row loop (in registers they would cost the occupancy; see batch_norm.cu).
   __shared__ float sm[6][256];
@@ -261,7 +263,7 @@ __global__ void __launch_bounds__(256)
         for (int e = 0; e < N; ++e) {
           if constexpr (kBackward) {
             const float xhat = (xv[e] - m[e]) * r[e];
-            float z = xhat * sc[e] + b[e];
+            float z = fmaf(xv[e] - m[e], r[e] * sc[e], b[e]);  // the forward's z, bit for bit
             if (res) z += rv[e];
             const float dz = Backprop<A>(z, g[e], param);
             g[e] = dz;
