@@ -109,7 +109,11 @@ def test_16bit_parameters(impl, kind, dtype, shape, residual):
   # A ramp across each row keeps its variance away from 0: a 3-wide 16-bit
   # row of x + residual with a tiny variance makes dx hinge on where the sum
   # is rounded (CI drew one: dx 3.0 against 2.3).
-  ramp = jnp.linspace(-2.0, 2.0, shape[-1])
+  # Narrow rows step 6 apart (3 standard deviations of the noise's
+  # neighbour differences: CI drew a 3-wide row, ramp 2 apart, whose x +
+  # residual nearly cancelled, dx 31.75 against 43.25).
+  half = 3.0 * (shape[-1] - 1) if shape[-1] <= 8 else 2.0
+  ramp = jnp.linspace(-half, half, shape[-1])
   x = (rand(shape, jnp.float32, offset=0.5) + ramp).astype(dtype)
   r, dy = rand(shape, dtype), rand(shape, dtype)
   s, b = (p if p is None else p.astype(dtype) for p in params(kind, shape[-1]))
