@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import on_gpu, requires_cpu_backend
 from jax.test_util import check_grads
 
 import jaxdnn
@@ -37,7 +38,7 @@ def _loss(impl, mode, **kw):
 def _close(a, b, tol):
   # On a GPU the kernel is CUDA's (its float32 against XLA's: see
   # test_conformance.tol); exact comparisons stay exact.
-  tol = max(tol, 3e-5) if tol and jax.default_backend() == "gpu" else tol
+  tol = max(tol, 3e-5) if tol and on_gpu() else tol
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_allclose(
       np.asarray(x, np.float32), np.asarray(y, np.float32), atol=tol, rtol=tol
@@ -47,10 +48,7 @@ def _close(a, b, tol):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("bi", [False, True])
 @pytest.mark.parametrize("lengths", [None, (6, 2, 0)], ids=["full", "ragged"])
-@pytest.mark.skipif(
-  jax.default_backend() != "cpu",
-  reason="the CPU kernel on CPU arrays (the CUDA twin: test_rnn_cuda.py's float32 test)",
-)
+@requires_cpu_backend  # the CUDA twin: test_rnn_cuda.py's float32 test
 def test_values_and_gradients_match_the_oracle(mode, bi, lengths):
   params, x = _case(mode, bi=bi)
   kw = dict(seq_lengths=None if lengths is None else jnp.array(lengths))

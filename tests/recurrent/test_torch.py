@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import on_gpu
 
 import jaxdnn
 from jaxdnn.recurrent import layout
@@ -14,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 # jaxdnn's CUDA kernel on a GPU against PyTorch's CPU one: CUDA's expf/tanhf
 # and another FMA order (test_conformance.tol).
-TOL = 3e-5 if jax.default_backend() == "gpu" else 1e-5
+TOL = 3e-5 if on_gpu() else 1e-5
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru", "rnn_tanh", "rnn_relu"])

@@ -111,6 +111,18 @@ __device__ inline unsigned SignBits(uint8_t byte, int64_t col) {
   return N == 8 ? byte : (unsigned(byte) >> (col & 4)) & 0xF;
 }
 
+// The per-channel coefficients of z = d gain + bias in registers (see
+// Channels), for the forward and both backward steps.
+template <int N>
+struct RowCoefs {
+  float mean[N], gain[N], bias[N];
+  __device__ explicit RowCoefs(const Channels<N>& ch) {
+    ch.Get(kMean, mean);
+    ch.Get(kGain, gain);
+    ch.Get(kBias, bias);
+  }
+};
+
 template <typename T, Act A, bool kVec>
 __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
   using P = Pack<T, kVec>;
@@ -119,10 +131,7 @@ __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
   __shared__ ChannelTable channels;
   const Channels<N> ch(p, channels);
   if (col >= cols) return;
-  float mean[N], gain[N], bias[N];
-  ch.Get(kMean, mean);
-  ch.Get(kGain, gain);
-  ch.Get(kBias, bias);
+  const RowCoefs<N> k(ch);
   const T* x = static_cast<const T*>(p.x);
   const T* res = static_cast<const T*>(p.residual);
   T* y = static_cast<T*>(p.y);
@@ -141,7 +150,7 @@ __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
         unsigned bits = 0;
 #pragma unroll
         for (int e = 0; e < N; ++e) {
-          float z = fmaf(v[e] - mean[e], gain[e], bias[e]);
+          float z = fmaf(v[e] - k.mean[e], k.gain[e], k.bias[e]);
           if (res) z += rv[e];
           if (A == Act::kRelu) bits |= unsigned(z > 0.f) << e;
           v[e] = Apply<A>(z, p.attrs.param);
@@ -150,17 +159,6 @@ __global__ void __launch_bounds__(256) ApplyKernel(BatchNormArgs p) {
         if (A == Act::kRelu && p.mask_out) StoreSignBits<N>(p.mask_out + r * mask_cols + col / 8, bits);
       });
 }
-
-// The backward's per-channel coefficients in registers (see Channels).
-template <int N>
-struct BwdCoefs {
-  float mean[N], gain[N], bias[N];
-  __device__ explicit BwdCoefs(const Channels<N>& ch) {
-    ch.Get(kMean, mean);
-    ch.Get(kGain, gain);
-    ch.Get(kBias, bias);
-  }
-};
 
 // A backward row's raw loads: dy, x, the residual, and the sign bits.
 template <typename Raw>
@@ -187,7 +185,7 @@ __device__ inline BwdRow<typename P::Raw> LoadBwdRow(const BatchNormArgs& p, int
 // dz and d = x - mean of a row's channels: dz through z recomputed, or from
 // the forward's sign bits.
 template <typename P, Act A, bool kMask, int N>
-__device__ inline void Dz(const BatchNormArgs& p, const BwdCoefs<N>& k, const BwdRow<typename P::Raw>& raw,
+__device__ inline void Dz(const BatchNormArgs& p, const RowCoefs<N>& k, const BwdRow<typename P::Raw>& raw,
                           int64_t col, float (&dz)[N], float (&d)[N]) {
   float g[N], rv[N];
   P::Unpack(raw.op[0], g);
@@ -216,7 +214,7 @@ __global__ void __launch_bounds__(256, 2) BwdReduceKernel(BatchNormArgs p, int64
   const bool live = col < cols;
   __shared__ ChannelTable channels;
   const Channels<N> ch(p, channels);
-  const BwdCoefs<N> k(ch);
+  const RowCoefs<N> k(ch);
   float acc[2][N] = {};
   const RowRange rr = ChunkRows(p.shape.rows, chunk_rows);
   if (live) {
@@ -251,7 +249,7 @@ __global__ void __launch_bounds__(256, 2) BwdApplyKernel(BatchNormArgs p) {
   if (col >= cols) return;
   // a and b read from shared memory in the loop: in registers too, the
   // 16-bit kernels spill.
-  const BwdCoefs<N> k(ch);
+  const RowCoefs<N> k(ch);
   T* dx = static_cast<T*>(p.y);
   T* dres = static_cast<T*>(p.dresidual);
   // Inference with the sign bits: dx = gain dz needs no x.
@@ -283,13 +281,6 @@ __global__ void __launch_bounds__(256) RunningKernel(BatchNormArgs p) {
   const float m = p.attrs.momentum;
   p.out1[c] = p.attrs.training ? m * p.shift[c] + (1.f - m) * s.mean : p.shift[c];
   p.out2[c] = p.attrs.training ? m * p.running_var[c] + (1.f - m) * s.var : p.running_var[c];
-}
-
-// Whether a backward step runs on the sign bits (ReLU only: the others
-// have no masked instantiation).
-template <Act A>
-bool BwdMasked(const BatchNormArgs& p) {
-  return A == Act::kRelu && p.mask != nullptr;
 }
 
 template <typename Launch>
@@ -331,34 +322,40 @@ LaunchStatus BatchNormCuda(BatchNormStep step, const BatchNormArgs& p, cudaStrea
     return LaunchStatus::Refused("the workspace is smaller than the plan's column-sum partials");
   }
   const int64_t chunk_rows = CeilDiv(rows, g.row_blocks);
-  LaunchStatus s = ByDtypeVec(
-      p.dtype, step == BatchNormStep::kStats ? 0 : p.attrs.act, g.vec,
-      [&](auto t, auto a, auto v) -> LaunchStatus {
-        using T = decltype(t);
-        constexpr Act A = decltype(a)::value;
-        constexpr bool V = decltype(v)::value;
-        switch (step) {
-          case BatchNormStep::kStats:
-            StatsKernel<T, V><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
-            break;
-          case BatchNormStep::kApply: ApplyKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p); break;
-          case BatchNormStep::kBwdReduce:
-            if (BwdMasked<A>(p)) {
-              BwdReduceKernel<T, A, V, A == Act::kRelu><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
-            } else {
-              BwdReduceKernel<T, A, V, false><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
-            }
-            break;
-          case BatchNormStep::kBwdApply:
-            if (BwdMasked<A>(p)) {
-              BwdApplyKernel<T, A, V, A == Act::kRelu><<<Grid(g), Block(g), 0, stream>>>(p);
-            } else {
-              BwdApplyKernel<T, A, V, false><<<Grid(g), Block(g), 0, stream>>>(p);
-            }
-            break;
-        }
-        return Checked();
-      });
+  LaunchStatus s =
+      ByDtypeVec(p.dtype, step == BatchNormStep::kStats ? 0 : p.attrs.act, g.vec,
+                 [&](auto t, auto a, auto v) -> LaunchStatus {
+                   using T = decltype(t);
+                   constexpr Act A = decltype(a)::value;
+                   constexpr bool V = decltype(v)::value;
+                   // ReLU's backward on the sign bits is an instantiation of its own;
+                   // the other activations have none (the call frame admits no mask).
+                   constexpr bool kCanMask = A == Act::kRelu;
+                   const bool masked = kCanMask && p.mask != nullptr;
+                   switch (step) {
+                     case BatchNormStep::kStats:
+                       StatsKernel<T, V><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
+                       break;
+                     case BatchNormStep::kApply:
+                       ApplyKernel<T, A, V><<<Grid(g), Block(g), 0, stream>>>(p);
+                       break;
+                     case BatchNormStep::kBwdReduce:
+                       if (masked) {
+                         BwdReduceKernel<T, A, V, kCanMask><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
+                       } else {
+                         BwdReduceKernel<T, A, V, false><<<Grid(g), Block(g), 0, stream>>>(p, chunk_rows);
+                       }
+                       break;
+                     case BatchNormStep::kBwdApply:
+                       if (masked) {
+                         BwdApplyKernel<T, A, V, kCanMask><<<Grid(g), Block(g), 0, stream>>>(p);
+                       } else {
+                         BwdApplyKernel<T, A, V, false><<<Grid(g), Block(g), 0, stream>>>(p);
+                       }
+                       break;
+                   }
+                   return Checked();
+                 });
   if (!s.ok()) return s;
   if (sums) {
     LaunchColumnPartials<2>(p.partials, p.out1, p.out2, g.row_blocks, cols, stream);

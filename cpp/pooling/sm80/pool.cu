@@ -8,7 +8,6 @@
 // output positions whose windows hold it (and, for max, whose index names
 // it), in output order: no atomics, deterministic.
 #include "common/sm80/row_walk.cuh"
-#include "common/switches.h"
 #include "pooling/sm80/pool_launch.h"
 
 namespace jaxdnn::pooling {
@@ -683,17 +682,6 @@ bool WholeInputAverage(const PoolGeometry& g) {
 
 }  // namespace
 
-// The window kernels' grid over (sample, position) pairs: rows_plan.h's two
-// waves of blocks walking them, or (JAXDNN_POOL_GRID=n) a block for every
-// ty * n pairs, each thread taking n (the grid that lifted the activations'
-// elementwise kernels by 4-7% of copy).
-namespace {
-GridPlan PairGrid(const GridPlan& g, int64_t pairs) {
-  return SwitchIsDefault(Switch::kPoolGrid) ? g
-                                            : OneRowGroupAThread(g, pairs, SwitchInt(Switch::kPoolGrid, 1));
-}
-}  // namespace
-
 LaunchStatus PoolFwdCuda(const PoolFwdArgs& p, cudaStream_t stream) {
   const int64_t pairs = p.g.batch * p.g.out_positions();
   if (pairs == 0 || p.g.channels == 0) return cudaSuccess;
@@ -711,14 +699,13 @@ LaunchStatus PoolFwdCuda(const PoolFwdArgs& p, cudaStream_t stream) {
     });
   }
   const Geo g = GeoOf(p.g);
-  const GridPlan pairs_plan = PairGrid(plan, pairs);
-  const Step step = StepOf(pairs_plan.row_blocks * pairs_plan.ty, g.out);
+  const Step step = StepOf(plan.row_blocks * plan.ty, g.out);
   return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
     using T = decltype(t);
     constexpr bool kVec = decltype(v)::value;
     auto launch = [&](auto kernel) {
-      kernel<<<Grid(pairs_plan), Block(pairs_plan), 0, stream>>>(static_cast<const T*>(p.x),
-                                                                 static_cast<T*>(p.y), p.index, g, step);
+      kernel<<<Grid(plan), Block(plan), 0, stream>>>(static_cast<const T*>(p.x), static_cast<T*>(p.y),
+                                                     p.index, g, step);
       return Checked();
     };
     if (!p.g.max) return launch(FwdKernel<T, kVec, Op::kAvg>);
@@ -747,14 +734,13 @@ LaunchStatus PoolBwdCuda(const PoolBwdArgs& p, cudaStream_t stream) {
     });
   }
   const Geo g = GeoOf(p.g);
-  const GridPlan pairs_plan = PairGrid(plan, pairs);
-  const Step step = StepOf(pairs_plan.row_blocks * pairs_plan.ty, g.in);
+  const Step step = StepOf(plan.row_blocks * plan.ty, g.in);
   return ByDtypeVec(p.dtype, plan.vec, [&](auto t, auto v) -> LaunchStatus {
     using T = decltype(t);
     constexpr bool kVec = decltype(v)::value;
     auto launch = [&](auto kernel) {
-      kernel<<<Grid(pairs_plan), Block(pairs_plan), 0, stream>>>(static_cast<const T*>(p.dy), p.index,
-                                                                 static_cast<T*>(p.dx), g, step);
+      kernel<<<Grid(plan), Block(plan), 0, stream>>>(static_cast<const T*>(p.dy), p.index,
+                                                     static_cast<T*>(p.dx), g, step);
       return Checked();
     };
     if (p.g.max) return launch(BwdKernel<T, kVec, Grad::kMax>);

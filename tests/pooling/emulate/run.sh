@@ -19,5 +19,5 @@ mkdir -p "$out/common/sm80"
 "$python" "$here/transform.py" "$root/cpp/pooling/sm80/pool.cu" > "$out/pool_emu.inc"
 "$python" "$here/transform.py" "$root/cpp/common/sm80/row_walk.cuh" > "$out/common/sm80/row_walk.cuh"
 g++ -std=c++20 -O1 -pthread -w -I"$out" -I"$here" -I"$root/cpp" -I"$ffi" -I"$cuda/include" \
-  "$here/driver.cc" "$root/cpp/pooling/cpu/pool_kernels.cc" "$root/cpp/common/switches.cc" -o "$out/driver"
+  "$here/driver.cc" "$root/cpp/pooling/cpu/pool_kernels.cc" -o "$out/driver"
 "$out/driver" "$@"
