@@ -16,6 +16,7 @@
 # sweep: one benchmark process per SWEEP entry (space-separated entries of
 # comma-separated VAR=value switches; "-" for none), `python -m jaxdnn.bench $SWEEP_FAMILY $SWEEP_ARGS`,
 # a switch being read once per process.
+# CNN_NORMS_ARGS, CONV_ARGS: arguments of those benchmarks.
 # TESTS: the test paths (default: all of tests/). ATTENTION_ARGS: arguments of `python -m jaxdnn.bench attention` (default: the
 # head-dim-128 grid, seq 512-16k). BUDGET: seconds this call may take (540).
 set -uo pipefail
@@ -163,7 +164,7 @@ bench attention 420 "." ${ATTENTION_ARGS:---dims 128}
 bench softmax 300 "^(softmax|log_|cross)|ceiling"
 bench act 300 "^(bias_|glu_)|ceiling"
 bench loss 300 "linear_ce|unfused|xla|device"
-bench cnn_norms 300 "^(bn_|gn32)|ceiling"
+bench cnn_norms 300 "^(bn_|gn32)|ceiling" ${CNN_NORMS_ARGS:-}
 bench pool 300 "_pool|ceiling"
 bench conv 480 "r50|depthwise|grouped|transposed|3D|1D|unet|device" ${CONV_ARGS:-}
 bench rnn 480 "lstm|gru|geomean|device" ${RNN_ARGS:-}

@@ -43,6 +43,12 @@ class FfiOp:
 
   name: str = ""
   target: str = ""
+  # Under a mesh with explicit axes, type the results with the shardings the
+  # partitioning gives them (LeadingDimsSharding.explicit_results); without
+  # it they are typed replicated and the next op all-gathers them. Opt-in
+  # while the other families' custom_vjp rules are checked against it (a
+  # gradient typed sharded where its primal is typed replicated fails).
+  typed_shardings: bool = False
 
   def __init__(self):
     self.primitive = Primitive(self.name)
@@ -85,6 +91,8 @@ class FfiOp:
 
   def _abstract_eval(self, *avals, **params):
     outs = tuple(self.abstract_eval(*avals, **params))
+    if self.typed_shardings:
+      outs = tuple(self.sharding(avals, outs, **params).explicit_results(avals, outs))
     # Inside shard_map, results vary over the manual mesh axes their operands
     # vary over (custom_vjp checks that the backward's types match).
     axes = frozenset().union(*(_jax_internal.varying_axes(a) for a in avals))
@@ -191,6 +199,21 @@ def _single_device(ctx) -> bool:
   # needs a device assignment that such a lowering may not carry).
   num_devices = getattr(ctx.module_context.axis_context, "num_devices", None)
   return num_devices is not None and num_devices <= 1
+
+
+class ComposedOp(FfiOp):
+  """A primitive whose body is plain JAX (XLA ops), lowered and partitioned as
+  an FfiOp is: for XLA ops whose operands XLA's partitioners gather where
+  they could run per shard (an FFT over each sample of a batch-sharded
+  array, say). An op declares `compute(*args, **params)` instead of an FFI
+  target."""
+
+  def compute(self, *args, **params):
+    raise NotImplementedError
+
+  def _ffi_call(self, platform, params, *args):
+    params = {k: v for k, v in params.items() if k != "implementation"}
+    return tuple(self.compute(*args, **params))
 
 
 class LaunchSplit(NamedTuple):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import jax
-from jax.sharding import NamedSharding
+from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 ROW, STAT, PARAM = "row", "stat", "param"
@@ -88,6 +88,25 @@ class LeadingDimsSharding:
     if role == STAT:
       return P(*lead)
     return P(*lead[: self.n_groups], None)
+
+  def explicit_results(self, avals_in, avals_out):
+    """Under a mesh whose axes are all explicit (jax.make_mesh's default),
+    the results typed with the shardings the partitioning gives them: rows
+    follow the first row operand, parameters replicated (else the types say
+    replicated, and the next op would all-gather the rows). Otherwise
+    avals_out as they are."""
+    idx = next(i for i, r in enumerate(self.in_roles) if r == ROW or r.startswith("row:"))
+    sharding = getattr(avals_in[idx], "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    types = tuple(getattr(mesh, "axis_types", ()) or ())
+    if not types or any(t != AxisType.Explicit for t in types):
+      return avals_out
+    spec = tuple(sharding.spec) + (None,) * (self.n_lead + 1)
+    lead = spec[: self.n_lead]
+    return tuple(
+      o.update(sharding=NamedSharding(mesh, self._spec(r, lead)))
+      for o, r in zip(avals_out, self.out_roles)
+    )
 
   def infer_from_operands(self, mesh, arg_shapes, result_shape):
     lead = self._lead_spec(mesh, arg_shapes)

@@ -2,6 +2,7 @@
 #include "common/ffi_registry.h"
 #include "conv/cpu/conv_kernels.h"
 #include "conv/ffi.h"
+#include "conv/fft/ffi_fft.h"
 #include "conv/geometry_attrs.h"
 
 namespace jaxdnn::conv {
@@ -57,7 +58,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kConvWgradCpu, Wgrad, JAXDNN_CONV_BIND(ffi::Thread
 FamilyExports CpuExports() {
   return {{{"jaxdnn_conv_fwd", kConvFwdCpu},
            {"jaxdnn_conv_dgrad", kConvDgradCpu},
-           {"jaxdnn_conv_wgrad", kConvWgradCpu}},
+           {"jaxdnn_conv_wgrad", kConvWgradCpu},
+           {"jaxdnn_conv_fft_mix", kConvFftMixCpu}},
           {}};
 }
 

@@ -7,6 +7,7 @@
 // (jaxdnn/conv/primitives.py, `fallback`). The stream and the workspace come
 // from XLA; nothing allocates or synchronizes.
 #include "common/ffi_registry.h"
+#include "conv/fft/ffi_fft.h"
 
 #ifdef JAXDNN_HAVE_CUTLASS
 #include <cuda_runtime_api.h>
@@ -255,7 +256,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kConvWgradCuda, Wgrad, JAXDNN_CONV_BIND(ffi::Platf
 FamilyExports CudaExports() {
   return {{{"jaxdnn_conv_fwd", kConvFwdCuda},
            {"jaxdnn_conv_dgrad", kConvDgradCuda},
-           {"jaxdnn_conv_wgrad", kConvWgradCuda}},
+           {"jaxdnn_conv_wgrad", kConvWgradCuda},
+           {"jaxdnn_conv_fft_mix", kConvFftMixCuda}},
           {{"conv_fwd_workspace", FwdWorkspace},
            {"conv_fwd_tile_n", FwdTileN},
            {"conv_fwd_kernel", FwdKernel},
@@ -264,7 +266,8 @@ FamilyExports CudaExports() {
            {"conv_prefer_sm90", PreferSm90}}};
 }
 #else
-FamilyExports CudaExports() { return {{}, {}}; }
+// The FFT mixing needs no CUTLASS.
+FamilyExports CudaExports() { return {{{"jaxdnn_conv_fft_mix", kConvFftMixCuda}}, {}}; }
 #endif
 
 }  // namespace jaxdnn::conv

@@ -6,10 +6,14 @@ set(FAMILY_CPU_SOURCES
   cpu/conv_kernels.cc
   cpu/forward_epilogue.cc
   cpu/gemm_tiles.cc
-  cpu/winograd.cc)
+  cpu/winograd.cc
+  fft/fft_mix_cpu.cc
+  fft/ffi_fft_cpu.cc)
 set(FAMILY_CUDA_SOURCES
   call_frame.cc
-  ffi_cuda.cc)
+  ffi_cuda.cc
+  fft/fft_mix.cu
+  fft/ffi_fft_cuda.cc)
 if(JAXDNN_HAVE_CUTLASS)
   list(APPEND FAMILY_CUDA_SOURCES
     sm90/conv_sm90_aux.cu

@@ -22,7 +22,7 @@ from jaxdnn import _extension, _platform
 from jaxdnn._primitive import match_vma, vma_token
 from jaxdnn.activations import kinds
 from jaxdnn.config import config
-from jaxdnn.conv import autotune, reference
+from jaxdnn.conv import autotune, fft, reference
 from jaxdnn.conv import geometry as geom
 from jaxdnn.conv.primitives import (
   SAVE_NOTHING,
@@ -41,7 +41,7 @@ FLOATS = tuple(np.dtype(d) for d in (jnp.float32, jnp.bfloat16, jnp.float16, np.
 # Algorithms as cuDNN names them; those without a kernel yet are refused by
 # name. Codes as the kernels take them (cpp/conv/problem.h).
 ALGORITHMS = ("implicit_gemm", "direct", "winograd", "fft")
-BUILT_ALGORITHMS = ("implicit_gemm", "direct", "winograd")
+BUILT_ALGORITHMS = ("implicit_gemm", "direct", "winograd", "fft")
 ALGORITHM_CODES = {"implicit_gemm": 1, "direct": 2, "winograd": 3}
 # Activations whose derivative is a test on the output (relu's y > 0).
 _FROM_OUTPUT = (1, 2)
@@ -276,7 +276,12 @@ def _decide(
         f"{op}: algorithm='direct' serves depthwise convolutions (one channel per group) "
         "on CUDA; use 'implicit_gemm' or None"
       )
-    if target == "cuda" and algorithm not in ("implicit_gemm", "direct"):
+    if algorithm == "fft" and not fft.serves(g):
+      raise ValueError(
+        f"{op}: algorithm='fft' serves stride-1 convolutions without input dilation (any "
+        "window, padding, kernel dilation and groups); use 'implicit_gemm' or None"
+      )
+    if target == "cuda" and algorithm not in ("implicit_gemm", "direct", "fft"):
       raise ValueError(f"{op}: algorithm={algorithm!r} has no CUDA kernel yet")
 
   def cuda_forward_plan(algorithm):
@@ -285,6 +290,15 @@ def _decide(
       bias is not None, residual is not None, ALGORITHM_CODES.get(algorithm, 0),
     )  # fmt: skip
 
+  fft_by_rule = (
+    algorithm is None
+    and implementation != "xla"
+    and not wide
+    and target in ("cpu", "cuda")
+    and fft.default_serves(g)
+  )
+  if fft_by_rule:
+    algorithm = "fft"
   chosen_by_rule = algorithm is None and _dilated_depthwise_goes_direct(
     g, target, implementation, wide, lambda: cuda_forward_plan("direct") >= 0
   )
@@ -292,6 +306,8 @@ def _decide(
     algorithm = "direct"
 
   def cuda_unsupported():
+    if algorithm == "fft":
+      return None
     if not _extension.has_cuda_target("jaxdnn_conv_fwd"):
       return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
     if cuda_forward_plan(algorithm) < 0:
@@ -327,7 +343,16 @@ def _decide(
       residual is not None,
     )  # fmt: skip
   )
-  if heuristic:
+  if platform != "xla" and algorithm == "fft":
+    chosen = "fft"
+    reason = (
+      f"a window of {math.prod(g.window)} taps (>= {fft.DEFAULT_MIN_TAPS}) at stride 1: the FFT "
+      "convolution, whose cost does not grow with the window (algorithm='implicit_gemm' forces "
+      "the direct sum)"
+      if fft_by_rule
+      else "algorithm='fft' asked for: XLA's real FFTs and jaxdnn's per-frequency channel mixing"
+    )
+  elif heuristic:
     impl, platform = "xla", "xla"
     chosen = "xla"
     reason = (
@@ -463,6 +488,11 @@ def _execute(c: _Call):
     x = jnp.pad(x, ((0, 0), *wrap, (0, 0)), mode=mode)
   g = c.g
   args = (x, w, bias, residual, g, c.act, c.act_param, c.alpha, c.beta, c.out_dtype)
+  if c.algorithm == "fft" and c.implementation != "xla":
+    plan = fft.make_plan(
+      g, c.act, c.act_param, c.alpha, c.beta, c.out_dtype, bias, residual, c.implementation
+    )
+    return fft.conv(plan, x, w, bias, residual)
   if c.implementation == "xla":
     # Asked for: the float32-accumulating oracle; chosen because no kernel
     # serves the call: XLA's convolution as user code runs it.
@@ -502,7 +532,19 @@ def _plan_report(c: _Call) -> dict:
   report = dict(
     implementation=c.platform, algorithm=c.algorithm, reason=c.reason, config={}, gradients=""
   )
-  if c.platform == "cuda":
+  if c.algorithm == "fft" and c.platform != "xla":
+    sizes = fft.make_plan(c.g, 0, 0.0, 1.0, 0.0, c.out_dtype, None, None, None).sizes
+    report["config"] = dict(
+      kernel="FFT: XLA's real FFTs (cuFFT on a GPU, DUCC on the CPU) in float32 and jaxdnn's "
+      "per-frequency channel mixing",
+      fft_sizes=sizes,
+      workspace_bytes=0,
+    )
+    report["gradients"] = (
+      "FFT: dz's spectrum times the weights' (data gradient) and the input's times dz's "
+      "conjugate (weight gradient), on the same mixing kernel"
+    )
+  elif c.platform == "cuda":
     static = dict(
       x_dtype=str(np.dtype(c.x.dtype)),
       out_dtype=str(np.dtype(c.out_dtype)),
@@ -662,7 +704,11 @@ def conv(
       "implicit_gemm" also runs the gradients on their sm90 kernels wherever
       those serve the problem. "winograd" (F(2x2, 3x3): 3x3 windows, stride
       1, no dilation) runs on the CPU so far, its gradients on
-      the CPU's implicit-GEMM kernels. Under `jaxdnn.autotune()` (or
+      the CPU's implicit-GEMM kernels. "fft" (stride 1, no input dilation:
+      XLA's float32 real FFTs around jaxdnn's per-frequency channel mixing,
+      gradients the same way; jaxdnn/conv/fft.py) is the default for windows
+      of 128 taps or more; a NaN or Inf in a sample reaches all of that
+      sample's outputs through the FFTs. Under `jaxdnn.autotune()` (or
       jaxdnn.config.benchmark = True) a call that leaves both this and
       `implementation` as None times every candidate once per problem and
       runs the fastest (jaxdnn/conv/autotune.py).

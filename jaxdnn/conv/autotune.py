@@ -27,6 +27,7 @@ CANDIDATES = (
   ("implicit_gemm", dict(algorithm="implicit_gemm")),
   ("direct", dict(algorithm="direct")),
   ("winograd", dict(algorithm="winograd")),
+  ("fft", dict(algorithm="fft")),
   ("xla", dict(implementation="xla")),
 )
 _REPEATS = 5  # median of 5 samples after a warm-up call (bench/timing.py)

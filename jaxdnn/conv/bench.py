@@ -231,6 +231,8 @@ def run(
           continue
         if impl == "direct" and "depthwise" not in name:
           continue
+        if impl == "fft" and (kw.get("strides", 1) != 1 or kw.get("transpose")):
+          continue
         if impl in ("jaxdnn", "sm90", "direct") and on_gpu and not cuda_conv:
           records.append(
             dict(op="conv", case=name, direction=mode, impl=impl, error="no CUDA kernel yet")
@@ -254,8 +256,8 @@ def _jax_row(name, mode, impl, kw, x, w, b, flops):
   try:
     if impl == "xla":
       f = _xla_fn(kw, mode)
-    else:  # "sm90" / "direct": jaxdnn with that algorithm forced
-      algorithm = {"sm90": "implicit_gemm", "direct": "direct"}.get(impl)
+    else:  # "sm90" / "direct" / "fft": jaxdnn with that algorithm forced
+      algorithm = {"sm90": "implicit_gemm", "direct": "direct", "fft": "fft"}.get(impl)
       f = _jax_fn(None, kw, mode, algorithm=algorithm)
     if mode == "fwd+bwd":
       cot = _cotangent(f, x, w, b)
@@ -344,7 +346,7 @@ def main(argv=None):
     "--impls",
     default="jaxdnn,xla,torch",
     help="jaxdnn (its default choices), sm90 (the sm90 kernels forced), direct (the direct"
-    " depthwise kernel forced), xla, torch",
+    " depthwise kernel forced), fft (the FFT convolution forced, stride-1 cases), xla, torch",
   )
   ap.add_argument("--gpu-busy", action="store_true", help="also GPU-busy time (CUPTI, PyTorch)")
   ap.add_argument("--quick", action="store_true", help="one small case (a CPU smoke run)")

@@ -70,7 +70,7 @@ def test_times_once_runs_the_winner_and_writes_the_cache(tmp_path, capfd):
   (entry,) = data["entries"].values()
   assert entry["choice"] in entry["times_ms"] and "xla" in entry["times_ms"]
   # The CPU's kernels on float32; the GPU's implicit GEMM on bfloat16.
-  want = {"implicit_gemm"} if on_gpu() else {"implicit_gemm", "winograd"}
+  want = {"implicit_gemm", "fft"} if on_gpu() else {"implicit_gemm", "winograd", "fft"}
   assert want <= set(entry["times_ms"]), entry
   assert not jaxdnn.config.benchmark  # restored
 

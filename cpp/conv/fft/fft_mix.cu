@@ -1,0 +1,81 @@
+// The FFT convolution's channel mixing on CUDA. A warp takes 32 consecutive
+// frequencies of one TPxTQ output tile, so every load and store is a whole
+// 256-byte line; a block's 8 warps take 8 tiles of the same frequencies and
+// the blocks of one frequency range are consecutive in the grid, so the
+// operands' rows are read from DRAM about once and re-served from L2. Each
+// output is summed over the contracted index in order (deterministic).
+#include "conv/fft/fft_mix_cuda.h"
+
+namespace jaxdnn::conv {
+namespace {
+
+constexpr int kTile = 4;   // TP = TQ: 16 complex accumulators a thread
+constexpr int kWarps = 8;  // tiles a block
+
+template <bool kConj>
+__global__ void __launch_bounds__(32 * kWarps)
+    FftMixKernel(FftContraction c, int64_t freqs, int64_t tile_blocks, int64_t tiles_q,
+                 const float2* __restrict__ L, const float2* __restrict__ R, float2* __restrict__ O) {
+  const int64_t tile = (blockIdx.x % tile_blocks) * kWarps + threadIdx.y;
+  const int64_t f = (blockIdx.x / tile_blocks) * 32 + threadIdx.x;
+  const int64_t g = blockIdx.y;
+  const int64_t p0 = tile / tiles_q * kTile, q0 = tile % tiles_q * kTile;
+  if (f >= freqs || p0 >= c.P) return;
+  float2 acc[kTile][kTile];
+#pragma unroll
+  for (int i = 0; i < kTile; ++i)
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) acc[i][j] = make_float2(0.f, 0.f);
+  for (int64_t r = 0; r < c.R; ++r) {
+    float2 l[kTile], rv[kTile];
+#pragma unroll
+    for (int i = 0; i < kTile; ++i) {
+      const int64_t p = p0 + i;
+      l[i] = p < c.P ? L[(p * c.lp + r * c.lr + g * c.lg) * freqs + f] : make_float2(0.f, 0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) {
+      const int64_t q = q0 + j;
+      rv[j] = q < c.Q ? R[(r * c.rr + q * c.rq + g * c.rg) * freqs + f] : make_float2(0.f, 0.f);
+      if (kConj) rv[j].y = -rv[j].y;
+    }
+#pragma unroll
+    for (int i = 0; i < kTile; ++i)
+#pragma unroll
+      for (int j = 0; j < kTile; ++j) {
+        acc[i][j].x = fmaf(l[i].x, rv[j].x, fmaf(-l[i].y, rv[j].y, acc[i][j].x));
+        acc[i][j].y = fmaf(l[i].x, rv[j].y, fmaf(l[i].y, rv[j].x, acc[i][j].y));
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < kTile; ++i)
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) {
+      const int64_t p = p0 + i, q = q0 + j;
+      if (p < c.P && q < c.Q) O[(p * c.op + q * c.oq + g * c.og) * freqs + f] = acc[i][j];
+    }
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void LaunchFftMix(const FftMixProblem& s, const std::complex<float>* a, const std::complex<float>* b,
+                  std::complex<float>* out, cudaStream_t stream) {
+  const FftContraction c = ContractionOf(s);
+  if (c.P == 0 || c.Q == 0) return;
+  const int64_t tiles_q = CeilDiv(c.Q, kTile), tiles = CeilDiv(c.P, kTile) * tiles_q;
+  const int64_t tile_blocks = CeilDiv(tiles, kWarps);
+  const dim3 grid(unsigned(tile_blocks * CeilDiv(s.freqs, 32)), unsigned(c.groups));
+  const dim3 block(32, kWarps);
+  const auto* L = reinterpret_cast<const float2*>(a);
+  const auto* R = reinterpret_cast<const float2*>(b);
+  auto* O = reinterpret_cast<float2*>(out);
+  if (c.conj_r) {
+    FftMixKernel<true><<<grid, block, 0, stream>>>(c, s.freqs, tile_blocks, tiles_q, L, R, O);
+  } else {
+    FftMixKernel<false><<<grid, block, 0, stream>>>(c, s.freqs, tile_blocks, tiles_q, L, R, O);
+  }
+}
+
+}  // namespace jaxdnn::conv
