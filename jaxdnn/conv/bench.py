@@ -271,6 +271,9 @@ def _jax_row(name, mode, impl, kw, x, w, b, flops):
       step, args = f, (x, w, b)
     t = timing.time_jax(jax.jit(step), *args, repeats=10)
     busy = timing.busy_jax(jax.jit(step), *args)
+    if timing.MODE.get("kernels"):
+      lines = timing.kernel_lines(timing.jax_runner(jax.jit(step), *args)) or []
+      print(f"kernels of {name} {mode} {impl}:", *lines[:25], sep="\n", flush=True)
   except Exception as e:  # noqa: BLE001 - reported in the table
     return dict(
       op="conv", case=name, direction=mode, impl=impl, error=f"{type(e).__name__}: {e}"[:200]
@@ -350,8 +353,12 @@ def main(argv=None):
   )
   ap.add_argument("--gpu-busy", action="store_true", help="also GPU-busy time (CUPTI, PyTorch)")
   ap.add_argument("--quick", action="store_true", help="one small case (a CPU smoke run)")
+  ap.add_argument(
+    "--kernels", action="store_true", help="print each jax row's GPU time per kernel (PyTorch)"
+  )
   args = ap.parse_args(argv)
   timing.MODE["gpu_busy"] = args.gpu_busy
+  timing.MODE["kernels"] = args.kernels
   kw = dict(impls=tuple(args.impls.split(",")))
   if args.cases:
     kw["cases"] = [c.replace("_", " ") for c in args.cases.split(",")]
