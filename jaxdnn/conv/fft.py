@@ -306,16 +306,19 @@ def _fft_conv(plan, x, w, bias, residual):
 
 def _forward(plan, x, w, bias, residual):
   g = plan.g
-  yf = _mix(plan, FORWARD, _input_spectrum(plan, x), _weight_spectrum(plan, w))
+  xf, wf = _input_spectrum(plan, x), _weight_spectrum(plan, w)
+  yf = _mix(plan, FORWARD, xf, wf)
   c = _samples_inverse(plan, yf, g.out_channels, g.out)
   z = reference.epilogue_z(c, bias, residual, plan.alpha, plan.beta)
   y = kinds.function(plan.act, plan.act_param)(z).astype(plan.out_dtype)
   saved = None if plan.act == 0 else (y if plan.act in (1, 2) else z)
-  return y, (x, w, saved, vma_token(bias))
+  # The spectra are kept, not recomputed: the weights' is the largest FFT
+  # of the three directions (C_in C_out per frequency).
+  return y, (xf, wf, saved, vma_token(x), vma_token(w), vma_token(bias))
 
 
 def _backward(plan, res, dy):
-  x, w, saved, bias_token = res
+  xf, wf, saved, x_token, w_token, bias_token = res
   g = plan.g
   dz = reference.backprop(plan.act, plan.act_param, dy, saved).astype(jnp.float32)
   dres = (dz * plan.beta).astype(plan.residual_dtype) if plan.residual_dtype else None
@@ -325,18 +328,18 @@ def _backward(plan, res, dy):
   dc = dz * plan.alpha if plan.alpha != 1.0 else dz
   dzf = _samples_spectrum(plan, dc, g.out, g.out_channels)
   padded = tuple(s + lo + hi for s, (lo, hi) in zip(g.spatial, g.pads))
-  dxf = _mix(plan, DGRAD, dzf, _weight_spectrum(plan, w))
+  dxf = _mix(plan, DGRAD, dzf, wf)
   dxp = _samples_inverse(plan, dxf, g.in_channels, padded)
   # The padding's inverse: pads cropped, crops zero-filled.
   dx = jax.lax.pad(
     dxp, jnp.float32(0), [(0, 0, 0), *((-lo, -hi, 0) for lo, hi in g.pads), (0, 0, 0)]
-  ).astype(x.dtype)
-  dwf = _mix(plan, WGRAD, _input_spectrum(plan, x), dzf)
+  ).astype(x_token.dtype)
+  dwf = _mix(plan, WGRAD, xf, dzf)
   dwd = _inverse(plan, dwf, g.in_channels // g.groups, g.out_channels, plan.dilated_window)
   # [C_in/g, *dilated window, C_out] -> the window's taps, [*window, C_in/g, C_out].
   dwd = dwd[(slice(None), *(slice(None, None, d) for d in g.kernel_dilation))]
-  dw = jnp.moveaxis(dwd, 0, -2).astype(w.dtype)
-  return dx, match_vma(dw, vma_token(w)), match_vma(dbias, bias_token), dres
+  dw = jnp.moveaxis(dwd, 0, -2).astype(w_token.dtype)
+  return dx, match_vma(dw, w_token), match_vma(dbias, bias_token), dres
 
 
 _fft_conv.defvjp(_forward, _backward)
