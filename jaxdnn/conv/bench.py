@@ -110,9 +110,6 @@ def _flops(x_shape, w_shape, kw):
   return g.flops()
 
 
-_SPECS = {1: ("NWC", "WIO", "NWC"), 2: ("NHWC", "HWIO", "NHWC"), 3: ("NDHWC", "DHWIO", "NDHWC")}
-
-
 def _xla_fn(kw, mode):
   """The XLA anchor as a JAX user writes it (Flax's nn.Conv): lax's conv in
   the inputs' dtype, then bias and ReLU as jnp ops XLA may fuse."""
@@ -123,7 +120,8 @@ def _xla_fn(kw, mode):
   def f(x, w, b):
     n = x.ndim - 2
     if transpose:
-      y = jax.lax.conv_transpose(x, w, (transpose,) * n, "SAME", dimension_numbers=_SPECS[n])
+      dn = geometry.SPECS[n]
+      y = jax.lax.conv_transpose(x, w, (transpose,) * n, "SAME", dimension_numbers=dn)
     else:
       pad = kw.get("padding", "SAME")
       y = jax.lax.conv_general_dilated(
@@ -132,7 +130,7 @@ def _xla_fn(kw, mode):
         (kw.get("strides", 1),) * n,
         pad,
         rhs_dilation=(kw.get("kernel_dilation", 1),) * n,
-        dimension_numbers=_SPECS[n],
+        dimension_numbers=geometry.SPECS[n],
         feature_group_count=kw.get("feature_group_count", 1),
       )
     return jax.nn.relu(y + b) if relu else y

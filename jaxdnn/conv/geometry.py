@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import numbers
 
+# lax.conv_general_dilated's dimension numbers, channels-last, by spatial rank.
+SPECS = {1: ("NWC", "WIO", "NWC"), 2: ("NHWC", "HWIO", "NHWC"), 3: ("NDHWC", "DHWIO", "NDHWC")}
 # Paddings that copy the input first (jnp.pad), then convolve VALID.
 PAD_MODES = {"CIRCULAR": "wrap", "REFLECT": "reflect"}
 

@@ -6,7 +6,8 @@ softmax family (rows in one CTA, split over 2 and 8 cluster CTAs, staged and
 in registers, with and without `where`, two-pass widths; cross-entropy),
 pooling (max with and without the index, average with padding, global,
 adaptive, 3-D, odd channels), convolution (forward with the fused epilogue
-and both gradients, 1-D to 3-D), bias_act, glu, batch_norm and group_norm,
+and both gradients, 1-D to 3-D; the FFT convolution's mixing), bias_act,
+glu, batch_norm and group_norm,
 and the recurrences (LSTM bf16 with ragged lengths, bidirectional GRU
 float32, a hidden size whose weight slices stream from L2)."""
 
@@ -112,6 +113,23 @@ def cnn_cases():
     _grad_of(
       lambda x, w, b: jaxdnn.conv(
         x, w, b, activation="relu", algorithm="implicit_gemm", implementation=IMPL, **kw
+      ),
+      x,
+      w,
+      b,
+    )
+  # The FFT convolution's mixing kernel: tiles past P and Q (batch 3, 6
+  # output channels), groups, 2-D, a long 1-D window; forward and both
+  # gradients (its three contractions).
+  for xs, ws, kw in (
+    ((3, 37, 6), (9, 6, 6), dict(padding="SAME")),
+    ((1, 11, 13, 4), (5, 3, 2, 6), dict(feature_group_count=2, padding=((1, 3), (-1, 2)))),
+    ((2, 500, 16), (200, 16, 8), dict(padding="CAUSAL")),
+  ):
+    x, w, b = normal(xs), normal(ws) * 0.1, normal(ws[-1:])
+    _grad_of(
+      lambda x, w, b: jaxdnn.conv(
+        x, w, b, activation="gelu", algorithm="fft", implementation=IMPL, **kw
       ),
       x,
       w,
