@@ -25,6 +25,9 @@ import jax.numpy as jnp  # noqa: E402
 import jaxdnn  # noqa: E402
 
 IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run without a GPU
+# "cnn": only the CNN families (convolution, pooling, the CNN norms) and the
+# memory-bound ops cnn_cases runs, for a short sanitizer run.
+ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 key = iter(jax.random.split(jax.random.key(0), 64))
 
 
@@ -50,6 +53,10 @@ def attention_cases():
 
 
 def main():
+  if ONLY == "cnn":
+    cnn_cases()
+    print("memcheck smoke (cnn): ALL PASSED")
+    return
   for kw in attention_cases():
     f = lambda **a: jnp.sum(
       jaxdnn.dot_product_attention(**a, implementation=IMPL).astype(jnp.float32)
