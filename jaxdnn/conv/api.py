@@ -707,7 +707,7 @@ def conv(
       the CPU's implicit-GEMM kernels. "fft" (stride 1, no input dilation:
       XLA's float32 real FFTs around jaxdnn's per-frequency channel mixing,
       gradients the same way; jaxdnn/conv/fft.py) is the default for windows
-      of 128 taps or more; a NaN or Inf in a sample reaches all of that
+      of 256 taps or more; a NaN or Inf in a sample reaches all of that
       sample's outputs through the FFTs. Under `jaxdnn.autotune()` (or
       jaxdnn.config.benchmark = True) a call that leaves both this and
       `implementation` as None times every candidate once per problem and

@@ -126,10 +126,10 @@ def test_vmap_over_inputs_and_weights(rng):
 
 def test_long_windows_default_to_fft(rng):
   x = normal(rng, (2, 300, 4))
-  w = normal(rng, (200, 4, 4), scale=0.07)
+  w = normal(rng, (fft.DEFAULT_MIN_TAPS, 4, 4), scale=0.06)
   plan = jaxdnn.conv_plan(x, w)
   assert plan["algorithm"] == "fft" and "FFT" in plan["config"]["kernel"], plan
-  assert plan["config"]["fft_sizes"] == (fft.fast_size(300 + 199),)
+  assert plan["config"]["fft_sizes"] == (fft.fast_size(300 + fft.DEFAULT_MIN_TAPS - 1),)
   f = jax.jit(lambda x, w: jaxdnn.conv(x, w))
   assert TARGET in custom_call_targets(f.lower(x, w).compile().as_text())
   assert_close(f(x, w), jaxdnn.conv(x, w, implementation="xla"), 3e-5)
