@@ -44,10 +44,10 @@ class FfiOp:
   name: str = ""
   target: str = ""
   # Under a mesh with explicit axes, type the results with the shardings the
-  # partitioning gives them (LeadingDimsSharding.explicit_results); without
-  # it they are typed replicated and the next op all-gathers them. Opt-in
-  # while the other families' custom_vjp rules are checked against it (a
-  # gradient typed sharded where its primal is typed replicated fails).
+  # partitioning gives them (LeadingDimsSharding.explicit_results); untyped,
+  # a reshape after the FFT convolution's inverse all-gathered the rows.
+  # Opt-in: on for every family, attention's, the recurrences' and group
+  # norm's sharding tests fail (custom_vjp's type checks among them).
   typed_shardings: bool = False
 
   def __init__(self):
