@@ -22,6 +22,7 @@ EXTRA = {
   "pool": ("pooling", "bench"),
   "norms_grid": ("norms", "grid_bench"),
   "rnn": ("recurrent", "bench"),
+  "conv_compile": ("conv", "compile_bench"),
 }
 
 
