@@ -295,7 +295,7 @@ def _decide(
     and implementation != "xla"
     and not wide
     and target in ("cpu", "cuda")
-    and fft.default_serves(g)
+    and fft.default_serves(g, target)
   )
   if fft_by_rule:
     algorithm = "fft"
@@ -346,7 +346,8 @@ def _decide(
   if platform != "xla" and algorithm == "fft":
     chosen = "fft"
     reason = (
-      f"a window of {math.prod(g.window)} taps (>= {fft.DEFAULT_MIN_TAPS}) at stride 1: the FFT "
+      f"a window of {math.prod(g.window)} taps (>= {fft.DEFAULT_MIN_TAPS[target]} on {target}) at "
+      "stride 1: the FFT "
       "convolution, whose cost does not grow with the window (algorithm='implicit_gemm' forces "
       "the direct sum)"
       if fft_by_rule
@@ -707,7 +708,7 @@ def conv(
       the CPU's implicit-GEMM kernels. "fft" (stride 1, no input dilation:
       XLA's float32 real FFTs around jaxdnn's per-frequency channel mixing,
       gradients the same way; jaxdnn/conv/fft.py) is the default for windows
-      of 256 taps or more; a NaN or Inf in a sample reaches all of that
+      of 256 taps or more on CUDA, 64 on the CPU; a NaN or Inf in a sample reaches all of that
       sample's outputs through the FFTs. Under `jaxdnn.autotune()` (or
       jaxdnn.config.benchmark = True) a call that leaves both this and
       `implementation` as None times every candidate once per problem and

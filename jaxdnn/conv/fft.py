@@ -47,11 +47,14 @@ from jaxdnn.conv import reference
 FORWARD, DGRAD, WGRAD = 0, 1, 2
 _OUT = row_of("o")
 _WEIGHTS = param_of("w")
-# The default picks the FFT at this many window taps or more (stride 1).
-# Measured on an H200 at 16 x 8192 x 64 -> 64 (docs/perf/conv.md): against
-# XLA's convolution forward+backward 0.51x at 64 taps, 0.96x at 128, 1.45x
-# at 256, 6.9x at 1024 (the FFT's cost barely moves with the window).
-DEFAULT_MIN_TAPS = 256
+# The default picks the FFT at this many window taps or more (stride 1), per
+# platform. CUDA, measured on an H200 at 16 x 8192 x 64 -> 64
+# (docs/perf/conv.md): against XLA's convolution forward+backward 0.51x at
+# 64 taps, 0.96x at 128, 1.45x at 256, 6.9x at 1024 (the FFT's cost barely
+# moves with the window). CPU, 4 x 2048 x 32 -> 32 against the CPU's
+# implicit GEMM: fwd+bwd 0.79x at 16 taps, 1.37x at 32, 3.2x at 64 (and
+# the forward alone wins from 64).
+DEFAULT_MIN_TAPS = {"cuda": 256, "cpu": 64}
 
 
 def serves(g) -> bool:
@@ -60,10 +63,10 @@ def serves(g) -> bool:
   return all(s == 1 for s in g.strides) and all(d == 1 for d in g.input_dilation)
 
 
-def default_serves(g) -> bool:
-  """Whether the default (no algorithm asked for) runs the FFT: a window of
-  DEFAULT_MIN_TAPS taps or more."""
-  return serves(g) and math.prod(g.window) >= DEFAULT_MIN_TAPS
+def default_serves(g, platform) -> bool:
+  """Whether the default (no algorithm asked for) runs the FFT on `platform`
+  ("cpu" or "cuda"): a window of DEFAULT_MIN_TAPS[platform] taps or more."""
+  return serves(g) and math.prod(g.window) >= DEFAULT_MIN_TAPS[platform]
 
 
 def fast_size(n: int) -> int:
