@@ -294,7 +294,9 @@ def _decide(
     algorithm is None
     and implementation != "xla"
     and not wide
-    and target in ("cpu", "cuda")
+    and (
+      target == "cpu" or (target == "cuda" and _extension.has_cuda_target("jaxdnn_conv_fft_mix"))
+    )
     and fft.default_serves(g, target)
   )
   if fft_by_rule:
@@ -519,12 +521,13 @@ def _execute(c: _Call):
     implementation=c.implementation,
   )
   n = g.batch
+  # Explicit row widths: a batch of 0 leaves -1 undetermined.
   y = _conv(
     static,
-    x.reshape(n, -1),
+    x.reshape(n, math.prod(x.shape[1:])),
     w.reshape(-1),
     bias,
-    None if residual is None else residual.reshape(n, -1),
+    None if residual is None else residual.reshape(n, math.prod(residual.shape[1:])),
   )
   return y.reshape((n, *g.out, g.out_channels))
 

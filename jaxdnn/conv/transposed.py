@@ -15,6 +15,9 @@ channel axes swapped, P2_lo = dilated window - 1 - lo), the forward is
 h's vjp in z (the reversed kernel XLA matches as a data-gradient
 convolution), the data gradient is h itself, and the weight gradient h's
 vjp in w2 (a weight-gradient convolution): each a kernel cuDNN has.
+
+Being a custom_vjp, it has no forward mode (jax.jvp, jacfwd), as jaxdnn's
+own convolution primitives have none.
 """
 
 from __future__ import annotations
@@ -87,9 +90,7 @@ def _forward(g, x, w):
 def _backward(g, res, dy):
   x, w = res
   dy = dy.astype(x.dtype)
-  w2 = _reversed(w, g.ndim)
-  dx = _strided(dy, w2, g)
-  _, vjp = jax.vjp(lambda w2: _strided(dy, w2, g), w2)
+  dx, vjp = jax.vjp(lambda w2: _strided(dy, w2, g), _reversed(w, g.ndim))
   dw = _reversed(vjp(x)[0], g.ndim)
   return dx.astype(x.dtype), dw.astype(w.dtype)
 

@@ -138,6 +138,22 @@ def test_long_windows_default_to_fft(rng):
   assert jaxdnn.conv_plan(x, w[: taps - 1])["algorithm"] != "fft"
 
 
+def test_empty_batch(rng):
+  w = normal(rng, (5, 3, 2))
+  x = jnp.zeros((0, 20, 3))
+  f = lambda x, w: jaxdnn.conv(x, w, algorithm="fft")
+  assert f(x, w).shape == (0, 20, 2)
+  dx, dw = jax.grad(lambda x, w: jnp.sum(f(x, w)), argnums=(0, 1))(x, w)
+  assert dx.shape == x.shape and bool(jnp.all(dw == 0))
+
+
+def test_the_default_takes_1d_windows_only(rng):
+  x = normal(rng, (1, 20, 20, 2))
+  w = normal(rng, (16, 16, 2, 2))
+  assert jaxdnn.conv_plan(x, w)["algorithm"] != "fft"
+  assert jaxdnn.conv_plan(x, w, algorithm="fft")["algorithm"] == "fft"
+
+
 def test_fast_sizes():
   assert [fft.fast_size(n) for n in (1, 11, 13, 97, 1031, 9215)] == [1, 12, 14, 98, 1050, 9216]
 

@@ -12,8 +12,6 @@ ffi::Error Mix(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Res
                int32_t mode, int64_t in_channels, int64_t out_channels, int64_t groups, int64_t freqs) {
   auto call = ReadFftMixCall(a, b, out, mode, in_channels, out_channels, groups, freqs);
   if (!call.has_value()) return call.error();
-  if (groups > 65535)
-    return InvalidArg("jaxdnn conv FFT mixing", "more than 65535 groups (the grid's y dim)");
   ClearStaleLaunchError();
   LaunchFftMix(call->s, call->a, call->b, call->out, stream);
   return CheckLaunch("jaxdnn conv FFT mixing: kernel launch");

@@ -6,11 +6,14 @@
 // output is summed over the contracted index in order (deterministic).
 #include "conv/fft/fft_mix_cuda.h"
 
+#include <algorithm>
+
 namespace jaxdnn::conv {
 namespace {
 
 constexpr int kTile = 4;   // TP = TQ: 16 complex accumulators a thread
 constexpr int kWarps = 8;  // tiles a block
+constexpr int64_t kMaxGridY = 65535;
 
 template <bool kConj>
 __global__ void __launch_bounds__(32 * kWarps)
@@ -92,15 +95,23 @@ void LaunchFftMix(const FftMixProblem& s, const std::complex<float>* a, const st
   }
   const int64_t tiles_q = CeilDiv(c.Q, kTile), tiles = CeilDiv(c.P, kTile) * tiles_q;
   const int64_t tile_blocks = CeilDiv(tiles, kWarps);
-  const dim3 grid(unsigned(tile_blocks * CeilDiv(s.freqs, 32)), unsigned(c.groups));
-  const dim3 block(32, kWarps);
   const auto* L = reinterpret_cast<const float2*>(a);
   const auto* R = reinterpret_cast<const float2*>(b);
   auto* O = reinterpret_cast<float2*>(out);
-  if (c.conj_r) {
-    FftMixKernel<true><<<grid, block, 0, stream>>>(c, s.freqs, tile_blocks, tiles_q, L, R, O);
-  } else {
-    FftMixKernel<false><<<grid, block, 0, stream>>>(c, s.freqs, tile_blocks, tiles_q, L, R, O);
+  const dim3 block(32, kWarps);
+  // Groups on the grid's y dim, at most 65535 a launch (a vmap folded into
+  // the groups can pass that): each launch's operands start at its first
+  // group (every index is linear in the group).
+  for (int64_t g0 = 0; g0 < c.groups; g0 += kMaxGridY) {
+    const float2 *Lg = L + g0 * c.lg * s.freqs, *Rg = R + g0 * c.rg * s.freqs;
+    float2* Og = O + g0 * c.og * s.freqs;
+    const dim3 grid(unsigned(tile_blocks * CeilDiv(s.freqs, 32)),
+                    unsigned(std::min(kMaxGridY, c.groups - g0)));
+    if (c.conj_r) {
+      FftMixKernel<true><<<grid, block, 0, stream>>>(c, s.freqs, tile_blocks, tiles_q, Lg, Rg, Og);
+    } else {
+      FftMixKernel<false><<<grid, block, 0, stream>>>(c, s.freqs, tile_blocks, tiles_q, Lg, Rg, Og);
+    }
   }
 }
 

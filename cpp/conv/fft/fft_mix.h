@@ -61,7 +61,7 @@ inline FftMixSizes SizesOf(const FftMixProblem& s) {
 inline const char* FftMixRefusal(const FftMixProblem& s) {
   if (s.mode < kFftForward || s.mode > kFftWgrad) return "mode must be 0 (forward), 1 (dgrad) or 2 (wgrad)";
   if (s.batch < 0 || s.freqs < 1 || s.groups < 1 || s.in_channels < 1 || s.out_channels < 1) {
-    return "batch, freqs, groups and channel counts must be positive";
+    return "the batch must be >= 0; freqs, groups and channel counts > 0";
   }
   if (s.in_channels % s.groups || s.out_channels % s.groups) return "groups must divide both channel counts";
   return nullptr;
