@@ -294,9 +294,8 @@ def _decide(
     algorithm is None
     and implementation != "xla"
     and not wide
-    and (
-      target == "cpu" or (target == "cuda" and _extension.has_cuda_target("jaxdnn_conv_fft_mix"))
-    )
+    and target in ("cpu", "cuda")
+    and (target == "cpu" or _extension.has_cuda_target("jaxdnn_conv_fft_mix"))
     and fft.default_serves(g, target)
   )
   if fft_by_rule:
@@ -493,7 +492,16 @@ def _execute(c: _Call):
   args = (x, w, bias, residual, g, c.act, c.act_param, c.alpha, c.beta, c.out_dtype)
   if c.algorithm == "fft" and c.implementation != "xla":
     plan = fft.make_plan(
-      g, c.act, c.act_param, c.alpha, c.beta, c.out_dtype, bias, residual, c.implementation
+      g,
+      c.act,
+      c.act_param,
+      c.saved,
+      c.alpha,
+      c.beta,
+      c.out_dtype,
+      bias,
+      residual,
+      c.implementation,
     )
     return fft.conv(plan, x, w, bias, residual)
   if c.implementation == "xla":
@@ -537,11 +545,10 @@ def _plan_report(c: _Call) -> dict:
     implementation=c.platform, algorithm=c.algorithm, reason=c.reason, config={}, gradients=""
   )
   if c.algorithm == "fft" and c.platform != "xla":
-    sizes = fft.make_plan(c.g, 0, 0.0, 1.0, 0.0, c.out_dtype, None, None, None).sizes
     report["config"] = dict(
       kernel="FFT: XLA's real FFTs (cuFFT on a GPU, DUCC on the CPU) in float32 and jaxdnn's "
       "per-frequency channel mixing",
-      fft_sizes=sizes,
+      fft_sizes=fft.fft_sizes(c.g),
       workspace_bytes=0,
     )
     report["gradients"] = (

@@ -43,6 +43,7 @@ from jaxdnn._primitive import (
 from jaxdnn._sharding import ROW, LeadingDimsSharding, param_of, row_of
 from jaxdnn.activations import kinds
 from jaxdnn.conv import reference
+from jaxdnn.conv.primitives import SAVE_NOTHING, SAVE_OUTPUT, SAVE_PREACT
 
 FORWARD, DGRAD, WGRAD = 0, 1, 2
 _OUT = row_of("o")
@@ -92,6 +93,7 @@ class Plan(NamedTuple):
   sizes: tuple  # M per spatial dim
   act: int
   act_param: float
+  saved: int  # what the backward's activation derivative reads (primitives.SAVE_*)
   alpha: float
   beta: float
   out_dtype: str
@@ -104,19 +106,24 @@ class Plan(NamedTuple):
     return tuple((k - 1) * d + 1 for k, d in zip(self.g.window, self.g.kernel_dilation))
 
   @property
-  def half(self):
-    """The real FFT's frequency dims: the last halved."""
-    return (*self.sizes[:-1], self.sizes[-1] // 2 + 1)
-
-  @property
   def freqs(self) -> int:
-    return math.prod(self.half)
+    return math.prod(half(self.sizes))
 
 
-def make_plan(g, act, act_param, alpha, beta, out_dtype, bias, residual, implementation):
-  sizes = tuple(fast_size(n + lo + hi) for n, (lo, hi) in zip(g.spatial, g.pads))
+def half(sizes):
+  """The real FFT's frequency dims for transform sizes `sizes`: the last halved."""
+  return (*sizes[:-1], sizes[-1] // 2 + 1)
+
+
+def fft_sizes(g):
+  """M per spatial dim: the padded input's length rounded up to a fast size."""
+  return tuple(fast_size(n + lo + hi) for n, (lo, hi) in zip(g.spatial, g.pads))
+
+
+def make_plan(g, act, act_param, saved, alpha, beta, out_dtype, bias, residual, implementation):
   return Plan(
-    dataclasses.replace(g, batch=0), sizes, act, act_param, alpha, beta, str(np.dtype(out_dtype)),
+    dataclasses.replace(g, batch=0), fft_sizes(g), act, act_param, saved, alpha, beta,
+    str(np.dtype(out_dtype)),
     "" if bias is None else str(np.dtype(bias.dtype)),
     "" if residual is None else str(np.dtype(residual.dtype)), implementation,
   )  # fmt: skip
@@ -217,21 +224,17 @@ class SampleFfts(ComposedOp):
   typed_shardings = True
 
   def abstract_eval(self, a, *, inverse, spatial, channels, sizes, keep, **_):
-    half = (*sizes[:-1], sizes[-1] // 2 + 1)
     if inverse:
       return [shaped((a.shape[0], math.prod(keep) * channels), jnp.float32)]
-    return [shaped((a.shape[0], channels * math.prod(half)), jnp.complex64)]
+    return [shaped((a.shape[0], channels * math.prod(half(sizes))), jnp.complex64)]
 
   def compute(self, a, *, inverse, spatial, channels, sizes, keep):
-    n, nd = a.shape[0], len(sizes)
-    axes = tuple(range(2, 2 + nd))
-    half = (*sizes[:-1], sizes[-1] // 2 + 1)
+    n = a.shape[0]
     if not inverse:
       rows = jnp.moveaxis(a.reshape(n, *spatial, channels), -1, 1)
-      return [jnp.fft.rfftn(rows, s=sizes, axes=axes).reshape(n, channels * math.prod(half))]
-    r = jnp.fft.irfftn(a.reshape(n, channels, *half), s=sizes, axes=axes)
-    r = r[(slice(None), slice(None), *(slice(0, k) for k in keep))]
-    return [jnp.moveaxis(r, 1, -1).reshape(n, channels * math.prod(keep))]
+      spectrum = jnp.fft.rfftn(rows, s=sizes, axes=_spatial_axes(len(sizes)))
+      return [spectrum.reshape(n, channels * math.prod(half(sizes)))]
+    return [_inverse(a, sizes, n, channels, keep).reshape(n, channels * math.prod(keep))]
 
   def batch(self, args, dims, **params):
     (a,), (d,) = args, dims
@@ -275,8 +278,9 @@ def _mix(plan, mode, a, b):
   )[0]  # fmt: skip
 
 
-def _spatial_axes(plan):
-  return tuple(range(2, 2 + plan.g.ndim))
+def _spatial_axes(ndim):
+  """The spatial axes of a [lead, channels, *spatial] array."""
+  return tuple(range(2, 2 + ndim))
 
 
 def _input_spectrum(plan, x):
@@ -297,15 +301,14 @@ def _weight_spectrum(plan, w):
     [*((0, 0, d - 1) for d in g.kernel_dilation), (0, 0, 0), (0, 0, 0)],
   )  # fmt: skip
   wt = jnp.moveaxis(wd, (n, n + 1), (0, 1))
-  return jnp.fft.rfftn(wt, s=plan.sizes, axes=_spatial_axes(plan)).reshape(-1)
+  return jnp.fft.rfftn(wt, s=plan.sizes, axes=_spatial_axes(n)).reshape(-1)
 
 
-def _inverse(plan, spectrum, lead, channels, keep):
-  """irfft of [lead, channels, *half] back to [lead, channels, *sizes], cut
-  to `keep` per spatial dim, channels moved last (the weights' gradient:
-  replicated, no partitioning to keep)."""
-  s = spectrum.reshape(lead, channels, *plan.half)
-  r = jnp.fft.irfftn(s, s=plan.sizes, axes=_spatial_axes(plan))
+def _inverse(spectrum, sizes, lead, channels, keep):
+  """irfft of [lead, channels, *half(sizes)] back to [lead, channels, *sizes],
+  cut to `keep` per spatial dim, channels moved last: [lead, *keep, channels]."""
+  s = spectrum.reshape(lead, channels, *half(sizes))
+  r = jnp.fft.irfftn(s, s=sizes, axes=_spatial_axes(len(sizes)))
   r = r[(slice(None), slice(None), *(slice(0, k) for k in keep))]
   return jnp.moveaxis(r, 1, -1)
 
@@ -322,7 +325,7 @@ def _forward(plan, x, w, bias, residual):
   c = _samples_inverse(plan, yf, g.out_channels, g.out)
   z = reference.epilogue_z(c, bias, residual, plan.alpha, plan.beta)
   y = kinds.function(plan.act, plan.act_param)(z).astype(plan.out_dtype)
-  saved = None if plan.act == 0 else (y if plan.act in (1, 2) else z)
+  saved = {SAVE_NOTHING: None, SAVE_OUTPUT: y, SAVE_PREACT: z}[plan.saved]
   # The spectra are kept, not recomputed: the weights' is the largest FFT
   # of the three directions (C_in C_out per frequency).
   return y, (xf, wf, saved, vma_token(x), vma_token(w), vma_token(bias))
@@ -346,7 +349,7 @@ def _backward(plan, res, dy):
     dxp, jnp.float32(0), [(0, 0, 0), *((-lo, -hi, 0) for lo, hi in g.pads), (0, 0, 0)]
   ).astype(x_token.dtype)
   dwf = _mix(plan, WGRAD, xf, dzf)
-  dwd = _inverse(plan, dwf, g.in_channels // g.groups, g.out_channels, plan.dilated_window)
+  dwd = _inverse(dwf, plan.sizes, g.in_channels // g.groups, g.out_channels, plan.dilated_window)
   # [C_in/g, *dilated window, C_out] -> the window's taps, [*window, C_in/g, C_out].
   dwd = dwd[(slice(None), *(slice(None, None, d) for d in g.kernel_dilation))]
   dw = jnp.moveaxis(dwd, 0, -2).astype(w_token.dtype)
