@@ -156,6 +156,33 @@ ffi::ErrorOr<AttnMaskParams> MaskParams(float scale, float softcap, int32_t caus
   return m;
 }
 
+// The forward's results: out, lse, then (CUDA, when Python sized one) the
+// float32 workspace.
+ffi::Error ReadFwdResults(ffi::RemainingRets rets, AttnFwdArgs& p) {
+  const AttnShape& s = p.shape;
+  size_t r = 0;
+  auto out = Ret(rets, r, "out");
+  if (!out.has_value()) return out.error();
+  if (ffi::Error e = CheckDims(**out, {s.batch, s.q_len, s.heads, s.head_dim}, p.dtype, "out"); e.failure()) {
+    return e;
+  }
+  auto lse = Ret(rets, r, "lse");
+  if (!lse.has_value()) return lse.error();
+  if (ffi::Error e = CheckDims(**lse, {s.batch, s.heads, s.q_len}, ffi::DataType::F32, "lse"); e.failure()) {
+    return e;
+  }
+  p.out = (*out)->untyped_data();
+  p.lse = static_cast<float*>((*lse)->untyped_data());
+  if (rets.size() > r) {  // CUDA: the split-KV decode path's scratch, when Python sized one
+    auto ws = Ret(rets, r, "workspace");
+    if (!ws.has_value()) return ws.error();
+    if ((*ws)->element_type() != ffi::DataType::F32) return Fail("workspace must be float32");
+    p.workspace = static_cast<float*>((*ws)->untyped_data());
+    p.workspace_elems = int64_t((*ws)->element_count());
+  }
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
@@ -178,18 +205,57 @@ ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   p.bias_dtype = opt.bias_dtype;
   p.mask = opt.mask;
   p.mask_params = m;
-  JAXDNN_TRY(out, Ret(rets, r, "out"));
-  JAXDNN_CHECK(CheckDims(*out, {s.batch, s.q_len, s.heads, s.head_dim}, p.dtype, "out"));
-  JAXDNN_TRY(lse, Ret(rets, r, "lse"));
-  JAXDNN_CHECK(CheckDims(*lse, {s.batch, s.heads, s.q_len}, ffi::DataType::F32, "lse"));
-  p.out = out->untyped_data();
-  p.lse = static_cast<float*>(lse->untyped_data());
-  if (rets.size() > r) {  // CUDA: the split-KV decode path's scratch, when Python sized one
-    JAXDNN_TRY(ws, Ret(rets, r, "workspace"));
-    if (ws->element_type() != ffi::DataType::F32) return ffi::Unexpected(Fail("workspace must be float32"));
-    p.workspace = static_cast<float*>(ws->untyped_data());
-    p.workspace_elems = int64_t(ws->element_count());
+  JAXDNN_CHECK(ReadFwdResults(rets, p));
+  return p;
+}
+
+ffi::ErrorOr<AttnFwdArgs> ReadPagedFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, float scale,
+                                           float softcap, int32_t window_left, int32_t window_right) {
+  size_t a = 0;
+  AttnFwdArgs p{};
+  JAXDNN_TRY(m, MaskParams(scale, softcap, /*causal=*/1, window_left, window_right, 0.f));
+  JAXDNN_TRY(q, Arg(args, a, "query"));
+  JAXDNN_TRY(k, Arg(args, a, "key_cache"));
+  JAXDNN_TRY(v, Arg(args, a, "value_cache"));
+  JAXDNN_TRY(tables, Arg(args, a, "block_tables"));
+  JAXDNN_TRY(lengths, Arg(args, a, "context_lengths"));
+  auto qd = q.dimensions(), kd = k.dimensions(), td = tables.dimensions();
+  if (qd.size() != 4 || kd.size() != 4 || td.size() != 2) {
+    return ffi::Unexpected(
+        Fail("paged attention takes query [batch, q_len, heads, head_dim], caches "
+             "[num_blocks, block_size, kv_heads, head_dim], block_tables [batch, max_blocks]"));
   }
+  if (!IsFloat(q.element_type()) || k.element_type() != q.element_type()) {
+    return ffi::Unexpected(Fail("query and key_cache must be one float dtype"));
+  }
+  AttnShape s;
+  s.batch = qd[0];
+  s.q_len = qd[1];
+  s.heads = qd[2];
+  s.head_dim = qd[3];
+  s.kv_heads = kd[2];
+  if (kd[3] != s.head_dim || kd[0] < 1 || kd[1] < 1) {
+    return ffi::Unexpected(Fail("key_cache must have query's head_dim and at least one block of one row"));
+  }
+  if (s.kv_heads <= 0 || s.heads % s.kv_heads != 0) {
+    return ffi::Unexpected(Fail("key heads must divide query heads"));
+  }
+  JAXDNN_CHECK(CheckDims(v, {kd[0], kd[1], kd[2], kd[3]}, q.element_type(), "value_cache"));
+  JAXDNN_CHECK(CheckDims(tables, {s.batch, td[1]}, ffi::DataType::S32, "block_tables"));
+  JAXDNN_CHECK(CheckDims(lengths, {s.batch}, ffi::DataType::S32, "context_lengths"));
+  p.paged.block_tables = static_cast<const int32_t*>(tables.untyped_data());
+  p.paged.max_blocks = td[1];
+  p.paged.num_blocks = kd[0];
+  p.paged.block_size = kd[1];
+  s.kv_len = td[1] * kd[1];  // the span the tables can hold; each row's context length masks it
+  m.kv_lengths = static_cast<const int32_t*>(lengths.untyped_data());
+  p.shape = s;
+  p.dtype = q.element_type();
+  p.q = q.untyped_data();
+  p.k = k.untyped_data();
+  p.v = v.untyped_data();
+  p.mask_params = m;
+  JAXDNN_CHECK(ReadFwdResults(rets, p));
   return p;
 }
 

@@ -25,8 +25,18 @@ ffi::Error BwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingR
   return RunCatching("jaxdnn attention backward", [&] { return AttentionBwdCpu(*p, &pool); });
 }
 
+// paged_attention: the same kernel, reading K and V through the block tables.
+ffi::Error PagedFwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets, float scale,
+                       float softcap, int32_t window_left, int32_t window_right) {
+  auto p = ReadPagedFwdCall(args, rets, scale, softcap, window_left, window_right);
+  if (!p.has_value()) return p.error();
+  return RunCatching("jaxdnn paged attention forward", [&] { return AttentionFwdCpu(*p, &pool); });
+}
+
 }  // namespace
 
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPagedAttentionFwdCpu, PagedFwdCpu,
+                              ffi::Ffi::Bind().Ctx<ffi::ThreadPool>() JAXDNN_PAGED_ATTENTION_ATTRS);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionFwdCpu, FwdCpu,
                               ffi::Ffi::Bind().Ctx<ffi::ThreadPool>() JAXDNN_ATTENTION_ATTRS);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionBwdCpu, BwdCpu,
@@ -34,7 +44,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionBwdCpu, BwdCpu,
                                   JAXDNN_ATTENTION_ATTRS.Attr<int32_t>("deterministic"));
 
 FamilyExports CpuExports() {
-  return {{{"jaxdnn_attention_fwd", kAttentionFwdCpu}, {"jaxdnn_attention_bwd", kAttentionBwdCpu}}, {}};
+  return {{{"jaxdnn_attention_fwd", kAttentionFwdCpu},
+           {"jaxdnn_attention_bwd", kAttentionBwdCpu},
+           {"jaxdnn_paged_attention_fwd", kPagedAttentionFwdCpu}},
+          {}};
 }
 
 }  // namespace jaxdnn::attention

@@ -7,6 +7,7 @@
 #include "attention/launch_cuda.h"
 #include "attention/ffi.h"
 #include "attention/plan.h"
+#include "attention/sm80/decode_split.h"
 #include "common/cuda_check.h"
 #include "common/cuda_device.h"
 #include "common/ffi_registry.h"
@@ -91,7 +92,35 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   return ffi::Error::Success();
 }
 
+// paged_attention's decode: the split-KV kernels reading K and V through
+// the block tables (Python sends longer query chunks elsewhere).
+ffi::Error PagedFwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets, float scale,
+                        float softcap, int32_t window_left, int32_t window_right) {
+  auto p = ReadPagedFwdCall(args, rets, scale, softcap, window_left, window_right);
+  if (!p.has_value()) return p.error();
+  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype); e.failure()) return e;
+  if (p->workspace_elems < PagedDecodeWorkspaceElems(p->shape)) {
+    return InvalidArg("jaxdnn paged attention", "the workspace is smaller than the decode plan's");
+  }
+  if (cudaError_t err = StreamDevice(stream, &p->device); err != cudaSuccess) {
+    return ffi::Error::Internal(std::string("jaxdnn paged attention: the stream's device: ") +
+                                cudaGetErrorString(err));
+  }
+  ClearStaleLaunchError();
+  const LaunchStatus st = LaunchPagedDecode(*p, stream);
+  if (!st.ok()) {
+    return ffi::Error::Internal("jaxdnn paged attention launch " + ShapeText(p->shape) +
+                                " failed: " + st.Text());
+  }
+  return ffi::Error::Success();
+}
+
 }  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kPagedAttentionFwdCuda, PagedFwdCuda,
+                              ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  JAXDNN_PAGED_ATTENTION_ATTRS,
+                              {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kAttentionBwdCuda, BwdCuda,
                               ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()
@@ -127,8 +156,16 @@ AttnProblem QueryProblem(const QueryArgs& q) {
 
 FamilyExports CudaExports() {
   return {
-      {{"jaxdnn_attention_fwd", kAttentionFwdCuda}, {"jaxdnn_attention_bwd", kAttentionBwdCuda}},
+      {{"jaxdnn_attention_fwd", kAttentionFwdCuda},
+       {"jaxdnn_attention_bwd", kAttentionBwdCuda},
+       {"jaxdnn_paged_attention_fwd", kPagedAttentionFwdCuda}},
       {{"attention_fwd_workspace", [](const QueryArgs& q) { return ForwardWorkspaceElems(QueryProblem(q)); }},
+       {"paged_attention_fwd_workspace",
+        [](const QueryArgs& q) {
+          return PagedDecodeWorkspaceElems({QueryArg(q, "batch"), QueryArg(q, "q_len"), QueryArg(q, "kv_len"),
+                                            QueryArg(q, "heads"), QueryArg(q, "kv_heads"),
+                                            QueryArg(q, "head_dim")});
+        }},
        {"attention_bwd_workspace",
         [](const QueryArgs& q) { return BackwardWorkspaceElems(QueryProblem(q)); }}}};
 }

@@ -66,6 +66,26 @@ struct AttnMaskParams {
   const uint32_t* seeds = nullptr;  // [batch, 2]
 };
 
+// A paged key/value cache (vLLM's layout): k and v are pools
+// [num_blocks, block_size, kv_heads, head_dim], and key position j of batch
+// row b lives in pool block block_tables[b, j / block_size] (clamped into the
+// pool), row j % block_size. Absent (block_tables null): k and v are the
+// contiguous [batch, kv_len, kv_heads, head_dim] arrays.
+struct PagedKv {
+  const int32_t* block_tables = nullptr;  // [batch, max_blocks]
+  int64_t max_blocks = 0, block_size = 0, num_blocks = 0;
+  JAXDNN_HD bool on() const { return block_tables != nullptr; }
+};
+
+// The row of key position j of batch row b in k/v seen as [rows, kv_heads,
+// head_dim]: b * kv_len + j contiguous, the pool row when paged.
+JAXDNN_HD int64_t KvRow(const PagedKv& pg, int64_t b, int64_t j, int64_t kv_len) {
+  if (!pg.on()) return b * kv_len + j;
+  int64_t blk = pg.block_tables[b * pg.max_blocks + j / pg.block_size];
+  blk = blk < 0 ? 0 : (blk >= pg.num_blocks ? pg.num_blocks - 1 : blk);
+  return blk * pg.block_size + j % pg.block_size;
+}
+
 struct AttnFwdArgs {
   AttnShape shape;
   ffi::DataType dtype;  // of q, k, v and out
@@ -76,6 +96,7 @@ struct AttnFwdArgs {
   ffi::DataType bias_dtype;
   Broadcast4 mask;  // bool (one byte), data null when absent
   AttnMaskParams mask_params;
+  PagedKv paged;  // k and v as a paged pool (paged_attention); off by default
   void* out;
   float* lse;
   // CUDA: float32 scratch of the split-KV decode path, or (uneven cases) the
@@ -114,6 +135,11 @@ struct AttnBwdArgs {
 ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
                                       float scale, float softcap, int32_t causal, int32_t window_left,
                                       int32_t window_right, float dropout_rate);
+
+// paged_attention's forward: q, key_cache, value_cache, block_tables,
+// context_lengths -> out, lse, [workspace]; causal at the end of each context.
+ffi::ErrorOr<AttnFwdArgs> ReadPagedFwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, float scale,
+                                           float softcap, int32_t window_left, int32_t window_right);
 
 ffi::ErrorOr<AttnBwdArgs> ReadBwdCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t operands,
                                       float scale, float softcap, int32_t causal, int32_t window_left,

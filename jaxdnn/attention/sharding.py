@@ -41,6 +41,12 @@ _AXES = {
   "q_segment_ids": "bt",
   "kv_segment_ids": "bs",
   "seeds": "bc",
+  # paged_attention: the block pool (x blocks of y rows) stays whole on every
+  # device, split only on its kv heads; block tables are per sequence (m: max blocks).
+  "key_cache": "xykd",
+  "value_cache": "xykd",
+  "block_tables": "bm",
+  "context_lengths": "b",
 }
 
 
@@ -94,7 +100,7 @@ class BatchHeadsSharding:
     for kinds in (self.in_kinds, self.out_kinds):
       for kind in kinds:
         for a in _AXES[kind]:
-          if a in "tsdc" and a not in present:
+          if a in "tsdcxym" and a not in present:
             present.append(a)
     return tuple(present)
 

@@ -23,6 +23,7 @@ EXTRA = {
   "norms_grid": ("norms", "grid_bench"),
   "rnn": ("recurrent", "bench"),
   "conv_compile": ("conv", "compile_bench"),
+  "paged": ("attention", "paged_bench"),
 }
 
 

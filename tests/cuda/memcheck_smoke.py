@@ -26,7 +26,8 @@ import jaxdnn  # noqa: E402
 
 IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run without a GPU
 # "cnn": only the CNN families (convolution, pooling, the CNN norms) and the
-# memory-bound ops cnn_cases runs, for a short sanitizer run.
+# memory-bound ops cnn_cases runs, for a short sanitizer run; "paged": only
+# paged_attention's in-place decode.
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 key = iter(jax.random.split(jax.random.key(0), 64))
 
@@ -52,7 +53,23 @@ def attention_cases():
   )
 
 
+def paged_cases():
+  """paged_attention's in-place decode: shuffled tables, ragged and empty
+  contexts, out-of-pool entries (clamped), block sizes 16 and 256, GQA."""
+  for block, dim, q_len in ((16, 128, 1), (256, 64, 4), (64, 256, 16)):
+    pool, max_blocks = 40, 12
+    q = normal((3, q_len, 8, dim))
+    kc, vc = normal((pool, block, 2, dim)), normal((pool, block, 2, dim))
+    tables = jax.random.randint(next(key), (3, max_blocks), -2, pool + 3)
+    lengths = jnp.array([0, block * max_blocks // 2 + 1, block * max_blocks + 9], jnp.int32)
+    jax.block_until_ready(jaxdnn.paged_attention(q, kc, vc, tables, lengths, implementation=IMPL))
+
+
 def main():
+  if ONLY == "paged":
+    paged_cases()
+    print("memcheck smoke (paged): ALL PASSED")
+    return
   if ONLY == "cnn":
     cnn_cases()
     print("memcheck smoke (cnn): ALL PASSED")
@@ -83,6 +100,7 @@ def main():
       x, labels, label_smoothing=0.1, implementation=IMPL
     )
     jax.block_until_ready(jax.grad(loss)(x))
+  paged_cases()
   cnn_cases()
   rnn_cases()
   print("memcheck smoke: ALL PASSED")

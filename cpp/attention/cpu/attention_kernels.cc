@@ -113,8 +113,11 @@ void Forward(const AttnFwdArgs& p, ffi::ThreadPool* pool) {
     if (i_begin >= i_end) return;
     std::vector<float> kt, vf, qf(kQBlock * dim), acc(kQBlock * dim), tile(kQBlock * kKeyBlock),
         w(kQBlock * kKeyBlock);
-    WidenPanels(static_cast<const T*>(p.k), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, kt);
-    WidenRows(static_cast<const T*>(p.v), b, kvh, s.kv_len, s.kv_heads, dim, kv_pad, vf);
+    // A paged cache is read only within the row's context: blocks past it
+    // may be stale or belong to another sequence.
+    const int64_t kv_read = p.paged.on() ? ClampLength(m.kv_lengths, b, s.kv_len) : s.kv_len;
+    WidenPanels(static_cast<const T*>(p.k), b, kvh, kv_read, s.kv_heads, dim, kv_pad, kt, p.paged);
+    WidenRows(static_cast<const T*>(p.v), b, kvh, kv_read, s.kv_heads, dim, kv_pad, vf, p.paged);
     // A masked key's value row must add nothing even when it is not finite
     // (a padded cache): then rows skip their zero weights one by one.
     const bool v_finite = AllFinite(vf.data(), vf.size());

@@ -24,13 +24,14 @@ inline int64_t RowOffset(int64_t b, int64_t pos, int64_t head, int64_t len, int6
   return ((b * len + pos) * heads + head) * dim;
 }
 
-// Rows [b, 0:len, head, :] as float32 [len_pad, dim], zero rows past len.
+// Rows [b, 0:len, head, :] as float32 [len_pad, dim], zero rows past len;
+// with a paged cache `pg`, key positions 0:len of batch row b in the pool.
 template <typename T>
 void WidenRows(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads, int64_t dim,
-               int64_t len_pad, std::vector<float>& dst) {
+               int64_t len_pad, std::vector<float>& dst, const PagedKv& pg = {}) {
   dst.assign(len_pad * dim, 0.f);
   for (int64_t j = 0; j < len; ++j) {
-    const T* row = src + RowOffset(b, j, head, len, heads, dim);
+    const T* row = src + (KvRow(pg, b, j, len) * heads + head) * dim;
     for (int64_t d = 0; d < dim; ++d) dst[j * dim + d] = ToFloat(row[d]);
   }
 }
@@ -41,10 +42,10 @@ void WidenRows(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads
 // all on the same cache sets).
 template <typename T>
 void WidenPanels(const T* src, int64_t b, int64_t head, int64_t len, int64_t heads, int64_t dim,
-                 int64_t len_pad, std::vector<float>& dst) {
+                 int64_t len_pad, std::vector<float>& dst, const PagedKv& pg = {}) {
   dst.assign(dim * len_pad, 0.f);
   for (int64_t j = 0; j < len; ++j) {
-    const T* row = src + RowOffset(b, j, head, len, heads, dim);
+    const T* row = src + (KvRow(pg, b, j, len) * heads + head) * dim;
     float* panel = &dst[j / kKeyBlock * dim * kKeyBlock + j % kKeyBlock];
     for (int64_t d = 0; d < dim; ++d) panel[d * kKeyBlock] = ToFloat(row[d]);
   }

@@ -194,4 +194,18 @@ LaunchStatus LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSpl
   }
 }
 
+LaunchStatus LaunchPagedDecode(const AttnFwdArgs& p, cudaStream_t stream) {
+  if (!p.paged.on()) return LaunchStatus::Refused("the paged decode needs block tables");
+  if (!DecodeSplitKernelTakes(p) || !PagedDecodeShapeFits(p.shape)) {
+    return LaunchStatus::Refused(
+        "the paged decode takes bfloat16/float16, head_dim 64, 128 or 256, at most 16 query tokens, "
+        "kv heads dividing heads and 16-byte aligned buffers");
+  }
+  DecodeSplitPlan plan;
+  if (LaunchStatus st = FitDecodeSplitPlanToWaves(p, MakeDecodeSplitPlan(p.shape), &plan); !st.ok()) {
+    return st;
+  }
+  return LaunchAttentionFwdDecodeSplit(p, plan, stream);
+}
+
 }  // namespace jaxdnn::attention

@@ -48,10 +48,13 @@ struct DecodeSplitParams {
   float* partial_ml;  // [batch * heads * q_len, slots, 2]: max (log2 units), sum
 };
 
-// kBlockN keys from `key0` of K and V (rows at or past kv_len zero-filled).
+// kBlockN keys from `key0` of K and V (rows at or past `limit` zero-filled).
+// k_src/v_src point at this CTA's kv head of row 0 of k/v seen as [rows,
+// kv_heads, head_dim]; KvRow finds batch row b's key (contiguous or paged).
 template <typename T, int kD, int kBlockN>
 __device__ __forceinline__ void DecodeLoadKv(T* sk, T* sv, const T* k_src, const T* v_src, int64_t stride,
-                                             int64_t key0, int64_t kv_len) {
+                                             int64_t key0, int64_t limit, const PagedKv& pg, int64_t b,
+                                             int64_t kv_len) {
   constexpr int kChunks = kD / 8;
   constexpr int kRowsPerPass = kDecodeThreads / kChunks;
   static_assert(kBlockN % kRowsPerPass == 0, "a block must be whole passes");
@@ -59,8 +62,8 @@ __device__ __forceinline__ void DecodeLoadKv(T* sk, T* sv, const T* k_src, const
 #pragma unroll
   for (int r = threadIdx.x / kChunks; r < kBlockN; r += kRowsPerPass) {
     const int64_t key = key0 + r;
-    const bool ok = key < kv_len;
-    const int64_t off = (ok ? key : 0) * stride + ch * 8;
+    const bool ok = key < limit;
+    const int64_t off = (ok ? KvRow(pg, b, key, kv_len) : 0) * stride + ch * 8;
     const int at = sm80::SwizzledTile<kD>::Offset(r, ch);
     sm80::CpAsync16(sk + at, k_src + off, ok ? 16 : 0);
     sm80::CpAsync16(sv + at, v_src + off, ok ? 16 : 0);
@@ -141,8 +144,11 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeSplitPartialKernel(const
   }
 
   const int64_t kv_stride = s.kv_heads * kD;
-  const T* k_src = static_cast<const T*>(p.k) + b * s.kv_len * kv_stride + kvh * kD;
-  const T* v_src = static_cast<const T*>(p.v) + b * s.kv_len * kv_stride + kvh * kD;
+  const T* k_src = static_cast<const T*>(p.k) + kvh * kD;
+  const T* v_src = static_cast<const T*>(p.v) + kvh * kD;
+  // A paged pool is read only within the row's context (blocks past it may
+  // be stale or another sequence's); a contiguous array up to its length.
+  const int64_t limit = p.paged.on() ? ClampLength(m.kv_lengths, b, s.kv_len) : s.kv_len;
 
   float o[kDTiles][4];
 #pragma unroll
@@ -150,7 +156,9 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeSplitPartialKernel(const
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // max in log2 units
 
   const int64_t n_blocks = union_hi > union_lo ? (union_hi - union_lo + kBlockN - 1) / kBlockN : 0;
-  if (n_blocks > 0) DecodeLoadKv<T, kD, kBlockN>(sK, sV, k_src, v_src, kv_stride, union_lo, s.kv_len);
+  if (n_blocks > 0) {
+    DecodeLoadKv<T, kD, kBlockN>(sK, sV, k_src, v_src, kv_stride, union_lo, limit, p.paged, b, s.kv_len);
+  }
   sm80::CpAsyncCommit();  // Q (and the first block)
   const float scale_log2 = m.scale * kDecodeLog2e;
   const bool softcap = m.softcap > 0.f;
@@ -160,7 +168,7 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeSplitPartialKernel(const
     const int64_t n0 = union_lo + t * kBlockN;
     if (t + 1 < n_blocks) {
       DecodeLoadKv<T, kD, kBlockN>(sK + (buf ^ 1) * kBlockN * kD, sV + (buf ^ 1) * kBlockN * kD, k_src, v_src,
-                                   kv_stride, n0 + kBlockN, s.kv_len);
+                                   kv_stride, n0 + kBlockN, limit, p.paged, b, s.kv_len);
     }
     sm80::CpAsyncCommit();
     sm80::CpAsyncWait<1>();

@@ -40,6 +40,11 @@ LaunchStatus LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSpl
 LaunchStatus FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPlan& plan,
                                        DecodeSplitPlan* fitted);
 
+// paged_attention's decode over a paged pool (p.paged on): the same kernels
+// with the plan fitted to the waves, whether or not splitting pays.
+// p.workspace must hold PagedDecodeWorkspaceElems(p.shape) floats.
+LaunchStatus LaunchPagedDecode(const AttnFwdArgs& p, cudaStream_t stream);
+
 // The plan for this shape with a given number of splits (the chunk rounded up
 // to kDecodeChunkAlign keys; the split count may come out smaller): for tests.
 DecodeSplitPlan DecodeSplitPlanWithSplits(const AttnShape& s, int64_t splits);

@@ -86,4 +86,16 @@ inline int64_t DecodeWorkspaceElems(const AttnShape& s) {
   return DecodeSplitShapeFits(s) ? DecodeWorkspaceElemsForPlan(s, MakeDecodeSplitPlan(s)) : 0;
 }
 
+// paged_attention's decode (a paged pool has no contiguous fallback, so the
+// kernel runs whether or not splitting pays): its workspace, 0 where the
+// shape is not a decode one. Mirrored by jaxdnn/attention/paged_primitive.py.
+inline bool PagedDecodeShapeFits(const AttnShape& s) {
+  if (s.batch < 1 || s.q_len < 1 || s.q_len > kDecodeMaxQueryLen || s.kv_len < 1) return false;
+  if (s.heads < 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0) return false;
+  return s.head_dim == 64 || s.head_dim == 128 || s.head_dim == 256;
+}
+inline int64_t PagedDecodeWorkspaceElems(const AttnShape& s) {
+  return PagedDecodeShapeFits(s) ? DecodeWorkspaceElemsForPlan(s, MakeDecodeSplitPlan(s)) : 0;
+}
+
 }  // namespace jaxdnn::attention
