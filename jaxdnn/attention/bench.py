@@ -347,7 +347,8 @@ def main(argv=None):
   ap.add_argument(
     "--only",
     default="dense,packed,decode",
-    help="comma-separated parts: dense (the grid), packed, decode",
+    help="comma-separated parts: dense (the grid), packed, decode, extras (issue 24: bias,"
+    " sinks, MLA; not in the default)",
   )
   ap.add_argument(
     "--gpu-busy",
@@ -375,6 +376,10 @@ def main(argv=None):
   if not args.quick and "decode" in parts:
     decode(128, records)
     decode(128, records, batch=1)  # one sequence: the case a split over kv_len is for
+  if "extras" in parts:
+    from jaxdnn.attention.bench_extras import extras
+
+    extras(records, with_torch, seq=256 if args.quick else 4096, print_case=_print_case)
   add_ratios(records)
   summ = summary(records)
   print("jaxdnn vs cuDNN (head dim 128, seq >= 2k):", json.dumps(summ))

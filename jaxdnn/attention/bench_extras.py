@@ -1,0 +1,128 @@
+"""Issue 24's cases in the attention harness (`--only extras`): a learned
+bias [1, H, T, T] (its gradient included), softmax sinks (their gradient
+included) and MLA (query/key head dim 192, value 128), each jaxdnn against
+cuDNN through jax.nn where it can express the case, PyTorch's SDPA for MLA.
+b2 x 4096 tokens, 16 heads, bfloat16, causal and not."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+import jaxdnn
+from jaxdnn.bench import timing
+
+HEADS = 16
+
+
+def _timed(records, case, impl, f, args, flops):
+  """Forward, then forward+backward with the gradient of every argument."""
+  from jaxdnn.attention.bench import _record
+
+  fwd = jax.jit(f)
+  grad = jax.jit(
+    jax.grad(lambda *a: jnp.sum(f(*a).astype(jnp.float32)), argnums=tuple(range(len(args))))
+  )
+  for direction, fn, mult in (("fwd", fwd, 1.0), ("fwd+bwd", grad, 3.5)):
+    try:
+      t = timing.time_jax(fn, *args, warmup=2, repeats=7)
+      b = timing.busy_jax(fn, *args, calls=5)
+      records.append(_record("attention", case, direction, impl, t, mult * flops, b))
+    except Exception as e:  # noqa: BLE001 - an anchor refusing a case is a row, not a crash
+      records.append(
+        dict(op="attention", case=case, direction=direction, impl=impl, error=str(e)[:160])
+      )
+
+
+def _torch_mla(records, case, q, k, v, causal, flops):
+  try:
+    import torch
+    import torch.nn.functional as F
+  except Exception:  # noqa: BLE001
+    return
+  from jaxdnn.attention.bench import _record
+
+  tq, tk, tv = (
+    torch.from_numpy(jax.device_get(x.astype(jnp.float32)))
+    .to("cuda", torch.bfloat16)
+    .transpose(1, 2)
+    for x in (q, k, v)
+  )
+  tq, tk, tv = (t.contiguous().requires_grad_(True) for t in (tq, tk, tv))
+  fwd = lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+
+  def fb():
+    F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal).sum().backward()
+
+  for direction, fn, mult in (("fwd", fwd, 1.0), ("fwd+bwd", fb, 3.5)):
+    try:
+      t = timing.time_torch(fn, warmup=2, repeats=7, calls=3)
+      records.append(_record("attention", case, direction, "torch", t, mult * flops))
+    except Exception as e:  # noqa: BLE001
+      records.append(
+        dict(op="attention", case=case, direction=direction, impl="torch", error=str(e)[:160])
+      )
+
+
+def extras(records, with_torch, seq=4096, batch=2, print_case=None):
+  keys = iter(jax.random.split(jax.random.PRNGKey(24), 16))
+  normal = lambda shape, dtype=jnp.bfloat16: jax.random.normal(next(keys), shape, dtype)
+  for causal in (False, True):
+    tag = "c" if causal else ""
+    q, k, v = (normal((batch, seq, HEADS, 128)) for _ in range(3))
+    flops = 4 * batch * HEADS * seq * seq * 128 / (2 if causal else 1)
+    bias = normal((1, HEADS, seq, seq)) * 0.5
+    case = f"bias1HTT b{batch}s{seq}d128{tag}"
+    _timed(
+      records,
+      case,
+      "jaxdnn",
+      lambda q, k, v, b: jaxdnn.dot_product_attention(q, k, v, bias=b, is_causal=causal),
+      (q, k, v, bias),
+      flops,
+    )
+    _timed(
+      records,
+      case,
+      "cudnn",
+      lambda q, k, v, b: jax.nn.dot_product_attention(
+        q, k, v, bias=b, is_causal=causal, implementation="cudnn"
+      ),
+      (q, k, v, bias),
+      flops,
+    )
+    print_case and print_case(records, case)
+    sinks = normal((HEADS,), jnp.float32)
+    case = f"sinks b{batch}s{seq}d128{tag}"
+    for name, f, args in (
+      (
+        "jaxdnn",
+        lambda q, k, v, s: jaxdnn.dot_product_attention(q, k, v, sinks=s, is_causal=causal),
+        (q, k, v, sinks),
+      ),
+      (
+        "nosinks",
+        lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=causal),
+        (q, k, v),
+      ),
+    ):
+      _timed(records, case, name, f, args, flops)
+    print_case and print_case(records, case)
+    qm, km = normal((batch, seq, HEADS, 192)), normal((batch, seq, HEADS, 192))
+    vm = normal((batch, seq, HEADS, 128))
+    flops_mla = 2 * batch * HEADS * seq * seq * (192 + 128) / (2 if causal else 1)
+    case = f"mla192/128 b{batch}s{seq}{tag}"
+    for name, impl in (("jaxdnn", None), ("cudnn", "cudnn")):
+      f = (
+        (lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=causal))
+        if impl is None
+        else (
+          lambda q, k, v: jax.nn.dot_product_attention(
+            q, k, v, is_causal=causal, implementation="cudnn"
+          )
+        )
+      )
+      _timed(records, case, name, f, (qm, km, vm), flops_mla)
+    if with_torch:
+      _torch_mla(records, case, qm, km, vm, causal, flops_mla)
+    print_case and print_case(records, case)
