@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -319,7 +320,7 @@ def summary(records, dim=128, seq_min=2048):
         and r["op"] == "attention"
         and r["direction"] == direction
         and "cudnn" in r.get(key, {})
-        and f"d{dim}" in r["case"]
+        and re.fullmatch(rf"b\d+s\d+d{dim}c?", r["case"])  # the dense grid's cases only
         and int(r["case"].split("s")[1].split("d")[0]) >= seq_min
       ]
       if ratios:

@@ -82,6 +82,7 @@ def _gathered(cfg, query, key_cache, value_cache, blocks, lengths, sinks):
   dot_product_attention with each context's length, causal bottom-right."""
   batch = query.shape[0]
   span = blocks.shape[1] * key_cache.shape[1]
+  lengths = jnp.clip(lengths, 0, span).astype(jnp.int32)
   # Positions past a sequence's context read stale or foreign blocks: zero
   # them, so nothing but the mask decides (a stale NaN stays out of P.V).
   live = (jnp.arange(span)[None, :] < lengths[:, None])[..., None, None]
@@ -213,10 +214,15 @@ def paged_attention(
   validation.check_scalars(scale, softcap, 0.0, None)
   blocks = block_tables.astype(jnp.int32)
   span = blocks.shape[1] * key_cache.shape[1]
-  lengths = jnp.clip(context_lengths.astype(jnp.int32), 0, span)
   cfg = _Config(scale, softcap, local_window_size, implementation)
   if not _in_place_serves(query, key_cache, value_cache, implementation):
-    return _gathered(cfg, query, key_cache, value_cache, blocks, lengths, sinks)
+    return _gathered(cfg, query, key_cache, value_cache, blocks, context_lengths, sinks)
+  # The kernels clamp the lengths themselves (no launch for a clip): only
+  # integers wider than 32 bits are clipped first, so that none wraps.
+  lengths = context_lengths
+  if jnp.dtype(lengths.dtype).itemsize > 4 or jnp.dtype(lengths.dtype) == jnp.uint32:
+    lengths = jnp.clip(lengths, 0, span)
+  lengths = lengths.astype(jnp.int32)
   sinks = validation.check_sinks(validation.as_array("sinks", sinks, optional=True), query.shape[2])
   if sinks is not None:
     sinks = sinks.astype(jnp.float32)
