@@ -19,10 +19,19 @@
 
 namespace jaxdnn::conv {
 
+// A strided 1x1 window (ResNet's downsampling shortcuts): XLA's strided
+// convolution beat the sm90 implicit GEMM (0.71-0.80x) and the 1x1 GEMM on
+// the input's strided view (0.59-0.79x forward, 0.73-0.88x fwd+bwd) on all
+// three ResNet-50 layers on an H200 (docs/perf/conv.md).
+inline bool StridedPointwise(const ConvGeometry& g) {
+  return g.taps() == 1 && (g.stride[0] > 1 || g.stride[1] > 1 || g.stride[2] > 1);
+}
+
 // True where the sm90 forward is the default for g (a problem it serves).
 inline bool PreferSm90Forward(const ConvGeometry& g) {
   const std::string forced = SwitchText(Switch::kConvHeuristic);
   if (forced != "auto") return forced == "sm90";
+  if (StridedPointwise(g)) return false;
   const bool strided = g.stride[0] > 1 || g.stride[1] > 1 || g.stride[2] > 1;
   const int64_t positions = g.batch * g.out_positions();
   return strided || (positions <= (int64_t(1) << 17) && g.out_channels % 128 == 0);
@@ -48,6 +57,7 @@ inline bool PreferConv1x1Gemm(const ConvGeometry& /*g*/) {
 inline bool PreferSm90Gradients(const ConvGeometry& g) {
   const std::string forced = SwitchText(Switch::kConvHeuristic);
   if (forced != "auto") return forced == "sm90";
+  if (StridedPointwise(g)) return false;
   return g.stride[0] > 1 || g.stride[1] > 1 || g.stride[2] > 1;
 }
 

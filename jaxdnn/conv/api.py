@@ -762,54 +762,10 @@ def _conv_call(x, w, bias, residual, kwargs, algorithm, implementation, *, measu
       algorithm, implementation,
     )  # fmt: skip
 
-  if algorithm is None and implementation is None and _strided_pointwise(g, pad_mode):
-    # A strided 1x1 convolution reads only every s-th input position: the
-    # strided view (an XLA slice) then the 1x1 GEMM, where that GEMM serves
-    # the unstrided problem (its gradient: the view's transpose, a pad).
-    index = (slice(None), *(slice(None, None, st) for st in g.strides), slice(None))
-    if isinstance(x, jax.ShapeDtypeStruct):  # conv_plan: shapes only
-      view = jax.ShapeDtypeStruct(jax.eval_shape(lambda a: a[index], x).shape, x.dtype)
-    else:
-      view = x[index]
-    unstrided = dict(kwargs, strides=1, padding="VALID")
-    c = _conv_call(view, w, bias, residual, unstrided, None, None, measure=measure, tune=tune)
-    if (
-      c.platform == "cuda"
-      and c.algorithm == "implicit_gemm"
-      and _pointwise_gemm_serves(
-        c.g,
-        c.x.dtype,
-        c.out_dtype,
-        "" if bias is None else str(np.dtype(bias.dtype)),
-        "" if residual is None else str(np.dtype(residual.dtype)),
-        c.act,
-        c.saved,
-        bias is not None,
-        residual is not None,
-      )
-    ):
-      return c._replace(
-        reason="a strided 1x1 convolution: its strided input view (an XLA slice) and the 1x1 "
-        "GEMM, which measured faster than the implicit GEMM and XLA's strided convolution "
-        "(docs/perf/conv.md)"
-      )
   c = decide(algorithm, implementation)
   if not tune or algorithm is not None or implementation is not None:
     return c
   return _autotuned(c, decide, kwargs, measure=measure)
-
-
-def _strided_pointwise(g, pad_mode) -> bool:
-  """A 1x1 window at some stride > 1, unpadded, no dilation, no groups, on a GPU."""
-  return (
-    jax.default_backend() == "gpu"
-    and pad_mode is None
-    and all(k == 1 for k in g.window)
-    and any(st > 1 for st in g.strides)
-    and all(d == 1 for d in g.input_dilation)
-    and all(p == (0, 0) for p in g.pads)
-    and g.groups == 1
-  )
 
 
 def _as_native_xla(c: _Call) -> _Call:
