@@ -54,6 +54,10 @@ def _check(query, key_cache, value_cache, block_tables, context_lengths):
       "key_cache and value_cache must share [num_blocks, block_size, kv_heads], got "
       f"{key_cache.shape} and {value_cache.shape}"
     )
+  if key_cache.shape[2] < 1 or query.shape[2] % key_cache.shape[2]:
+    raise _err(
+      f"the caches' kv_heads ({key_cache.shape[2]}) must divide query's heads ({query.shape[2]})"
+    )
   batch, q_len = query.shape[:2]
   for name, x, rank in (("block_tables", block_tables, 2), ("context_lengths", context_lengths, 1)):
     if not jnp.issubdtype(x.dtype, jnp.integer):

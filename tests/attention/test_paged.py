@@ -116,6 +116,7 @@ def test_vmap_over_a_leading_axis():
     (dict(tables=np.zeros((3, 3), np.int32)), ValueError, "block_tables must be"),
     (dict(lengths=np.zeros((2, 1), np.int32)), ValueError, "context_lengths must be"),
     (dict(q=np.zeros((2, 64, 8, 32), np.float32)), ValueError, "q_len 64 exceeds"),
+    (dict(q=np.zeros((2, 1, 7, 32), np.float32)), ValueError, "must divide query's heads"),
   ],
 )
 def test_bad_arguments_are_named(change, error, match):
