@@ -29,7 +29,7 @@ IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run withou
 # memory-bound ops cnn_cases runs, for a short sanitizer run; "paged": only
 # paged_attention's in-place decode.
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
-key = iter(jax.random.split(jax.random.key(0), 64))
+key = iter(jax.random.split(jax.random.key(0), 128))
 
 
 def normal(shape, dtype=jnp.bfloat16):

@@ -18,20 +18,21 @@ bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 // opt-in set first, as the launch needs it anyway). Queried once per process
 // and instantiation, off the per-call path (it only steers the split count).
 template <typename T, int kD, int kRowTiles>
-cudaError_t ResidentCtasPerSm(int device, int* ctas) {
+cudaError_t ResidentCtasPerSm(int device, bool paged, int* ctas) {
   struct Query {
     cudaError_t err = cudaErrorNotReady;
     int ctas = 0;
   };
-  static PerDevice<Query> cache;
-  const Query query = cache.Get(device, [] {
+  static PerDevice<Query> cache[2];  // contiguous, paged (more shared memory)
+  const Query query = cache[paged].Get(device, [paged] {
     Query q;
-    constexpr int kSmem = DecodeSmemBytes<kD, kRowTiles>();
+    const int smem = DecodeSmemBytes<kD, kRowTiles>(paged);
     q.err = cudaFuncSetAttribute(DecodeSplitPartialKernel<T, kD, kRowTiles>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 DecodeSmemBytes<kD, kRowTiles>(true));
     if (q.err == cudaSuccess) {
       q.err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &q.ctas, DecodeSplitPartialKernel<T, kD, kRowTiles>, kDecodeThreads, kSmem);
+          &q.ctas, DecodeSplitPartialKernel<T, kD, kRowTiles>, kDecodeThreads, smem);
     }
     return q;
   });
@@ -40,21 +41,21 @@ cudaError_t ResidentCtasPerSm(int device, int* ctas) {
 }
 
 template <typename T, int kD>
-LaunchStatus ResidentByRowTiles(int device, int row_tiles, int* ctas) {
+LaunchStatus ResidentByRowTiles(int device, bool paged, int row_tiles, int* ctas) {
   switch (row_tiles) {
-    case 1: return ResidentCtasPerSm<T, kD, 1>(device, ctas);
-    case 2: return ResidentCtasPerSm<T, kD, 2>(device, ctas);
-    case 4: return ResidentCtasPerSm<T, kD, 4>(device, ctas);
+    case 1: return ResidentCtasPerSm<T, kD, 1>(device, paged, ctas);
+    case 2: return ResidentCtasPerSm<T, kD, 2>(device, paged, ctas);
+    case 4: return ResidentCtasPerSm<T, kD, 4>(device, paged, ctas);
     default: return LaunchStatus::Refused("no split-KV decode is compiled for the plan's row tiles");
   }
 }
 
 template <typename T>
-LaunchStatus ResidentByHeadDim(int device, int head_dim, int row_tiles, int* ctas) {
+LaunchStatus ResidentByHeadDim(int device, bool paged, int head_dim, int row_tiles, int* ctas) {
   switch (head_dim) {
-    case 64: return ResidentByRowTiles<T, 64>(device, row_tiles, ctas);
-    case 128: return ResidentByRowTiles<T, 128>(device, row_tiles, ctas);
-    case 256: return ResidentByRowTiles<T, 256>(device, row_tiles, ctas);
+    case 64: return ResidentByRowTiles<T, 64>(device, paged, row_tiles, ctas);
+    case 128: return ResidentByRowTiles<T, 128>(device, paged, row_tiles, ctas);
+    case 256: return ResidentByRowTiles<T, 256>(device, paged, row_tiles, ctas);
     default: return LaunchStatus::Refused("no split-KV decode is compiled for this head dim");
   }
 }
@@ -62,14 +63,16 @@ LaunchStatus ResidentByHeadDim(int device, int head_dim, int row_tiles, int* cta
 template <typename T, int kD, int kRowTiles>
 cudaError_t LaunchPhases(const DecodeSplitParams& dp, const DecodeSplitPlan& plan, cudaStream_t stream) {
   const AttnShape& s = dp.args.shape;
-  constexpr int kSmem = DecodeSmemBytes<kD, kRowTiles>();
+  const int smem = DecodeSmemBytes<kD, kRowTiles>(dp.args.paged.on());
   // Above 48 KB of dynamic shared memory needs the per-function, per-device
-  // opt-in: a host-side attribute (no stream work), so graph-capture safe.
-  cudaError_t err = cudaFuncSetAttribute(DecodeSplitPartialKernel<T, kD, kRowTiles>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  // opt-in (set to the paged launches' larger size): a host-side attribute
+  // (no stream work), so graph-capture safe.
+  cudaError_t err =
+      cudaFuncSetAttribute(DecodeSplitPartialKernel<T, kD, kRowTiles>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, DecodeSmemBytes<kD, kRowTiles>(true));
   if (err != cudaSuccess) return err;
   const dim3 grid(unsigned(plan.splits), unsigned(s.kv_heads * plan.row_groups), unsigned(s.batch));
-  DecodeSplitPartialKernel<T, kD, kRowTiles><<<grid, kDecodeThreads, kSmem, stream>>>(dp);
+  DecodeSplitPartialKernel<T, kD, kRowTiles><<<grid, kDecodeThreads, smem, stream>>>(dp);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
   const int64_t rows = s.batch * s.heads * s.q_len;
@@ -144,9 +147,10 @@ LaunchStatus FitDecodeSplitPlanToWaves(const AttnFwdArgs& p, const DecodeSplitPl
   if (err != cudaSuccess) return err;
   const LaunchStatus resident =
       p.dtype == ffi::DataType::F16
-          ? ResidentByHeadDim<__half>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles, &per_sm)
-          : ResidentByHeadDim<__nv_bfloat16>(dev, static_cast<int>(p.shape.head_dim), plan.row_tiles,
-                                             &per_sm);
+          ? ResidentByHeadDim<__half>(dev, p.paged.on(), static_cast<int>(p.shape.head_dim), plan.row_tiles,
+                                      &per_sm)
+          : ResidentByHeadDim<__nv_bfloat16>(dev, p.paged.on(), static_cast<int>(p.shape.head_dim),
+                                             plan.row_tiles, &per_sm);
   if (!resident.ok()) return resident;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
   const int64_t slots = static_cast<int64_t>(per_sm) * sms;
@@ -196,6 +200,8 @@ LaunchStatus LaunchAttentionFwdDecodeSplit(const AttnFwdArgs& p, const DecodeSpl
 
 LaunchStatus LaunchPagedDecode(const AttnFwdArgs& p, cudaStream_t stream) {
   if (!p.paged.on()) return LaunchStatus::Refused("the paged decode needs block tables");
+  if (p.shape.batch == 0 || p.shape.q_len == 0 || p.shape.heads == 0)
+    return cudaSuccess;  // nothing to compute
   if (!DecodeSplitKernelTakes(p) || !PagedDecodeShapeFits(p.shape)) {
     return LaunchStatus::Refused(
         "the paged decode takes bfloat16/float16, head_dim 64, 128 or 256, at most 16 query tokens, "

@@ -38,11 +38,13 @@ constexpr int DecodeBlockKeys() {
 // (block sizes under 16 with long chunks) reads the table in place.
 constexpr int kDecodeTableStage = 1024;
 
+// Q + 2x(K, V), then (paged launches only, so the contiguous decode keeps
+// its occupancy) the staged table entries.
 template <int kD, int kRowTiles>
-constexpr int DecodeSmemBytes() {
+constexpr int DecodeSmemBytes(bool paged) {
   constexpr int kKeyGroups = kDecodeWarps / kRowTiles;
-  // Q + 2x(K, V), then the staged table entries.
-  return (16 * kRowTiles * kD + 4 * DecodeBlockKeys<kD, kKeyGroups>() * kD) * 2 + kDecodeTableStage * 4;
+  return (16 * kRowTiles * kD + 4 * DecodeBlockKeys<kD, kKeyGroups>() * kD) * 2 +
+         (paged ? kDecodeTableStage * 4 : 0);
 }
 
 // Where a CTA's paged key rows are: the staged entries (s_tbl non-null,
