@@ -113,19 +113,26 @@ def _time_pair(impl_name, f, kw, q, k, v, flops_fwd, case, name, records, with_b
     )
 
 
-def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
-  try:
-    import torch
-    import torch.nn.functional as F
-  except Exception:  # noqa: BLE001
-    return
-  tq, tk, tv = (
+def torch_qkv(q, k, v):
+  """q, k, v as PyTorch's SDPA takes them: bf16 on the GPU, [batch, heads, seq, dim]."""
+  import torch
+
+  return tuple(
     torch.from_numpy(np.asarray(x.astype(jnp.float32)))
     .to("cuda", torch.bfloat16)
     .transpose(1, 2)
     .contiguous()
     for x in (q, k, v)
   )
+
+
+def _torch_rows(q, k, v, causal, flops_fwd, case, name, records):
+  try:
+    import torch
+    import torch.nn.functional as F
+  except Exception:  # noqa: BLE001
+    return
+  tq, tk, tv = torch_qkv(q, k, v)
   try:
     fwd = lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
     t_f = timing.time_torch(fwd, warmup=2, repeats=7, calls=5)

@@ -36,19 +36,12 @@ def _timed(records, case, impl, f, args, flops):
 
 def _torch_mla(records, case, q, k, v, causal, flops):
   try:
-    import torch
     import torch.nn.functional as F
   except Exception:  # noqa: BLE001
     return
-  from jaxdnn.attention.bench import _record
+  from jaxdnn.attention.bench import _record, torch_qkv
 
-  tq, tk, tv = (
-    torch.from_numpy(jax.device_get(x.astype(jnp.float32)))
-    .to("cuda", torch.bfloat16)
-    .transpose(1, 2)
-    for x in (q, k, v)
-  )
-  tq, tk, tv = (t.contiguous().requires_grad_(True) for t in (tq, tk, tv))
+  tq, tk, tv = (t.requires_grad_(True) for t in torch_qkv(q, k, v))
   fwd = lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
 
   def fb():

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from jaxdnn import _extension, _platform
 from jaxdnn.attention import validation
-from jaxdnn.attention.api import _with_sinks, dot_product_attention
+from jaxdnn.attention.api import _lengths_int32, _with_sinks, dot_product_attention
 from jaxdnn.attention.paged_primitive import (
   DECODE_HEAD_DIMS,
   DECODE_MAX_Q_LEN,
@@ -221,12 +221,8 @@ def paged_attention(
   cfg = _Config(scale, softcap, local_window_size, implementation)
   if not _in_place_serves(query, key_cache, value_cache, implementation):
     return _gathered(cfg, query, key_cache, value_cache, blocks, context_lengths, sinks)
-  # The kernels clamp the lengths themselves (no launch for a clip): only
-  # integers wider than 32 bits are clipped first, so that none wraps.
-  lengths = context_lengths
-  if jnp.dtype(lengths.dtype).itemsize > 4 or jnp.dtype(lengths.dtype) == jnp.uint32:
-    lengths = jnp.clip(lengths, 0, span)
-  lengths = lengths.astype(jnp.int32)
+  # The kernels clamp the lengths themselves (no launch for a clip).
+  lengths = _lengths_int32(context_lengths, span)
   sinks = validation.check_sinks(validation.as_array("sinks", sinks, optional=True), query.shape[2])
   if sinks is not None:
     sinks = sinks.astype(jnp.float32)
