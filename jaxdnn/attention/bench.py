@@ -356,7 +356,8 @@ def main(argv=None):
     "--only",
     default="dense,packed,decode",
     help="comma-separated parts: dense (the grid), packed, decode, extras (issue 24: bias,"
-    " sinks, MLA; not in the default)",
+    " sinks, MLA; not in the default), bias (issue 24's bias table over --seqs from 1024:"
+    " [1, H, T, T] and [B, H, T, T], causal and not; not in the default)",
   )
   ap.add_argument(
     "--gpu-busy",
@@ -388,6 +389,11 @@ def main(argv=None):
     from jaxdnn.attention.bench_extras import extras
 
     extras(records, with_torch, seq=256 if args.quick else 4096, print_case=_print_case)
+  if "bias" in parts:
+    from jaxdnn.attention.bench_extras import bias_grid
+
+    bias_seqs = [256] if args.quick else [s for s in seqs if s >= 1024]
+    bias_grid(records, seqs=bias_seqs, print_case=_print_case)
   add_ratios(records)
   summ = summary(records)
   print("jaxdnn vs cuDNN (head dim 128, seq >= 2k):", json.dumps(summ))

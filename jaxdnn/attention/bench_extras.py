@@ -57,6 +57,37 @@ def _torch_mla(records, case, q, k, v, causal, flops):
       )
 
 
+def _bias_case(records, normal, batch, seq, causal, bias_batch, print_case):
+  """A learned bias [bias_batch, H, T, T] at head dim 128: jaxdnn and cuDNN."""
+  q, k, v = (normal((batch, seq, HEADS, 128)) for _ in range(3))
+  flops = 4 * batch * HEADS * seq * seq * 128 / (2 if causal else 1)
+  bias = normal((bias_batch, HEADS, seq, seq)) * 0.5
+  shape = "1HTT" if bias_batch == 1 else "BHTT"
+  case = f"bias{shape} b{batch}s{seq}d128{'c' if causal else ''}"
+  for impl in ("jaxdnn", "cudnn"):
+    f = (
+      (lambda q, k, v, b: jaxdnn.dot_product_attention(q, k, v, bias=b, is_causal=causal))
+      if impl == "jaxdnn"
+      else (
+        lambda q, k, v, b: jax.nn.dot_product_attention(
+          q, k, v, bias=b, is_causal=causal, implementation="cudnn"
+        )
+      )
+    )
+    _timed(records, case, impl, f, (q, k, v, bias), flops)
+  print_case and print_case(records, case)
+
+
+def bias_grid(records, seqs=(1024, 2048, 4096, 8192), batch=2, print_case=None):
+  """Issue 24's bias table: [1, H, T, T] and [B, H, T, T], causal and not."""
+  keys = iter(jax.random.split(jax.random.PRNGKey(25), 4 * 2 * 2 * len(seqs) + 1))
+  normal = lambda shape, dtype=jnp.bfloat16: jax.random.normal(next(keys), shape, dtype)
+  for seq in seqs:
+    for bias_batch in (1, batch):
+      for causal in (False, True):
+        _bias_case(records, normal, batch, seq, causal, bias_batch, print_case)
+
+
 def extras(records, with_torch, seq=4096, batch=2, print_case=None):
   keys = iter(jax.random.split(jax.random.PRNGKey(24), 16))
   normal = lambda shape, dtype=jnp.bfloat16: jax.random.normal(next(keys), shape, dtype)
@@ -64,27 +95,7 @@ def extras(records, with_torch, seq=4096, batch=2, print_case=None):
     tag = "c" if causal else ""
     q, k, v = (normal((batch, seq, HEADS, 128)) for _ in range(3))
     flops = 4 * batch * HEADS * seq * seq * 128 / (2 if causal else 1)
-    bias = normal((1, HEADS, seq, seq)) * 0.5
-    case = f"bias1HTT b{batch}s{seq}d128{tag}"
-    _timed(
-      records,
-      case,
-      "jaxdnn",
-      lambda q, k, v, b: jaxdnn.dot_product_attention(q, k, v, bias=b, is_causal=causal),
-      (q, k, v, bias),
-      flops,
-    )
-    _timed(
-      records,
-      case,
-      "cudnn",
-      lambda q, k, v, b: jax.nn.dot_product_attention(
-        q, k, v, bias=b, is_causal=causal, implementation="cudnn"
-      ),
-      (q, k, v, bias),
-      flops,
-    )
-    print_case and print_case(records, case)
+    _bias_case(records, normal, batch, seq, causal, 1, print_case)
     sinks = normal((HEADS,), jnp.float32)
     case = f"sinks b{batch}s{seq}d128{tag}"
     for name, f, args in (

@@ -27,7 +27,7 @@ import jaxdnn  # noqa: E402
 IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run without a GPU
 # "cnn": only the CNN families (convolution, pooling, the CNN norms) and the
 # memory-bound ops cnn_cases runs, for a short sanitizer run; "paged": only
-# paged_attention's in-place decode.
+# paged_attention's in-place decode; "bias": only the attention bias forwards.
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 key = iter(jax.random.split(jax.random.key(0), 128))
 
@@ -53,6 +53,25 @@ def attention_cases():
   )
 
 
+def bias_cases():
+  """The sm90 forward's bias stages: the three copy widths (key counts 1024,
+  1030 and 1031), broadcasts over batch / heads / rows, head dims 64/128/256,
+  a partial last query tile, causal bottom-right."""
+  for kv, dim, shape in (
+    (1024, 128, (1, 8, 300, 1024)),
+    (1030, 64, (2, 1, 1, 1030)),
+    (1031, 256, (2, 8, 300, 1031)),
+  ):
+    q = normal((2, 300, 8, dim))
+    k, v = normal((2, kv, 2, dim)), normal((2, kv, 2, dim))
+    for causal in (False, True):
+      jax.block_until_ready(
+        jaxdnn.dot_product_attention(
+          q, k, v, bias=normal(shape), is_causal=causal, implementation=IMPL
+        )
+      )
+
+
 def paged_cases():
   """paged_attention's in-place decode: shuffled tables, ragged and empty
   contexts, out-of-pool entries (clamped), block sizes 16 and 256, GQA."""
@@ -69,6 +88,10 @@ def main():
   if ONLY == "paged":
     paged_cases()
     print("memcheck smoke (paged): ALL PASSED")
+    return
+  if ONLY == "bias":
+    bias_cases()
+    print("memcheck smoke (bias): ALL PASSED")
     return
   if ONLY == "cnn":
     cnn_cases()
@@ -100,6 +123,7 @@ def main():
       x, labels, label_smoothing=0.1, implementation=IMPL
     )
     jax.block_until_ready(jax.grad(loss)(x))
+  bias_cases()
   paged_cases()
   cnn_cases()
   rnn_cases()

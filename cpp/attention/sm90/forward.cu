@@ -33,6 +33,11 @@ bool SegmentRangesFit(const AttnFwdArgs& a) {
 // the mma.sync kernel (for A/B timing).
 bool ExtEnabled() { return SwitchOn(Switch::kAttentionSm90Ext); }
 
+// An additive bias on the extended path (staged per consumer warp, see
+// attention/sm90/forward_bias.cuh); JAXDNN_ATTENTION_SM90_BIAS=0 keeps it on
+// the mma.sync kernel (for A/B timing).
+bool BiasEnabled() { return SwitchOn(Switch::kAttentionSm90Bias); }
+
 // The dynamic tile scheduler for uneven tiles (causal, window, segment ids).
 // It needs the FFI workspace (its first element is the claim counter);
 // jaxdnn/attention/primitives.py sizes one for every uneven case.
@@ -123,12 +128,41 @@ float RescaleThreshold(int head_dim) {
   return std::strtof(v.c_str(), nullptr);  // the table admits 0..16 only
 }
 
+// Whether the bias is one the bias kernels take: 16-bit, keys contiguous
+// (broadcast over any of batch, heads and query rows).
+bool BiasFits(const AttnFwdArgs& a) {
+  const Broadcast4& b = a.bias;
+  return (a.bias_dtype == ffi::DataType::BF16 || a.bias_dtype == ffi::DataType::F16) &&
+         (b.stride_s == 1 || a.shape.kv_len == 1);
+}
+
+// The bias as the kernel reads it: its copy granularity from the alignment
+// of every row start, and the 1 / scale the raw scores need (1 with softcap,
+// which is applied before the bias).
+sm90::FwdBiasParams MakeBiasParams(const AttnFwdArgs& a) {
+  const Broadcast4& b = a.bias;
+  sm90::FwdBiasParams out;
+  out.data = b.data;
+  out.stride_b = b.dims[0] == 1 ? 0 : b.stride_b;
+  out.stride_h = b.dims[1] == 1 ? 0 : b.stride_h;
+  out.stride_t = b.dims[2] == 1 ? 0 : b.stride_t;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(b.data);
+  auto aligned = [&](int elems) {
+    return addr % (2 * elems) == 0 && out.stride_b % elems == 0 && out.stride_h % elems == 0 &&
+           out.stride_t % elems == 0;
+  };
+  out.copy_bytes = aligned(8) ? 16 : aligned(2) ? 4 : 2;
+  out.f16 = a.bias_dtype == ffi::DataType::F16 ? 1 : 0;
+  out.mul = a.mask_params.softcap > 0.f ? 1.f : 1.f / a.mask_params.scale;
+  return out;
+}
+
 // Whether the problem uses a feature only the extended kernel path handles.
 bool NeedsExt(const AttnFwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
-  return m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
-         m.kv_segments != nullptr || m.window_left >= 0 || m.window_right >= 0 || m.softcap != 0.f ||
-         (m.causal && a.shape.q_len != a.shape.kv_len);
+  return a.bias.data != nullptr || m.q_lengths != nullptr || m.kv_lengths != nullptr ||
+         m.q_segments != nullptr || m.kv_segments != nullptr || m.window_left >= 0 || m.window_right >= 0 ||
+         m.softcap != 0.f || (m.causal && a.shape.q_len != a.shape.kv_len);
 }
 
 // Head dim 64 dense causal calls from 2048 keys: the 192-row tiles (three
@@ -216,7 +250,7 @@ bool ClusterMulticast(int head_dim) {
 }
 
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
-          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
+          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1, bool kBias = false>
 LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
   using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>()>;
   const AttnShape& s = a.shape;
@@ -267,6 +301,7 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
     p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
     // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
     if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
+    if constexpr (kBias) p.bias = MakeBiasParams(a);
     // Segment ids: their ranges per 64 keys / rows go after the claim
     // counter (primitives.py sizes the workspace so; Sm90ForwardSupports
     // refuses a call without the room).
@@ -280,12 +315,13 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
       }
     }
   }
-  const int smem_bytes = kExt       ? Cfg::kSmemBytesExt
+  const int smem_bytes = kBias      ? Cfg::kSmemBytesBias
+                         : kExt     ? Cfg::kSmemBytesExt
                          : kDynamic ? (kCluster == 2 ? Cfg::kSmemBytesDynamicPairs : Cfg::kSmemBytesDynamic)
                                     : Cfg::kSmemBytes;
 
   auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt,
-                                        kConsumers, kCluster>;
+                                        kConsumers, kCluster, kBias>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
       cudaSuccess) {
     return err;
@@ -359,7 +395,8 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
       (s.q_len + 127) / 128 * s.heads * s.batch > int64_t{0x7fffffff}) {
     return false;
   }
-  if (p.bias.data != nullptr || p.mask.data != nullptr) return false;
+  if (p.mask.data != nullptr) return false;
+  if (p.bias.data != nullptr && (!BiasEnabled() || !BiasFits(p))) return false;
   if (m.dropout_rate != 0.f) return false;
   if (!(m.scale > 0.f)) return false;
   if (NeedsExt(p)) {
@@ -401,6 +438,19 @@ LaunchStatus LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t st
     if (dynamic && wg3_causal) variant |= kFwdThreeConsumers;
     if (!uneven && ClusterMulticast(d)) variant |= kFwdCluster;  // taken where ClusterPairsFit, below
     if (dynamic && CausalPairs(p)) variant |= kFwdCluster;
+  }
+  if (p.bias.data != nullptr) {
+    // The bias kernels: one CTA per tile with pingpong, whatever the variant.
+#define JAXDNN_SM90_BIAS_CASE(D)                                                       \
+  if (d == D) {                                                                        \
+    return f16 ? Launch<D, true, true, false, true, false, 0, 2, 1, true>(p, stream)   \
+               : Launch<D, false, true, false, true, false, 0, 2, 1, true>(p, stream); \
+  }
+    JAXDNN_SM90_BIAS_CASE(128)
+    JAXDNN_SM90_BIAS_CASE(64)
+    JAXDNN_SM90_BIAS_CASE(256)
+#undef JAXDNN_SM90_BIAS_CASE
+    return LaunchStatus::Refused("no sm90 bias forward is compiled for this head dim");
   }
   const bool ext = needs_ext || (variant & kFwdForceExt) != 0;
   // Bit 64, three consumer warpgroups (192-row tiles): head dim 64, dense; on

@@ -115,8 +115,10 @@ namespace jaxdnn::attention::sm90 {
 // of one (batch, head) in lockstep; each producer loads half of every K/V block and
 // multicasts it to both CTAs, so K/V cross from L2 once per pair (see
 // ClusterPairsFit in the launcher). 1 compiles as before.
+// kBias (with kExt, one Q buffer): the additive bias of p.bias, staged per
+// consumer warp (attention/sm90/forward_bias.cuh); false compiles as before.
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false,
-          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1>
+          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1, bool kBias = false>
 __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThreads, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
@@ -130,6 +132,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
   constexpr int kDBlocks = Cfg::kDBlocks;
   // S = Q K^T with Q's fragments in registers (see JAXDNN_SM90_FWD_Q_REGS).
   constexpr bool kQRegs = FwdQRegs<kD, kBlockNOpt, kConsumers>();
+  static_assert(!kBias || (kExt && kQBufs == 1 && kConsumers == 2 && kBlockN % 64 == 0),
+                "bias: the extended path with one Q buffer, two consumers, 64- or 128-key blocks");
+  static_assert(!kBias || Cfg::kSmemBytesBias <= 227 * 1024, "shared memory per CTA (bias)");
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
@@ -701,11 +706,48 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             FwdRowKeys(p.mask, geo, p.causal, w0, unused1, full_hi);
           }
         }
-        // Softcap, then the mask where the block needs one (the info word:
-        // see kFwdInfoLast; kind 1: no segment test, 2: mixed segments).
+        // Bias: this warp's stage, and the block whose copy is in flight
+        // there (-1: none). Blocks come from the top down, so the next one is
+        // predicted to be the one below; a miss (a skipped segment block)
+        // copies the right one and waits for it.
+        using BiasStage = FwdBiasStage<kBlockN>;
+        const uint32_t bias_stage = SmemAddr(smem + Cfg::kOffBias) + (cw * 4 + warp) * BiasStage::kBytes;
+        const uint8_t* bias_rows = nullptr;
+        int bias_rows_valid = 0, bias_pending = -1, bias_first = 0;
+        if constexpr (kBias) {
+          const int w_row0 = tl.m_block * kBlockM + cw * 64 + warp * 16;
+          bias_rows_valid = max(0, min(16, p.q_len - w_row0));
+          bias_rows = static_cast<const uint8_t*>(p.bias.data) +
+                      2 * (tl.b * p.bias.stride_b + tl.h * p.bias.stride_h +
+                           static_cast<long long>(bias_rows_valid > 0 ? w_row0 : 0) * p.bias.stride_t);
+          int n_lo, n_hi;
+          FwdTileBlocks<kBlockM, kBlockN>(p.mask, geo, p.causal, tl.m_block * kBlockM, n_lo, n_hi);
+          bias_first = n_lo;
+          if (n_hi > n_lo) {
+            bias_pending = n_hi - 1;
+            BiasStage::Issue(p.bias, bias_stage, bias_rows, bias_rows_valid, p.kv_len, bias_pending * kBlockN,
+                             lane);
+          }
+        }
+        auto add_bias = [&](int n) {
+          if (bias_pending != n) {
+            CpAsyncWaitAll();  // a stale copy must not land over the right one
+            __syncwarp();
+            BiasStage::Issue(p.bias, bias_stage, bias_rows, bias_rows_valid, p.kv_len, n * kBlockN, lane);
+          }
+          BiasStage::Add(s, p.bias, bias_stage, g, t);
+          bias_pending = n - 1 >= bias_first ? n - 1 : -1;
+          if (bias_pending >= 0) {
+            BiasStage::Issue(p.bias, bias_stage, bias_rows, bias_rows_valid, p.kv_len, bias_pending * kBlockN,
+                             lane);
+          }
+        };
+        // Softcap, bias, then the mask where the block needs one (the info
+        // word: see kFwdInfoLast; kind 1: no segment test, 2: mixed segments).
         auto mask_block = [&](int info, int st) {
           const int n0 = (info / kFwdInfoBlock) * kBlockN;
           if (p.mask.softcap > 0.f) FwdSoftcap(s, p.mask.softcap, p.mask.softcap_scale);
+          if constexpr (kBias) add_bias(info / kFwdInfoBlock);
           if ((info & 3) == 2) {
             FwdMaskBlock<true>(s, n0, lo, hi, t, seg_smem + st * kBlockN, qid);
           } else if (!(n0 >= full_lo && n0 + kBlockN <= full_hi)) {
@@ -779,6 +821,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           MbarWait(&v_full[st], (prev / kStages) & 1);
           release(&v_empty[st]);
         }
+        // A predicted bias copy nobody read (a skipped last block) lands
+        // before the next tile's copy starts or the CTA exits.
+        if constexpr (kBias) CpAsyncWaitAll();
         kv_it = prev + 1;
       } else {
         const int n_blocks = tl.n_blocks;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "attention/sm90/forward_bias.cuh"
 #include "attention/sm90/forward_mask.cuh"
 
 namespace jaxdnn::attention::sm90 {
@@ -26,6 +27,7 @@ struct FwdParams {
   void* out;           // [batch, q_len, heads, head_dim]
   float* lse;          // [batch, heads, q_len]
   FwdMaskParams mask;  // the extended path's features (kExt); unused by the dense path
+  FwdBiasParams bias;  // the extended path's additive bias (kBias); unused otherwise
   int* tile_counter;   // kDynamic: zeroed global claim counter; unused otherwise
   int lpt_chunk_bh;    // kDynamic: > 0 takes the L2-chunked longest-first order (see decode)
   int claim_late;      // kDynamic: 1 claims the next tile after this one's last K/V load
@@ -97,6 +99,9 @@ struct FwdConfig {
   static constexpr int kOffSeg = kOffInfo + 32;
   static_assert(kStages * 4 <= 32, "ext smem slots");
   static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
+  // Bias (kBias, one Q buffer): each consumer warp's bias stage after the ext slots.
+  static constexpr int kOffBias = (kOffSeg + kStages * kBlockN * 4 + 127) / 128 * 128;
+  static constexpr int kSmemBytesBias = kOffBias + 4 * kConsumers * FwdBiasStage<kBlockN>::kBytes + 1024;
   static_assert(kOffTileSlot + 4 * kQBufs <= kOffInfo, "tile slots below the ext slots");
   static constexpr int kSmemBytesDynamic = kOffTileSlot + 16 + 1024;
   // Dynamic causal pairs: rank 1's two pair-index slots, then

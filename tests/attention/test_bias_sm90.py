@@ -1,0 +1,83 @@
+"""The additive bias on the Hopper forward (cpp/attention/sm90/forward_bias.cuh):
+every broadcast of a 16-bit bias over batch, heads and query rows, the three
+copy widths its row alignment picks (16 bytes, 4 bytes, element by element),
+head dims 64/128/256, GQA, causal (top-left and bottom-right), softcap, query
+and key lengths, -inf entries, a float16 bias under bfloat16 activations;
+output and log-sum-exp against the "xla" oracle. GPU only (on the CPU the
+same cases run through the attention suite's CPU kernel)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from attention_cases import FWD_TARGET, Dims, assert_close, bias_of, hlo, lengths, qkv, run, tol
+
+import jaxdnn
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU")
+
+# (dims, bias broadcast): kv_len 1024 -> 16-byte copies, 1030 -> 4-byte, 1031 -> element-wise.
+CASES = {
+  "1NTS_d128_aligned": (Dims(2, 300, 1024, 4, 4, 128), "1NTS"),
+  "BNTS_d128_even": (Dims(2, 257, 1030, 4, 2, 128), "BNTS"),
+  "B1TS_d128_odd": (Dims(2, 129, 1031, 4, 1, 128), "B1TS"),
+  "11TS_d64_aligned": (Dims(1, 200, 520, 8, 2, 64), "11TS"),
+  "1N1S_d64_odd": (Dims(2, 77, 333, 2, 2, 64), "1N1S"),
+  "BNTS_d256_aligned": (Dims(1, 190, 456, 2, 2, 256), "BNTS"),
+  "1NTS_d256_odd": (Dims(2, 65, 257, 2, 1, 256), "1NTS"),
+  "TS_d128_short": (Dims(1, 1, 17, 2, 2, 128), "TS"),
+}
+DTYPES = [jnp.bfloat16, jnp.float16]
+
+
+def _check(dims, bias, dtype, **kw):
+  q, k, v = qkv(dims, dtype)
+  out, lse = run("cuda", q, k, v, bias=bias, return_logsumexp=True, **kw)
+  want, want_lse = run("xla", q, k, v, bias=bias, return_logsumexp=True, **kw)
+  assert_close(out, want, tol(dtype))
+  assert_close(lse, want_lse, tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_bias_forward_matches_oracle(name, causal, dtype):
+  dims, kind = CASES[name]
+  _check(dims, bias_of(dims, kind).astype(dtype), dtype, is_causal=causal)
+
+
+@pytest.mark.parametrize("name", ["1NTS_d128_aligned", "B1TS_d128_odd", "BNTS_d256_aligned"])
+def test_bias_with_softcap_lengths_and_window(name):
+  dims, kind = CASES[name]
+  bias = bias_of(dims, kind).astype(jnp.bfloat16)
+  _check(
+    dims,
+    bias,
+    jnp.bfloat16,
+    softcap=20.0,
+    query_seq_lengths=lengths(dims.batch, dims.q_len),
+    key_value_seq_lengths=lengths(dims.batch, dims.kv_len),
+    local_window_size=(100, 3),
+  )
+
+
+def test_float16_bias_under_bfloat16_activations():
+  dims, kind = CASES["BNTS_d128_even"]
+  _check(dims, bias_of(dims, kind).astype(jnp.float16), jnp.bfloat16, is_causal=True)
+
+
+def test_minus_infinity_bias_masks_on_the_gpu():
+  dims, kind = CASES["1NTS_d128_aligned"]
+  bias = np.asarray(bias_of(dims, kind), np.float32)
+  rng = np.random.default_rng(5)
+  bias[rng.random(bias.shape) < 0.3] = -np.inf
+  bias[0, 0, 5, :] = -np.inf  # a row with no key left
+  _check(dims, jnp.asarray(bias, jnp.bfloat16), jnp.bfloat16)
+
+
+def test_bias_forward_is_a_jaxdnn_custom_call():
+  dims, kind = CASES["1NTS_d128_aligned"]
+  q, k, v = qkv(dims, jnp.bfloat16)
+  bias = bias_of(dims, kind).astype(jnp.bfloat16)
+  text = hlo(lambda q, k, v, b: jaxdnn.dot_product_attention(q, k, v, bias=b), q, k, v, bias)
+  assert FWD_TARGET in text
