@@ -67,12 +67,29 @@ def test_float16_bias_under_bfloat16_activations():
 
 
 def test_minus_infinity_bias_masks_on_the_gpu():
+  # -inf entries mask like a boolean mask does (the oracle's own form for a
+  # row left with no key, which the bias form turns into NaN).
   dims, kind = CASES["1NTS_d128_aligned"]
-  bias = np.asarray(bias_of(dims, kind), np.float32)
-  rng = np.random.default_rng(5)
-  bias[rng.random(bias.shape) < 0.3] = -np.inf
-  bias[0, 0, 5, :] = -np.inf  # a row with no key left
-  _check(dims, jnp.asarray(bias, jnp.bfloat16), jnp.bfloat16)
+  bias = np.asarray(bias_of(dims, kind).astype(jnp.bfloat16), np.float32)
+  keep = np.random.default_rng(5).random(bias.shape) >= 0.3
+  keep[0, 0, 5, :] = False  # a row with no key left
+  q, k, v = qkv(dims, jnp.bfloat16)
+  inf_bias = jnp.asarray(np.where(keep, bias, -np.inf), jnp.bfloat16)
+  out, lse = run("cuda", q, k, v, bias=inf_bias, return_logsumexp=True)
+  want, want_lse = run(
+    "xla",
+    q,
+    k,
+    v,
+    bias=jnp.asarray(bias, jnp.bfloat16),
+    mask=jnp.asarray(keep),
+    return_logsumexp=True,
+  )
+  assert_close(out, want, tol(jnp.bfloat16))
+  np.testing.assert_array_equal(np.asarray(out[0, 5, 0], np.float32), 0)
+  assert np.isneginf(np.asarray(lse)[0, 0, 5])
+  fin = lambda x: jnp.nan_to_num(x, neginf=0)
+  assert_close(fin(lse), fin(want_lse), tol(jnp.bfloat16))
 
 
 def test_bias_forward_is_a_jaxdnn_custom_call():
