@@ -97,10 +97,7 @@ cudaError_t LaunchBwd(const AttnBwdArgs& p, cudaStream_t stream) {
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
   if (staging) {
-    const int64_t n = p.bias.dims[0] * p.bias.dims[1] * p.bias.dims[2] * p.bias.dims[3];
-    AttentionDbiasReduceKernel<<<unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 256, 0, stream>>>(
-        ws.dbias_full, p.dbias, p.bias, s);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if ((err = LaunchDbiasReduce(ws.dbias_full, p.dbias, p.bias, s, stream)) != cudaSuccess) return err;
   }
   return cudaSuccess;
 }

@@ -106,7 +106,14 @@ bool Sm90BackwardShapeFits(const AttnProblem& p) {
   if ((s.q_len + 127) / 128 > 65535 || (s.kv_len + 127) / 128 > 65535) return false;
   if (s.head_dim == 256 && (s.kv_len + 63) / 64 > 65535) return false;  // its 64-key dK/dV blocks
   if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
-  if (p.operands & (kHasBias | kHasMask | kHasDlse | kWantDbias | kHasDropout)) return false;
+  if (p.operands & (kHasMask | kHasDlse | kHasDropout)) return false;
+  if ((p.operands & (kHasBias | kWantDbias)) != 0) {
+    // A bias with its gradient (attention/sm90/backward_bias.cuh): head dims
+    // 64 and 128, no softcap; its dtype and layout are checked at launch
+    // (Sm90BackwardSupports), which falls back to the mma.sync backward.
+    if ((p.operands & (kHasBias | kWantDbias)) != (kHasBias | kWantDbias)) return false;
+    if (!SwitchOn(Switch::kAttentionSm90Bias) || s.head_dim == 256 || p.softcap != 0.f) return false;
+  }
   if (p.dropout_rate != 0.f || !p.scale_positive) return false;
   const bool masked = (p.operands & (kHasQLengths | kHasKvLengths | kHasSegments)) || p.window_left >= 0 ||
                       p.window_right >= 0 || p.softcap != 0.f || (p.causal && s.q_len != s.kv_len);
@@ -139,6 +146,14 @@ int64_t BackwardWorkspaceElems(const AttnProblem& p) {
     // delta [B, N, Sq], and the dK/dV partials only with grouped heads.
     elems = s.batch * s.heads * s.q_len;
     if (s.heads != s.kv_heads) elems += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
+    if (p.operands & kWantDbias) {
+      // The broadcast dbias staging (16-byte aligned after the rest), and
+      // room for the mma.sync backward the launch may fall back to.
+      const int64_t* d = p.bias_dims;
+      const bool full = d[0] == s.batch && d[1] == s.heads && d[2] == s.q_len && d[3] == s.kv_len;
+      if (!full) elems = (elems + 3) / 4 * 4 + s.batch * s.heads * s.q_len * s.kv_len;
+      elems = std::max(elems, Sm80BackwardWorkspaceElems(p));
+    }
   } else {
     elems = Sm80BackwardWorkspaceElems(p);
   }

@@ -8,6 +8,7 @@ set(FAMILY_CUDA_SOURCES
   call_frame.cc
   ffi_cuda.cc
   plan.cc
+  dbias_reduce.cu
   launch_cuda.cu
   sm80/decode_split.cu
   sm90/forward.cu

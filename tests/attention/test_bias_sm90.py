@@ -1,16 +1,32 @@
-"""The additive bias on the Hopper forward (cpp/attention/sm90/forward_bias.cuh):
+"""The additive bias on the Hopper kernels (cpp/attention/sm90/forward_bias.cuh,
+backward_bias.cuh):
 every broadcast of a 16-bit bias over batch, heads and query rows, the three
 copy widths its row alignment picks (16 bytes, 4 bytes, element by element),
 head dims 64/128/256, GQA, causal (top-left and bottom-right), softcap, query
 and key lengths, -inf entries, a float16 bias under bfloat16 activations;
-output and log-sum-exp against the "xla" oracle. GPU only (on the CPU the
+output and log-sum-exp against the "xla" oracle; the backward's dq, dk, dv
+and dbias (stored whole, or staged and summed over the broadcast dims) too. GPU only (on the CPU the
 same cases run through the attention suite's CPU kernel)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from attention_cases import FWD_TARGET, Dims, assert_close, bias_of, hlo, lengths, qkv, run, tol
+from attention_cases import (
+  BWD_TARGET,
+  FWD_TARGET,
+  Dims,
+  assert_close,
+  bias_of,
+  cotangent_like,
+  grad_tol,
+  grads,
+  hlo,
+  lengths,
+  qkv,
+  run,
+  tol,
+)
 
 import jaxdnn
 
@@ -98,3 +114,53 @@ def test_bias_forward_is_a_jaxdnn_custom_call():
   bias = bias_of(dims, kind).astype(jnp.bfloat16)
   text = hlo(lambda q, k, v, b: jaxdnn.dot_product_attention(q, k, v, bias=b), q, k, v, bias)
   assert FWD_TARGET in text
+
+
+GRAD_CASES = [
+  "1NTS_d128_aligned",
+  "BNTS_d128_even",
+  "B1TS_d128_odd",
+  "11TS_d64_aligned",
+  "1N1S_d64_odd",
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("name", GRAD_CASES)
+def test_bias_gradients_match_oracle(name, causal, dtype):
+  dims, kind = CASES[name]
+  q, k, v = qkv(dims, dtype)
+  kw = dict(bias=bias_of(dims, kind).astype(dtype), is_causal=causal)
+  w = cotangent_like(q)
+  got = grads("cuda", q, k, v, kw, w)
+  want = grads("xla", q, k, v, kw, w)
+  for label, a, b in zip(["dq", "dk", "dv", "dbias"], got, want):
+    assert a.dtype == b.dtype, label
+    assert_close(a, b, grad_tol(dtype), err_msg=label)
+
+
+def test_bias_gradients_with_lengths_and_window():
+  dims, kind = CASES["BNTS_d128_even"]
+  q, k, v = qkv(dims, jnp.bfloat16)
+  kw = dict(
+    bias=bias_of(dims, kind).astype(jnp.bfloat16),
+    query_seq_lengths=lengths(dims.batch, dims.q_len),
+    key_value_seq_lengths=lengths(dims.batch, dims.kv_len),
+    local_window_size=(200, 10),
+  )
+  w = cotangent_like(q)
+  for label, a, b in zip(
+    ["dq", "dk", "dv", "dbias"], grads("cuda", q, k, v, kw, w), grads("xla", q, k, v, kw, w)
+  ):
+    assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
+
+
+def test_bias_backward_is_a_jaxdnn_custom_call():
+  dims, kind = CASES["1NTS_d128_aligned"]
+  q, k, v = qkv(dims, jnp.bfloat16)
+  bias = bias_of(dims, kind).astype(jnp.bfloat16)
+  loss = lambda q, k, v, b: jnp.sum(
+    jaxdnn.dot_product_attention(q, k, v, bias=b).astype(jnp.float32)
+  )
+  assert BWD_TARGET in hlo(jax.grad(loss, argnums=(0, 1, 2, 3)), q, k, v, bias)

@@ -54,22 +54,25 @@ def attention_cases():
 
 
 def bias_cases():
-  """The sm90 forward's bias stages: the three copy widths (key counts 1024,
-  1030 and 1031), broadcasts over batch / heads / rows, head dims 64/128/256,
-  a partial last query tile, causal bottom-right."""
+  """The sm90 bias stages, forward and backward: the three copy widths (key
+  counts 1024, 1030 and 1031), broadcasts over batch / heads / rows (dbias
+  staged and summed, or stored whole), head dims 64/128/256, a partial last
+  query tile, causal."""
   for kv, dim, shape in (
     (1024, 128, (1, 8, 300, 1024)),
     (1030, 64, (2, 1, 1, 1030)),
     (1031, 256, (2, 8, 300, 1031)),
+    (1031, 128, (2, 8, 300, 1031)),
   ):
     q = normal((2, 300, 8, dim))
     k, v = normal((2, kv, 2, dim)), normal((2, kv, 2, dim))
     for causal in (False, True):
-      jax.block_until_ready(
-        jaxdnn.dot_product_attention(
-          q, k, v, bias=normal(shape), is_causal=causal, implementation=IMPL
+      f = lambda q, k, v, b: jnp.sum(
+        jaxdnn.dot_product_attention(q, k, v, bias=b, is_causal=causal, implementation=IMPL).astype(
+          jnp.float32
         )
       )
+      jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2, 3))(q, k, v, normal(shape)))
 
 
 def paged_cases():

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "attention/dbias_reduce.h"
 #include "attention/plan.h"
 #include "attention/sm90/backward.cuh"
 #include "attention/sm90/mask_params.h"
@@ -14,24 +15,45 @@ namespace jaxdnn::attention {
 
 namespace {
 
+// The bias on the two-kernel sm90 backward (attention/sm90/backward_bias.cuh);
+// JAXDNN_ATTENTION_SM90_BIAS=0 keeps it on the mma.sync one, as the forward.
+bool Sm90BackwardBiasEnabled() { return SwitchOn(Switch::kAttentionSm90Bias); }
+
 bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
 // The dK/dV kernel and its configuration per head dim (a function, so that
 // the kernel is instantiated where it is launched, in the order it was before).
-template <int kD, bool kF16, bool kOverlapKV, bool kExt>
+template <int kD, bool kF16, bool kOverlapKV, bool kExt, bool kBias>
 struct DkDvKernelFor {
   using Cfg = sm90::DkDvConfig<kD>;
-  static auto Kernel() { return sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV, kExt>; }
+  static auto Kernel() { return sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV, kExt, kBias>; }
 };
-template <bool kF16, bool kOverlapKV, bool kExt>
-struct DkDvKernelFor<256, kF16, kOverlapKV, kExt> {
+template <bool kF16, bool kOverlapKV, bool kExt, bool kBias>
+struct DkDvKernelFor<256, kF16, kOverlapKV, kExt, kBias> {
+  static_assert(!kBias, "no head dim 256 bias backward");
   using Cfg = sm90::DkDvD256Config;
   static auto Kernel() { return sm90::AttnBwdDkDvD256Kernel<kF16, kExt>; }
 };
 
-template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ, bool kExt>
+// The float32 elements of the workspace before the dbias staging area
+// (GQA's dK/dV partials, delta), rounded to 16 bytes.
+int64_t DbiasStagingOffset(const AttnShape& s) {
+  int64_t n = s.batch * s.heads * s.q_len;
+  if (s.heads != s.kv_heads) n += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
+  return (n + 3) / 4 * 4;
+}
+
+// Whether the backward visits every (query, key) tile of the problem: no
+// band or length cuts any (so dbias needs no zeroing first).
+bool VisitsEveryTile(const AttnBwdArgs& a) {
+  const AttnMaskParams& m = a.mask_params;
+  return !m.causal && m.window_left < 0 && m.window_right < 0 && m.q_lengths == nullptr &&
+         m.kv_lengths == nullptr && m.q_segments == nullptr;
+}
+
+template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ, bool kExt, bool kBias = false>
 cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, bool run_dq, bool head_major) {
-  using DkDvCfg = typename DkDvKernelFor<kD, kF16, kOverlapKV, kExt>::Cfg;
+  using DkDvCfg = typename DkDvKernelFor<kD, kF16, kOverlapKV, kExt, kBias>::Cfg;
   using DqCfg = sm90::DqConfig<kD, kDqBlockN>;
   const AttnShape& s = a.shape;
   cudaError_t err;
@@ -74,6 +96,18 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
       p.inv_cap_log2e = 1.f / (p.mask.softcap * 1.4426950408889634f);
     }
   }
+  const bool staging = kBias && DbiasNeedsStaging(a.bias, s);
+  if constexpr (kBias) {
+    p.bias.bias = sm90::MakeSm90BiasParams(a.bias, a.bias_dtype, a.mask_params);
+    p.bias.dbias_full = staging ? a.workspace + DbiasStagingOffset(s) : a.dbias;
+    // Tiles no band reaches are never stored: they start from zero.
+    if (!VisitsEveryTile(a)) {
+      if ((err = cudaMemsetAsync(p.bias.dbias_full, 0, s.batch * s.heads * s.q_len * s.kv_len * sizeof(float),
+                                 stream)) != cudaSuccess) {
+        return err;
+      }
+    }
+  }
 
   // The delta pre-pass and the GQA sum need no mask.
   const sm90::BwdParams& dense_p = p;
@@ -96,8 +130,9 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD,
                                        DkDvCfg::kBlockN)) != cudaSuccess)
       return err;
-    auto kernel = DkDvKernelFor<kD, kF16, kOverlapKV, kExt>::Kernel();
-    const int smem_bytes = kExt ? DkDvCfg::kSmemBytesExt : DkDvCfg::kSmemBytes;
+    auto kernel = DkDvKernelFor<kD, kF16, kOverlapKV, kExt, kBias>::Kernel();
+    int smem_bytes = kExt ? DkDvCfg::kSmemBytesExt : DkDvCfg::kSmemBytes;
+    if constexpr (kBias) smem_bytes = DkDvCfg::kSmemBytesBias;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
         cudaSuccess) {
       return err;
@@ -124,8 +159,8 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, DqCfg::kBlockN)) !=
         cudaSuccess)
       return err;
-    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlapQ, kExt>;
-    const int smem_bytes = kExt ? DqCfg::kSmemBytesExt : DqCfg::kSmemBytes;
+    auto kernel = sm90::AttnBwdDqSm90Kernel<kD, kF16, kDqBlockN, kOverlapQ, kExt, kBias>;
+    const int smem_bytes = kBias ? DqCfg::kSmemBytesBias : kExt ? DqCfg::kSmemBytesExt : DqCfg::kSmemBytes;
     if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
         cudaSuccess) {
       return err;
@@ -145,6 +180,12 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     sm90::AttnBwdGroupReduceKernel<kD, kF16><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(dense_p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
+  // 5. A broadcast bias: dbias summed from the staged dS.
+  if constexpr (kBias) {
+    if (staging && run_dq) {
+      if ((err = LaunchDbiasReduce(p.bias.dbias_full, a.dbias, a.bias, s, stream)) != cudaSuccess) return err;
+    }
+  }
   return cudaSuccess;
 }
 
@@ -161,6 +202,19 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
     if ((m.q_segments == nullptr) != (m.kv_segments == nullptr)) return false;
     if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
   }
+  // A bias: 16-bit with contiguous keys (the stages' rule), without softcap
+  // (whose gradient factor the kernels rebuild from P), head dims 64 and 128,
+  // its gradient wanted (Python always asks for it); the staging area of a
+  // broadcast one after the workspace's other regions.
+  int64_t staging = 0;
+  if (p.bias.data != nullptr) {
+    if (!Sm90BackwardBiasEnabled() || !sm90::Sm90BiasFits(p.bias, p.bias_dtype, s) || m.softcap != 0.f ||
+        s.head_dim == 256 || p.dbias == nullptr || !Aligned16(p.dbias)) {
+      return false;
+    }
+    if (DbiasNeedsStaging(p.bias, s))
+      staging = DbiasStagingOffset(s) + s.batch * s.heads * s.q_len * s.kv_len;
+  }
   if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) || !Aligned16(p.dout) ||
       !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) || !Aligned16(p.workspace) ||
       p.lse == nullptr || p.workspace == nullptr) {
@@ -168,15 +222,15 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   }
   int64_t need = s.batch * s.heads * s.q_len;
   if (s.heads != s.kv_heads) need += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
-  if (p.workspace_elems < need) return false;
+  if (p.workspace_elems < std::max(need, staging)) return false;
   return sm90::Sm90DeviceReady(p.device);
 }
 
 bool Sm90BackwardNeedsMasking(const AttnBwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
-  return m.q_lengths != nullptr || m.kv_lengths != nullptr || m.q_segments != nullptr ||
-         m.kv_segments != nullptr || m.window_left >= 0 || m.window_right >= 0 || m.softcap != 0.f ||
-         (m.causal && a.shape.q_len != a.shape.kv_len);
+  return a.bias.data != nullptr || m.q_lengths != nullptr || m.kv_lengths != nullptr ||
+         m.q_segments != nullptr || m.kv_segments != nullptr || m.window_left >= 0 || m.window_right >= 0 ||
+         m.softcap != 0.f || (m.causal && a.shape.q_len != a.shape.kv_len);
 }
 
 LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t stream, int variant) {
@@ -191,6 +245,18 @@ LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t st
   const bool ext = Sm90BackwardNeedsMasking(p);
   const bool ov_kv = !ext && (variant & 16) != 0;
   const bool ov_q = !ext && (variant & 32) != 0;
+  if (p.bias.data != nullptr) {
+    // The bias kernels: 128-key dQ steps (variant bit 1 ignored).
+    if (d == 128) {
+      return f16 ? Launch<128, true, 128, false, false, true, true>(p, stream, run_dkdv, run_dq, head_major)
+                 : Launch<128, false, 128, false, false, true, true>(p, stream, run_dkdv, run_dq, head_major);
+    }
+    if (d == 64) {
+      return f16 ? Launch<64, true, 128, false, false, true, true>(p, stream, run_dkdv, run_dq, head_major)
+                 : Launch<64, false, 128, false, false, true, true>(p, stream, run_dkdv, run_dq, head_major);
+    }
+    return LaunchStatus::Refused("no sm90 bias backward is compiled for this head dim");
+  }
   if (ext) {
 #define JAXDNN_SM90_BWD_EXT_CASE(D, BN)                                                             \
   if (d == D && dq128 == (BN == 128)) {                                                             \

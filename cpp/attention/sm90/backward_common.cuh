@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "attention/sm90/backward_bias.cuh"
 #include "attention/sm90/forward_mask.cuh"
 #include "attention/sm90/blocks.cuh"
 #include "common/sm80/min_nan.cuh"
@@ -53,6 +54,7 @@ struct BwdParams {
 struct BwdExtParams : BwdParams {
   FwdMaskParams mask;
   float inv_cap_log2e = 0.f;
+  BwdBiasParams bias;  // the kernels with kBias
 };
 
 template <bool kExt>

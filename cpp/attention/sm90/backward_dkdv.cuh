@@ -43,6 +43,9 @@ struct DkDvConfig {
   static constexpr int kOffSeg = kOffBar + 128;
   static_assert(kNumBars * 8 <= 96 && kStages * 4 <= 32, "ext smem slots");
   static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockM * 4 + 1024;
+  // Bias (kBias): each consumer warp's transposed stage after the ext slots.
+  static constexpr int kOffBias = (kOffSeg + kStages * kBlockM * 4 + 127) / 128 * 128;
+  static constexpr int kSmemBytesBias = kOffBias + 8 * BwdBiasStageT<kBlockM>::kBytes + 1024;
   static constexpr int kProducerRegsExt = 40;
   static constexpr int kConsumerRegsExt = 232;
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
@@ -57,13 +60,17 @@ struct DkDvConfig {
 // arrive; a terminator slot (-1, no data) ends the walk, so a key block no
 // query sees just writes zeros. The dense instantiations (kExt = false) are
 // the code they were before; kExt runs without kOverlap.
-template <int kD, bool kF16, bool kOverlap, bool kExt = false>
+// kBias (with kExt): the scores with the bias, read transposed
+// (attention/sm90/backward_bias.cuh).
+template <int kD, bool kF16, bool kOverlap, bool kExt = false, bool kBias = false>
 __global__ void __launch_bounds__(384, 1)
     AttnBwdDkDvSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                           const BwdKernelParams<kExt> p) {
   static_assert(!(kExt && kOverlap), "the extended path runs without overlap");
+  static_assert(!kBias || kExt, "bias: the extended path");
   using Cfg = DkDvConfig<kD>;
+  static_assert(!kBias || Cfg::kSmemBytesBias <= 227 * 1024, "shared memory per CTA (bias)");
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -280,6 +287,16 @@ __global__ void __launch_bounds__(384, 1)
         FwdMaskBlock<kSeg>(s, q0, q_lo, q_hi, t, q_ids_smem, kid);
       };
       const bool softcap = p.mask.softcap > 0.f;
+      // Bias: the warp's 16 keys for each query block.
+      BwdBiasWalk<BwdBiasStageT<kBlockM>> bias_walk;
+      if constexpr (kBias) {
+        const FwdBiasParams& bp = p.bias.bias;
+        const int w_key0 = cta.n_block * kBlockN + cw * 64 + warp * 16;
+        bias_walk.stage = SmemAddr(smem + Cfg::kOffBias) + (cw * 4 + warp) * BwdBiasStageT<kBlockM>::kBytes;
+        bias_walk.valid = max(0, min(16, p.kv_len - w_key0));
+        bias_walk.base = static_cast<const uint8_t*>(bp.data) +
+                         2 * (cta.b * bp.stride_b + cta.h * bp.stride_h + (bias_walk.valid > 0 ? w_key0 : 0));
+      }
       for (int it = 0;; ++it) {
         wait_full(it);
         const int st = it % kStages;
@@ -292,6 +309,7 @@ __global__ void __launch_bounds__(384, 1)
         // kind 2: range and segments), then P^T.
         const int q0 = (info >> 2) * kBlockM;
         if (softcap) FwdSoftcap(s, p.mask.softcap, p.mask.softcap_scale);
+        if constexpr (kBias) bias_walk.Add(s, p.bias.bias, info >> 2, kBlockM, p.q_len, lane);
         if ((info & 3) == 2) {
           mask_block(std::true_type{}, q0, seg_smem + st * kBlockM);
         } else if ((info & 3) == 1) {
@@ -315,6 +333,7 @@ __global__ void __launch_bounds__(384, 1)
         FenceRegs(dk);
         release(it);
       }
+      if constexpr (kBias) CpAsyncWaitAll();  // the predicted copy below the last block
     } else if constexpr (!kOverlap) {
       for (int it = 0; it < cta.m_count; ++it) {
         wait_full(it);

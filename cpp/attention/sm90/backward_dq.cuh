@@ -37,6 +37,9 @@ struct DqConfig {
   static constexpr int kOffSeg = kOffBar + 128;
   static_assert(kNumBars * 8 <= 96 && kStages * 4 <= 32, "ext smem slots");
   static constexpr int kSmemBytesExt = kOffSeg + kStages * kBlockN * 4 + 1024;
+  // Bias (kBias): each consumer warp's stage after the ext slots.
+  static constexpr int kOffBias = (kOffSeg + kStages * kBlockN * 4 + 127) / 128 * 128;
+  static constexpr int kSmemBytesBias = kOffBias + 8 * FwdBiasStage<kBlockN>::kBytes + 1024;
   static constexpr int kProducerRegsExt = 40;
   static constexpr int kConsumerRegsExt = 232;
   static_assert(kProducerRegsExt + 2 * kConsumerRegsExt <= 3 * 168, "register split (ext)");
@@ -48,13 +51,17 @@ struct DqConfig {
 // terminator; a tile no key is left to writes zeros. The dense
 // instantiations (kExt = false) are the code they were before; kExt runs
 // without kOverlap.
-template <int kD, bool kF16, int kBlockN_, bool kOverlap, bool kExt = false>
+// kBias (with kExt): the scores with the bias (attention/sm90/backward_bias.cuh),
+// and dS stored into p.bias.dbias_full.
+template <int kD, bool kF16, int kBlockN_, bool kOverlap, bool kExt = false, bool kBias = false>
 __global__ void __launch_bounds__(384, 1)
     AttnBwdDqSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                         const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                         const BwdKernelParams<kExt> p) {
   static_assert(!(kExt && kOverlap), "the extended path runs without overlap");
+  static_assert(!kBias || (kExt && kBlockN_ % 64 == 0), "bias: the extended path, 64- or 128-key steps");
   using Cfg = DqConfig<kD, kBlockN_>;
+  static_assert(!kBias || Cfg::kSmemBytesBias <= 227 * 1024, "shared memory per CTA (bias)");
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -281,6 +288,19 @@ __global__ void __launch_bounds__(384, 1)
           [&](int row, int& l, int& u) { FwdRowKeys(p.mask, geo, p.causal, row, l, u); }, full_lo, full_hi);
       const bool softcap = p.mask.softcap > 0.f;
       const float inv_cap_log2e = p.inv_cap_log2e;
+      // Bias: the warp's 16 query rows; dS rows in dbias_full.
+      const int w_row0 = m_block * kBlockM + cw * 64 + warp * 16;
+      BwdBiasWalk<BwdBiasStageRows<kBlockN>> bias_walk;
+      float* ds_rows = nullptr;
+      if constexpr (kBias) {
+        const FwdBiasParams& bp = p.bias.bias;
+        bias_walk.stage = SmemAddr(smem + Cfg::kOffBias) + (cw * 4 + warp) * FwdBiasStage<kBlockN>::kBytes;
+        bias_walk.valid = max(0, min(16, p.q_len - w_row0));
+        bias_walk.base = static_cast<const uint8_t*>(bp.data) +
+                         2 * (b * bp.stride_b + h * bp.stride_h +
+                              static_cast<long long>(bias_walk.valid > 0 ? w_row0 : 0) * bp.stride_t);
+        ds_rows = p.bias.dbias_full + ((static_cast<int64_t>(b) * p.heads + h) * p.q_len + row0) * p.kv_len;
+      }
       for (int it = 0;; ++it) {
         wait_full(it);
         const int st = it % kStages;
@@ -292,6 +312,7 @@ __global__ void __launch_bounds__(384, 1)
         // Softcap, the mask where the block needs one, then P.
         const int n0 = (info >> 2) * kBlockN;
         if (softcap) FwdSoftcap(s, p.mask.softcap, p.mask.softcap_scale);
+        if constexpr (kBias) bias_walk.Add(s, p.bias.bias, info >> 2, kBlockN, p.kv_len, lane);
         if ((info & 3) == 2) {
           FwdMaskBlock<true>(s, n0, lo, hi, t, seg_smem + st * kBlockN, qid);
         } else if (!(n0 >= full_lo && n0 + kBlockN <= full_hi)) {
@@ -320,6 +341,13 @@ __global__ void __launch_bounds__(384, 1)
               d0 *= BwdSoftcapFactor(s[i0], lse2[r], inv_cap_log2e);
               d1 *= BwdSoftcapFactor(s[i0 + 1], lse2[r], inv_cap_log2e);
             }
+            if constexpr (kBias) {
+              // dbias = dS: element i0 is (row0 + 8 r, n0 + 8 (2 kk + q / 2) + 2 t).
+              if (row0 + 8 * r < p.q_len) {
+                BwdStoreDsPair(ds_rows + 8 * r * static_cast<int64_t>(p.kv_len),
+                               n0 + 16 * kk + 8 * (q / 2) + 2 * t, p.kv_len, d0, d1);
+              }
+            }
             dsa[kk][q] = PackPair<kF16>(d0, d1);
           }
         }
@@ -328,6 +356,7 @@ __global__ void __launch_bounds__(384, 1)
         FenceRegs(dq);
         release(it);
       }
+      if constexpr (kBias) CpAsyncWaitAll();  // the predicted copy below the last block
     } else if constexpr (!kOverlap) {
       for (int it = 0; it < n_blocks; ++it) {
         wait_full(it);

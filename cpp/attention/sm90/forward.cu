@@ -128,35 +128,6 @@ float RescaleThreshold(int head_dim) {
   return std::strtof(v.c_str(), nullptr);  // the table admits 0..16 only
 }
 
-// Whether the bias is one the bias kernels take: 16-bit, keys contiguous
-// (broadcast over any of batch, heads and query rows).
-bool BiasFits(const AttnFwdArgs& a) {
-  const Broadcast4& b = a.bias;
-  return (a.bias_dtype == ffi::DataType::BF16 || a.bias_dtype == ffi::DataType::F16) &&
-         (b.stride_s == 1 || a.shape.kv_len == 1);
-}
-
-// The bias as the kernel reads it: its copy granularity from the alignment
-// of every row start, and the 1 / scale the raw scores need (1 with softcap,
-// which is applied before the bias).
-sm90::FwdBiasParams MakeBiasParams(const AttnFwdArgs& a) {
-  const Broadcast4& b = a.bias;
-  sm90::FwdBiasParams out;
-  out.data = b.data;
-  out.stride_b = b.dims[0] == 1 ? 0 : b.stride_b;
-  out.stride_h = b.dims[1] == 1 ? 0 : b.stride_h;
-  out.stride_t = b.dims[2] == 1 ? 0 : b.stride_t;
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(b.data);
-  auto aligned = [&](int elems) {
-    return addr % (2 * elems) == 0 && out.stride_b % elems == 0 && out.stride_h % elems == 0 &&
-           out.stride_t % elems == 0;
-  };
-  out.copy_bytes = aligned(8) ? 16 : aligned(2) ? 4 : 2;
-  out.f16 = a.bias_dtype == ffi::DataType::F16 ? 1 : 0;
-  out.mul = a.mask_params.softcap > 0.f ? 1.f : 1.f / a.mask_params.scale;
-  return out;
-}
-
 // Whether the problem uses a feature only the extended kernel path handles.
 bool NeedsExt(const AttnFwdArgs& a) {
   const AttnMaskParams& m = a.mask_params;
@@ -301,7 +272,7 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
     p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
     // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
     if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
-    if constexpr (kBias) p.bias = MakeBiasParams(a);
+    if constexpr (kBias) p.bias = sm90::MakeSm90BiasParams(a.bias, a.bias_dtype, a.mask_params);
     // Segment ids: their ranges per 64 keys / rows go after the claim
     // counter (primitives.py sizes the workspace so; Sm90ForwardSupports
     // refuses a call without the room).
@@ -396,7 +367,8 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
     return false;
   }
   if (p.mask.data != nullptr) return false;
-  if (p.bias.data != nullptr && (!BiasEnabled() || !BiasFits(p))) return false;
+  if (p.bias.data != nullptr && (!BiasEnabled() || !sm90::Sm90BiasFits(p.bias, p.bias_dtype, s)))
+    return false;
   if (m.dropout_rate != 0.f) return false;
   if (!(m.scale > 0.f)) return false;
   if (NeedsExt(p)) {

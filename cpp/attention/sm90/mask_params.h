@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "attention/problem.h"
+#include "attention/sm90/forward_bias.cuh"
 #include "attention/sm90/forward_mask.cuh"
 
 namespace jaxdnn::attention::sm90 {
@@ -29,6 +30,32 @@ inline FwdMaskParams MakeSm90MaskParams(const AttnMaskParams& m, const AttnShape
     out.softcap = m.softcap;
     out.softcap_scale = m.scale / m.softcap;
   }
+  return out;
+}
+
+// Whether a bias is one the sm90 kernels' bias stages take: 16-bit, keys
+// contiguous (broadcast over any of batch, heads and query rows).
+inline bool Sm90BiasFits(const Broadcast4& b, ffi::DataType dtype, const AttnShape& s) {
+  return (dtype == ffi::DataType::BF16 || dtype == ffi::DataType::F16) && (b.stride_s == 1 || s.kv_len == 1);
+}
+
+// The bias as the kernels read it: its copy granularity from the alignment
+// of every row start, and the 1 / scale the raw scores need (1 with softcap,
+// which is applied before the bias).
+inline FwdBiasParams MakeSm90BiasParams(const Broadcast4& b, ffi::DataType dtype, const AttnMaskParams& m) {
+  FwdBiasParams out;
+  out.data = b.data;
+  out.stride_b = b.dims[0] == 1 ? 0 : b.stride_b;
+  out.stride_h = b.dims[1] == 1 ? 0 : b.stride_h;
+  out.stride_t = b.dims[2] == 1 ? 0 : b.stride_t;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(b.data);
+  auto aligned = [&](int elems) {
+    return addr % (2 * elems) == 0 && out.stride_b % elems == 0 && out.stride_h % elems == 0 &&
+           out.stride_t % elems == 0;
+  };
+  out.copy_bytes = aligned(8) ? 16 : aligned(2) ? 4 : 2;
+  out.f16 = dtype == ffi::DataType::F16 ? 1 : 0;
+  out.mul = m.softcap > 0.f ? 1.f : 1.f / m.scale;
   return out;
 }
 
