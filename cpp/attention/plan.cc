@@ -147,11 +147,14 @@ int64_t BackwardWorkspaceElems(const AttnProblem& p) {
     elems = s.batch * s.heads * s.q_len;
     if (s.heads != s.kv_heads) elems += 2 * s.batch * s.kv_len * s.heads * s.head_dim;
     if (p.operands & kWantDbias) {
-      // The broadcast dbias staging (16-byte aligned after the rest), and
-      // room for the mma.sync backward the launch may fall back to.
+      // A broadcast bias: its dbias staging area or the chained sums'
+      // progress counters (sm90/backward.cu, DbiasMode), 16-byte aligned
+      // after the rest; and room for the mma.sync backward the launch may
+      // fall back to.
       const int64_t* d = p.bias_dims;
       const bool full = d[0] == s.batch && d[1] == s.heads && d[2] == s.q_len && d[3] == s.kv_len;
-      if (!full) elems = (elems + 3) / 4 * 4 + s.batch * s.heads * s.q_len * s.kv_len;
+      const int64_t progress = s.batch * s.heads * ((s.q_len + 127) / 128) * 8;
+      if (!full) elems = (elems + 3) / 4 * 4 + std::max(s.batch * s.heads * s.q_len * s.kv_len, progress);
       elems = std::max(elems, Sm80BackwardWorkspaceElems(p));
     }
   } else {

@@ -43,12 +43,32 @@ int64_t DbiasStagingOffset(const AttnShape& s) {
   return (n + 3) / 4 * 4;
 }
 
-// Whether the backward visits every (query, key) tile of the problem: no
-// band or length cuts any (so dbias needs no zeroing first).
-bool VisitsEveryTile(const AttnBwdArgs& a) {
+// How dS becomes dbias (attention/sm90/backward_bias.cuh): stored as it is
+// (dbias [batch, heads, q_len, kv_len]); chained, when the bias broadcasts
+// over batch and/or heads only and every (batch, head) walks the same blocks
+// (no lengths or segment ids): the pairs sharing a slice add into it in
+// turn; else staged in a full-size float32 area and summed by a reduction.
+enum class DbiasMode { kDirect, kChained, kStaged };
+DbiasMode DbiasModeOf(const AttnBwdArgs& a) {
+  const AttnShape& s = a.shape;
+  const int64_t* d = a.bias.dims;
+  if (!DbiasNeedsStaging(a.bias, s)) return DbiasMode::kDirect;
   const AttnMaskParams& m = a.mask_params;
-  return !m.causal && m.window_left < 0 && m.window_right < 0 && m.q_lengths == nullptr &&
-         m.kv_lengths == nullptr && m.q_segments == nullptr;
+  const bool same_walk = m.q_lengths == nullptr && m.kv_lengths == nullptr && m.q_segments == nullptr;
+  return same_walk && d[2] == s.q_len && d[3] == s.kv_len ? DbiasMode::kChained : DbiasMode::kStaged;
+}
+
+// The chains' progress counters: a warp's blocks done per (batch, head, query tile).
+int64_t DbiasProgressInts(const AttnShape& s) { return s.batch * s.heads * ((s.q_len + 127) / 128) * 8; }
+
+// The float32 workspace elements a bias backward needs beyond delta and partials.
+int64_t DbiasExtraElems(const AttnBwdArgs& a) {
+  switch (DbiasModeOf(a)) {
+    case DbiasMode::kDirect: return 0;
+    case DbiasMode::kChained: return DbiasProgressInts(a.shape);
+    case DbiasMode::kStaged: break;
+  }
+  return a.shape.batch * a.shape.heads * a.shape.q_len * a.shape.kv_len;
 }
 
 template <int kD, bool kF16, int kDqBlockN, bool kOverlapKV, bool kOverlapQ, bool kExt, bool kBias = false>
@@ -96,16 +116,26 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
       p.inv_cap_log2e = 1.f / (p.mask.softcap * 1.4426950408889634f);
     }
   }
-  const bool staging = kBias && DbiasNeedsStaging(a.bias, s);
+  bool staging = false;
   if constexpr (kBias) {
+    // dS into dbias itself (its own shape, or chained over a broadcast batch
+    // and/or heads), else into the staging area a reduction sums (see
+    // DbiasMode); the kernel zero-fills what no band reaches.
     p.bias.bias = sm90::MakeSm90BiasParams(a.bias, a.bias_dtype, a.mask_params);
-    p.bias.dbias_full = staging ? a.workspace + DbiasStagingOffset(s) : a.dbias;
-    // Tiles no band reaches are never stored: they start from zero.
-    if (!VisitsEveryTile(a)) {
-      if ((err = cudaMemsetAsync(p.bias.dbias_full, 0, s.batch * s.heads * s.q_len * s.kv_len * sizeof(float),
-                                 stream)) != cudaSuccess) {
+    const DbiasMode mode = DbiasModeOf(a);
+    staging = mode == DbiasMode::kStaged;
+    const int64_t* d = a.bias.dims;
+    const int64_t rows = s.q_len * s.kv_len;
+    p.bias.target = staging ? a.workspace + DbiasStagingOffset(s) : a.dbias;
+    p.bias.slice_h = staging || d[1] != 1 ? rows : 0;
+    p.bias.slice_b = staging ? s.heads * rows : d[0] != 1 ? d[1] * rows : 0;
+    if (mode == DbiasMode::kChained) {
+      p.bias.chain_b = d[0] == 1 && s.batch > 1;
+      p.bias.chain_h = d[1] == 1 && s.heads > 1;
+      p.bias.progress = reinterpret_cast<int*>(a.workspace + DbiasStagingOffset(s));
+      if ((err = cudaMemsetAsync(p.bias.progress, 0, DbiasProgressInts(s) * sizeof(int), stream)) !=
+          cudaSuccess)
         return err;
-      }
     }
   }
 
@@ -183,7 +213,7 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
   // 5. A broadcast bias: dbias summed from the staged dS.
   if constexpr (kBias) {
     if (staging && run_dq) {
-      if ((err = LaunchDbiasReduce(p.bias.dbias_full, a.dbias, a.bias, s, stream)) != cudaSuccess) return err;
+      if ((err = LaunchDbiasReduce(p.bias.target, a.dbias, a.bias, s, stream)) != cudaSuccess) return err;
     }
   }
   return cudaSuccess;
@@ -212,8 +242,7 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
         s.head_dim == 256 || p.dbias == nullptr || !Aligned16(p.dbias)) {
       return false;
     }
-    if (DbiasNeedsStaging(p.bias, s))
-      staging = DbiasStagingOffset(s) + s.batch * s.heads * s.q_len * s.kv_len;
+    staging = DbiasStagingOffset(s) + DbiasExtraElems(p);
   }
   if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) || !Aligned16(p.dout) ||
       !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) || !Aligned16(p.workspace) ||

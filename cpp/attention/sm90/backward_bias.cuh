@@ -21,12 +21,58 @@
 namespace jaxdnn::attention::sm90 {
 
 // Where the bias and its gradient are in the kernels' parameters.
+// dS goes to target[.., q_len, kv_len] (float32) at b * slice_b + h *
+// slice_h: the gradient itself (the bias's own shape, or broadcast over
+// batch and/or heads), or a full-size staging area a reduction sums from.
+// Broadcast over batch / heads (chain_b / chain_h): the (batch, head) pairs
+// that share a slice add into it in turn, in (batch, head) order, block by
+// block: a warp waits until its predecessor's same warp has added the same
+// block (progress counters), so the sums are deterministic. The first of a
+// slice stores, and zero-fills the blocks no band reaches.
 struct BwdBiasParams {
   FwdBiasParams bias;
-  // dS as float32 [batch, heads, q_len, kv_len]: the gradient itself when
-  // the bias has that shape, else the staging a reduction sums from.
-  float* dbias_full = nullptr;
+  float* target = nullptr;
+  long long slice_b = 0, slice_h = 0;
+  int chain_b = 0, chain_h = 0;
+  int* progress = nullptr;  // chains: [batch * heads, query tiles, 8 warps], zeroed per launch
 };
+
+// The pair a slice's contributions come from before (b, h): -1 for the first.
+__device__ __forceinline__ int BwdBiasPredecessor(const BwdBiasParams& bp, int b, int h, int heads) {
+  if (bp.chain_h && h > 0) return b * heads + h - 1;
+  if (bp.chain_b && b > 0) return (b - 1) * heads + (bp.chain_h ? heads - 1 : h);
+  return -1;
+}
+
+__device__ __forceinline__ void BwdWaitProgress(const int* flag, int target) {
+  int v;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+  } while (v < target);
+}
+
+// After a warp's stores of a block: every lane's writes before the count.
+__device__ __forceinline__ void BwdPostProgress(int* flag, int value, int lane) {
+  __threadfence();
+  __syncwarp();
+  if (lane == 0) asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+
+// Zeroes keys [c0, c1) of `rows` rows from `row_base` (row stride kv_len).
+__device__ __forceinline__ void BwdZeroDs(float* row_base, int kv_len, int rows, int c0, int c1, int lane) {
+  c1 = c1 < kv_len ? c1 : kv_len;
+  if (c0 >= c1) return;
+  const bool vec = (kv_len % 4 == 0) && (c0 % 4 == 0) && (c1 % 4 == 0);
+  for (int r = 0; r < rows; ++r) {
+    float* row = row_base + static_cast<long long>(r) * kv_len;
+    if (vec) {
+      for (int c = c0 + 4 * lane; c < c1; c += 128)
+        *reinterpret_cast<float4*>(row + c) = make_float4(0, 0, 0, 0);
+    } else {
+      for (int c = c0 + lane; c < c1; c += 32) row[c] = 0.f;
+    }
+  }
+}
 
 // A warp's staged bias with the block whose copy is in flight (-1: none).
 // Stage: FwdBiasStage<kBlockN> (dQ) or BwdBiasStageT<kBlockM> (dK/dV); both
@@ -158,12 +204,20 @@ struct BwdBiasStageRows {
 // Stores dS (d0, d1) of (row, col), (row, col + 1) into dbias_full
 // [.., q_len, kv_len] at `row_base` (the row's start); keys past kv_len and
 // rows past q_len are not stored.
+// kAdd: adds to what is there (a chain's later contributions).
+template <bool kAdd>
 __device__ __forceinline__ void BwdStoreDsPair(float* row_base, int col, int kv_len, float d0, float d1) {
   if (col + 1 < kv_len && (kv_len & 1) == 0) {
-    *reinterpret_cast<float2*>(row_base + col) = make_float2(d0, d1);
+    float2* at = reinterpret_cast<float2*>(row_base + col);
+    if constexpr (kAdd) {
+      const float2 old = *at;
+      d0 += old.x;
+      d1 += old.y;
+    }
+    *at = make_float2(d0, d1);
   } else {
-    if (col < kv_len) row_base[col] = d0;
-    if (col + 1 < kv_len) row_base[col + 1] = d1;
+    if (col < kv_len) row_base[col] = kAdd ? row_base[col] + d0 : d0;
+    if (col + 1 < kv_len) row_base[col + 1] = kAdd ? row_base[col + 1] + d1 : d1;
   }
 }
 

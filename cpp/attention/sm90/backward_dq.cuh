@@ -299,7 +299,25 @@ __global__ void __launch_bounds__(384, 1)
         bias_walk.base = static_cast<const uint8_t*>(bp.data) +
                          2 * (b * bp.stride_b + h * bp.stride_h +
                               static_cast<long long>(bias_walk.valid > 0 ? w_row0 : 0) * bp.stride_t);
-        ds_rows = p.bias.dbias_full + ((static_cast<int64_t>(b) * p.heads + h) * p.q_len + row0) * p.kv_len;
+        ds_rows = p.bias.target + b * p.bias.slice_b + h * p.bias.slice_h +
+                  static_cast<int64_t>(w_row0) * p.kv_len;  // the warp's first row
+      }
+      // A chain's later contributor adds after its predecessor's same warp
+      // (see BwdBiasParams); the first zero-fills the blocks outside the
+      // band (above it, between skipped ones, below it) as the walk passes.
+      const int pred = kBias ? BwdBiasPredecessor(p.bias, b, h, p.heads) : -1;
+      const int n_tiles = (p.q_len + kBlockM - 1) / kBlockM;
+      auto progress = [&](int bh_of) {
+        return p.bias.progress + ((bh_of * n_tiles + m_block) * 8 + cw * 4 + warp);
+      };
+      int zero_above = 0;  // the first: blocks from here up are done
+      if constexpr (kBias) {
+        if (pred < 0) {
+          int n_lo, n_hi;
+          FwdTileBlocks<kBlockM, kBlockN>(p.mask, geo, p.causal, m_block * kBlockM, n_lo, n_hi);
+          BwdZeroDs(ds_rows, p.kv_len, bias_walk.valid, n_hi * kBlockN, p.kv_len, lane);
+          zero_above = n_hi;
+        }
       }
       for (int it = 0;; ++it) {
         wait_full(it);
@@ -328,6 +346,14 @@ __global__ void __launch_bounds__(384, 1)
         }
         WgmmaWait<0>();
         FenceRegs(dp);
+        if constexpr (kBias) {
+          if (pred >= 0) {
+            BwdWaitProgress(progress(pred), it + 1);
+          } else {
+            BwdZeroDs(ds_rows, p.kv_len, bias_walk.valid, n0 + kBlockN, zero_above * kBlockN, lane);
+            zero_above = info >> 2;
+          }
+        }
         // dS = P (dP - delta) (times the softcap factor), packed.
 #pragma unroll
         for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -344,19 +370,30 @@ __global__ void __launch_bounds__(384, 1)
             if constexpr (kBias) {
               // dbias = dS: element i0 is (row0 + 8 r, n0 + 8 (2 kk + q / 2) + 2 t).
               if (row0 + 8 * r < p.q_len) {
-                BwdStoreDsPair(ds_rows + 8 * r * static_cast<int64_t>(p.kv_len),
-                               n0 + 16 * kk + 8 * (q / 2) + 2 * t, p.kv_len, d0, d1);
+                float* row = ds_rows + (g + 8 * r) * static_cast<int64_t>(p.kv_len);
+                const int col = n0 + 16 * kk + 8 * (q / 2) + 2 * t;
+                if (pred >= 0) {
+                  BwdStoreDsPair<true>(row, col, p.kv_len, d0, d1);
+                } else {
+                  BwdStoreDsPair<false>(row, col, p.kv_len, d0, d1);
+                }
               }
             }
             dsa[kk][q] = PackPair<kF16>(d0, d1);
           }
+        }
+        if constexpr (kBias) {
+          if (p.bias.progress != nullptr) BwdPostProgress(progress(b * p.heads + h), it + 1, lane);
         }
         gemm_dq(it);
         WgmmaWait<0>();
         FenceRegs(dq);
         release(it);
       }
-      if constexpr (kBias) CpAsyncWaitAll();  // the predicted copy below the last block
+      if constexpr (kBias) {
+        CpAsyncWaitAll();  // the predicted copy below the last block
+        if (pred < 0) BwdZeroDs(ds_rows, p.kv_len, bias_walk.valid, 0, zero_above * kBlockN, lane);
+      }
     } else if constexpr (!kOverlap) {
       for (int it = 0; it < n_blocks; ++it) {
         wait_full(it);
