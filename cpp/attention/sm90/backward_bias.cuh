@@ -204,20 +204,29 @@ struct BwdBiasStageRows {
 // Stores dS (d0, d1) of (row, col), (row, col + 1) into dbias_full
 // [.., q_len, kv_len] at `row_base` (the row's start); keys past kv_len and
 // rows past q_len are not stored.
-// kAdd: adds to what is there (a chain's later contributions).
-template <bool kAdd>
-__device__ __forceinline__ void BwdStoreDsPair(float* row_base, int col, int kv_len, float d0, float d1) {
+// add != 0: adds to what is there (a chain's later contributions) by
+// fire-and-forget reductions in L2, so the warp does not stall on a load per
+// pair; the chain's order (each contributor starts a block only after its
+// predecessor's adds to it completed) keeps the sums deterministic. One
+// predicated instruction either way (two code paths spilled registers).
+__device__ __forceinline__ void BwdDsOut(float* at, float d, int add) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p red.global.add.f32 [%0], %1;\n"
+      " @!p st.global.f32 [%0], %1;\n}\n" ::"l"(at),
+      "f"(d), "r"(add)
+      : "memory");
+}
+__device__ __forceinline__ void BwdStoreDsPair(float* row_base, int col, int kv_len, float d0, float d1,
+                                               int add) {
   if (col + 1 < kv_len && (kv_len & 1) == 0) {
-    float2* at = reinterpret_cast<float2*>(row_base + col);
-    if constexpr (kAdd) {
-      const float2 old = *at;
-      d0 += old.x;
-      d1 += old.y;
-    }
-    *at = make_float2(d0, d1);
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.v2.f32 [%0], {%1, %2};\n"
+        " @!p st.global.v2.f32 [%0], {%1, %2};\n}\n" ::"l"(row_base + col),
+        "f"(d0), "f"(d1), "r"(add)
+        : "memory");
   } else {
-    if (col < kv_len) row_base[col] = kAdd ? row_base[col] + d0 : d0;
-    if (col + 1 < kv_len) row_base[col + 1] = kAdd ? row_base[col + 1] + d1 : d1;
+    if (col < kv_len) BwdDsOut(row_base + col, d0, add);
+    if (col + 1 < kv_len) BwdDsOut(row_base + col + 1, d1, add);
   }
 }
 

@@ -372,11 +372,7 @@ __global__ void __launch_bounds__(384, 1)
               if (row0 + 8 * r < p.q_len) {
                 float* row = ds_rows + (g + 8 * r) * static_cast<int64_t>(p.kv_len);
                 const int col = n0 + 16 * kk + 8 * (q / 2) + 2 * t;
-                if (pred >= 0) {
-                  BwdStoreDsPair<true>(row, col, p.kv_len, d0, d1);
-                } else {
-                  BwdStoreDsPair<false>(row, col, p.kv_len, d0, d1);
-                }
+                BwdStoreDsPair(row, col, p.kv_len, d0, d1, pred >= 0);
               }
             }
             dsa[kk][q] = PackPair<kF16>(d0, d1);
