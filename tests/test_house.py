@@ -153,7 +153,8 @@ def test_attention_plan_sizes_the_workspaces():
   assert fwd(3, 1000, 300, 16, 16, 64, operands=16) == 64 + 2 * 3 * (16 + 6)
   assert fwd(2, 2048, 2048, 16, 16, 128, dtype=0, causal=1) == 0
   assert fwd(2, 2048, 2048, 16, 16, 96, causal=1) == 0
-  assert fwd(2, 2048, 2048, 16, 16, 128, causal=1, operands=1) == 0
+  assert fwd(2, 2048, 2048, 16, 16, 128, causal=1, operands=1) == 64  # a bias: the extended path
+  assert fwd(2, 2048, 2048, 16, 16, 128, causal=1, operands=2) == 0  # a mask: mma.sync
   # Backward, sized to the kernel the problem takes: the Hopper kernels need
   # delta, and dK/dV partials with grouped heads only; the sm80 one always
   # the partials, and a broadcast dbias's staging area; the fused kernel's
@@ -166,7 +167,12 @@ def test_attention_plan_sizes_the_workspaces():
   assert bwd(2, 256, 256, 4, 4, 128, dtype=0) == base(2, 256, 4, 128)  # float32: sm80
   assert bwd(2, 256, 256, 4, 4, 128, scale_positive=0) == base(2, 256, 4, 128)
   assert bwd(2, 256, 256, 4, 4, 128, dropout=1, operands=32) == base(2, 256, 4, 128)
-  assert bwd(2, 256, 256, 4, 4, 128, operands=1) == base(2, 256, 4, 128)  # bias: sm80
+  assert bwd(2, 256, 256, 4, 4, 128, operands=1) == base(2, 256, 4, 128)  # bias, no dbias: sm80
+  # A bias with its gradient on the sm90 backward: room for the mma.sync
+  # fallback (a float32 bias is only known at launch), the staging included.
+  full = dict(operands=1 | 128, bias_dim0=2, bias_dim1=4, bias_dim2=256, bias_dim3=256)
+  assert bwd(2, 256, 256, 4, 4, 128, **full) == base(2, 256, 4, 128)
+  assert bwd(2, 256, 256, 4, 4, 128, softcap=1, **full) == base(2, 256, 4, 128)
   assert (
     bwd(
       2,

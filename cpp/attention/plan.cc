@@ -34,7 +34,8 @@ AttnProblem Common(const AttnShape& shape, ffi::DataType dtype, const AttnMaskPa
 int64_t Sm90ForwardElems(const AttnProblem& p) {
   const AttnShape& s = p.shape;
   if (!Is16Bit(p.dtype) || (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256)) return 0;
-  if (p.dropout_rate != 0.f || (p.operands & (kHasBias | kHasMask | kHasDropout))) return 0;
+  // (A bias rides on the extended path, which needs the segment ranges too.)
+  if (p.dropout_rate != 0.f || (p.operands & (kHasMask | kHasDropout))) return 0;
   const bool segments = (p.operands & kHasSegments) != 0;
   const bool uneven = p.causal || p.window_left >= 0 || p.window_right >= 0 || segments;
   if (!uneven) return 0;
