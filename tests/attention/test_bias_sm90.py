@@ -185,3 +185,27 @@ def test_chained_dbias_is_deterministic():
   first = grads("cuda", q, k, v, kw, w)[3]
   for _ in range(3):
     np.testing.assert_array_equal(np.asarray(grads("cuda", q, k, v, kw, w)[3]), np.asarray(first))
+
+
+def test_lowest_finite_bias_stays_finite():
+  # flax's "big negative" padding: bfloat16's lowest finite value. A row of it
+  # is uniform over the keys in the reference (scale * q.k + bias stays
+  # finite), not masked: the kernels must not overflow it to -inf.
+  dims = Dims(2, 130, 256, 4, 4, 128)
+  q, k, v = qkv(dims, jnp.bfloat16)
+  big_neg = float(jnp.finfo(jnp.bfloat16).min)
+  bias = np.asarray(bias_of(dims, "B1TS"), np.float32)
+  bias[:, :, :, 200:] = big_neg  # padded keys
+  bias[1, :, 7, :] = big_neg  # a padded query row
+  kw = dict(bias=jnp.asarray(bias, jnp.bfloat16))
+  out, lse = run("cuda", q, k, v, return_logsumexp=True, **kw)
+  want, want_lse = run("xla", q, k, v, return_logsumexp=True, **kw)
+  assert np.all(np.isfinite(np.asarray(lse)))
+  assert_close(out, want, tol(jnp.bfloat16))
+  assert_close(lse, want_lse, tol(jnp.bfloat16))
+  w = cotangent_like(q)
+  for label, a, b in zip(
+    ["dq", "dk", "dv", "dbias"], grads("cuda", q, k, v, kw, w), grads("xla", q, k, v, kw, w)
+  ):
+    assert np.all(np.isfinite(np.asarray(a, np.float32))), label
+    assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)

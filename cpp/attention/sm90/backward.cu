@@ -275,7 +275,9 @@ LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t st
   const bool ov_kv = !ext && (variant & 16) != 0;
   const bool ov_q = !ext && (variant & 32) != 0;
   if (p.bias.data != nullptr) {
-    // The bias kernels: 128-key dQ steps (variant bit 1 ignored).
+    // The bias kernels: 128-key dQ steps (variant bit 1 ignored). dbias is
+    // the dQ kernel's, so that kernel cannot be skipped (bit 4).
+    if (!run_dq) return LaunchStatus::Refused("the sm90 bias backward writes dbias in its dQ kernel (bit 4)");
     if (d == 128) {
       return f16 ? Launch<128, true, 128, false, false, true, true>(p, stream, run_dkdv, run_dq, head_major)
                  : Launch<128, false, 128, false, false, true, true>(p, stream, run_dkdv, run_dq, head_major);

@@ -38,6 +38,9 @@ struct BwdBiasParams {
 };
 
 // The pair a slice's contributions come from before (b, h): -1 for the first.
+// It always has the lower linear block index (both grid layouts), so a
+// successor spinning on it relies on in-order CTA dispatch for progress, as
+// the fused backward's ordered dQ (and FA3's deterministic backward) do.
 __device__ __forceinline__ int BwdBiasPredecessor(const BwdBiasParams& bp, int b, int h, int heads) {
   if (bp.chain_h && h > 0) return b * heads + h - 1;
   if (bp.chain_b && b > 0) return (b - 1) * heads + (bp.chain_h ? heads - 1 : h);
@@ -177,8 +180,8 @@ struct BwdBiasStageT {
         } else {
           b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&reg[m]));
         }
-        s[4 * jj + 2 * r] = fmaf(b.x, bp.mul, s[4 * jj + 2 * r]);
-        s[4 * jj + 2 * r + 1] = fmaf(b.y, bp.mul, s[4 * jj + 2 * r + 1]);
+        s[4 * jj + 2 * r] += FwdBiasTerm(b.x, bp.mul);
+        s[4 * jj + 2 * r + 1] += FwdBiasTerm(b.y, bp.mul);
       }
     }
     __syncwarp();

@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(384, 1)
       const int pred = kBias ? BwdBiasPredecessor(p.bias, b, h, p.heads) : -1;
       const int n_tiles = (p.q_len + kBlockM - 1) / kBlockM;
       auto progress = [&](int bh_of) {
-        return p.bias.progress + ((bh_of * n_tiles + m_block) * 8 + cw * 4 + warp);
+        return p.bias.progress + ((static_cast<int64_t>(bh_of) * n_tiles + m_block) * 8 + cw * 4 + warp);
       };
       int zero_above = 0;  // the first: blocks from here up are done
       if constexpr (kBias) {

@@ -277,6 +277,8 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   if (!Sm90BackwardSupports(p)) return false;
   // Head dims 64 and 128 only (Sm90BackwardSupports may take 256).
   if (s.head_dim != 64 && s.head_dim != 128) return false;
+  // No bias (the two-kernel backward takes it, dbias included).
+  if (p.bias.data != nullptr || p.dbias != nullptr) return false;
   // Of the masked problems the fused kernel takes segment ids alone
   // (kFusedOptSeg); lengths, window, softcap and bottom-right causal stay
   // with the two-kernel backward.

@@ -36,6 +36,15 @@ struct FwdBiasParams {
   int f16 = 0;  // 1: float16, 0: bfloat16
 };
 
+// bias * mul as the raw scores take it. A finite bias stays finite: bfloat16's
+// lowest (-3.4e38, flax's "big negative" mask value) times 1 / scale would
+// overflow to -inf and mask a row the reference (scale * q.k + bias, finite)
+// keeps; -inf and NaN pass as they are.
+__device__ __forceinline__ float FwdBiasTerm(float b, float mul) {
+  const float v = b * mul;
+  return fabsf(b) <= 3.402823466e38f ? fminf(fmaxf(v, -3.402823466e38f), 3.402823466e38f) : v;
+}
+
 template <int kBlockN>
 struct FwdBiasStage {
   static constexpr int kRows = 16;  // a warp's query rows
@@ -113,8 +122,8 @@ struct FwdBiasStage {
         } else {
           b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw));
         }
-        s[4 * j + 2 * r] = fmaf(b.x, bp.mul, s[4 * j + 2 * r]);
-        s[4 * j + 2 * r + 1] = fmaf(b.y, bp.mul, s[4 * j + 2 * r + 1]);
+        s[4 * j + 2 * r] += FwdBiasTerm(b.x, bp.mul);
+        s[4 * j + 2 * r + 1] += FwdBiasTerm(b.y, bp.mul);
       }
     }
     __syncwarp();  // every lane has read the stage before it is refilled
