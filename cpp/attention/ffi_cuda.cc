@@ -166,6 +166,8 @@ FamilyExports CudaExports() {
                                             QueryArg(q, "heads"), QueryArg(q, "kv_heads"),
                                             QueryArg(q, "head_dim")});
         }},
+       {"attention_fwd_native_head_dim",
+        [](const QueryArgs& q) { return static_cast<int64_t>(ForwardNativeHeadDim(QueryProblem(q))); }},
        {"attention_bwd_workspace",
         [](const QueryArgs& q) { return BackwardWorkspaceElems(QueryProblem(q)); }}}};
 }

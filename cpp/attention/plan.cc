@@ -6,6 +6,7 @@
 #include "attention/sm80/decode_split_plan.h"
 #include "attention/sm90/backward_fused.h"
 #include "attention/sm90/forward_workspace.h"
+#include "common/sm90/tma_desc.h"
 #include "common/switches.h"
 
 namespace jaxdnn::attention {
@@ -33,7 +34,10 @@ AttnProblem Common(const AttnShape& shape, ffi::DataType dtype, const AttnMaskPa
 // (causal, a window, segment ids), then the segment ranges with segment ids.
 int64_t Sm90ForwardElems(const AttnProblem& p) {
   const AttnShape& s = p.shape;
-  if (!Is16Bit(p.dtype) || (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256)) return 0;
+  if (!Is16Bit(p.dtype) ||
+      (s.head_dim != 64 && s.head_dim != 96 && s.head_dim != 128 && s.head_dim != 192 && s.head_dim != 256)) {
+    return 0;
+  }
   // (A bias rides on the extended path, which needs the segment ranges too.)
   if (p.dropout_rate != 0.f || (p.operands & (kHasMask | kHasDropout))) return 0;
   const bool segments = (p.operands & kHasSegments) != 0;
@@ -73,6 +77,20 @@ bool FusedBackwardShapeFits(const AttnProblem& p) {
   const AttnShape& s = p.shape;
   return (s.head_dim == 64 || s.head_dim == 128) && !(p.operands & kRefused) && p.softcap == 0.f &&
          p.window_left < 0 && p.window_right < 0 && (!p.causal || s.q_len == s.kv_len);
+}
+
+bool ForwardNativeHeadDim(const AttnProblem& p) {
+  const AttnShape& s = p.shape;
+  if (s.head_dim != 96 && s.head_dim != 192) return false;
+  if (!SwitchOn(Switch::kAttentionSm90) || !SwitchOn(Switch::kAttentionSm90NativeDims)) return false;
+  if (!Is16Bit(p.dtype) || !p.scale_positive) return false;
+  if (p.dropout_rate != 0.f || (p.operands & (kHasBias | kHasMask | kHasDropout))) return false;
+  AttnShape padded = s;
+  padded.head_dim = s.head_dim == 96 ? 128 : 256;
+  if (SwitchOn(Switch::kAttentionDecode) && !(p.operands & kHasSegments) && DecodeSplitShapeFits(padded)) {
+    return false;  // the padded decode kernels serve short queries
+  }
+  return jaxdnn::sm90::Sm90DeviceReady(-1);
 }
 
 int64_t ForwardWorkspaceElems(const AttnProblem& p) { return std::max(Sm90ForwardElems(p), DecodeElems(p)); }

@@ -50,6 +50,13 @@ bool FusedBackwardFirst(int64_t q_len, bool ordered);
 // only, head dim 64/128, causal only with q_len == kv_len, no softcap or window).
 bool FusedBackwardShapeFits(const AttnProblem& p);
 
+// Whether the forward runs head dim 96 or 192 on its own sm90 kernel rather
+// than zero-padded to 128 or 256 (Python pads the operands otherwise, and the
+// backward's always): a 16-bit problem with no bias, mask or dropout that the
+// split-KV decode would not take, on a compute capability 9.0 device, unless
+// JAXDNN_ATTENTION_SM90_NATIVE_DIMS=0. Plan query "attention_fwd_native_head_dim".
+bool ForwardNativeHeadDim(const AttnProblem& p);
+
 // float32 workspace elements of each direction on CUDA (0: none). The
 // backward's is sized to the kernel the problem takes: the Hopper kernels
 // need delta (and dK/dV partials with grouped heads), the sm80 fallback

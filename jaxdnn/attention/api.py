@@ -19,7 +19,13 @@ import numpy as np
 from jaxdnn import _extension, _platform
 from jaxdnn._primitive import match_vma
 from jaxdnn.attention import dropout, reference, validation
-from jaxdnn.attention.primitives import OPERAND_BITS, attention_backward, attention_forward
+from jaxdnn.attention.primitives import (
+  FORWARD_FIXED,
+  OPERAND_BITS,
+  attention_backward,
+  attention_forward,
+  plan_args,
+)
 
 _OP = "dot_product_attention"
 
@@ -34,6 +40,9 @@ class _Config:
   implementation: str | None
   deterministic: bool
   with_lse: bool
+  # CUDA runs head dims 96 and 192 natively forward only: the backward pads
+  # its operands to this width (0: no padding).
+  backward_width: int = 0
 
   def params(self, operands):
     return dict(
@@ -116,14 +125,18 @@ def _attention_bwd(cfg, saved, ct):
     bits |= OPERAND_BITS["dlse"]
   if bias is not None:
     bits |= OPERAND_BITS["dbias"]
-  fixed = [q, k, v, out, lse, dout.astype(q.dtype)] + ([dlse] if dlse is not None else [])
+  dout = dout.astype(q.dtype)
+  width = q.shape[-1]
+  if cfg.backward_width > width:
+    q, k, v, out, dout = (_pad_head_dim(x, cfg.backward_width) for x in (q, k, v, out, dout))
+  fixed = [q, k, v, out, lse, dout] + ([dlse] if dlse is not None else [])
   grads = attention_backward.bind(
     *fixed,
     *_optionals(bias, mask, q_len, kv_len, q_seg, kv_seg, seeds),
     deterministic=cfg.deterministic,
     **cfg.params(bits),
   )
-  dq, dk, dv = grads[:3]
+  dq, dk, dv = (g[..., :width] for g in grads[:3])
   # Inside shard_map a replicated bias or sinks gets its gradient summed over
   # the axes the data varies on (its own type), as JAX's autodiff would.
   dbias = match_vma(grads[3].astype(bias.dtype), bias) if bias is not None else None
@@ -178,6 +191,32 @@ def _xla_attention(
 
 def _padded_head_dim(head_dim):
   return next(d for d in CUDA_HEAD_DIMS if d >= head_dim)
+
+
+def _forward_native(
+  query, key, width, bias, mask, q_len, kv_len, q_seg, seeds, window, softcap, scale, causal, rate
+):
+  """Whether the CUDA forward runs this head dim (96, 192) on a kernel of its
+  own instead of zero-padded: the C++ plan's rule (plan.h, ForwardNativeHeadDim)."""
+  if width not in (96, 192) or bias is not None or mask is not None or seeds is not None:
+    return False
+  bits = _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds)
+  avals = [
+    jax.ShapeDtypeStruct(query.shape[:3] + (width,), query.dtype),
+    jax.ShapeDtypeStruct(key.shape[:3] + (width,), key.dtype),
+  ]
+  args = plan_args(
+    avals,
+    FORWARD_FIXED,
+    operands=bits,
+    scale=scale,
+    softcap=float(softcap or 0.0),
+    causal=bool(causal),
+    window_left=window[0],
+    window_right=window[1],
+    dropout_rate=rate,
+  )
+  return bool(_extension.plan_query("attention_fwd_native_head_dim", **args))
 
 
 def _pad_head_dim(x, to):
@@ -359,8 +398,28 @@ def dot_product_attention(
     # nothing to q.k); CUDA pads on to the head dims it is built for.
     value_dim = value.shape[-1]
     width = max(head_dim, value_dim)
+    backward_width = 0
     if run_on_cuda:
-      width = _padded_head_dim(width)
+      padded = _padded_head_dim(width)
+      if padded != width and _forward_native(
+        query,
+        key,
+        width,
+        bias,
+        mask,
+        q_len_arr,
+        kv_len_arr,
+        q_seg,
+        seeds,
+        window,
+        softcap,
+        scale,
+        is_causal,
+        rate,
+      ):
+        backward_width = padded
+      else:
+        width = padded
     q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
     cfg = _Config(
       scale=scale,
@@ -371,6 +430,7 @@ def dot_product_attention(
       implementation=impl,
       deterministic=bool(deterministic),
       with_lse=return_logsumexp or return_residual,
+      backward_width=backward_width,
     )
     res = _attention(
       cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg, seeds, sinks

@@ -27,7 +27,8 @@ import jaxdnn  # noqa: E402
 IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run without a GPU
 # "cnn": only the CNN families (convolution, pooling, the CNN norms) and the
 # memory-bound ops cnn_cases runs, for a short sanitizer run; "paged": only
-# paged_attention's in-place decode; "bias": only the attention bias forwards.
+# paged_attention's in-place decode; "bias": only the attention bias forwards;
+# "dims": only the head dim 96 / 192 forwards.
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 key = iter(jax.random.split(jax.random.key(0), 128))
 
@@ -75,6 +76,18 @@ def bias_cases():
       jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2, 3))(q, k, v, normal(shape)))
 
 
+def head_dim_cases():
+  """Head dims 96 and 192 on their own sm90 forwards (the second panel of 96
+  zero-filled by TMA, stores clipped): dense persistent and uneven tiles,
+  partial query and key blocks, GQA, the extended path with lengths."""
+  for dim in (96, 192):
+    q = normal((2, 300, 8, dim))
+    k, v = normal((2, 1031, 2, dim)), normal((2, 1031, 2, dim))
+    for kw in (dict(), dict(is_causal=True), dict(key_value_seq_lengths=jnp.array([1031, 517]))):
+      out = jaxdnn.dot_product_attention(q, k, v, implementation=IMPL, **kw)
+      jax.block_until_ready(out)
+
+
 def paged_cases():
   """paged_attention's in-place decode: shuffled tables, ragged and empty
   contexts, out-of-pool entries (clamped), block sizes 16 and 256, GQA."""
@@ -95,6 +108,10 @@ def main():
   if ONLY == "bias":
     bias_cases()
     print("memcheck smoke (bias): ALL PASSED")
+    return
+  if ONLY == "dims":
+    head_dim_cases()
+    print("memcheck smoke (dims): ALL PASSED")
     return
   if ONLY == "cnn":
     cnn_cases()

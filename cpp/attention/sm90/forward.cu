@@ -359,7 +359,9 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
   const AttnShape& s = p.shape;
   const AttnMaskParams& m = p.mask_params;
   if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
-  if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) return false;
+  const bool native_dim = s.head_dim == 96 || s.head_dim == 192;  // no bias kernels there
+  if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256 && !native_dim) return false;
+  if (native_dim && (p.bias.data != nullptr || !SwitchOn(Switch::kAttentionSm90NativeDims))) return false;
   if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
   if (s.heads % s.kv_heads != 0) return false;
   if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30) ||
@@ -410,6 +412,28 @@ LaunchStatus LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t st
     if (dynamic && wg3_causal) variant |= kFwdThreeConsumers;
     if (!uneven && ClusterMulticast(d)) variant |= kFwdCluster;  // taken where ClusterPairsFit, below
     if (dynamic && CausalPairs(p)) variant |= kFwdCluster;
+  }
+  if (d == 96 || d == 192) {
+    // Head dims 96 and 192: pingpong, persistent unless the tiles are uneven
+    // (one CTA per tile); no dynamic scheduler, clusters or bias kernels yet.
+    const bool ext = needs_ext || (variant & kFwdForceExt) != 0;
+    const bool persistent = (variant & kFwdPersistent) != 0;
+#define JAXDNN_SM90_NATIVE_CASE(D)                                                \
+  if (d == D) {                                                                   \
+    if (ext) {                                                                    \
+      return persistent ? (f16 ? Launch<D, true, true, true, true>(p, stream)     \
+                               : Launch<D, false, true, true, true>(p, stream))   \
+                        : (f16 ? Launch<D, true, true, false, true>(p, stream)    \
+                               : Launch<D, false, true, false, true>(p, stream)); \
+    }                                                                             \
+    return persistent ? (f16 ? Launch<D, true, true, true, false>(p, stream)      \
+                             : Launch<D, false, true, true, false>(p, stream))    \
+                      : (f16 ? Launch<D, true, true, false, false>(p, stream)     \
+                             : Launch<D, false, true, false, false>(p, stream));  \
+  }
+    JAXDNN_SM90_NATIVE_CASE(96)
+    JAXDNN_SM90_NATIVE_CASE(192)
+#undef JAXDNN_SM90_NATIVE_CASE
   }
   if (p.bias.data != nullptr) {
     // The bias kernels: one CTA per tile with pingpong, whatever the variant.

@@ -960,7 +960,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         NamedBarrierSync(1 + cw, 128);
         if (tid == 0) {
 #pragma unroll
-          for (int panel = 0; panel < kD / 64; ++panel) {
+          for (int panel = 0; panel < kDBlocks; ++panel) {
             TmaStore4d(&tm_o, o_smem + panel * kBlockM * 128, panel * 64, tl.h,
                        tl.m_block * kBlockM + cw * 64, tl.b);
           }

@@ -52,7 +52,12 @@ struct FwdParams {
 // kQBufs: query tile buffers, 1 or 2 (the dynamic scheduler, see FwdQBufs).
 template <int kD, int kBlockNOpt = 0, int kConsumers = 2, int kQBufs = 1>
 struct FwdConfig {
-  static_assert(kD == 64 || kD == 128 || kD == 256, "head dim 64, 128 or 256");
+  // Head dims 96 and 192 take the layout of the next 64-column panel count
+  // (96: two panels, the second half zero-filled by TMA and never read; 192:
+  // three) and the tile rules of 128 and 256, with the gemms over their own
+  // columns only (S over kD / 16 k-steps, O += P V at N = kD).
+  static_assert(kD == 64 || kD == 96 || kD == 128 || kD == 192 || kD == 256,
+                "head dim 64, 96, 128, 192 or 256");
   static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80), "80-key blocks at head dim 256 only");
   static_assert(kConsumers == 2 || (kConsumers == 3 && kD == 64 && kBlockNOpt == 0),
                 "three consumer warpgroups at head dim 64 only");
@@ -60,7 +65,7 @@ struct FwdConfig {
   static constexpr int kBlockM = 64 * kConsumers;  // consumer warpgroups x 64 rows
   // Head dim 256: 64-row kv blocks, so that Q and a 2-stage K/V ring fit in
   // shared memory (and S, 32 registers, fits beside the 128 of O).
-  static constexpr int kBlockN = kBlockNOpt != 0 ? kBlockNOpt : kD == 256 ? 64 : 128;
+  static constexpr int kBlockN = kBlockNOpt != 0 ? kBlockNOpt : kD > 128 ? 64 : 128;
   // 80-key blocks and 192-row tiles have causal masking compiled in only
   // where FwdCausalCompiled says (the persistent 80-key and static 192-row
   // kernels are non-causal only).
@@ -76,16 +81,16 @@ struct FwdConfig {
                                                                         : -1;
   static_assert(kDiagBlocks > 0, "kDiagBlocks known for this tile");
   static constexpr int kStages = 2;
-  static constexpr int kDBlocks = kD / 64;  // 128-byte column blocks
-  static constexpr int kQBytes = kBlockM * kD * 2;
-  static constexpr int kKVBytes = kBlockN * kD * 2;
+  static constexpr int kDBlocks = (kD + 63) / 64;  // 128-byte column blocks (panels)
+  static constexpr int kQBytes = kBlockM * kDBlocks * 128;
+  static constexpr int kKVBytes = kBlockN * kDBlocks * 128;
   // O is staged for the epilogue in its own buffer, or (head dim 256: no room
   // for one) in Q's, which then must stay unloaded until the staging is read.
-  static constexpr bool kOInQ = kD == 256;
+  static constexpr bool kOInQ = kD > 128;
   // O leaves the staging by TMA stores (see JAXDNN_SM90_FWD_TMA_STORE).
   static constexpr bool kTmaStoreO = !kOInQ && kConsumers == 2 && JAXDNN_SM90_FWD_TMA_STORE != 0;
   static constexpr int kOffQ = 0;
-  static_assert(kQBufs == 1 || (kQBufs == 2 && kD != 256), "two Q buffers below head dim 256");
+  static_assert(kQBufs == 1 || (kQBufs == 2 && kD <= 128), "two Q buffers up to head dim 128");
   static constexpr int kOffK = kOffQ + kQBufs * kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKVBytes;
   static constexpr int kOffO = kOInQ ? kOffQ : kOffV + kStages * kKVBytes;  // epilogue staging
@@ -118,8 +123,8 @@ struct FwdConfig {
   // head dim 64, at 32); the consumers fit in 232 without spills. setmaxnreg moves registers within the 168 x
   // 384 of the launch: producer + 2 x consumer must stay within 3 x 168. Head dim 256 (64-key blocks): the
   // producer spilled at 40 and the consumers fit in 224 without spills, so the split there is 56 / 224.
-  static constexpr int kProducerRegsExt = kD == 256 ? 56 : 40;
-  static constexpr int kConsumerRegsExt = kD == 256 ? 224 : 232;
+  static constexpr int kProducerRegsExt = kD > 128 ? 56 : 40;
+  static constexpr int kConsumerRegsExt = kD > 128 ? 224 : 232;
   // setmaxnreg moves registers within the launch's (a multiple of 8 per thread).
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * kLaunchRegs,
@@ -157,7 +162,7 @@ struct FwdConfig {
 #endif
 template <int kD, bool kDynamic, bool kExt>
 constexpr int FwdQBufs() {
-  return !kDynamic || kD == 256 ? 1 : kExt ? JAXDNN_SM90_FWD_EXT_Q_BUFS : JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS;
+  return !kDynamic || kD > 128 ? 1 : kExt ? JAXDNN_SM90_FWD_EXT_Q_BUFS : JAXDNN_SM90_FWD_DYNAMIC_Q_BUFS;
 }
 
 // S = Q K^T with the warpgroup's Q rows in registers (ldmatrix once per
@@ -174,7 +179,8 @@ constexpr int FwdQBufs() {
 template <int kD, int kBlockNOpt, int kConsumers>
 constexpr bool FwdQRegs() {
   return kBlockNOpt == 0 && kConsumers == 2 &&
-         ((kD == 128 && JAXDNN_SM90_FWD_Q_REGS >= 1) || (kD == 64 && JAXDNN_SM90_FWD_Q_REGS >= 2));
+         (((kD == 128 || kD == 96) && JAXDNN_SM90_FWD_Q_REGS >= 1) ||
+          (kD == 64 && JAXDNN_SM90_FWD_Q_REGS >= 2));
 }
 
 // Clusters of two (the kernel's kCluster): what the pair shares, for probe

@@ -97,6 +97,17 @@ __device__ __forceinline__ uint64_t MakeDescSw32(uint32_t smem_addr, uint32_t lb
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111," \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
+#define JAXDNN_WG_ACC48 JAXDNN_WG_ACC32, JAXDNN_WG_ACC8(32), JAXDNN_WG_ACC8(40)
+#define JAXDNN_WG_REGS48 \
+  JAXDNN_WG_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define JAXDNN_WG_ACC96 \
+  JAXDNN_WG_ACC64, JAXDNN_WG_ACC8(64), JAXDNN_WG_ACC8(72), JAXDNN_WG_ACC8(80), JAXDNN_WG_ACC8(88)
+#define JAXDNN_WG_REGS96                                                                                     \
+  JAXDNN_WG_REGS64                                                                                           \
+  ","                                                                                                        \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,%80, %81, %82, %83, %84, " \
+  "%85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+
 // NACC accumulator registers; the operand numbers after them are spelled
 // out per count (SS: desc_a, desc_b, scale_d; RS: a0..a3, desc_b, scale_d).
 #define JAXDNN_WGMMA_PAIR(N, NACC, SUFFIX, SS_TAIL, RS_TAIL)                                              \
@@ -139,6 +150,29 @@ __device__ __forceinline__ uint64_t MakeDescSw32(uint32_t smem_addr, uint32_t lb
                     "setp.ne.b32 p, %133, 0;\n"                                                     \
                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" JAXDNN_WG_REGS128 \
                     "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n")
+
+// Head dims 96 and 192: O += P V over the head dim's own columns (the last
+// 64-column panel of 96 half used: the other half is never read).
+#define JAXDNN_WGMMA_N96(TY, SUFFIX)                                                              \
+  JAXDNN_WGMMA_PAIR(96, 48, SUFFIX,                                                               \
+                    "setp.ne.b32 p, %50, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n96k16.f32." TY "." TY " {" JAXDNN_WG_REGS48 \
+                    "}, %48, %49, p, 1, 1, 0, 0;\n}\n",                                           \
+                    "setp.ne.b32 p, %53, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n96k16.f32." TY "." TY " {" JAXDNN_WG_REGS48 \
+                    "}, {%48, %49, %50, %51}, %52, p, 1, 1, 1;\n}\n")
+#define JAXDNN_WGMMA_N192(TY, SUFFIX)                                                              \
+  JAXDNN_WGMMA_PAIR(192, 96, SUFFIX,                                                               \
+                    "setp.ne.b32 p, %98, 0;\n"                                                     \
+                    "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " {" JAXDNN_WG_REGS96 \
+                    "}, %96, %97, p, 1, 1, 0, 0;\n}\n",                                            \
+                    "setp.ne.b32 p, %101, 0;\n"                                                    \
+                    "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " {" JAXDNN_WG_REGS96 \
+                    "}, {%96, %97, %98, %99}, %100, p, 1, 1, 1;\n}\n")
+JAXDNN_WGMMA_N96("bf16", bf16)
+JAXDNN_WGMMA_N96("f16", f16)
+JAXDNN_WGMMA_N192("bf16", bf16)
+JAXDNN_WGMMA_N192("f16", f16)
 
 JAXDNN_WGMMA_N64("bf16", bf16)
 JAXDNN_WGMMA_N128("bf16", bf16)
@@ -187,6 +221,10 @@ JAXDNN_WGMMA_DISPATCH(64, 32, false, bf16)
 JAXDNN_WGMMA_DISPATCH(128, 64, false, bf16)
 JAXDNN_WGMMA_DISPATCH(64, 32, true, f16)
 JAXDNN_WGMMA_DISPATCH(128, 64, true, f16)
+JAXDNN_WGMMA_DISPATCH(96, 48, false, bf16)
+JAXDNN_WGMMA_DISPATCH(96, 48, true, f16)
+JAXDNN_WGMMA_DISPATCH(192, 96, false, bf16)
+JAXDNN_WGMMA_DISPATCH(192, 96, true, f16)
 JAXDNN_WGMMA_DISPATCH(256, 128, false, bf16)
 JAXDNN_WGMMA_DISPATCH(256, 128, true, f16)
 

@@ -35,7 +35,8 @@ inline EncodeTiledFn GetEncodeTiled() {
 // tensor (head_dim, heads, seq, batch), innermost first. One box is
 // (64 elements of head_dim = 128 bytes, 1 head, box_rows rows, 1 batch), landing
 // in shared memory as box_rows rows of 128 bytes with the 128-byte swizzle.
-// Rows past seq are zero-filled on load.
+// Rows past seq and columns past head_dim (the second panel of head dim 96)
+// are zero-filled on load, and not written by stores.
 inline cudaError_t MakeBhsdTensorMap(CUtensorMap* map, const void* base, bool f16, int64_t batch, int64_t seq,
                                      int64_t heads, int64_t head_dim, uint32_t box_rows) {
   EncodeTiledFn encode = GetEncodeTiled();

@@ -1,0 +1,101 @@
+"""Head dims 96 and 192 on their own sm90 forward kernels (cpp/attention/sm90/
+forward_config.cuh: the 128 and 256 layouts with the gemms over the head
+dim's own columns, TMA zero-filling the rest): output and log-sum-exp
+against the "xla" oracle with odd lengths, GQA, causal (top-left and
+bottom-right), windows, lengths, segment ids and softcap; gradients through
+the backward, which pads; the compiled forward takes the unpadded operands.
+MLA 192/128 rides on the 192 kernel (test_mla.py). GPU only: on the CPU the
+same head dims run through the attention suite's CPU kernel."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from attention_cases import (
+  FWD_TARGET,
+  OPTIONS,
+  Dims,
+  assert_close,
+  cotangent_like,
+  grad_tol,
+  grads,
+  hlo,
+  qkv,
+  run,
+  tol,
+)
+
+import jaxdnn
+from jaxdnn.attention import api
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU")
+
+DIMS = [
+  Dims(2, 300, 1030, 8, 2, 96),
+  Dims(1, 1537, 1537, 4, 4, 96),
+  Dims(2, 129, 77, 4, 1, 96),
+  Dims(1, 1000, 1000, 4, 2, 192),
+  Dims(2, 65, 333, 2, 1, 192),
+  Dims(1, 257, 257, 2, 2, 192),
+]
+FORWARD_OPTIONS = [
+  "plain",
+  "causal",
+  "window_pair",
+  "both_lengths",
+  "segments",
+  "softcap",
+  "causal_segments_kvlen",
+]
+DTYPES = [jnp.bfloat16, jnp.float16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: jnp.dtype(d).name)
+@pytest.mark.parametrize("option", FORWARD_OPTIONS)
+@pytest.mark.parametrize("dims", DIMS, ids=str)
+def test_forward_matches_oracle(dims, option, dtype):
+  q, k, v = qkv(dims, dtype)
+  kw = OPTIONS[option](dims)
+  out, lse = run("cuda", q, k, v, return_logsumexp=True, **kw)
+  want, want_lse = run("xla", q, k, v, return_logsumexp=True, **kw)
+  assert out.shape == q.shape
+  assert_close(out, want, tol(dtype))
+  assert_close(lse, want_lse, tol(dtype))
+
+
+@pytest.mark.parametrize("option", ["plain", "causal", "window_pair", "both_lengths"])
+@pytest.mark.parametrize("dims", [DIMS[0], DIMS[2], DIMS[4]], ids=str)
+def test_gradients_match_oracle(dims, option):
+  q, k, v = qkv(dims, jnp.bfloat16)
+  kw = OPTIONS[option](dims)
+  w = cotangent_like(q)
+  got, want = grads("cuda", q, k, v, kw, w), grads("xla", q, k, v, kw, w)
+  for label, a, b in zip(["dq", "dk", "dv"], got, want):
+    assert a.shape == b.shape, label
+    assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
+
+
+@pytest.mark.parametrize("head_dim", [96, 192])
+def test_forward_runs_unpadded(head_dim):
+  dims = Dims(1, 512, 512, 4, 4, head_dim)
+  q, k, v = qkv(dims, jnp.bfloat16)
+  assert api._forward_native(
+    q, k, head_dim, None, None, None, None, None, None, (-1, -1), None, 0.1, False, 0.0
+  )
+  text = hlo(lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, implementation="cuda"), q, k, v)
+  assert FWD_TARGET in text
+  assert " pad(" not in text, "the forward should take the operands unpadded"
+
+
+def test_bias_and_decode_still_pad():
+  # The bias kernels and the split-KV decode have no 96 or 192 build: the API pads for them.
+  dims = Dims(1, 200, 300, 4, 2, 96)
+  q, k, v = qkv(dims, jnp.bfloat16)
+  bias = OPTIONS["bias_1NTS"](dims)["bias"].astype(jnp.bfloat16)
+  assert not api._forward_native(
+    q, k, 96, bias, None, None, None, None, None, (-1, -1), None, 0.1, False, 0.0
+  )
+  out = run("cuda", q, k, v, bias=bias)
+  assert_close(out, run("xla", q, k, v, bias=bias), tol(jnp.bfloat16))
+  dims = Dims(2, 1, 4096, 8, 2, 192)
+  q, k, v = qkv(dims, jnp.bfloat16)
+  assert_close(run("cuda", q, k, v), run("xla", q, k, v), tol(jnp.bfloat16))
