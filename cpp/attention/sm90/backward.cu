@@ -122,6 +122,9 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     // and/or heads), else into the staging area a reduction sums (see
     // DbiasMode); the kernel zero-fills what no band reaches.
     p.bias.bias = sm90::MakeSm90BiasParams(a.bias, a.bias_dtype, a.mask_params);
+    // Natural units (the forward's): the kernels scale the raw scores and add
+    // the bias (no softcap with a bias here); P = exp2((s - lse) * log2 e).
+    p.scale_log2 = 1.4426950408889634f;
     const DbiasMode mode = DbiasModeOf(a);
     staging = mode == DbiasMode::kStaged;
     const int64_t* d = a.bias.dims;

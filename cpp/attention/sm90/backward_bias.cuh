@@ -154,7 +154,7 @@ struct BwdBiasStageT {
     CpAsyncCommit();
   }
 
-  // s^T += bias * mul: element s[4 j + 2 r + e] is (key g + 8 r, query
+  // s^T = s^T * mul + bias (natural units): element s[4 j + 2 r + e] is (key g + 8 r, query
   // 8 j + 2 t + e); ldmatrix.trans of the 8x8 block (queries 8 j.., keys
   // 8 r..) hands thread (g, t) exactly the queries 2 t, 2 t + 1 of key g.
   template <int N>
@@ -180,8 +180,8 @@ struct BwdBiasStageT {
         } else {
           b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&reg[m]));
         }
-        s[4 * jj + 2 * r] += FwdBiasTerm(b.x, bp.mul);
-        s[4 * jj + 2 * r + 1] += FwdBiasTerm(b.y, bp.mul);
+        s[4 * jj + 2 * r] = fmaf(s[4 * jj + 2 * r], bp.mul, b.x);
+        s[4 * jj + 2 * r + 1] = fmaf(s[4 * jj + 2 * r + 1], bp.mul, b.y);
       }
     }
     __syncwarp();

@@ -81,4 +81,16 @@ __device__ __forceinline__ void PublishEndSlot(uint64_t* q_empty, uint64_t* q_fu
   MbarArrive(&q_full[st]);
 }
 
+// A row's lse in natural units, for the bias kernels (P = exp2((s - lse) * log2 e));
+// -inf (no key) becomes +inf, so that P is 0 (BwdLse2 is the log2 one).
+__device__ __forceinline__ float BwdLseNat(float lse) { return lse == -INFINITY ? INFINITY : lse; }
+// P from a score and its row's lse (BwdLse2, or BwdLseNat with kSubFirst:
+// the bias kernels' natural units, the difference taken first, so that
+// equal huge logits (a bias of the dtype's lowest value) give P = exp(0 -
+// log n) exactly as the reference and not an fma's rounding residue at 1e38).
+template <bool kSubFirst>
+__device__ __forceinline__ float BwdExponent(float s, float scale_log2, float lse) {
+  return kSubFirst ? (s - lse) * scale_log2 : fmaf(s, scale_log2, -lse);
+}
+
 }  // namespace jaxdnn::attention::sm90

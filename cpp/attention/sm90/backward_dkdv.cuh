@@ -140,7 +140,9 @@ __global__ void __launch_bounds__(384, 1)
             for (int e = 0; e < 2; ++e) {
               const int qi = m * kBlockM + lane + 32 * e;
               const bool in = qi < p.q_len;
-              sm.lse[st * kBlockM + lane + 32 * e] = in ? BwdLse2(lse_row[qi]) : INFINITY;
+              sm.lse[st * kBlockM + lane + 32 * e] = !in     ? INFINITY
+                                                     : kBias ? BwdLseNat(lse_row[qi])
+                                                             : BwdLse2(lse_row[qi]);
               sm.delta[st * kBlockM + lane + 32 * e] = in ? delta_row[qi] : 0.f;
             }
             if (kind == 2) BwdStoreSegments<kBlockM>(ids, lane, seg_smem + st * kBlockM);
@@ -316,7 +318,7 @@ __global__ void __launch_bounds__(384, 1)
           mask_block(std::false_type{}, q0, seg_smem);
         }
         const float* lse_s = sm.lse + st * kBlockM;
-        ProbsTransposed<kBlockM, kF16>(s, lse_s, t, scale_log2);
+        ProbsTransposed<kBlockM, kF16, kBias>(s, lse_s, t, scale_log2);
         // Unlike the dense loop, dS^T comes before the dV gemm, so P^T (s)
         // and its packed copy are not live together with dS^T: at 232
         // registers (the producer's votes need 40) the dense order spilled.

@@ -280,7 +280,10 @@ __global__ void __launch_bounds__(384, 1)
         if (p.mask.q_segments != nullptr && row < geo.q_valid) {
           qid[r] = __ldg(p.mask.q_segments + static_cast<int64_t>(b) * p.q_len + row);
         }
-        if (row < p.q_len) lse2[r] = BwdLse2(p.lse[(static_cast<int64_t>(b) * p.heads + h) * p.q_len + row]);
+        if (row < p.q_len) {
+          const float l = p.lse[(static_cast<int64_t>(b) * p.heads + h) * p.q_len + row];
+          lse2[r] = kBias ? BwdLseNat(l) : BwdLse2(l);  // kBias: natural units
+        }
       }
       int full_lo, full_hi;
       BwdFullColumns<64>(
@@ -340,8 +343,10 @@ __global__ void __launch_bounds__(384, 1)
         for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            s[4 * j + 2 * r + 0] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 0], scale_log2, -lse2[r]));
-            s[4 * j + 2 * r + 1] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 1], scale_log2, -lse2[r]));
+            s[4 * j + 2 * r + 0] =
+                ProbFromLogit<kF16>(BwdExponent<kBias>(s[4 * j + 2 * r + 0], scale_log2, lse2[r]));
+            s[4 * j + 2 * r + 1] =
+                ProbFromLogit<kF16>(BwdExponent<kBias>(s[4 * j + 2 * r + 1], scale_log2, lse2[r]));
           }
         }
         WgmmaWait<0>();

@@ -9,8 +9,9 @@
 namespace jaxdnn::attention::sm90 {
 
 // P^T = exp2(S^T * scale_log2 - lse_log2[query]), in place; `lse_s` holds the
-// block's kBlockM log2-scaled log-sum-exps.
-template <int kBlockM, bool kF16>
+// block's kBlockM log2-scaled log-sum-exps (kSubFirst: natural ones, see
+// BwdExponent).
+template <int kBlockM, bool kF16, bool kSubFirst = false>
 __device__ __forceinline__ void ProbsTransposed(float (&s)[kBlockM / 2], const float* lse_s, int t,
                                                 float scale_log2) {
 #pragma unroll
@@ -18,8 +19,10 @@ __device__ __forceinline__ void ProbsTransposed(float (&s)[kBlockM / 2], const f
     const float2 l2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      s[4 * j + 2 * r + 0] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 0], scale_log2, -l2.x));
-      s[4 * j + 2 * r + 1] = ProbFromLogit<kF16>(fmaf(s[4 * j + 2 * r + 1], scale_log2, -l2.y));
+      s[4 * j + 2 * r + 0] =
+          ProbFromLogit<kF16>(BwdExponent<kSubFirst>(s[4 * j + 2 * r + 0], scale_log2, l2.x));
+      s[4 * j + 2 * r + 1] =
+          ProbFromLogit<kF16>(BwdExponent<kSubFirst>(s[4 * j + 2 * r + 1], scale_log2, l2.y));
     }
   }
 }

@@ -66,7 +66,7 @@ constexpr int64_t kDynamicCausalMaxKeys = 8192;
 bool NeedsExt(const AttnFwdArgs& a);
 int DefaultDynamicBits(const AttnFwdArgs& p) {
   const AttnMaskParams& m = p.mask_params;
-  if (p.shape.head_dim == 256) return 0;
+  if (p.shape.head_dim > 128) return 0;  // 192 and 256: one CTA per tile
   if (m.q_segments != nullptr || m.window_left >= 0 || m.window_right >= 0) return kFwdDynamic | kFwdLptOrder;
   if (!m.causal) return 0;
   if (p.shape.kv_len <= kDynamicCausalMaxKeys) return kFwdDynamic | kFwdLptOrder;
@@ -272,7 +272,11 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
     p.mask = sm90::MakeSm90MaskParams(a.mask_params, s);
     // Softcap: s = c * tanh(s * scale / c) in the kernel, then softmax with scale 1.
     if (p.mask.softcap > 0.f) p.scale_log2 = 1.4426950408889634f;
-    if constexpr (kBias) p.bias = sm90::MakeSm90BiasParams(a.bias, a.bias_dtype, a.mask_params);
+    if constexpr (kBias) {
+      // Natural units: the bias kernels scale the raw scores themselves.
+      p.bias = sm90::MakeSm90BiasParams(a.bias, a.bias_dtype, a.mask_params);
+      p.scale_log2 = 1.4426950408889634f;
+    }
     // Segment ids: their ranges per 64 keys / rows go after the claim
     // counter (primitives.py sizes the workspace so; Sm90ForwardSupports
     // refuses a call without the room).
@@ -418,6 +422,16 @@ LaunchStatus LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t st
     // (one CTA per tile); no dynamic scheduler, clusters or bias kernels yet.
     const bool ext = needs_ext || (variant & kFwdForceExt) != 0;
     const bool persistent = (variant & kFwdPersistent) != 0;
+    // Head dim 192, dense: 80-key blocks as at 256 (the default bits carry
+    // kFwdBlockN80 unless its switches keep 64), persistent when not causal.
+    if (d == 192 && !ext && (variant & kFwdBlockN80) != 0 && (!m.causal || !persistent)) {
+      if (persistent) {
+        return f16 ? Launch<192, true, true, true, false, false, 80>(p, stream)
+                   : Launch<192, false, true, true, false, false, 80>(p, stream);
+      }
+      return f16 ? Launch<192, true, true, false, false, false, 80>(p, stream)
+                 : Launch<192, false, true, false, false, false, 80>(p, stream);
+    }
 #define JAXDNN_SM90_NATIVE_CASE(D)                                                \
   if (d == D) {                                                                   \
     if (ext) {                                                                    \

@@ -618,15 +618,24 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float m_new = rescale ? mx[r] : row_max[r];
-        const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-        corr[r] = rescale ? exp2f(row_max[r] * scale_log2 - m_scaled) : 1.f;
+        // kBias: scores in natural units (the bias added to scale * q.k,
+        // scale_log2 = log2 e) and the row maximum subtracted before the
+        // scaling, so that a row of equal huge logits (a bias of the dtype's
+        // lowest value) gets P = 1 exactly, as the reference, not the
+        // rounding residue of an fma at 1e38 (inf or 0).
+        const float m_sub = m_new == -INFINITY ? 0.f : m_new;
+        const float m_scaled = kBias ? m_sub : m_sub * scale_log2;
+        corr[r] = !rescale ? 1.f
+                  : kBias  ? exp2f((row_max[r] - m_sub) * scale_log2)
+                           : exp2f(row_max[r] * scale_log2 - m_scaled);
         row_max[r] = m_new;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float v = exp2f(fmaf(s[4 * j + 2 * r + e], scale_log2, -m_scaled));
+            const float v = kBias ? exp2f((s[4 * j + 2 * r + e] - m_scaled) * scale_log2)
+                                  : exp2f(fmaf(s[4 * j + 2 * r + e], scale_log2, -m_scaled));
             s[4 * j + 2 * r + e] = v;
             sum += v;
           }
@@ -933,6 +942,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
           p.lse[(static_cast<int64_t>(tl.b) * p.heads + tl.h) * p.q_len + row] =
               empty                    ? -INFINITY
               : row_max[r] == INFINITY ? INFINITY  // an inf logit: +inf as the reference (sum is NaN)
+              : kBias                  ? row_max[r] + __log2f(sum) * 0.69314718055994531f  // natural units
                                        : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
         }
       }

@@ -27,23 +27,14 @@ struct FwdBiasParams {
   // Element strides of batch, query head and query row (0 where broadcast);
   // keys are contiguous.
   long long stride_b = 0, stride_h = 0, stride_t = 0;
-  // The kernel's scores are raw q.k until the softmax scales them: the bias
-  // goes in divided by the scale (1 with softcap, applied before the bias).
+  // The bias kernels work in natural units: the raw q.k times mul (the
+  // softmax scale; 1 with softcap, applied before the bias) plus the bias.
   float mul = 1.f;
   // How a warp copies its slice: 16 or 4 (cp.async chunks: every row start
   // aligned to that many bytes), or 2 (plain element loads).
   int copy_bytes = 16;
   int f16 = 0;  // 1: float16, 0: bfloat16
 };
-
-// bias * mul as the raw scores take it. A finite bias stays finite: bfloat16's
-// lowest (-3.4e38, flax's "big negative" mask value) times 1 / scale would
-// overflow to -inf and mask a row the reference (scale * q.k + bias, finite)
-// keeps; -inf and NaN pass as they are.
-__device__ __forceinline__ float FwdBiasTerm(float b, float mul) {
-  const float v = b * mul;
-  return fabsf(b) <= 3.402823466e38f ? fminf(fmaxf(v, -3.402823466e38f), 3.402823466e38f) : v;
-}
 
 template <int kBlockN>
 struct FwdBiasStage {
@@ -103,7 +94,7 @@ struct FwdBiasStage {
     CpAsyncCommit();
   }
 
-  // s += bias * mul over this thread's accumulator elements (rows g and g + 8
+  // s = s * mul + bias (natural units) over this thread's accumulator elements (rows g and g + 8
   // of the warp, keys 8 j + 2 t + e), once the copy landed.
   template <int N>
   static __device__ __forceinline__ void Add(float (&s)[N], const FwdBiasParams& bp, uint32_t stage, int g,
@@ -122,8 +113,8 @@ struct FwdBiasStage {
         } else {
           b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw));
         }
-        s[4 * j + 2 * r] += FwdBiasTerm(b.x, bp.mul);
-        s[4 * j + 2 * r + 1] += FwdBiasTerm(b.y, bp.mul);
+        s[4 * j + 2 * r] = fmaf(s[4 * j + 2 * r], bp.mul, b.x);
+        s[4 * j + 2 * r + 1] = fmaf(s[4 * j + 2 * r + 1], bp.mul, b.y);
       }
     }
     __syncwarp();  // every lane has read the stage before it is refilled

@@ -46,7 +46,7 @@ struct FwdParams {
 #endif
 
 // kBlockNOpt: 0 = the head dim's default kv block; 80 = 80-key blocks at head
-// dim 256 (dense static launches, see the header comment).
+// dims 192 and 256 (dense static launches, see the header comment).
 // kConsumers: consumer warpgroups of 64 query rows each; 3 (192-row tiles) at
 // head dim 64, dense launches only (see the header comment).
 // kQBufs: query tile buffers, 1 or 2 (the dynamic scheduler, see FwdQBufs).
@@ -58,7 +58,8 @@ struct FwdConfig {
   // columns only (S over kD / 16 k-steps, O += P V at N = kD).
   static_assert(kD == 64 || kD == 96 || kD == 128 || kD == 192 || kD == 256,
                 "head dim 64, 96, 128, 192 or 256");
-  static_assert(kBlockNOpt == 0 || (kD == 256 && kBlockNOpt == 80), "80-key blocks at head dim 256 only");
+  static_assert(kBlockNOpt == 0 || (kD > 128 && kBlockNOpt == 80),
+                "80-key blocks at head dims 192 and 256 only");
   static_assert(kConsumers == 2 || (kConsumers == 3 && kD == 64 && kBlockNOpt == 0),
                 "three consumer warpgroups at head dim 64 only");
   static constexpr int kThreads = 128 * (1 + kConsumers);

@@ -40,8 +40,8 @@ inline bool Sm90BiasFits(const Broadcast4& b, ffi::DataType dtype, const AttnSha
 }
 
 // The bias as the kernels read it: its copy granularity from the alignment
-// of every row start, and the 1 / scale the raw scores need (1 with softcap,
-// which is applied before the bias).
+// of every row start, and the scale the raw scores take before the bias is
+// added (1 with softcap, which is applied before the bias).
 inline FwdBiasParams MakeSm90BiasParams(const Broadcast4& b, ffi::DataType dtype, const AttnMaskParams& m) {
   FwdBiasParams out;
   out.data = b.data;
@@ -55,7 +55,7 @@ inline FwdBiasParams MakeSm90BiasParams(const Broadcast4& b, ffi::DataType dtype
   };
   out.copy_bytes = aligned(8) ? 16 : aligned(2) ? 4 : 2;
   out.f16 = dtype == ffi::DataType::F16 ? 1 : 0;
-  out.mul = m.softcap > 0.f ? 1.f : 1.f / m.scale;
+  out.mul = m.softcap > 0.f ? 1.f : m.scale;
   return out;
 }
 
