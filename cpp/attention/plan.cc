@@ -93,6 +93,12 @@ bool ForwardNativeHeadDim(const AttnProblem& p) {
   return jaxdnn::sm90::Sm90DeviceReady(-1);
 }
 
+bool BackwardNativeHeadDim(const AttnProblem& p) {
+  if (p.shape.head_dim != 96 || SwitchInt(Switch::kAttentionSm90Bwd, -1) == 0) return false;
+  if (!Sm90BackwardShapeFits(p)) return false;
+  return jaxdnn::sm90::Sm90DeviceReady(-1);
+}
+
 int64_t ForwardWorkspaceElems(const AttnProblem& p) { return std::max(Sm90ForwardElems(p), DecodeElems(p)); }
 
 int32_t OperandsOf(const AttnBwdArgs& a) {
@@ -117,7 +123,8 @@ bool Sm90BackwardShapeFits(const AttnProblem& p) {
   // mma.sync backward (docs/perf/attention.md, Standing decisions: d256 on
   // the two-kernel sm90 backward).
   const bool d256 = s.head_dim == 256 && SwitchOn(Switch::kAttentionSm90BwdD256);
-  if (s.head_dim != 64 && s.head_dim != 128 && !d256) return false;
+  const bool d96 = s.head_dim == 96 && SwitchOn(Switch::kAttentionSm90NativeDims);
+  if (s.head_dim != 64 && s.head_dim != 128 && !d256 && !d96) return false;
   if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
   if (s.heads % s.kv_heads != 0) return false;
   // Grid limits: x = batch * heads < 2^31, y = blocks along a sequence < 65536.
@@ -131,7 +138,9 @@ bool Sm90BackwardShapeFits(const AttnProblem& p) {
     // 64 and 128, no softcap; its dtype and layout are checked at launch
     // (Sm90BackwardSupports), which falls back to the mma.sync backward.
     if ((p.operands & (kHasBias | kWantDbias)) != (kHasBias | kWantDbias)) return false;
-    if (!SwitchOn(Switch::kAttentionSm90Bias) || s.head_dim == 256 || p.softcap != 0.f) return false;
+    if (!SwitchOn(Switch::kAttentionSm90Bias) || s.head_dim > 128 || s.head_dim == 96 || p.softcap != 0.f) {
+      return false;
+    }
   }
   if (p.dropout_rate != 0.f || !p.scale_positive) return false;
   const bool masked = (p.operands & (kHasQLengths | kHasKvLengths | kHasSegments)) || p.window_left >= 0 ||

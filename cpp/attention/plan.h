@@ -56,6 +56,11 @@ bool FusedBackwardShapeFits(const AttnProblem& p);
 // split-KV decode would not take, on a compute capability 9.0 device, unless
 // JAXDNN_ATTENTION_SM90_NATIVE_DIMS=0. Plan query "attention_fwd_native_head_dim".
 bool ForwardNativeHeadDim(const AttnProblem& p);
+// The same for the backward: head dim 96 where the two-kernel sm90 backward
+// takes the problem (Sm90BackwardShapeFits; not with dlse, a bias or a
+// mask), on a compute capability 9.0 device. Plan query
+// "attention_bwd_native_head_dim".
+bool BackwardNativeHeadDim(const AttnProblem& p);
 
 // float32 workspace elements of each direction on CUDA (0: none). The
 // backward's is sized to the kernel the problem takes: the Hopper kernels

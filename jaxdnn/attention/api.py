@@ -40,8 +40,9 @@ class _Config:
   implementation: str | None
   deterministic: bool
   with_lse: bool
-  # CUDA runs head dims 96 and 192 natively forward only: the backward pads
-  # its operands to this width (0: no padding).
+  # CUDA runs head dims 96 and 192 natively forward (and 96 backward where
+  # the plan says so): else the backward pads its operands to this width
+  # (0: no padding).
   backward_width: int = 0
 
   def params(self, operands):
@@ -127,7 +128,7 @@ def _attention_bwd(cfg, saved, ct):
     bits |= OPERAND_BITS["dbias"]
   dout = dout.astype(q.dtype)
   width = q.shape[-1]
-  if cfg.backward_width > width:
+  if cfg.backward_width > width and not _backward_native(q, k, bits, cfg):
     q, k, v, out, dout = (_pad_head_dim(x, cfg.backward_width) for x in (q, k, v, out, dout))
   fixed = [q, k, v, out, lse, dout] + ([dlse] if dlse is not None else [])
   grads = attention_backward.bind(
@@ -217,6 +218,26 @@ def _forward_native(
     dropout_rate=rate,
   )
   return bool(_extension.plan_query("attention_fwd_native_head_dim", **args))
+
+
+def _backward_native(q, k, bits, cfg):
+  """Whether the CUDA backward runs this head dim (96) on its own kernels:
+  the C++ plan's rule (plan.h, BackwardNativeHeadDim), which sees dlse too."""
+  if q.shape[-1] != 96 or bits & OPERAND_BITS["bias"]:
+    return False
+  args = plan_args(
+    [q, k],
+    FORWARD_FIXED,
+    operands=bits,
+    scale=cfg.scale,
+    softcap=cfg.softcap,
+    causal=cfg.causal,
+    window_left=cfg.window[0],
+    window_right=cfg.window[1],
+    dropout_rate=cfg.dropout_rate,
+    deterministic=cfg.deterministic,
+  )
+  return bool(_extension.plan_query("attention_bwd_native_head_dim", **args))
 
 
 def _pad_head_dim(x, to):

@@ -2,8 +2,9 @@
 forward_config.cuh: the 128 and 256 layouts with the gemms over the head
 dim's own columns, TMA zero-filling the rest): output and log-sum-exp
 against the "xla" oracle with odd lengths, GQA, causal (top-left and
-bottom-right), windows, lengths, segment ids and softcap; gradients through
-the backward, which pads; the compiled forward takes the unpadded operands.
+bottom-right), windows, lengths, segment ids and softcap; gradients (head
+dim 96 on its own sm90 backward kernels, 192 and a log-sum-exp cotangent
+padded); the compiled calls take the unpadded operands.
 MLA 192/128 rides on the 192 kernel (test_mla.py). GPU only: on the CPU the
 same head dims run through the attention suite's CPU kernel."""
 
@@ -11,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from attention_cases import (
+  BWD_TARGET,
   FWD_TARGET,
   OPTIONS,
   Dims,
@@ -62,7 +64,10 @@ def test_forward_matches_oracle(dims, option, dtype):
   assert_close(lse, want_lse, tol(dtype))
 
 
-@pytest.mark.parametrize("option", ["plain", "causal", "window_pair", "both_lengths"])
+GRAD_OPTIONS = ["plain", "causal", "window_pair", "both_lengths", "segments", "softcap"]
+
+
+@pytest.mark.parametrize("option", GRAD_OPTIONS)
 @pytest.mark.parametrize("dims", [DIMS[0], DIMS[2], DIMS[4]], ids=str)
 def test_gradients_match_oracle(dims, option):
   q, k, v = qkv(dims, jnp.bfloat16)
@@ -72,6 +77,41 @@ def test_gradients_match_oracle(dims, option):
   for label, a, b in zip(["dq", "dk", "dv"], got, want):
     assert a.shape == b.shape, label
     assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
+
+
+@pytest.mark.parametrize("option", ["causal", "causal_segments_kvlen"])
+def test_float16_gradients_at_96(option):
+  dims = Dims(1, 1537, 1537, 4, 2, 96)
+  q, k, v = qkv(dims, jnp.float16)
+  kw = OPTIONS[option](dims)
+  w = cotangent_like(q)
+  got, want = grads("cuda", q, k, v, kw, w), grads("xla", q, k, v, kw, w)
+  for label, a, b in zip(["dq", "dk", "dv"], got, want):
+    assert_close(a, b, grad_tol(jnp.float16), err_msg=label)
+
+
+def test_lse_gradient_at_96():
+  # A log-sum-exp cotangent takes a backward without native 96 (it pads).
+  dims = Dims(2, 200, 300, 4, 2, 96)
+  q, k, v = qkv(dims, jnp.bfloat16)
+  w, w_lse = cotangent_like(q), jnp.ones((2, 200, 4), jnp.float32)
+  got = grads("cuda", q, k, v, {}, w, w_lse)
+  want = grads("xla", q, k, v, {}, w, w_lse)
+  for label, a, b in zip(["dq", "dk", "dv"], got, want):
+    assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
+
+
+def test_backward_runs_unpadded_at_96():
+  dims = Dims(1, 512, 512, 4, 4, 96)
+  q, k, v = qkv(dims, jnp.bfloat16)
+
+  def loss(q, k, v):
+    out = jaxdnn.dot_product_attention(q, k, v, is_causal=True, implementation="cuda")
+    return jnp.sum(out.astype(jnp.float32))
+
+  text = hlo(jax.grad(loss, argnums=(0, 1, 2)), q, k, v)
+  assert BWD_TARGET in text
+  assert " pad(" not in text, "the backward should take the operands unpadded"
 
 
 @pytest.mark.parametrize("head_dim", [96, 192])

@@ -291,6 +291,16 @@ LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t st
     }
     return LaunchStatus::Refused("no sm90 bias backward is compiled for this head dim");
   }
+  if (d == 96) {
+    // Head dim 96 (the 128 layout, gemms over 96 columns): 128-key dQ steps,
+    // no overlap variants (bits 1, 16 and 32 ignored).
+    if (ext) {
+      return f16 ? Launch<96, true, 128, false, false, true>(p, stream, run_dkdv, run_dq, head_major)
+                 : Launch<96, false, 128, false, false, true>(p, stream, run_dkdv, run_dq, head_major);
+    }
+    return f16 ? Launch<96, true, 128, false, false, false>(p, stream, run_dkdv, run_dq, head_major)
+               : Launch<96, false, 128, false, false, false>(p, stream, run_dkdv, run_dq, head_major);
+  }
   if (ext) {
 #define JAXDNN_SM90_BWD_EXT_CASE(D, BN)                                                             \
   if (d == D && dq128 == (BN == 128)) {                                                             \

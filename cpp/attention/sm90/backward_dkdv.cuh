@@ -16,14 +16,16 @@ namespace jaxdnn::attention::sm90 {
 // 2. dK / dV.
 template <int kD>
 struct DkDvConfig {
-  static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
+  // Head dim 96: the 128 layout (two panels, TMA zero-fills the second
+  // half), the gemms over 96 columns (see attention/sm90/forward_config.cuh).
+  static_assert(kD == 64 || kD == 96 || kD == 128, "head dim 64, 96 or 128");
   static constexpr int kThreads = 384;
   static constexpr int kBlockN = 128;  // keys per CTA (2 consumers x 64)
   static constexpr int kBlockM = 64;   // queries per pipeline step
-  static constexpr int kStages = kD == 128 ? 3 : 4;
-  static constexpr int kDBlocks = kD / 64;
-  static constexpr int kKBytes = kBlockN * kD * 2;
-  static constexpr int kQBytes = kBlockM * kD * 2;
+  static constexpr int kStages = kD > 64 ? 3 : 4;
+  static constexpr int kDBlocks = (kD + 63) / 64;
+  static constexpr int kKBytes = kBlockN * kDBlocks * 128;
+  static constexpr int kQBytes = kBlockM * kDBlocks * 128;
   static constexpr int kOffK = 0;
   static constexpr int kOffV = kOffK + kKBytes;
   static constexpr int kOffQ = kOffV + kKBytes;

@@ -14,14 +14,15 @@ template <int kD, int kBlockN_>
 struct DqConfig {
   // Head dim 256: 32-key steps (kBlockN_ = 32) in 3 stages, so that Q and dO
   // (128 KB) and the K/V ring (96 KB) fit; dq is 128 registers per thread.
-  static_assert(kD == 64 || kD == 128 || (kD == 256 && kBlockN_ == 32), "head dim 64, 128 or 256");
+  static_assert(kD == 64 || kD == 96 || kD == 128 || (kD == 256 && kBlockN_ == 32),
+                "head dim 64, 96, 128 or 256");
   static constexpr int kThreads = 384;
   static constexpr int kBlockM = 128;  // queries per CTA (2 consumers x 64)
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kD == 256 ? 3 : (kBlockN_ == 64 ? 3 : 2);
-  static constexpr int kDBlocks = kD / 64;
-  static constexpr int kQBytes = kBlockM * kD * 2;
-  static constexpr int kKVBytes = kBlockN * kD * 2;
+  static constexpr int kDBlocks = (kD + 63) / 64;  // head dim 96: two panels, the second half zero
+  static constexpr int kQBytes = kBlockM * kDBlocks * 128;
+  static constexpr int kKVBytes = kBlockN * kDBlocks * 128;
   static constexpr int kOffQ = 0;
   static constexpr int kOffDO = kOffQ + kQBytes;
   static constexpr int kOffK = kOffDO + kQBytes;

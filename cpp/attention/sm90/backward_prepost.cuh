@@ -17,18 +17,24 @@ namespace jaxdnn::attention::sm90 {
 template <int kD, bool kF16>
 __global__ void __launch_bounds__(256)
     AttnBwdDeltaKernel(const BwdParams p, float* dq_accum, int64_t accum_rows) {
-  constexpr int kLanes = kD / 8;  // 8, 16 or 32 lanes per row
+  // 8, 16 or 32 lanes per row (head dim 96: 16, the last 4 idle).
+  constexpr int kLanes = kD == 96 ? 16 : kD / 8;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t row = tid / kLanes;
   const int lane = static_cast<int>(tid % kLanes);
+  const bool live = lane < kD / 8;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.q_len * p.heads;
   // Whole groups of kLanes lanes leave together, so the shuffles below see
   // only live lanes of their own group.
   if (row >= rows) return;
   // row = (b * q_len + i) * heads + h
-  const uint4 ov = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.out) + row * kD + lane * 8);
+  const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
+  const uint4 ov =
+      live ? *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.out) + row * kD + lane * 8)
+           : zero4;
   const uint4 dv =
-      *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.dout) + row * kD + lane * 8);
+      live ? *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.dout) + row * kD + lane * 8)
+           : zero4;
   const uint16_t* oe = reinterpret_cast<const uint16_t*>(&ov);
   const uint16_t* de = reinterpret_cast<const uint16_t*>(&dv);
   float acc = 0.f;
@@ -47,8 +53,10 @@ __global__ void __launch_bounds__(256)
   if (dq_accum != nullptr) {
     float4* a = reinterpret_cast<float4*>(dq_accum + (bh * accum_rows + i) * kD);
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    a[lane] = zero;  // kD / 4 chunks over kD / 8 lanes: two each
-    a[lane + kLanes] = zero;
+    // kD / 4 chunks over kD / 8 lanes: two each (head dim 96 has no fused backward).
+    static_assert(kD != 96 || kLanes == 16, "head dim 96's lanes");
+    if (lane * 4 < kD) a[lane] = zero;
+    if ((lane + kLanes) * 4 < kD) a[lane + kLanes] = zero;
   }
 }
 
@@ -56,7 +64,7 @@ __global__ void __launch_bounds__(256)
 template <int kD, bool kF16>
 cudaError_t LaunchBwdDelta(const BwdParams& p, cudaStream_t stream, float* dq_accum = nullptr,
                            int64_t accum_rows = 0) {
-  const int64_t threads_total = static_cast<int64_t>(p.batch) * p.q_len * p.heads * (kD / 8);
+  const int64_t threads_total = static_cast<int64_t>(p.batch) * p.q_len * p.heads * (kD == 96 ? 16 : kD / 8);
   const int threads = 256;
   const int64_t blocks = (threads_total + threads - 1) / threads;
   AttnBwdDeltaKernel<kD, kF16>
