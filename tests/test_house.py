@@ -152,7 +152,8 @@ def test_attention_plan_sizes_the_workspaces():
   assert fwd(2, 2048, 2048, 16, 16, 128, operands=16) == 64 + 2 * 2 * (32 + 32)
   assert fwd(3, 1000, 300, 16, 16, 64, operands=16) == 64 + 2 * 3 * (16 + 6)
   assert fwd(2, 2048, 2048, 16, 16, 128, dtype=0, causal=1) == 0
-  assert fwd(2, 2048, 2048, 16, 16, 96, causal=1) == 0
+  assert fwd(2, 2048, 2048, 16, 16, 96, causal=1) == 64  # head dims 96 and 192: their own kernels
+  assert fwd(2, 2048, 2048, 16, 16, 80, causal=1) == 0
   assert fwd(2, 2048, 2048, 16, 16, 128, causal=1, operands=1) == 64  # a bias: the extended path
   assert fwd(2, 2048, 2048, 16, 16, 128, causal=1, operands=2) == 0  # a mask: mma.sync
   # Backward, sized to the kernel the problem takes: the Hopper kernels need
@@ -189,6 +190,20 @@ def test_attention_plan_sizes_the_workspaces():
     )
     == base(2, 256, 4, 64) + 2 * 4 * 256 * 256
   )
+  # Head dim 96: the two-kernel sm90 backward (no fused one).
+  assert bwd(2, 1024, 1024, 4, 4, 96) == delta(2, 1024, 4)
+  # Whether head dims 96 / 192 run unpadded: never with a bias, a mask,
+  # dropout or float32, nor at other head dims (the rest needs an sm90 device).
+  native = lambda d, *a, **kw: _extension.plan_query(
+    f"attention_{d}_native_head_dim", **args(*a, **kw)
+  )
+  for d in ("fwd", "bwd"):
+    assert native(d, 2, 256, 256, 4, 4, 128) == 0
+    assert native(d, 2, 256, 256, 4, 4, 96, operands=1) == 0
+    assert native(d, 2, 256, 256, 4, 4, 96, dropout=1, operands=32) == 0
+    assert native(d, 2, 256, 256, 4, 4, 96, dtype=0) == 0
+  assert native("bwd", 2, 256, 256, 4, 4, 192) == 0
+  assert native("fwd", 2, 1, 4096, 8, 2, 96) == 0  # a decode: the padded split-KV kernels
   # (GQA, where the fused kernel also keeps per-query-head dK/dV partials).
   assert bwd(2, 1024, 1024, 8, 2, 128) > base(2, 1024, 8, 128)
   assert bwd(2, 1024, 1024, 8, 2, 128, deterministic=1) == base(2, 1024, 8, 128)
