@@ -1,4 +1,5 @@
-// Hopper (sm_90a) attention backward: head dim 64, 128 or 256 (its dK/dV
+// Hopper (sm_90a) attention backward: head dim 64, 96 (the 128 kernels over
+// 96 columns), 128 or 256 (its dK/dV
 // kernel splits the head dim over the consumers,
 // attention/sm90/backward_d256.cuh), bf16 or f16; no
 // bias/mask/dropout/dlse. Deterministic: no atomics, every sum has a fixed

@@ -1,6 +1,7 @@
 // Hopper (sm_90a) attention forward in the FlashAttention-3 style, dense case:
 // no bias/mask/lengths/segments/softcap/dropout/window; causal (top-left) only
-// when q_len == kv_len. Head dim 64, 128 or 256, bf16 or f16.
+// when q_len == kv_len. Head dim 64, 128 or 256 (96 and 192 on the layouts of
+// 128 and 256: see FwdConfig), bf16 or f16.
 //
 // One CTA = one 128-row query tile of one (batch, head); 3 warpgroups:
 //   warpgroup 0: producer. After setmaxnreg.dec one thread issues the TMA loads:

@@ -9,7 +9,7 @@
 namespace jaxdnn::attention {
 
 // True when the sm_90a kernel handles this problem: bf16/f16, head dim 64,
-// 128 or 256, no bias/mask/dropout,
+// 128 or 256 (96 and 192 without a bias), no mask/dropout,
 // scale > 0, 16-byte aligned operands, and the current device has compute
 // capability 9.0; and either the dense case (no
 // lengths/segments/softcap/window, causal only with q_len == kv_len) or, unless
