@@ -203,6 +203,7 @@ def test_attention_plan_sizes_the_workspaces():
     assert native(d, 2, 256, 256, 4, 4, 96, dropout=1, operands=32) == 0
     assert native(d, 2, 256, 256, 4, 4, 96, dtype=0) == 0
   assert native("bwd", 2, 256, 256, 4, 4, 192) == 0
+  assert native("fwd", 2, 256, 0, 4, 4, 96) == 0  # no key: the sm90 forward's shape rules
   assert native("fwd", 2, 1, 4096, 8, 2, 96) == 0  # a decode: the padded split-KV kernels
   # (GQA, where the fused kernel also keeps per-query-head dK/dV partials).
   assert bwd(2, 1024, 1024, 8, 2, 128) > base(2, 1024, 8, 128)

@@ -37,7 +37,10 @@ LaunchStatus FwdByHeadDim(const AttnFwdArgs& p, cudaStream_t stream) {
     case 64: return LaunchFwd<T, 64>(p, stream);
     case 128: return LaunchFwd<T, 128>(p, stream);
     case 256: return LaunchFwd<T, 256>(p, stream);
-    default: return LaunchStatus::Refused("no sm80 forward is compiled for this head dim (64, 128, 256)");
+    default:
+      return LaunchStatus::Refused(
+          "no sm80 forward is compiled for this head dim (64, 128, 256; 96 and 192 run unpadded on sm90 "
+          "only, where the call was traced on an sm90 device)");
   }
 }
 
@@ -108,7 +111,10 @@ LaunchStatus BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
     case 64: return LaunchBwd<T, 64>(p, stream);
     case 128: return LaunchBwd<T, 128>(p, stream);
     case 256: return LaunchBwd<T, 256>(p, stream);
-    default: return LaunchStatus::Refused("no sm80 backward is compiled for this head dim (64, 128, 256)");
+    default:
+      return LaunchStatus::Refused(
+          "no sm80 backward is compiled for this head dim (64, 128, 256; 96 runs unpadded on sm90 only, "
+          "where the call was traced on an sm90 device)");
   }
 }
 

@@ -85,6 +85,19 @@ bool ForwardNativeHeadDim(const AttnProblem& p) {
   if (!SwitchOn(Switch::kAttentionSm90) || !SwitchOn(Switch::kAttentionSm90NativeDims)) return false;
   if (!Is16Bit(p.dtype) || !p.scale_positive) return false;
   if (p.dropout_rate != 0.f || (p.operands & (kHasBias | kHasMask | kHasDropout))) return false;
+  // The shape rules of Sm90ForwardSupports (attention/sm90/forward.cu), which
+  // the launch applies with the buffers: a problem it refuses would reach the
+  // mma.sync forward, which has no 96 / 192 build.
+  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
+  if (s.heads % s.kv_heads != 0) return false;
+  if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30) ||
+      (s.q_len + 127) / 128 * s.heads * s.batch > int64_t{0x7fffffff}) {
+    return false;
+  }
+  const bool masked = (p.operands & (kHasQLengths | kHasKvLengths | kHasSegments)) != 0 ||
+                      p.window_left >= 0 || p.window_right >= 0 || p.softcap != 0.f ||
+                      (p.causal && s.q_len != s.kv_len);
+  if (masked && !SwitchOn(Switch::kAttentionSm90Ext)) return false;
   AttnShape padded = s;
   padded.head_dim = s.head_dim == 96 ? 128 : 256;
   if (SwitchOn(Switch::kAttentionDecode) && !(p.operands & kHasSegments) && DecodeSplitShapeFits(padded)) {

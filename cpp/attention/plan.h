@@ -51,10 +51,12 @@ bool FusedBackwardFirst(int64_t q_len, bool ordered);
 bool FusedBackwardShapeFits(const AttnProblem& p);
 
 // Whether the forward runs head dim 96 or 192 on its own sm90 kernel rather
-// than zero-padded to 128 or 256 (Python pads the operands otherwise, and the
-// backward's always): a 16-bit problem with no bias, mask or dropout that the
-// split-KV decode would not take, on a compute capability 9.0 device, unless
-// JAXDNN_ATTENTION_SM90_NATIVE_DIMS=0. Plan query "attention_fwd_native_head_dim".
+// than zero-padded to 128 or 256 (Python pads the operands otherwise): a
+// 16-bit problem with no bias, mask or dropout that the sm90 forward's shape
+// rules take and the split-KV decode would not, unless
+// JAXDNN_ATTENTION_SM90_NATIVE_DIMS=0, on a compute capability 9.0 device
+// current at trace time (an unpadded executable runs on sm90 only). Plan
+// query "attention_fwd_native_head_dim".
 bool ForwardNativeHeadDim(const AttnProblem& p);
 // The same for the backward: head dim 96 where the two-kernel sm90 backward
 // takes the problem (Sm90BackwardShapeFits; not with dlse, a bias or a

@@ -139,3 +139,14 @@ def test_bias_and_decode_still_pad():
   dims = Dims(2, 1, 4096, 8, 2, 192)
   q, k, v = qkv(dims, jnp.bfloat16)
   assert_close(run("cuda", q, k, v), run("xla", q, k, v), tol(jnp.bfloat16))
+
+
+def test_empty_keys_pad():
+  # No key: the sm90 forward refuses the shape, so the API pads (zeros out).
+  q = qkv(Dims(2, 33, 1, 4, 2, 96), jnp.bfloat16)[0]
+  k = v = jnp.zeros((2, 0, 2, 96), jnp.bfloat16)
+  assert not api._forward_native(
+    q, k, 96, None, None, None, None, None, None, (-1, -1), None, 0.1, False, 0.0
+  )
+  out = run("cuda", q, k, v)
+  assert out.shape == q.shape and not jnp.any(out)  # a row with nothing to attend gives zeros

@@ -281,6 +281,8 @@ LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t st
     // The bias kernels: 128-key dQ steps (variant bit 1 ignored). dbias is
     // the dQ kernel's, so that kernel cannot be skipped (bit 4).
     if (!run_dq) return LaunchStatus::Refused("the sm90 bias backward writes dbias in its dQ kernel (bit 4)");
+    // (Softcap's gradient factor reads the log2 lse of the unbiased kernels.)
+    if (p.mask_params.softcap != 0.f) return LaunchStatus::Refused("the sm90 bias backward takes no softcap");
     if (d == 128) {
       return f16 ? Launch<128, true, 128, false, false, true, true>(p, stream, run_dkdv, run_dq, head_major)
                  : Launch<128, false, 128, false, false, true, true>(p, stream, run_dkdv, run_dq, head_major);

@@ -86,8 +86,11 @@ __device__ __forceinline__ void PublishEndSlot(uint64_t* q_empty, uint64_t* q_fu
 __device__ __forceinline__ float BwdLseNat(float lse) { return lse == -INFINITY ? INFINITY : lse; }
 // P from a score and its row's lse (BwdLse2, or BwdLseNat with kSubFirst:
 // the bias kernels' natural units, the difference taken first, so that
-// equal huge logits (a bias of the dtype's lowest value) give P = exp(0 -
-// log n) exactly as the reference and not an fma's rounding residue at 1e38).
+// equal huge logits (a bias of the dtype's lowest value) give a finite P and
+// not an fma's rounding residue at 1e38 (inf or 0). P is 1 there, not 1 / n:
+// the float32 lse m + log n rounds to m at that magnitude, so such a row's
+// gradients are n times the reference's; a masked loss gives it a zero
+// cotangent, and then they are zero as the reference's.)
 template <bool kSubFirst>
 __device__ __forceinline__ float BwdExponent(float s, float scale_log2, float lse) {
   return kSubFirst ? (s - lse) * scale_log2 : fmaf(s, scale_log2, -lse);
