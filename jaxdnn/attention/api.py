@@ -128,7 +128,7 @@ def _attention_bwd(cfg, saved, ct):
     bits |= OPERAND_BITS["dbias"]
   dout = dout.astype(q.dtype)
   width = q.shape[-1]
-  if cfg.backward_width > width and not _backward_native(q, k, bits, cfg):
+  if cfg.backward_width > width and not _native_head_dim("bwd", q, k, width, bits, cfg):
     q, k, v, out, dout = (_pad_head_dim(x, cfg.backward_width) for x in (q, k, v, out, dout))
   fixed = [q, k, v, out, lse, dout] + ([dlse] if dlse is not None else [])
   grads = attention_backward.bind(
@@ -194,50 +194,15 @@ def _padded_head_dim(head_dim):
   return next(d for d in CUDA_HEAD_DIMS if d >= head_dim)
 
 
-def _forward_native(
-  query, key, width, bias, mask, q_len, kv_len, q_seg, seeds, window, softcap, scale, causal, rate
-):
-  """Whether the CUDA forward runs this head dim (96, 192) on a kernel of its
-  own instead of zero-padded: the C++ plan's rule (plan.h, ForwardNativeHeadDim)."""
-  if width not in (96, 192) or bias is not None or mask is not None or seeds is not None:
+def _native_head_dim(direction, q, k, width, bits, cfg):
+  """Whether CUDA runs head dim `width` (96, 192) unpadded in `direction`
+  ("fwd" or "bwd"): the C++ plan's rule (plan.h, ForwardNativeHeadDim and
+  BackwardNativeHeadDim; the backward's bits carry dlse and dbias)."""
+  if width not in (96, 192) or bits & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"]):
     return False
-  bits = _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds)
-  avals = [
-    jax.ShapeDtypeStruct(query.shape[:3] + (width,), query.dtype),
-    jax.ShapeDtypeStruct(key.shape[:3] + (width,), key.dtype),
-  ]
-  args = plan_args(
-    avals,
-    FORWARD_FIXED,
-    operands=bits,
-    scale=scale,
-    softcap=float(softcap or 0.0),
-    causal=bool(causal),
-    window_left=window[0],
-    window_right=window[1],
-    dropout_rate=rate,
-  )
-  return bool(_extension.plan_query("attention_fwd_native_head_dim", **args))
-
-
-def _backward_native(q, k, bits, cfg):
-  """Whether the CUDA backward runs this head dim (96) on its own kernels:
-  the C++ plan's rule (plan.h, BackwardNativeHeadDim), which sees dlse too."""
-  if q.shape[-1] != 96 or bits & OPERAND_BITS["bias"]:
-    return False
-  args = plan_args(
-    [q, k],
-    FORWARD_FIXED,
-    operands=bits,
-    scale=cfg.scale,
-    softcap=cfg.softcap,
-    causal=cfg.causal,
-    window_left=cfg.window[0],
-    window_right=cfg.window[1],
-    dropout_rate=cfg.dropout_rate,
-    deterministic=cfg.deterministic,
-  )
-  return bool(_extension.plan_query("attention_bwd_native_head_dim", **args))
+  avals = [jax.ShapeDtypeStruct(x.shape[:3] + (width,), x.dtype) for x in (q, k)]
+  args = plan_args(avals, FORWARD_FIXED, deterministic=cfg.deterministic, **cfg.params(bits))
+  return bool(_extension.plan_query(f"attention_{direction}_native_head_dim", **args))
 
 
 def _pad_head_dim(x, to):
@@ -419,29 +384,6 @@ def dot_product_attention(
     # nothing to q.k); CUDA pads on to the head dims it is built for.
     value_dim = value.shape[-1]
     width = max(head_dim, value_dim)
-    backward_width = 0
-    if run_on_cuda:
-      padded = _padded_head_dim(width)
-      if padded != width and _forward_native(
-        query,
-        key,
-        width,
-        bias,
-        mask,
-        q_len_arr,
-        kv_len_arr,
-        q_seg,
-        seeds,
-        window,
-        softcap,
-        scale,
-        is_causal,
-        rate,
-      ):
-        backward_width = padded
-      else:
-        width = padded
-    q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
     cfg = _Config(
       scale=scale,
       softcap=float(softcap or 0.0),
@@ -451,8 +393,15 @@ def dot_product_attention(
       implementation=impl,
       deterministic=bool(deterministic),
       with_lse=return_logsumexp or return_residual,
-      backward_width=backward_width,
     )
+    if run_on_cuda:
+      padded = _padded_head_dim(width)
+      bits = _operand_bits(bias, mask, q_len_arr, kv_len_arr, q_seg, seeds)
+      if padded != width and _native_head_dim("fwd", query, key, width, bits, cfg):
+        cfg = dataclasses.replace(cfg, backward_width=padded)
+      else:
+        width = padded
+    q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
     res = _attention(
       cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg, seeds, sinks
     )
