@@ -21,6 +21,8 @@
 #include "conv/sm80/depthwise_fwd.h"
 #include "conv/sm90/conv1x1_gemm_sm90.h"
 #include "conv/sm80/depthwise_wgrad_call.h"
+#include "conv/sm80/grouped_fwd.h"
+#include "conv/sm80/grouped_wgrad.h"
 #include "conv/sm90/conv_dgrad_sm90.h"
 #include "conv/sm90/conv_fprop_sm90.h"
 #include "conv/sm90/conv_wgrad_sm90.h"
@@ -56,6 +58,19 @@ bool ForwardOnDepthwise(const ConvFwdArgs& p) {
   return p.g.algorithm == kAlgoDirect && DepthwiseFwdRefusal(p) == nullptr;
 }
 
+// Whether the forward of p runs on the grouped tensor-core kernel: where
+// the call asked for algorithm="direct" (the Python default asks for it on
+// the grouped layers it serves).
+bool ForwardOnGrouped(const ConvFwdArgs& p) {
+  return p.g.algorithm == kAlgoDirect && GroupedFwdRefusal(p) == nullptr;
+}
+
+// Whether the weight gradient of p runs on the grouped kernel (the call
+// gives dz as dy, with no activation).
+bool WgradOnGrouped(const ConvWgradArgs& p) {
+  return p.g.algorithm == kAlgoDirect && GroupedWgradRefusal(p) == nullptr;
+}
+
 // Whether the weight gradient of p runs on the depthwise kernel: where the
 // call forced algorithm="direct", as the forward.
 bool WgradOnDepthwise(const ConvWgradArgs& p) {
@@ -78,6 +93,11 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
   if (ForwardOnDepthwise(*p)) {
     const LaunchStatus s = DepthwiseFwdCuda(*p, stream);
     if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (depthwise direct): " + s.Text());
+    return ffi::Error::Success();
+  }
+  if (ForwardOnGrouped(*p)) {
+    const LaunchStatus s = GroupedFwdCuda(*p, stream);
+    if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (grouped direct): " + s.Text());
     return ffi::Error::Success();
   }
   if (ForwardOnGemm(*p)) {
@@ -118,6 +138,11 @@ ffi::Error Wgrad(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRet
   if (WgradOnDepthwise(*p)) {
     const LaunchStatus s = DepthwiseWgradCall(*p, stream);
     if (!s.ok()) return ffi::Error::Internal("jaxdnn conv weight gradient (depthwise): " + s.Text());
+    return ffi::Error::Success();
+  }
+  if (WgradOnGrouped(*p)) {
+    const LaunchStatus s = GroupedWgradCuda(*p, stream);
+    if (!s.ok()) return ffi::Error::Internal("jaxdnn conv weight gradient (grouped direct): " + s.Text());
     return ffi::Error::Success();
   }
   const LaunchStatus s = ConvWgradSm90(*p, stream);
@@ -179,7 +204,7 @@ ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
 int64_t FwdWorkspace(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
   if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
-  if (ForwardOnDepthwise(p)) return 0;
+  if (ForwardOnDepthwise(p) || ForwardOnGrouped(p)) return 0;
   if (ForwardOnGemm(p)) return int64_t(Conv1x1GemmSm90Workspace(p));
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
   return int64_t(ConvFpropSm90Workspace(p));
@@ -190,7 +215,7 @@ int64_t FwdWorkspace(const QueryArgs& q) {
 int64_t FwdTileN(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
   if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
-  if (ForwardOnDepthwise(p)) return -1;
+  if (ForwardOnDepthwise(p) || ForwardOnGrouped(p)) return -1;
   if (ForwardOnGemm(p)) return Conv1x1GemmSm90TileN(p);
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
   return ConvFpropSm90TileN(p);
@@ -198,11 +223,13 @@ int64_t FwdTileN(const QueryArgs& q) {
 
 // Which kernel the forward runs for a problem (the same arguments as
 // FwdWorkspace): 1 the 1x1 persistent GEMM, 0 the implicit-GEMM
-// convolution, 2 the depthwise direct loop, -1 none (the plans refuse it).
+// convolution, 2 the depthwise direct loop, 3 the grouped tensor-core
+// kernel, -1 none (the plans refuse it).
 int64_t FwdKernel(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
   if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
   if (ForwardOnDepthwise(p)) return 2;
+  if (ForwardOnGrouped(p)) return 3;
   if (ForwardOnGemm(p)) return 1;
   return ConvFpropSm90Refusal(p) != nullptr ? -1 : 0;
 }
@@ -231,6 +258,7 @@ int64_t WgradWorkspace(const QueryArgs& q) {
   p.bias_dtype = DtypeOfQuery(q, "bias_dtype");
   p.g.algorithm = int32_t(QueryArg(q, "algorithm"));
   if (WgradOnDepthwise(p)) return int64_t(DepthwiseWgradCallWorkspace(p));
+  if (WgradOnGrouped(p)) return int64_t(GroupedWgradWorkspace(p));
   if (ConvWgradSm90Refusal(p) != nullptr) return -1;
   return int64_t(ConvWgradSm90Workspace(p));
 }

@@ -85,7 +85,20 @@ def _conv_fwd(static, x, w, bias, residual):
 def _conv_bwd(static, res, dy):
   x, w, saved, bias_token = res
   s = _operands(saved)
-  gt = _depthwise_dgrad_geometry(static["g"], static["algorithm"])
+  g = static["g"]
+  gt = _direct_dgrad_geometry(g, static["algorithm"])
+  if _grouped_direct(static):
+    # The grouped kernels take dz (one XLA elementwise op, shared by both).
+    dz_wide = reference.backprop(static["act"], static["act_param"], dy, saved)
+    dz = dz_wide.astype(x.dtype)
+    if gt is not None and _grouped_dgrad_serves(static, gt):
+      dx, dres = _grouped_dgrad(static, gt, dz, dz_wide, w)
+    else:
+      dgrad = conv_dgrad.bind(dy, w, *s, **static)
+      dx, dres = dgrad[0], dgrad[1] if static["has_residual"] else None
+    wgrad = conv_wgrad.bind(x, dz, **_dz_static(static, x.dtype))
+    dbias = match_vma(wgrad[1], bias_token) if static["has_bias"] else None
+    return dx, match_vma(wgrad[0], vma_token(w)), dbias, dres
   if gt is not None:
     dx, dres = _depthwise_dgrad(static, gt, dy, w, saved)
   else:
@@ -96,7 +109,68 @@ def _conv_bwd(static, res, dy):
   return dx, match_vma(wgrad[0], vma_token(w)), dbias, dres
 
 
-def _depthwise_dgrad_geometry(g, algorithm):
+def _grouped_direct(static) -> bool:
+  """Whether the call runs on the grouped (not depthwise) direct kernels."""
+  g = static["g"]
+  depthwise = g.groups == g.in_channels == g.out_channels
+  return static["algorithm"] == ALGORITHM_CODES["direct"] and g.groups > 1 and not depthwise
+
+
+def _dz_static(static, dtype):
+  """The primitives' parameters for an operand that is dz already (the
+  activation's derivative applied, rounded to x's dtype)."""
+  return dict(static, act=0, act_param=0.0, saved=SAVE_NOTHING, out_dtype=str(np.dtype(dtype)))
+
+
+def _transposed_static(static, gt):
+  """The forward parameters of the transposed problem gt (dz convolved with
+  the flipped window): no epilogue, w's dtype in, x's out."""
+  return dict(
+    static,
+    g=gt,
+    act=0,
+    act_param=0.0,
+    beta=0.0,
+    has_bias=False,
+    has_residual=False,
+    saved=SAVE_NOTHING,
+    out_dtype=static["x_dtype"],
+    x_dtype=static["w_dtype"],
+    bias_dtype="",
+    residual_dtype="",
+  )
+
+
+def _grouped_dgrad_serves(static, gt) -> bool:
+  """Whether the grouped forward kernel serves the transposed problem (its
+  groups read C_out / groups channels and write C_in / groups)."""
+  t = _transposed_static(static, gt)
+  return _extension.has_cuda_target("jaxdnn_conv_fwd") and (
+    forward_plan(
+      gt, 1, t["x_dtype"], t["out_dtype"], "", "", 0, SAVE_NOTHING, False, False,
+      ALGORITHM_CODES["direct"], query="conv_fwd_kernel",
+    ) == 3
+  )  # fmt: skip
+
+
+def _grouped_dgrad(static, gt, dz, dz_wide, w):
+  """dx and the residual's gradient of a grouped convolution through the
+  forward primitive on the transposed problem gt: alpha * dz convolved with
+  the window flipped and each group's [C_in/groups, C_out/groups] block
+  transposed (dz rounded to w's dtype; the residual's from dz_wide)."""
+  g = static["g"]
+  cin_g, cout_g = g.in_channels // g.groups, g.out_channels // g.groups
+  blocks = w.reshape((*g.window, cin_g, g.groups, cout_g))
+  flipped = jnp.flip(blocks, axis=tuple(range(g.ndim)))
+  transposed_w = jnp.moveaxis(flipped, g.ndim, g.ndim + 2).reshape(-1)
+  dx = conv_forward.bind(dz.astype(w.dtype), transposed_w, **_transposed_static(static, gt))[0]
+  dres = None
+  if static["has_residual"]:
+    dres = (dz_wide * static["beta"]).astype(static["residual_dtype"])
+  return dx, dres
+
+
+def _direct_dgrad_geometry(g, algorithm):
   """With algorithm="direct" forced on a depthwise convolution, the geometry
   of the forward problem whose output is its data gradient: dz (y's
   positions) convolved with each channel's window flipped, the strides as
@@ -106,8 +180,7 @@ def _depthwise_dgrad_geometry(g, algorithm):
   data-gradient convolution (jax#26266: tens of milliseconds with
   dilation). None where that problem would need negative padding or the
   forward dilates its input: those keep the data-gradient primitive."""
-  depthwise = g.groups == g.in_channels == g.out_channels
-  if algorithm != ALGORITHM_CODES["direct"] or not depthwise:
+  if algorithm != ALGORITHM_CODES["direct"] or g.groups == 1:
     return None
   if any(d != 1 for d in g.input_dilation):
     return None
@@ -138,21 +211,7 @@ def _depthwise_dgrad(static, gt, dy, w, saved):
   dz = reference.backprop(static["act"], static["act_param"], dy, saved)
   spatial_axes = tuple(range(g.ndim))
   flipped = jnp.flip(w.reshape((*g.window, 1, g.out_channels)), axis=spatial_axes).reshape(-1)
-  transposed = dict(
-    static,
-    g=gt,
-    act=0,
-    act_param=0.0,
-    beta=0.0,
-    has_bias=False,
-    has_residual=False,
-    saved=SAVE_NOTHING,
-    out_dtype=static["x_dtype"],
-    x_dtype=static["w_dtype"],
-    bias_dtype="",
-    residual_dtype="",
-  )
-  dx = conv_forward.bind(dz.astype(w.dtype), flipped, **transposed)[0]
+  dx = conv_forward.bind(dz.astype(w.dtype), flipped, **_transposed_static(static, gt))[0]
   dres = None
   if static["has_residual"]:
     dres = (dz * static["beta"]).astype(static["residual_dtype"])
@@ -271,10 +330,10 @@ def _decide(
         f"{op}: algorithm='winograd' serves 3x3 windows over the last two spatial dims (a depth "
         "window of 1 in 3D), stride 1, no input or kernel dilation; use 'implicit_gemm' or None"
       )
-    if target == "cuda" and algorithm == "direct" and not depthwise:
+    if target == "cuda" and algorithm == "direct" and g.groups == 1:
       raise ValueError(
-        f"{op}: algorithm='direct' serves depthwise convolutions (one channel per group) "
-        "on CUDA; use 'implicit_gemm' or None"
+        f"{op}: algorithm='direct' serves depthwise and grouped convolutions "
+        "(feature_group_count > 1) on CUDA; use 'implicit_gemm' or None"
       )
     if algorithm == "fft" and not fft.serves(g):
       raise ValueError(
@@ -300,8 +359,10 @@ def _decide(
   )
   if fft_by_rule:
     algorithm = "fft"
-  chosen_by_rule = algorithm is None and _dilated_depthwise_goes_direct(
-    g, target, implementation, wide, lambda: cuda_forward_plan("direct") >= 0
+  direct_serves = lambda: cuda_forward_plan("direct") >= 0  # noqa: E731
+  chosen_by_rule = algorithm is None and (
+    _dilated_depthwise_goes_direct(g, target, implementation, wide, direct_serves)
+    or _grouped_goes_direct(g, target, implementation, wide, direct_serves)
   )
   if chosen_by_rule:
     algorithm = "direct"
@@ -311,6 +372,11 @@ def _decide(
       return None
     if not _extension.has_cuda_target("jaxdnn_conv_fwd"):
       return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
+    if algorithm == "direct" and not depthwise and cuda_forward_plan(algorithm) < 0:
+      return (
+        "the CUDA grouped kernel does not serve this call (it takes bfloat16/float16 x and w, "
+        "8, 16 or 32 input and 8-32 output channels a group, at most 512 taps)"
+      )
     if cuda_forward_plan(algorithm) < 0:
       return (
         "the CUDA convolution kernel does not serve this call yet (it takes bfloat16/float16 "
@@ -364,6 +430,13 @@ def _decide(
   elif platform == "xla":
     chosen = "xla"
     reason = fallback_reason or "implementation='xla' (the plain-JAX oracle)"
+  elif platform == "cuda" and chosen_by_rule and not depthwise:
+    chosen, reason = (
+      "direct",
+      "grouped: the tensor-core grouped kernel (a CTA a group, 8-32 channels an mma tile), "
+      "gradients included; algorithm='implicit_gemm' cannot serve groups, "
+      "implementation='xla' runs XLA's",
+    )
   elif platform == "cuda" and chosen_by_rule:
     chosen, reason = (
       "direct",
@@ -374,7 +447,8 @@ def _decide(
   elif platform == "cuda" and algorithm == "direct":
     chosen, reason = (
       "direct",
-      "algorithm='direct' asked for: the CUDA depthwise channel-vector loop",
+      "algorithm='direct' asked for: the CUDA "
+      + ("depthwise channel-vector loop" if depthwise else "grouped tensor-core kernel"),
     )
   elif platform == "cuda":
     chosen = "implicit_gemm"
@@ -459,6 +533,24 @@ def _dilated_depthwise_goes_direct(g, target, implementation, wide, direct_serve
     and not wide
     and any(d != 1 and k > 1 for d, k in zip(g.kernel_dilation, g.window))
     and all(d == 1 for d in g.input_dilation)
+    and _extension.has_cuda_target("jaxdnn_conv_fwd")
+    and direct_serves()
+  )
+
+
+def _grouped_goes_direct(g, target, implementation, wide, direct_serves) -> bool:
+  """Whether a CUDA grouped (not depthwise) convolution runs on the grouped
+  tensor-core kernels by default, gradients included: XLA's (cuDNN's)
+  grouped convolutions run at dense speed (jax#13800), where a group's 8-32
+  channels fill an mma tile of their own (docs/perf/conv.md).
+  direct_serves(): whether the grouped forward's plan serves the call."""
+  depthwise = g.in_channels == g.groups == g.out_channels
+  return (
+    target == "cuda"
+    and implementation != "xla"
+    and g.groups > 1
+    and not depthwise
+    and not wide
     and _extension.has_cuda_target("jaxdnn_conv_fwd")
     and direct_serves()
   )
@@ -568,7 +660,13 @@ def _plan_report(c: _Call) -> dict:
       algorithm=ALGORITHM_CODES[c.algorithm] if c.forced else 0,
     )
     kernel = forward_plan(c.g, c.g.batch, query="conv_fwd_kernel", **static)
-    if kernel == 2:
+    if kernel == 3:
+      report["config"] = dict(
+        kernel="grouped direct (CUDA): mma.sync tensor cores, a CTA a group, each warp's 16 "
+        "output positions' window rows staged in shared memory",
+        workspace_bytes=0,
+      )
+    elif kernel == 2:
       report["config"] = dict(
         kernel="depthwise direct (CUDA): the tiled kernel (input patches in shared memory, any"
         " stride and kernel dilation), the channel-vector loop for input dilation",
@@ -613,8 +711,32 @@ def _cuda_gradients(c: _Call) -> str:
   def served(plan, target):
     return _extension.has_cuda_target(target) and plan(c.g, 1, **static, **dtypes) >= 0
 
+  depthwise = c.g.groups == c.g.in_channels == c.g.out_channels
+  if c.forced and c.algorithm == "direct" and not depthwise:
+    gt = _direct_dgrad_geometry(c.g, ALGORITHM_CODES["direct"])
+    dgrad_served = gt is not None and _grouped_dgrad_serves(dtypes, gt)
+    wgrad_served = _extension.has_cuda_target("jaxdnn_conv_wgrad") and wgrad_plan(
+      c.g, 1, x_dtype=dtypes["x_dtype"], dy_dtype=dtypes["x_dtype"], act=0, saved=SAVE_NOTHING,
+      has_bias=c.bias is not None, bias_dtype=dtypes["bias_dtype"],
+      algorithm=ALGORITHM_CODES["direct"],
+    ) >= 0  # fmt: skip
+    return (
+      "data gradient: "
+      + (
+        "the grouped forward kernel on the transposed problem (flipped, per-group transposed "
+        "window)"
+        if dgrad_served
+        else "XLA's convolution"
+      )
+      + "; weight gradient: "
+      + (
+        "the grouped weight-gradient kernel (slices' float32 partials summed in order)"
+        if wgrad_served
+        else "XLA's convolution"
+      )
+    )
   if c.forced and c.algorithm == "direct":
-    transposed = _depthwise_dgrad_geometry(c.g, ALGORITHM_CODES["direct"])
+    transposed = _direct_dgrad_geometry(c.g, ALGORITHM_CODES["direct"])
     return (
       "data gradient: "
       + (

@@ -72,6 +72,8 @@ _OTHER = [
     dict(feature_group_count=256, kernel_dilation=4),
   ),
   ("grouped32 3x3 28x28x256", (128, 28, 28, 256), (3, 3, 8, 256), dict(feature_group_count=32)),
+  ("grouped32 3x3 14x14x512", (128, 14, 14, 512), (3, 3, 16, 512), dict(feature_group_count=32)),
+  ("grouped32 3x3 7x7x1024", (128, 7, 7, 1024), (3, 3, 32, 1024), dict(feature_group_count=32)),
   ("transposed 4x4 s2 32x32 128->64", (64, 32, 32, 128), (4, 4, 128, 64), dict(transpose=2)),
   ("3D 3x3x3 16x56x56 64->64", (8, 16, 56, 56, 64), (3, 3, 3, 64, 64), {}),
   (
@@ -231,7 +233,7 @@ def run(
           if on_gpu:
             records += _torch_rows(name, mode, xs, ws, kw, x, w, b, flops)
           continue
-        if impl == "direct" and "depthwise" not in name:
+        if impl == "direct" and "depthwise" not in name and "grouped" not in name:
           continue
         if impl == "fft" and (kw.get("strides", 1) != 1 or kw.get("transpose")):
           continue
@@ -351,7 +353,8 @@ def main(argv=None):
     "--impls",
     default="jaxdnn,xla,torch",
     help="jaxdnn (its default choices), sm90 (the sm90 kernels forced), direct (the direct"
-    " depthwise kernel forced), fft (the FFT convolution forced, stride-1 cases), xla, torch",
+    " depthwise or grouped kernels forced), fft (the FFT convolution forced, stride-1 cases),"
+    " xla, torch",
   )
   ap.add_argument("--gpu-busy", action="store_true", help="also GPU-busy time (CUPTI, PyTorch)")
   ap.add_argument("--quick", action="store_true", help="one small case (a CPU smoke run)")

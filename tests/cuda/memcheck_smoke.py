@@ -28,7 +28,8 @@ IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run withou
 # "cnn": only the CNN families (convolution, pooling, the CNN norms) and the
 # memory-bound ops cnn_cases runs, for a short sanitizer run; "paged": only
 # paged_attention's in-place decode; "bias": only the attention bias forwards;
-# "dims": only the head dim 96 / 192 forwards.
+# "dims": only the head dim 96 / 192 forwards; "grouped": only the grouped
+# convolution kernels.
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 key = iter(jax.random.split(jax.random.key(0), 128))
 
@@ -117,6 +118,10 @@ def main():
     head_dim_cases()
     print("memcheck smoke (dims): ALL PASSED")
     return
+  if ONLY == "grouped":
+    grouped_conv_cases()
+    print("memcheck smoke (grouped): ALL PASSED")
+    return
   if ONLY == "cnn":
     cnn_cases()
     print("memcheck smoke (cnn): ALL PASSED")
@@ -157,6 +162,29 @@ def main():
 def _grad_of(f, *args):
   loss = lambda *a: jnp.sum(jnp.sin(f(*a).astype(jnp.float32)))
   jax.block_until_ready(jax.grad(loss, argnums=tuple(range(len(args))))(*args))
+
+
+def grouped_conv_cases():
+  """The grouped tensor-core kernels (CUDA; the CPU runs its own): tail
+  tiles, 8-32 channels a group, strides (the data gradient's input
+  dilation), 1-D and 3-D, a bias gradient."""
+  algo = dict(algorithm="direct") if IMPL == "cuda" else {}
+  for xs, ws, groups, kw in (
+    ((3, 13, 11, 64), (3, 3, 8, 64), 8, dict(padding="SAME")),
+    ((2, 9, 12, 64), (3, 3, 16, 32), 4, dict(strides=2, padding=((1, 2), (0, 1)))),
+    ((2, 50, 48), (5, 16, 48), 3, dict(kernel_dilation=2, padding="CAUSAL")),
+    ((1, 5, 7, 6, 32), (3, 3, 3, 8, 32), 4, dict(padding="SAME")),
+    ((2, 9, 9, 128), (3, 3, 32, 128), 4, dict(padding="SAME")),
+  ):
+    x, w, b = normal(xs), normal(ws) * 0.1, normal(ws[-1:])
+    _grad_of(
+      lambda x, w, b: jaxdnn.conv(
+        x, w, b, feature_group_count=groups, activation="relu", implementation=IMPL, **algo, **kw
+      ),
+      x,
+      w,
+      b,
+    )
 
 
 def cnn_cases():
@@ -220,6 +248,7 @@ def cnn_cases():
     s,
   )
   _grad_of(lambda x, s: jaxdnn.group_norm(x, s, num_groups=8, implementation=IMPL), x, s)
+  grouped_conv_cases()
 
 
 def rnn_cases():

@@ -1,0 +1,178 @@
+// What the grouped convolution's tensor-core kernels share (grouped_fwd.cu,
+// grouped_wgrad.cu): each CTA serves one group; each warp stages the
+// window's rows of 16 output positions into shared memory, 16 bytes (8
+// channels of the group at one tap) a copy, so the GEMM's K dimension is
+// (tap, 8-channel chunk) and any stride, dilation, padding and 1-3 spatial
+// dims reach the mma.sync m16n8k16 the same way. A group's 8-32 channels
+// fill an m16n8 tile's N side (ResNeXt's 32 groups of 8 channels), which the
+// implicit-GEMM convolution's 128-wide tiles cannot.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "common/activation.h"
+#include "common/sm80/cp_async.cuh"
+#include "common/sm80/mma.cuh"
+#include "conv/problem.h"
+
+namespace jaxdnn::conv {
+
+constexpr int kGpWarps = 4;  // warps a CTA
+constexpr int kGpRows = 16;  // output positions a warp tile (the mma's M)
+constexpr int kGpMaxNt = 4;  // 8-wide N tiles a group: at most 32 output channels
+constexpr int kGpMaxTaps = 512;
+
+// The staged operand's geometry: rows are output positions of the problem
+// (N * out positions of them), each reading `chunks` = taps * cpt 16-byte
+// chunks of the input rows (cpt = channels a group reads / 8).
+struct GpGeometry {
+  const void* src;  // [N, in positions, channels]
+  int64_t rows;     // N * out positions
+  int64_t in_positions;
+  int channels;  // the source's row pitch (C_in)
+  int group_channels;
+  int cpt_log2;
+  int chunks;
+  int taps;
+  int in[3], out[3], stride[3], in_dil[3], pad_lo[3];
+  int window[3], k_dil[3];
+};
+
+inline int Log2Exact(int v) {
+  int l = 0;
+  while ((1 << l) < v) ++l;
+  return (1 << l) == v ? l : -1;
+}
+
+inline GpGeometry GpGeometryOf(const ConvGeometry& g, const void* src) {
+  GpGeometry s{};
+  s.src = src;
+  s.rows = g.batch * g.out_positions();
+  s.in_positions = g.in_positions();
+  s.channels = int(g.in_channels);
+  s.group_channels = int(g.cin_g());
+  s.cpt_log2 = Log2Exact(int(g.cin_g() / 8));
+  s.taps = int(g.taps());
+  s.chunks = int(g.taps() * (g.cin_g() / 8));
+  for (int k = 0; k < 3; ++k) {
+    s.in[k] = int(g.in[k]);
+    s.out[k] = int(g.out[k]);
+    s.stride[k] = int(g.stride[k]);
+    s.in_dil[k] = int(g.in_dilation[k]);
+    s.pad_lo[k] = int(g.pad_lo[k]);
+    s.window[k] = int(g.window[k]);
+    s.k_dil[k] = int(g.k_dilation[k]);
+  }
+  return s;
+}
+
+// Each tap's offset into the padded, dilated input: (kd, kh, kw) * k_dil.
+__device__ inline void FillTapTable(const GpGeometry& s, int4* taps) {
+  for (int t = threadIdx.x; t < s.taps; t += blockDim.x) {
+    const int kw = t % s.window[2], kh = (t / s.window[2]) % s.window[1],
+              kd = t / (s.window[2] * s.window[1]);
+    taps[t] = make_int4(kd * s.k_dil[0], kh * s.k_dil[1], kw * s.k_dil[2], 0);
+  }
+}
+
+// One staged row: where its output position's window starts in the padded
+// input, and its image's first element of the group's channels.
+template <typename T>
+struct GpRow {
+  const T* base;
+  int bd, bh, bw;
+  bool live;
+};
+
+template <typename T>
+__device__ __forceinline__ GpRow<T> DecodeRow(const GpGeometry& s, int group, int64_t position) {
+  GpRow<T> r;
+  r.live = position < s.rows;
+  int64_t rest = r.live ? position : 0;
+  const int ow = int(rest % s.out[2]);
+  rest /= s.out[2];
+  const int oh = int(rest % s.out[1]);
+  rest /= s.out[1];
+  const int od = int(rest % s.out[0]);
+  const int64_t n = rest / s.out[0];
+  r.bd = od * s.stride[0] - s.pad_lo[0];
+  r.bh = oh * s.stride[1] - s.pad_lo[1];
+  r.bw = ow * s.stride[2] - s.pad_lo[2];
+  r.base = static_cast<const T*>(s.src) + n * s.in_positions * s.channels + int64_t(group) * s.group_channels;
+  return r;
+}
+
+// Coordinate p of the dilated input along one dim -> the input index, or -1
+// for padding and (kInDil) dilation holes.
+template <bool kInDil>
+__device__ __forceinline__ int InputIndex(int p, int in, int dil) {
+  if (kInDil) {
+    if (p < 0 || p % dil != 0) return -1;
+    p /= dil;
+  }
+  return unsigned(p) < unsigned(in) ? p : -1;
+}
+
+// Starts the copy of chunk c of row r into dst (16 bytes; zeros for
+// padding, dilation holes, dead rows and chunks past the last).
+template <bool kInDil, typename T>
+__device__ __forceinline__ void StageChunk(const GpGeometry& s, const int4* taps, const GpRow<T>& r, int c,
+                                           void* dst) {
+  const T* src = r.base;
+  bool valid = r.live && c < s.chunks;
+  if (valid) {
+    const int4 t = taps[c >> s.cpt_log2];
+    const int cc = c & ((1 << s.cpt_log2) - 1);
+    const int id = InputIndex<kInDil>(r.bd + t.x, s.in[0], s.in_dil[0]);
+    const int ih = InputIndex<kInDil>(r.bh + t.y, s.in[1], s.in_dil[1]);
+    const int iw = InputIndex<kInDil>(r.bw + t.z, s.in[2], s.in_dil[2]);
+    valid = (id | ih | iw) >= 0;
+    if (valid) src = r.base + ((int64_t(id) * s.in[1] + ih) * s.in[2] + iw) * s.channels + cc * 8;
+  }
+  CpAsync16(dst, src, valid ? 16 : 0);
+}
+
+// The activation for a runtime code (one kernel instantiation serves all).
+__device__ inline float ApplyAct(int32_t act, float v, float param) {
+  switch (static_cast<Act>(act)) {
+    case Act::kRelu: return Apply<Act::kRelu>(v, param);
+    case Act::kRelu6: return Apply<Act::kRelu6>(v, param);
+    case Act::kGeluErf: return Apply<Act::kGeluErf>(v, param);
+    case Act::kGeluTanh: return Apply<Act::kGeluTanh>(v, param);
+    case Act::kSilu: return Apply<Act::kSilu>(v, param);
+    case Act::kSigmoid: return Apply<Act::kSigmoid>(v, param);
+    case Act::kTanh: return Apply<Act::kTanh>(v, param);
+    case Act::kElu: return Apply<Act::kElu>(v, param);
+    case Act::kSoftplus: return Apply<Act::kSoftplus>(v, param);
+    case Act::kLeakyRelu: return Apply<Act::kLeakyRelu>(v, param);
+    case Act::kSquaredRelu: return Apply<Act::kSquaredRelu>(v, param);
+    default: return v;
+  }
+}
+
+// Where the grouped kernels serve a geometry (both need 8-channel chunks of
+// a group on 16-byte boundaries): nullptr, or why not.
+inline const char* GroupedGeometryRefusal(const ConvGeometry& g) {
+  if (g.groups < 2 || (g.cin_g() == 1 && g.cout_g() == 1)) return "not a grouped (non-depthwise) convolution";
+  if (g.cin_g() % 8 != 0 || Log2Exact(int(g.cin_g() / 8)) < 0 || g.cin_g() > 32)
+    return "the channels a group reads must be 8, 16 or 32";
+  if (g.cout_g() % 8 != 0 || g.cout_g() > 8 * kGpMaxNt)
+    return "the channels a group writes must be 8-32, a multiple of 8";
+  if (g.taps() > kGpMaxTaps) return "the window has more than 512 taps";
+  for (int k = 0; k < 3; ++k) {
+    if (g.stride[k] < 1 || g.in_dilation[k] < 1 || g.k_dilation[k] < 1)
+      return "strides and dilations must be positive";
+    if (g.in[k] >= (int64_t(1) << 30) || g.out[k] >= (int64_t(1) << 30) || g.window[k] >= (int64_t(1) << 16))
+      return "a spatial size is too large";
+  }
+  return nullptr;
+}
+
+inline bool GpInputDilated(const ConvGeometry& g) {
+  return g.in_dilation[0] != 1 || g.in_dilation[1] != 1 || g.in_dilation[2] != 1;
+}
+
+}  // namespace jaxdnn::conv
