@@ -162,7 +162,13 @@ def _grouped_dgrad(static, gt, dz, dz_wide, w):
   cin_g, cout_g = g.in_channels // g.groups, g.out_channels // g.groups
   blocks = w.reshape((*g.window, cin_g, g.groups, cout_g))
   flipped = jnp.flip(blocks, axis=tuple(range(g.ndim)))
-  transposed_w = jnp.moveaxis(flipped, g.ndim, g.ndim + 2).reshape(-1)
+  swapped = (
+    *range(g.ndim),
+    g.ndim + 2,
+    g.ndim + 1,
+    g.ndim,
+  )  # [*window, C_out/groups, groups, C_in/groups]
+  transposed_w = jnp.transpose(flipped, swapped).reshape(-1)
   dx = conv_forward.bind(dz.astype(w.dtype), transposed_w, **_transposed_static(static, gt))[0]
   dres = None
   if static["has_residual"]:
@@ -194,6 +200,8 @@ def _direct_dgrad_geometry(g, algorithm):
     pads.append((low, high))
   return dataclasses.replace(
     g,
+    in_channels=g.out_channels,
+    out_channels=g.in_channels,
     spatial=g.out,
     out=g.spatial,
     strides=(1,) * g.ndim,

@@ -35,7 +35,7 @@ CASES = [
   ((2, 11, 9, 128), (3, 3, 32, 128), 4, dict(kernel_dilation=2), False),
   ((3, 50, 48), (5, 16, 48), 3, dict(kernel_dilation=2, padding="CAUSAL"), True),
   ((1, 6, 10, 10, 32), (3, 3, 3, 8, 32), 4, dict(activation="silu"), True),
-  ((2, 7, 7, 32), (3, 3, 8, 64), 4, dict(input_dilation=2, padding="SAME"), True),
+  ((2, 7, 7, 32), (3, 3, 8, 64), 4, dict(input_dilation=2, padding=((1, 1), (2, 0))), True),
   ((2, 10, 10, 256), (3, 3, 8, 256), 32, dict(residual=True, alpha=0.5, beta=2.0), True),
 ]
 
