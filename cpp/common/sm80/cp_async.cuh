@@ -14,6 +14,13 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int byte
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
                "r"(bytes));
 }
+// 16 bytes global -> shared through L1 (.ca): for rows other copies of the
+// same CTA read again soon (a convolution window's overlapping taps); only
+// for data no other CTA writes while the kernel runs.
+__device__ __forceinline__ void CpAsync16L1(void* smem, const void* gmem, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
+               "r"(bytes));
+}
 // 4 bytes global -> shared through L1 (.ca: only for data no other CTA
 // writes while the kernel runs); `bytes` 0 writes a zero.
 __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, int bytes) {

@@ -132,7 +132,8 @@ __device__ __forceinline__ void StageChunk(const GpGeometry& s, const int4* taps
     valid = (id | ih | iw) >= 0;
     if (valid) src = r.base + ((int64_t(id) * s.in[1] + ih) * s.in[2] + iw) * s.channels + cc * 8;
   }
-  CpAsync16(dst, src, valid ? 16 : 0);
+  // Through L1: the window's taps read each input row up to taps times.
+  CpAsync16L1(dst, src, valid ? 16 : 0);
 }
 
 // The activation for a runtime code (one kernel instantiation serves all).

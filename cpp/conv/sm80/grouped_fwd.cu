@@ -29,10 +29,10 @@ struct GpFwdParams {
   float act_param, alpha, beta;
 };
 
-// Shared memory: the warps' stages, the tap table, the window's B words.
-inline size_t FwdSmem(const GpFwdParams& p) {
-  return size_t(kGpWarps) * kGpBatch * kGpRows * 16 + size_t(p.s.taps) * 16 +
-         size_t(p.chunks_even) * p.nt * 32 * 4;
+// Shared memory: the warps' two stages, the tap table, the window's B words.
+inline size_t FwdSmem(int64_t taps, int64_t chunks_even, int64_t nt) {
+  return size_t(kGpWarps) * 2 * kGpBatch * kGpRows * 16 + size_t(taps) * 16 +
+         size_t(chunks_even) * nt * 32 * 4;
 }
 
 template <typename OT>
@@ -87,8 +87,8 @@ template <typename T, typename OT, bool kInDil>
 __global__ void __launch_bounds__(kGpWarps * 32) GroupedFwdKernel(GpFwdParams p) {
   extern __shared__ uint4 smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  uint4* stage = smem + warp * kGpBatch * kGpRows;
-  int4* taps = reinterpret_cast<int4*>(smem + kGpWarps * kGpBatch * kGpRows);
+  uint4* stages = smem + warp * 2 * kGpBatch * kGpRows;
+  int4* taps = reinterpret_cast<int4*>(smem + kGpWarps * 2 * kGpBatch * kGpRows);
   uint32_t* words = reinterpret_cast<uint32_t*>(taps + p.s.taps);
   const int group = blockIdx.x;
 
@@ -111,32 +111,26 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedFwdKernel(GpFwdParams p)
 
   const int row = lane & 15, half = lane >> 4, gid = lane >> 2, tig = lane & 3;
   const int64_t tiles = (p.s.rows + kGpRows - 1) / kGpRows;
-  for (int64_t tile = int64_t(blockIdx.y) * kGpWarps + warp; tile < tiles;
-       tile += int64_t(gridDim.y) * kGpWarps) {
+  const int64_t step = int64_t(gridDim.y) * kGpWarps;
+  // Chunks [c0, c0 + nb) of the tile's rows into `stage`.
+  auto issue = [&](int64_t tile, int c0, int nb, uint4* stage) {
     const GpRow<T> r = DecodeRow<T>(p.s, group, tile * kGpRows + row);
-    float acc[kGpMaxNt][4];
+    for (int c = half; c < nb; c += 2) StageChunk<kInDil>(p.s, taps, r, c0 + c, stage + c * kGpRows + row);
+  };
+  // The mma's over staged chunks [0, nb) (window chunks c0 + ...).
+  auto multiply = [&](float (&acc)[kGpMaxNt][4], int c0, int nb, const uint4* stage) {
+    for (int c = 0; c < nb; c += 2) {
+      // Matrices (rows 0-7 | 8-15) x (chunk c | c + 1): the A fragment.
+      const int m = lane >> 3;
+      uint32_t a[4];
+      sm80::LdMatrixX4(a, stage + (c + (m >> 1)) * kGpRows + (lane & 7) + 8 * (m & 1));
+      const uint32_t* b = words + (c0 + c) * p.nt * 32 + lane;
 #pragma unroll
-    for (int nt = 0; nt < kGpMaxNt; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
-    for (int c0 = 0; c0 < p.chunks_even; c0 += kGpBatch) {
-      const int nb = min(kGpBatch, p.chunks_even - c0);
-      for (int c = half; c < nb; c += 2) StageChunk<kInDil>(p.s, taps, r, c0 + c, stage + c * kGpRows + row);
-      CpAsyncCommit();
-      CpAsyncWaitAll();
-      __syncwarp();
-      for (int c = 0; c < nb; c += 2) {
-        // Matrices (rows 0-7 | 8-15) x (chunk c | c + 1): the A fragment.
-        const int m = lane >> 3;
-        uint32_t a[4];
-        sm80::LdMatrixX4(a, stage + (c + (m >> 1)) * kGpRows + (lane & 7) + 8 * (m & 1));
-        const uint32_t* b = words + (c0 + c) * p.nt * 32 + lane;
-#pragma unroll
-        for (int nt = 0; nt < kGpMaxNt; ++nt)
-          if (nt < p.nt) sm80::MmaOp<T>::Run(acc[nt], a, b[nt * 32], b[(p.nt + nt) * 32]);
-      }
-      __syncwarp();
+      for (int nt = 0; nt < kGpMaxNt; ++nt)
+        if (nt < p.nt) sm80::MmaOp<T>::Run(acc[nt], a, b[nt * 32], b[(p.nt + nt) * 32]);
     }
+  };
+  auto finish = [&](const float (&acc)[kGpMaxNt][4], int64_t tile) {
     const int64_t row0 = tile * kGpRows + gid;
 #pragma unroll
     for (int nt = 0; nt < kGpMaxNt; ++nt) {
@@ -145,12 +139,45 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedFwdKernel(GpFwdParams p)
       if (row0 < p.s.rows) Finish2<OT>(p, row0, col, acc[nt][0], acc[nt][1]);
       if (row0 + 8 < p.s.rows) Finish2<OT>(p, row0 + 8, col, acc[nt][2], acc[nt][3]);
     }
+  };
+
+  int64_t tile = int64_t(blockIdx.y) * kGpWarps + warp;
+  if (p.chunks_even <= kGpBatch) {
+    // One stage a tile: the next tile's rows load while this one multiplies.
+    int buf = 0;
+    if (tile < tiles) issue(tile, 0, p.chunks_even, stages);
+    CpAsyncCommit();
+    for (; tile < tiles; tile += step, buf ^= 1) {
+      if (tile + step < tiles) issue(tile + step, 0, p.chunks_even, stages + (buf ^ 1) * kGpBatch * kGpRows);
+      CpAsyncCommit();
+      CpAsyncWait<1>();
+      __syncwarp();
+      float acc[kGpMaxNt][4] = {};
+      multiply(acc, 0, p.chunks_even, stages + buf * kGpBatch * kGpRows);
+      __syncwarp();
+      finish(acc, tile);
+    }
+    return;
+  }
+  // Larger windows: batches of kGpBatch chunks, each loaded then multiplied.
+  for (; tile < tiles; tile += step) {
+    float acc[kGpMaxNt][4] = {};
+    for (int c0 = 0; c0 < p.chunks_even; c0 += kGpBatch) {
+      const int nb = min(kGpBatch, p.chunks_even - c0);
+      issue(tile, c0, nb, stages);
+      CpAsyncCommit();
+      CpAsyncWaitAll();
+      __syncwarp();
+      multiply(acc, c0, nb, stages);
+      __syncwarp();
+    }
+    finish(acc, tile);
   }
 }
 
 template <typename T, typename OT>
 LaunchStatus Launch(const GpFwdParams& params, bool in_dil, cudaStream_t stream) {
-  const size_t smem = FwdSmem(params);
+  const size_t smem = FwdSmem(params.s.taps, params.chunks_even, params.nt);
   auto kernel = in_dil ? GroupedFwdKernel<T, OT, true> : GroupedFwdKernel<T, OT, false>;
   // Over 48 KiB of dynamic shared memory needs the kernel's opt-in (a
   // function attribute, not a stream operation: capture-safe).
@@ -161,8 +188,9 @@ LaunchStatus Launch(const GpFwdParams& params, bool in_dil, cudaStream_t stream)
   }
   const int64_t tiles = (params.s.rows + kGpRows - 1) / kGpRows;
   const int groups = int(params.out_channels / params.out_group);
-  // About eight CTAs an SM over all groups; each warp walks its tiles.
-  const int64_t per_group = std::max<int64_t>(1, 2048 / groups);
+  // About one wave of CTAs over all groups (each warp walks its tiles,
+  // loading the next while it multiplies), the prologue paid once a CTA.
+  const int64_t per_group = std::max<int64_t>(1, 1024 / groups);
   const int64_t grid_y = std::min<int64_t>({(tiles + kGpWarps - 1) / kGpWarps, per_group, 65535});
   kernel<<<dim3(unsigned(groups), unsigned(grid_y)), kGpWarps * 32, smem, stream>>>(params);
   return cudaGetLastError();
@@ -182,10 +210,9 @@ const char* GroupedFwdRefusal(const ConvFwdArgs& p) {
   if (p.e.has_residual && p.residual_dtype != p.out_dtype)
     return "grouped_fwd: the residual must have the output's dtype";
   if (p.e.act < 0 || p.e.act >= kNumActs) return "grouped_fwd: unknown activation";
-  const int chunks = int(p.g.taps() * (p.g.cin_g() / 8));
-  const size_t smem = size_t(kGpWarps) * kGpBatch * kGpRows * 16 + size_t(p.g.taps()) * 16 +
-                      size_t(chunks + 1) * (p.g.cout_g() / 8) * 128;
-  if (smem > 160 * 1024) return "grouped_fwd: the window's weights do not fit in shared memory";
+  const int64_t chunks_even = (p.g.taps() * (p.g.cin_g() / 8) + 1) & ~int64_t(1);
+  if (FwdSmem(p.g.taps(), chunks_even, p.g.cout_g() / 8) > 160 * 1024)
+    return "grouped_fwd: the window's weights do not fit in shared memory";
   return nullptr;
 }
 

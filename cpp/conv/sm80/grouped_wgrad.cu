@@ -35,13 +35,13 @@ WgradPlan PlanOf(const ConvGeometry& g, bool bias) {
   const int64_t rows = g.batch * g.out_positions();
   const int64_t tiles = (rows + kGpRows - 1) / kGpRows;
   w.slices = std::max<int64_t>(1, std::min<int64_t>({(tiles + kGpWarps - 1) / kGpWarps,
-                                                     std::max<int64_t>(1, 2048 / g.groups), 65535}));
+                                                     std::max<int64_t>(1, 1024 / g.groups), 65535}));
   const int64_t wk = g.taps() * g.cin_g();
   w.partial_bytes = RoundUp256(size_t(g.groups * w.slices * wk * g.cout_g()) * 4);
   w.bias_bytes = bias ? RoundUp256(size_t(g.groups * w.slices * g.cout_g()) * 4) : 0;
   const int64_t chunks_even = (g.taps() * (g.cin_g() / 8) + 1) & ~int64_t(1);
-  w.smem = size_t(kGpWarps) * size_t(chunks_even + g.cout_g() / 8) * kGpRows * 16 + size_t(g.taps()) * 16 +
-           size_t(wk * g.cout_g() + g.cout_g()) * 4;
+  w.smem = size_t(kGpWarps) * 2 * size_t(chunks_even + g.cout_g() / 8) * kGpRows * 16 +
+           size_t(g.taps()) * 16 + size_t(wk * g.cout_g() + g.cout_g()) * 4;
   return w;
 }
 
@@ -50,10 +50,9 @@ template <typename T, int kNT, int kMaxMt, bool kInDil>
 __global__ void __launch_bounds__(kGpWarps * 32) GroupedWgradKernel(GpWgradParams p) {
   extern __shared__ uint4 smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int per_warp = (p.chunks_even + kNT) * kGpRows;
-  uint4* xs = smem + warp * per_warp;
-  uint4* ds = xs + p.chunks_even * kGpRows;
-  int4* taps = reinterpret_cast<int4*>(smem + kGpWarps * per_warp);
+  const int per_stage = (p.chunks_even + kNT) * kGpRows;
+  uint4* stages = smem + warp * 2 * per_stage;
+  int4* taps = reinterpret_cast<int4*>(smem + kGpWarps * 2 * per_stage);
   float* sums = reinterpret_cast<float*>(taps + p.s.taps);
   const int group = blockIdx.x;
   FillTapTable(p.s, taps);
@@ -70,17 +69,30 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedWgradKernel(GpWgradParam
   const int row = lane & 15, half = lane >> 4, m = lane >> 3;
   const T* dz = static_cast<const T*>(p.dz) + int64_t(group) * p.out_group;
   const int64_t tiles = (p.s.rows + kGpRows - 1) / kGpRows;
-  for (int64_t tile = int64_t(blockIdx.y) * kGpWarps + warp; tile < tiles;
-       tile += int64_t(gridDim.y) * kGpWarps) {
+  const int64_t step = int64_t(gridDim.y) * kGpWarps;
+  // The tile's window rows of x, then its dz rows, into `stage`.
+  auto issue = [&](int64_t tile, uint4* stage) {
     const int64_t position = tile * kGpRows + row;
     const GpRow<T> r = DecodeRow<T>(p.s, group, position);
-    for (int c = half; c < p.chunks_even; c += 2) StageChunk<kInDil>(p.s, taps, r, c, xs + c * kGpRows + row);
+    for (int c = half; c < p.chunks_even; c += 2)
+      StageChunk<kInDil>(p.s, taps, r, c, stage + c * kGpRows + row);
     const T* dz_row = dz + (r.live ? position : 0) * p.out_channels;
+    uint4* ds = stage + p.chunks_even * kGpRows;
     for (int nt = half; nt < kNT; nt += 2)
       CpAsync16(ds + nt * kGpRows + row, dz_row + nt * 8, r.live ? 16 : 0);
+  };
+  int64_t tile = int64_t(blockIdx.y) * kGpWarps + warp;
+  int buf = 0;
+  if (tile < tiles) issue(tile, stages);
+  CpAsyncCommit();
+  for (; tile < tiles; tile += step, buf ^= 1) {
+    // The next tile's rows load while this one multiplies.
+    if (tile + step < tiles) issue(tile + step, stages + (buf ^ 1) * per_stage);
     CpAsyncCommit();
-    CpAsyncWaitAll();
+    CpAsyncWait<1>();
     __syncwarp();
+    const uint4* xs = stages + buf * per_stage;
+    const uint4* ds = xs + p.chunks_even * kGpRows;
     // B fragments (k = positions, n = output channels): matrices
     // (positions 0-7 | 8-15) x (tile nt | nt + 1), transposed on load.
     uint32_t b[kNT][2];
