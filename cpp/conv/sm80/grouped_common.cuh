@@ -25,6 +25,28 @@ constexpr int kGpRows = 16;  // output positions a warp tile (the mma's M)
 constexpr int kGpMaxNt = 4;  // 8-wide N tiles a group: at most 32 output channels
 constexpr int kGpMaxTaps = 512;
 
+// Division by a divisor fixed for the launch, for dividends below 2^31: a
+// multiply-high and a shift (the quotient of n / d is mulhi(n, mul) >> shr
+// with mul = ceil(2^(31 + ceil(log2 d)) / d)). A 64-bit division is a
+// software loop of some seventy instructions, and decoding a tile's rows
+// took three of them a lane.
+struct GpDiv {
+  uint32_t d = 1, mul = 0, shr = 0;
+  static GpDiv Of(int divisor) {
+    GpDiv v;
+    v.d = uint32_t(divisor);
+    if (divisor > 1) {
+      int l = 0;
+      while ((1u << l) < v.d) ++l;
+      const uint32_t p = 31 + uint32_t(l);
+      v.mul = uint32_t(((uint64_t(1) << p) + v.d - 1) / v.d);
+      v.shr = p - 32;
+    }
+    return v;
+  }
+  __device__ __forceinline__ uint32_t Div(uint32_t n) const { return d == 1 ? n : __umulhi(n, mul) >> shr; }
+};
+
 // The staged operand's geometry: rows are output positions of the problem
 // (N * out positions of them), each reading `chunks` = taps * cpt 16-byte
 // chunks of the input rows (cpt = channels a group reads / 8).
@@ -39,6 +61,7 @@ struct GpGeometry {
   int taps;
   int in[3], out[3], stride[3], in_dil[3], pad_lo[3];
   int window[3], k_dil[3];
+  GpDiv out_div[3];
 };
 
 inline int Log2Exact(int v) {
@@ -65,6 +88,7 @@ inline GpGeometry GpGeometryOf(const ConvGeometry& g, const void* src) {
     s.pad_lo[k] = int(g.pad_lo[k]);
     s.window[k] = int(g.window[k]);
     s.k_dil[k] = int(g.k_dilation[k]);
+    s.out_div[k] = GpDiv::Of(int(g.out[k]));
   }
   return s;
 }
@@ -91,13 +115,16 @@ template <typename T>
 __device__ __forceinline__ GpRow<T> DecodeRow(const GpGeometry& s, int group, int64_t position) {
   GpRow<T> r;
   r.live = position < s.rows;
-  int64_t rest = r.live ? position : 0;
-  const int ow = int(rest % s.out[2]);
-  rest /= s.out[2];
-  const int oh = int(rest % s.out[1]);
-  rest /= s.out[1];
-  const int od = int(rest % s.out[0]);
-  const int64_t n = rest / s.out[0];
+  uint32_t rest = r.live ? uint32_t(position) : 0u;
+  uint32_t q = s.out_div[2].Div(rest);
+  const int ow = int(rest - q * s.out_div[2].d);
+  rest = q;
+  q = s.out_div[1].Div(rest);
+  const int oh = int(rest - q * s.out_div[1].d);
+  rest = q;
+  q = s.out_div[0].Div(rest);
+  const int od = int(rest - q * s.out_div[0].d);
+  const int64_t n = q;
   r.bd = od * s.stride[0] - s.pad_lo[0];
   r.bh = oh * s.stride[1] - s.pad_lo[1];
   r.bw = ow * s.stride[2] - s.pad_lo[2];
@@ -130,7 +157,7 @@ __device__ __forceinline__ void StageChunk(const GpGeometry& s, const int4* taps
     const int ih = InputIndex<kInDil>(r.bh + t.y, s.in[1], s.in_dil[1]);
     const int iw = InputIndex<kInDil>(r.bw + t.z, s.in[2], s.in_dil[2]);
     valid = (id | ih | iw) >= 0;
-    if (valid) src = r.base + ((int64_t(id) * s.in[1] + ih) * s.in[2] + iw) * s.channels + cc * 8;
+    if (valid) src = r.base + int64_t((id * s.in[1] + ih) * s.in[2] + iw) * s.channels + cc * 8;
   }
   // Through L1: the window's taps read each input row up to taps times.
   CpAsync16L1(dst, src, valid ? 16 : 0);
@@ -163,6 +190,9 @@ inline const char* GroupedGeometryRefusal(const ConvGeometry& g) {
   if (g.cout_g() % 8 != 0 || g.cout_g() > 8 * kGpMaxNt)
     return "the channels a group writes must be 8-32, a multiple of 8";
   if (g.taps() > kGpMaxTaps) return "the window has more than 512 taps";
+  if (g.batch * g.out_positions() >= (int64_t(1) << 31) || g.in_positions() >= (int64_t(1) << 31) ||
+      g.out_positions() >= (int64_t(1) << 31))
+    return "more than 2^31 output rows or input positions an image";
   for (int k = 0; k < 3; ++k) {
     if (g.stride[k] < 1 || g.in_dilation[k] < 1 || g.k_dilation[k] < 1)
       return "strides and dilations must be positive";
