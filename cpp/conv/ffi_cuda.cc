@@ -59,8 +59,7 @@ bool ForwardOnDepthwise(const ConvFwdArgs& p) {
 }
 
 // Whether the forward of p runs on the grouped tensor-core kernel: where
-// the call asked for algorithm="direct" (the Python default asks for it on
-// the grouped layers it serves).
+// the call asked for algorithm="direct".
 bool ForwardOnGrouped(const ConvFwdArgs& p) {
   return p.g.algorithm == kAlgoDirect && GroupedFwdRefusal(p) == nullptr;
 }

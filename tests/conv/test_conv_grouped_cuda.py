@@ -4,7 +4,7 @@ grouped_wgrad.cu) against the float32 oracle: 8/16/32 channels a group in,
 bias, residual, activations, bfloat16 and float16 (and a float32 output);
 the data gradient through the forward kernel on the transposed problem, the
 weight gradient on its own kernel (bitwise deterministic) or on XLA where it
-refuses; the default choosing them for grouped layers. Skipped without a GPU
+refuses; algorithm="direct" choosing them (the default keeps XLA's). Skipped without a GPU
 whose build has the kernels."""
 
 import jax
@@ -103,26 +103,28 @@ def test_grouped_float32_output():
   assert_close(y, want, 1e-2)
 
 
-def test_grouped_default_goes_direct():
-  """algorithm=None on CUDA runs a grouped layer the kernels serve on them,
-  gradients included, and reports why; 24 channels a group stay on XLA."""
+def test_grouped_default_stays_on_xla_and_direct_reports_its_kernels():
+  """algorithm=None keeps grouped layers on XLA's convolution (the grouped
+  kernels measured slower, docs/perf/conv.md); algorithm="direct" runs them,
+  gradients included, and conv_plan says so; 24 channels a group are
+  refused with the reason."""
   rng = np.random.default_rng(4)
   x = normal(rng, (4, 14, 14, 256), jnp.bfloat16)
   w = normal(rng, (3, 3, 8, 256), jnp.bfloat16, scale=0.3)
   spec = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w)]
-  plan = jaxdnn.conv_plan(*spec, feature_group_count=32)
-  assert plan["algorithm"] == "direct" and "grouped" in plan["reason"], plan
+  assert jaxdnn.conv_plan(*spec, feature_group_count=32)["algorithm"] != "direct"
+  plan = jaxdnn.conv_plan(*spec, feature_group_count=32, algorithm="direct")
   assert "grouped weight-gradient kernel" in plan["gradients"], plan
-  grad = jax.jit(
-    jax.grad(lambda x, w: jnp.sum(jaxdnn.conv(x, w, feature_group_count=32) ** 2), (0, 1))
-  )
-  targets = custom_call_targets(grad.lower(x, w).compile().as_text())
+  assert "grouped forward kernel on the transposed problem" in plan["gradients"], plan
+  loss = lambda x, w: jnp.sum(jaxdnn.conv(x, w, feature_group_count=32, algorithm="direct") ** 2)
+  targets = custom_call_targets(jax.jit(jax.grad(loss, (0, 1))).lower(x, w).compile().as_text())
   assert "jaxdnn_conv_fwd" in targets and "jaxdnn_conv_wgrad" in targets, targets
   odd = [
     jax.ShapeDtypeStruct((2, 8, 8, 48), jnp.bfloat16),
     jax.ShapeDtypeStruct((3, 3, 24, 48), jnp.bfloat16),
   ]
-  assert jaxdnn.conv_plan(*odd, feature_group_count=2)["algorithm"] != "direct"
+  with pytest.raises(ValueError, match="grouped kernel does not serve"):
+    jaxdnn.conv_plan(*odd, feature_group_count=2, algorithm="direct")
 
 
 def test_grouped_vmap_of_grad_folds_into_groups():
