@@ -85,26 +85,23 @@ def _conv_fwd(static, x, w, bias, residual):
 def _conv_bwd(static, res, dy):
   x, w, saved, bias_token = res
   s = _operands(saved)
-  g = static["g"]
-  gt = _direct_dgrad_geometry(g, static["algorithm"])
-  if _grouped_direct(static):
-    # The grouped kernels take dz (one XLA elementwise op, shared by both).
-    dz_wide = reference.backprop(static["act"], static["act_param"], dy, saved)
-    dz = dz_wide.astype(x.dtype)
-    if gt is not None and _grouped_dgrad_serves(static, gt):
-      dx, dres = _grouped_dgrad(static, gt, dz, dz_wide, w)
-    else:
-      dgrad = conv_dgrad.bind(dy, w, *s, **static)
-      dx, dres = dgrad[0], dgrad[1] if static["has_residual"] else None
-    wgrad = conv_wgrad.bind(x, dz, **_dz_static(static, x.dtype))
-    dbias = match_vma(wgrad[1], bias_token) if static["has_bias"] else None
-    return dx, match_vma(wgrad[0], vma_token(w)), dbias, dres
+  gt = _direct_dgrad_geometry(static["g"], static["algorithm"])
+  grouped = _grouped_direct(static)
+  if grouped and gt is not None and not _grouped_dgrad_serves(static, gt):
+    gt = None
+  # The direct kernels take dz (one XLA elementwise op, shared by both).
+  dz = None
+  if gt is not None or grouped:
+    dz = reference.backprop(static["act"], static["act_param"], dy, saved)
   if gt is not None:
-    dx, dres = _depthwise_dgrad(static, gt, dy, w, saved)
+    dx, dres = _transposed_dgrad(static, gt, dz, w)
   else:
     dgrad = conv_dgrad.bind(dy, w, *s, **static)
     dx, dres = dgrad[0], dgrad[1] if static["has_residual"] else None
-  wgrad = conv_wgrad.bind(x, dy, *s, **static)
+  if grouped:
+    wgrad = conv_wgrad.bind(x, dz.astype(x.dtype), **_dz_static(static, x.dtype))
+  else:
+    wgrad = conv_wgrad.bind(x, dy, *s, **static)
   dbias = match_vma(wgrad[1], bias_token) if static["has_bias"] else None
   return dx, match_vma(wgrad[0], vma_token(w)), dbias, dres
 
@@ -153,11 +150,12 @@ def _grouped_dgrad_serves(static, gt) -> bool:
   )  # fmt: skip
 
 
-def _grouped_dgrad(static, gt, dz, dz_wide, w):
-  """dx and the residual's gradient of a grouped convolution through the
-  forward primitive on the transposed problem gt: alpha * dz convolved with
-  the window flipped and each group's [C_in/groups, C_out/groups] block
-  transposed (dz rounded to w's dtype; the residual's from dz_wide)."""
+def _transposed_dgrad(static, gt, dz, w):
+  """dx and the residual's gradient of a depthwise or grouped convolution
+  through the forward primitive on the transposed problem gt: alpha * dz
+  convolved with the window flipped and each group's [C_in/groups,
+  C_out/groups] block transposed (a no-op for depthwise), dz rounded to w's
+  dtype first as the data-gradient kernels round it."""
   g = static["g"]
   cin_g, cout_g = g.in_channels // g.groups, g.out_channels // g.groups
   blocks = w.reshape((*g.window, cin_g, g.groups, cout_g))
@@ -172,7 +170,7 @@ def _grouped_dgrad(static, gt, dz, dz_wide, w):
   dx = conv_forward.bind(dz.astype(w.dtype), transposed_w, **_transposed_static(static, gt))[0]
   dres = None
   if static["has_residual"]:
-    dres = (dz_wide * static["beta"]).astype(static["residual_dtype"])
+    dres = (dz * static["beta"]).astype(static["residual_dtype"])
   return dx, dres
 
 
@@ -208,22 +206,6 @@ def _direct_dgrad_geometry(g, algorithm):
     input_dilation=g.strides,
     pads=tuple(pads),
   )
-
-
-def _depthwise_dgrad(static, gt, dy, w, saved):
-  """dx and the residual's gradient of a depthwise convolution through the
-  forward primitive on the transposed problem gt: dz = act'(saved) * dy (an
-  elementwise XLA op), then alpha * conv(dz, flipped window), rounded to w's
-  dtype first as the data-gradient kernels round dz."""
-  g = static["g"]
-  dz = reference.backprop(static["act"], static["act_param"], dy, saved)
-  spatial_axes = tuple(range(g.ndim))
-  flipped = jnp.flip(w.reshape((*g.window, 1, g.out_channels)), axis=spatial_axes).reshape(-1)
-  dx = conv_forward.bind(dz.astype(w.dtype), flipped, **_transposed_static(static, gt))[0]
-  dres = None
-  if static["has_residual"]:
-    dres = (dz * static["beta"]).astype(static["residual_dtype"])
-  return dx, dres
 
 
 _conv.defvjp(_conv_fwd, _conv_bwd)
@@ -381,12 +363,12 @@ def _decide(
       return None
     if not _extension.has_cuda_target("jaxdnn_conv_fwd"):
       return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
-    if algorithm == "direct" and not depthwise and cuda_forward_plan(algorithm) < 0:
-      return (
-        "the CUDA grouped kernel does not serve this call (it takes bfloat16/float16 x and w, "
-        "8, 16 or 32 input and 8-32 output channels a group, at most 512 taps)"
-      )
     if cuda_forward_plan(algorithm) < 0:
+      if algorithm == "direct" and not depthwise:
+        return (
+          "the CUDA grouped kernel does not serve this call (it takes bfloat16/float16 x and w, "
+          "8, 16 or 32 input and 8-32 output channels a group, at most 512 taps)"
+        )
       return (
         "the CUDA convolution kernel does not serve this call yet (it takes bfloat16/float16 "
         "x and w with x's output dtype, no groups, no input dilation, channels multiples of "

@@ -58,6 +58,8 @@ __device__ void StoreOut(OT* p, const float* f) {
 // Elements of a 16-byte channel vector: 4 float32, 8 16-bit.
 inline int DwVecOf(ffi::DataType t) { return t == ffi::DataType::F32 ? 4 : 8; }
 
+inline bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 inline bool DwIsFloat(ffi::DataType t) {
   return t == ffi::DataType::F32 || t == ffi::DataType::BF16 || t == ffi::DataType::F16;
 }

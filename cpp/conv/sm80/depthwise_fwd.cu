@@ -60,8 +60,6 @@ __global__ void __launch_bounds__(256) DepthwiseFwdKernel(DwParams p) {
   }
 }
 
-bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The tiled kernel (errors left for cudaGetLastError).
 template <typename T, typename OT, Act A, int kW>
 void LaunchTiled(const DwParams& params, const DwTile& tile, cudaStream_t stream) {

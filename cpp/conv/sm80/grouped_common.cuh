@@ -57,9 +57,9 @@ struct GpGeometry {
   int channels;  // the source's row pitch (C_in)
   int group_channels;
   int cpt_log2;
-  int chunks;
+  int chunks, chunks_even;  // chunks_even: rounded up to whole k16 steps
   int taps;
-  int in[3], out[3], stride[3], in_dil[3], pad_lo[3];
+  int in[3], stride[3], in_dil[3], pad_lo[3];
   int window[3], k_dil[3];
   GpDiv out_div[3];
 };
@@ -69,6 +69,10 @@ inline int Log2Exact(int v) {
   while ((1 << l) < v) ++l;
   return (1 << l) == v ? l : -1;
 }
+
+// The window's 8-channel chunks of a group rounded up to an even count (an
+// m16n8k16 step takes two).
+inline int64_t GpChunksEven(const ConvGeometry& g) { return (g.taps() * (g.cin_g() / 8) + 1) & ~int64_t(1); }
 
 inline GpGeometry GpGeometryOf(const ConvGeometry& g, const void* src) {
   GpGeometry s{};
@@ -80,9 +84,9 @@ inline GpGeometry GpGeometryOf(const ConvGeometry& g, const void* src) {
   s.cpt_log2 = Log2Exact(int(g.cin_g() / 8));
   s.taps = int(g.taps());
   s.chunks = int(g.taps() * (g.cin_g() / 8));
+  s.chunks_even = int(GpChunksEven(g));
   for (int k = 0; k < 3; ++k) {
     s.in[k] = int(g.in[k]);
-    s.out[k] = int(g.out[k]);
     s.stride[k] = int(g.stride[k]);
     s.in_dil[k] = int(g.in_dilation[k]);
     s.pad_lo[k] = int(g.pad_lo[k]);

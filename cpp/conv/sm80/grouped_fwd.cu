@@ -24,7 +24,6 @@ struct GpFwdParams {
   int64_t out_channels;
   int out_group;  // C_out / groups
   int nt;         // out_group / 8
-  int chunks_even;
   int bias_dtype, act;
   float act_param, alpha, beta;
 };
@@ -96,7 +95,7 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedFwdKernel(GpFwdParams p)
   // W[k][n], W[k + 1][n] for k = 8c + 2 (lane % 4), n = 8 nt + lane / 4.
   FillTapTable(p.s, taps);
   const uint16_t* w = static_cast<const uint16_t*>(p.w);
-  const int nwords = p.chunks_even * p.nt * 32;
+  const int nwords = p.s.chunks_even * p.nt * 32;
   for (int i = threadIdx.x; i < nwords; i += blockDim.x) {
     const int l = i & 31, nt = (i >> 5) % p.nt, c = (i >> 5) / p.nt;
     uint32_t word = 0;
@@ -142,18 +141,19 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedFwdKernel(GpFwdParams p)
   };
 
   int64_t tile = int64_t(blockIdx.y) * kGpWarps + warp;
-  if (p.chunks_even <= kGpBatch) {
+  if (p.s.chunks_even <= kGpBatch) {
     // One stage a tile: the next tile's rows load while this one multiplies.
     int buf = 0;
-    if (tile < tiles) issue(tile, 0, p.chunks_even, stages);
+    if (tile < tiles) issue(tile, 0, p.s.chunks_even, stages);
     CpAsyncCommit();
     for (; tile < tiles; tile += step, buf ^= 1) {
-      if (tile + step < tiles) issue(tile + step, 0, p.chunks_even, stages + (buf ^ 1) * kGpBatch * kGpRows);
+      if (tile + step < tiles)
+        issue(tile + step, 0, p.s.chunks_even, stages + (buf ^ 1) * kGpBatch * kGpRows);
       CpAsyncCommit();
       CpAsyncWait<1>();
       __syncwarp();
       float acc[kGpMaxNt][4] = {};
-      multiply(acc, 0, p.chunks_even, stages + buf * kGpBatch * kGpRows);
+      multiply(acc, 0, p.s.chunks_even, stages + buf * kGpBatch * kGpRows);
       __syncwarp();
       finish(acc, tile);
     }
@@ -162,8 +162,8 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedFwdKernel(GpFwdParams p)
   // Larger windows: batches of kGpBatch chunks, each loaded then multiplied.
   for (; tile < tiles; tile += step) {
     float acc[kGpMaxNt][4] = {};
-    for (int c0 = 0; c0 < p.chunks_even; c0 += kGpBatch) {
-      const int nb = min(kGpBatch, p.chunks_even - c0);
+    for (int c0 = 0; c0 < p.s.chunks_even; c0 += kGpBatch) {
+      const int nb = min(kGpBatch, p.s.chunks_even - c0);
       issue(tile, c0, nb, stages);
       CpAsyncCommit();
       CpAsyncWaitAll();
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedFwdKernel(GpFwdParams p)
 
 template <typename T, typename OT>
 LaunchStatus Launch(const GpFwdParams& params, bool in_dil, cudaStream_t stream) {
-  const size_t smem = FwdSmem(params.s.taps, params.chunks_even, params.nt);
+  const size_t smem = FwdSmem(params.s.taps, params.s.chunks_even, params.nt);
   auto kernel = in_dil ? GroupedFwdKernel<T, OT, true> : GroupedFwdKernel<T, OT, false>;
   // Over 48 KiB of dynamic shared memory needs the kernel's opt-in (a
   // function attribute, not a stream operation: capture-safe).
@@ -196,8 +196,6 @@ LaunchStatus Launch(const GpFwdParams& params, bool in_dil, cudaStream_t stream)
   return cudaGetLastError();
 }
 
-bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 const char* GroupedFwdRefusal(const ConvFwdArgs& p) {
@@ -210,8 +208,7 @@ const char* GroupedFwdRefusal(const ConvFwdArgs& p) {
   if (p.e.has_residual && p.residual_dtype != p.out_dtype)
     return "grouped_fwd: the residual must have the output's dtype";
   if (p.e.act < 0 || p.e.act >= kNumActs) return "grouped_fwd: unknown activation";
-  const int64_t chunks_even = (p.g.taps() * (p.g.cin_g() / 8) + 1) & ~int64_t(1);
-  if (FwdSmem(p.g.taps(), chunks_even, p.g.cout_g() / 8) > 160 * 1024)
+  if (FwdSmem(p.g.taps(), GpChunksEven(p.g), p.g.cout_g() / 8) > 160 * 1024)
     return "grouped_fwd: the window's weights do not fit in shared memory";
   return nullptr;
 }
@@ -232,7 +229,6 @@ LaunchStatus GroupedFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
   d.out_channels = p.g.out_channels;
   d.out_group = int(p.g.cout_g());
   d.nt = d.out_group / 8;
-  d.chunks_even = (d.s.chunks + 1) & ~1;
   d.bias_dtype = static_cast<int>(p.bias_dtype);
   d.act = p.e.act;
   d.act_param = p.e.act_param;

@@ -6,6 +6,7 @@
 
 #include "conv/sm80/depthwise_common.cuh"
 #include "conv/sm80/grouped_common.cuh"
+#include "conv/sm90/conv_sm90_workspace.h"
 
 namespace jaxdnn::conv {
 namespace {
@@ -16,7 +17,7 @@ struct GpWgradParams {
   GpGeometry s;    // x's side
   const void* dz;  // [rows, C_out]
   int64_t out_channels;
-  int out_group, mt, chunks_even;
+  int out_group, mt;
   float* partials;       // [groups, slices, taps * cin_g, out_group]
   float* bias_partials;  // [groups, slices, out_group] or null
 };
@@ -28,8 +29,6 @@ struct WgradPlan {
   size_t smem = 0;
 };
 
-size_t RoundUp256(size_t b) { return (b + 255) / 256 * 256; }
-
 WgradPlan PlanOf(const ConvGeometry& g, bool bias) {
   WgradPlan w;
   const int64_t rows = g.batch * g.out_positions();
@@ -37,10 +36,9 @@ WgradPlan PlanOf(const ConvGeometry& g, bool bias) {
   w.slices = std::max<int64_t>(1, std::min<int64_t>({(tiles + kGpWarps - 1) / kGpWarps,
                                                      std::max<int64_t>(1, 1024 / g.groups), 65535}));
   const int64_t wk = g.taps() * g.cin_g();
-  w.partial_bytes = RoundUp256(size_t(g.groups * w.slices * wk * g.cout_g()) * 4);
-  w.bias_bytes = bias ? RoundUp256(size_t(g.groups * w.slices * g.cout_g()) * 4) : 0;
-  const int64_t chunks_even = (g.taps() * (g.cin_g() / 8) + 1) & ~int64_t(1);
-  w.smem = size_t(kGpWarps) * 2 * size_t(chunks_even + g.cout_g() / 8) * kGpRows * 16 +
+  w.partial_bytes = sm90::RoundUp(size_t(g.groups * w.slices * wk * g.cout_g()) * 4);
+  w.bias_bytes = bias ? sm90::RoundUp(size_t(g.groups * w.slices * g.cout_g()) * 4) : 0;
+  w.smem = size_t(kGpWarps) * 2 * size_t(GpChunksEven(g) + g.cout_g() / 8) * kGpRows * 16 +
            size_t(g.taps()) * 16 + size_t(wk * g.cout_g() + g.cout_g()) * 4;
   return w;
 }
@@ -50,7 +48,7 @@ template <typename T, int kNT, int kMaxMt, bool kInDil>
 __global__ void __launch_bounds__(kGpWarps * 32) GroupedWgradKernel(GpWgradParams p) {
   extern __shared__ uint4 smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int per_stage = (p.chunks_even + kNT) * kGpRows;
+  const int per_stage = (p.s.chunks_even + kNT) * kGpRows;
   uint4* stages = smem + warp * 2 * per_stage;
   int4* taps = reinterpret_cast<int4*>(smem + kGpWarps * 2 * per_stage);
   float* sums = reinterpret_cast<float*>(taps + p.s.taps);
@@ -74,10 +72,10 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedWgradKernel(GpWgradParam
   auto issue = [&](int64_t tile, uint4* stage) {
     const int64_t position = tile * kGpRows + row;
     const GpRow<T> r = DecodeRow<T>(p.s, group, position);
-    for (int c = half; c < p.chunks_even; c += 2)
+    for (int c = half; c < p.s.chunks_even; c += 2)
       StageChunk<kInDil>(p.s, taps, r, c, stage + c * kGpRows + row);
     const T* dz_row = dz + (r.live ? position : 0) * p.out_channels;
-    uint4* ds = stage + p.chunks_even * kGpRows;
+    uint4* ds = stage + p.s.chunks_even * kGpRows;
     for (int nt = half; nt < kNT; nt += 2)
       CpAsync16(ds + nt * kGpRows + row, dz_row + nt * 8, r.live ? 16 : 0);
   };
@@ -92,7 +90,7 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedWgradKernel(GpWgradParam
     CpAsyncWait<1>();
     __syncwarp();
     const uint4* xs = stages + buf * per_stage;
-    const uint4* ds = xs + p.chunks_even * kGpRows;
+    const uint4* ds = xs + p.s.chunks_even * kGpRows;
     // B fragments (k = positions, n = output channels): matrices
     // (positions 0-7 | 8-15) x (tile nt | nt + 1), transposed on load.
     uint32_t b[kNT][2];
@@ -162,17 +160,6 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedWgradKernel(GpWgradParam
     p.bias_partials[slice * p.out_group + threadIdx.x] = sums[wk * p.out_group + threadIdx.x];
 }
 
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v);
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
-}
-template <>
-__device__ __forceinline__ __half FromFloat<__half>(float v) {
-  return __float2half(v);
-}
-
 // dw = alpha * the slices' sum (in order); the bias gradient likewise.
 template <typename T>
 __global__ void __launch_bounds__(256)
@@ -187,7 +174,7 @@ __global__ void __launch_bounds__(256)
       const float* src = partials + (g * slices * wk + k) * out_group + n;
       float s = 0.0f;
       for (int64_t sl = 0; sl < slices; ++sl) s += src[sl * wk * out_group];
-      dw[i] = FromFloat<T>(alpha * s);
+      Vec16<T>::Store1(dw + i, alpha * s);
     } else if (bias_partials != nullptr) {
       const int64_t co = i - total, g = co / out_group, n = co % out_group;
       const float* src = bias_partials + g * slices * out_group + n;
@@ -242,8 +229,6 @@ LaunchStatus Launch(const ConvWgradArgs& p, const GpWgradParams& d, const WgradP
   return cudaGetLastError();
 }
 
-bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 const char* GroupedWgradRefusal(const ConvWgradArgs& p) {
@@ -257,8 +242,7 @@ const char* GroupedWgradRefusal(const ConvWgradArgs& p) {
     return "grouped_wgrad: the bias gradient must be float32, bfloat16 or float16";
   const int nt = int(p.g.cout_g() / 8);
   if (nt == 3) return "grouped_wgrad: 24 output channels a group are not served";
-  const int64_t chunks_even = (p.g.taps() * (p.g.cin_g() / 8) + 1) & ~int64_t(1);
-  if (chunks_even / 2 * nt > kGpAccTiles)
+  if (GpChunksEven(p.g) / 2 * nt > kGpAccTiles)
     return "grouped_wgrad: the group's window needs more than 20 accumulator tiles";
   if (PlanOf(p.g, p.e.has_bias).smem > 160 * 1024) return "grouped_wgrad: the group's window does not fit";
   return nullptr;
@@ -283,8 +267,7 @@ LaunchStatus GroupedWgradCuda(const ConvWgradArgs& p, cudaStream_t stream) {
   d.dz = p.dy;
   d.out_channels = p.g.out_channels;
   d.out_group = int(p.g.cout_g());
-  d.chunks_even = (d.s.chunks + 1) & ~1;
-  d.mt = d.chunks_even / 2;
+  d.mt = d.s.chunks_even / 2;
   char* ws = static_cast<char*>(p.workspace);
   d.partials = reinterpret_cast<float*>(ws);
   d.bias_partials = p.e.has_bias ? reinterpret_cast<float*>(ws + plan.partial_bytes) : nullptr;
