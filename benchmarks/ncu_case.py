@@ -1,7 +1,8 @@
 """One op's forward and backward, a few times, for a profiler to read
 (`ncu --kernel-name regex:... python3 benchmarks/ncu_case.py OP SHAPE`).
 
-  OP: bn_train | bn_infer | gn | max_pool | avg_pool | glu;  SHAPE: e.g. 128x14x14x1024
+  OP: bn_train | bn_infer | gn | max_pool | avg_pool | glu | grouped_conv (3x3,
+  32 groups, algorithm="direct");  SHAPE: e.g. 128x14x14x1024
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def op_of(name, c):
     return lambda x, r: jaxdnn.avg_pool(x, (3, 3), (1, 1), "SAME")
   if name == "glu":
     return lambda x, r: jaxdnn.glu(x)
+  if name == "grouped_conv":
+    w = jax.random.normal(jax.random.key(1), (3, 3, c // 32, c), jnp.float32).astype(jnp.bfloat16)
+    return lambda x, r: jaxdnn.conv(x, w, feature_group_count=32, algorithm="direct")
   raise SystemExit(f"unknown op {name}")
 
 

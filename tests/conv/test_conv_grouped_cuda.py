@@ -37,6 +37,10 @@ CASES = [
   ((1, 6, 10, 10, 32), (3, 3, 3, 8, 32), 4, dict(activation="silu"), True),
   ((2, 7, 7, 32), (3, 3, 8, 64), 4, dict(input_dilation=2, padding=((1, 1), (2, 0))), True),
   ((2, 10, 10, 256), (3, 3, 8, 256), 32, dict(residual=True, alpha=0.5, beta=2.0), True),
+  # The tiled kernel's column blocks (300 outputs in tiles of 128), and a
+  # slice of 2 groups of 16 writing 32 channels each.
+  ((2, 300, 64), (7, 8, 64), 8, dict(padding="SAME"), True),
+  ((2, 12, 30, 64), (3, 3, 16, 128), 4, dict(activation="tanh"), False),
 ]
 
 

@@ -219,6 +219,8 @@ LaunchStatus GroupedFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
     return LaunchStatus::Refused("grouped_fwd: x, y, z and the residual must be 16-byte aligned");
   if (p.e.saved == kSavePreact && p.z == nullptr)
     return LaunchStatus::Refused("grouped_fwd: the pre-activation output z is missing");
+  if (p.g.batch * p.g.out_positions() == 0) return cudaSuccess;
+  if (GroupedTiledFwdServes(p)) return GroupedTiledFwdCuda(p, stream);
   GpFwdParams d{};
   d.s = GpGeometryOf(p.g, p.x);
   d.w = p.w;

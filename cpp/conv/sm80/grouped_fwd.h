@@ -23,6 +23,13 @@ namespace jaxdnn::conv {
 // Why GroupedFwdCuda would refuse p, or nullptr.
 const char* GroupedFwdRefusal(const ConvFwdArgs& p);
 
+// Whether the tiled kernel (grouped_tiled_fwd.cu: a CTA a channel slice,
+// the tile's input window staged once) serves p's geometry: no input
+// dilation, and a tile's window, weights and sums fit in shared memory.
+// GroupedFwdCuda runs it where it does, the per-warp kernel elsewhere.
+bool GroupedTiledFwdServes(const ConvFwdArgs& p);
+LaunchStatus GroupedTiledFwdCuda(const ConvFwdArgs& p, cudaStream_t stream);
+
 // Enqueues the forward on `stream` (no workspace, no allocation, no host
 // synchronization).
 LaunchStatus GroupedFwdCuda(const ConvFwdArgs& p, cudaStream_t stream);

@@ -1,0 +1,161 @@
+// The channel-slice patch the tiled grouped kernels read (grouped_tiled_*.cu):
+// a CTA serves a slice of up to 64 input channels (8 groups of 8, 4 of 16,
+// 2 of 32) and a tile of output positions (rows x columns of one output
+// depth), and stages the tile's whole input window once: every pixel's
+// slice (up to one 128-byte line) in one pass, so the taps re-read shared
+// memory, not L2, and every copy fills a whole sector. The per-warp kernel
+// (grouped_fwd.cu) read 16 bytes a pixel a tap: one L1 wavefront per
+// copy, the taps' re-reads from L2 (docs/perf/conv.md, "Grouped
+// convolutions").
+//
+// Pixel p's 16-byte chunk c sits at chunk (c ^ swizzle(p)) of its line, so
+// the 8 rows of an ldmatrix (8 neighbouring pixels, one chunk) fall in 8
+// different bank groups.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "conv/problem.h"
+#include "conv/sm80/grouped_common.cuh"
+
+namespace jaxdnn::conv {
+
+constexpr int kGpTiledWarps = 8;
+constexpr int kGpTiledPositions = 128;           // output positions a tile aims at
+constexpr size_t kGpTiledSmemBudget = 112 << 10;  // two CTAs an SM
+
+struct GpPatchPlan {
+  int slice_groups = 0;  // groups a CTA serves
+  int cpp = 0, cpp_log2 = 0, swz_shift = 0;  // 16-byte chunks a pixel; log2(8 / cpp)
+  int tile_rows = 0, tile_cols = 0;          // output positions a tile: rows x columns
+  int patch[3] = {0, 0, 0};                  // the tile's input window: depth, rows, columns
+  int blocks_rows = 0, blocks_cols = 0;      // tiles along an output depth's rows and columns
+  int64_t tiles = 0;                          // N * out depth * blocks_rows * blocks_cols
+  int m_pairs = 0;                            // pairs of 16-position mma tiles covering a tile
+
+  __host__ __device__ int pixels() const { return patch[0] * patch[1] * patch[2]; }
+  __host__ __device__ int positions() const { return tile_rows * tile_cols; }
+  __host__ __device__ size_t patch_bytes() const { return size_t(pixels()) * cpp * 16 + 16; }  // + a zero chunk
+};
+
+// The largest power-of-two group count whose channels fit a 128-byte line
+// and divide the groups.
+inline int GpSliceGroups(const ConvGeometry& g) {
+  int s = 1;
+  while (2 * s * g.cin_g() <= 64 && g.groups % (2 * s) == 0) s *= 2;
+  return s;
+}
+
+// The plan for g, or one with tiles == 0 when no tile fits `budget` bytes of
+// shared memory together with `fixed_bytes` (the caller's other buffers)
+// and `per_position` bytes an output position (the caller's staging).
+inline GpPatchPlan GpPlanPatch(const ConvGeometry& g, size_t fixed_bytes, size_t per_position,
+                               size_t budget = kGpTiledSmemBudget) {
+  GpPatchPlan pl;
+  pl.slice_groups = GpSliceGroups(g);
+  pl.cpp = int(pl.slice_groups * g.cin_g() / 8);
+  pl.cpp_log2 = Log2Exact(pl.cpp);
+  pl.swz_shift = 3 - pl.cpp_log2;
+  const int oh = int(g.out[1]), ow = int(g.out[2]);
+  int cols = ow < kGpTiledPositions ? ow : kGpTiledPositions;
+  int rows = kGpTiledPositions / cols;
+  if (rows > oh) rows = oh;
+  if (rows < 1) rows = 1;
+  rows = (oh + (oh + rows - 1) / rows - 1) / ((oh + rows - 1) / rows);  // balanced blocks
+  auto fill = [&]() {
+    pl.tile_rows = rows;
+    pl.tile_cols = cols;
+    pl.patch[0] = int((g.window[0] - 1) * g.k_dilation[0] + 1);
+    pl.patch[1] = int((rows - 1) * g.stride[1] + (g.window[1] - 1) * g.k_dilation[1] + 1);
+    pl.patch[2] = int((cols - 1) * g.stride[2] + (g.window[2] - 1) * g.k_dilation[2] + 1);
+    pl.m_pairs = (rows * cols + 2 * kGpRows - 1) / (2 * kGpRows);
+    return pl.patch_bytes() + fixed_bytes + size_t(pl.m_pairs) * 2 * kGpRows * per_position;
+  };
+  while (fill() > budget) {
+    if (rows > 1) {
+      --rows;
+    } else if (cols > 16) {
+      cols = (cols + 1) / 2;
+    } else {
+      pl.tiles = 0;
+      return pl;
+    }
+  }
+  pl.blocks_rows = (oh + rows - 1) / rows;
+  pl.blocks_cols = (ow + cols - 1) / cols;
+  pl.tiles = g.batch * g.out[0] * pl.blocks_rows * pl.blocks_cols;
+  return pl;
+}
+
+// The geometry the device code reads (ints: GroupedGeometryRefusal bounds
+// the sizes).
+struct GpDims {
+  int in[3], out[3], stride[3], pad_lo[3], window[3], k_dil[3];
+  int64_t in_positions;
+  int channels;  // the input's row pitch
+};
+
+inline GpDims GpDimsOf(const ConvGeometry& g) {
+  GpDims d{};
+  for (int k = 0; k < 3; ++k) {
+    d.in[k] = int(g.in[k]);
+    d.out[k] = int(g.out[k]);
+    d.stride[k] = int(g.stride[k]);
+    d.pad_lo[k] = int(g.pad_lo[k]);
+    d.window[k] = int(g.window[k]);
+    d.k_dil[k] = int(g.k_dilation[k]);
+  }
+  d.in_positions = g.in_positions();
+  d.channels = int(g.in_channels);
+  return d;
+}
+
+// Where a tile starts: its image, output depth, first output row and column.
+struct GpTile {
+  int64_t n;
+  int od, oh0, ow0;
+};
+
+__device__ __forceinline__ GpTile GpTileAt(const GpPatchPlan& pl, int out_depth, int64_t tile) {
+  GpTile t;
+  const int64_t cb = tile % pl.blocks_cols;
+  int64_t rest = tile / pl.blocks_cols;
+  const int64_t rb = rest % pl.blocks_rows;
+  rest /= pl.blocks_rows;
+  t.od = int(rest % out_depth);
+  t.n = rest / out_depth;
+  t.oh0 = int(rb) * pl.tile_rows;
+  t.ow0 = int(cb) * pl.tile_cols;
+  return t;
+}
+
+// The shared-memory chunk (in 16-byte units from the patch's start) of pixel
+// `pix`'s chunk c.
+__device__ __forceinline__ int GpPatchChunk(const GpPatchPlan& pl, int pix, int c) {
+  return (pix << pl.cpp_log2) + (c ^ ((pix >> pl.swz_shift) & (pl.cpp - 1)));
+}
+
+// Starts the copies of a tile's input window (its slice's channels) into
+// `patch`; zeros for padding. x is [N, in depth, in rows, in cols, C].
+template <typename T>
+__device__ void GpStagePatch(const GpPatchPlan& pl, const GpDims& g, const T* x, int slice,
+                             const GpTile& t, uint4* patch) {
+  const int total = pl.pixels() << pl.cpp_log2;
+  const int d0 = t.od * g.stride[0] - g.pad_lo[0];
+  const int h0 = t.oh0 * g.stride[1] - g.pad_lo[1];
+  const int w0 = t.ow0 * g.stride[2] - g.pad_lo[2];
+  const T* base = x + t.n * g.in_positions * g.channels + int64_t(slice) * (pl.cpp * 8);
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    const int pix = i >> pl.cpp_log2, c = i & (pl.cpp - 1);
+    const int pc = pix % pl.patch[2], rest = pix / pl.patch[2];
+    const int pr = rest % pl.patch[1], pd = rest / pl.patch[1];
+    const int id = d0 + pd, ih = h0 + pr, iw = w0 + pc;
+    const bool valid = unsigned(id) < unsigned(g.in[0]) && unsigned(ih) < unsigned(g.in[1]) &&
+                       unsigned(iw) < unsigned(g.in[2]);
+    const T* src = valid ? base + (int64_t((id * g.in[1] + ih)) * g.in[2] + iw) * g.channels + c * 8 : base;
+    CpAsync16(patch + GpPatchChunk(pl, pix, c), src, valid ? 16 : 0);
+  }
+}
+
+}  // namespace jaxdnn::conv
