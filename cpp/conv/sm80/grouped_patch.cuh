@@ -8,9 +8,11 @@
 // copy, the taps' re-reads from L2 (docs/perf/conv.md, "Grouped
 // convolutions").
 //
-// Pixel p's 16-byte chunk c sits at chunk (c ^ swizzle(p)) of its line, so
-// the 8 rows of an ldmatrix (8 neighbouring pixels, one chunk) fall in 8
-// different bank groups.
+// A pixel's line is padded to an odd count of 16-byte chunks, so the 8 rows
+// of an ldmatrix (8 neighbouring pixels, one chunk) fall in 8 different
+// bank groups, and an address is the sum of a position's and a tap's
+// offsets (an XOR swizzle would cost a dozen instructions a load). The pad
+// chunk stays zero: the K step past an odd chunk count reads it.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +29,8 @@ constexpr size_t kGpTiledSmemBudget = 112 << 10;  // two CTAs an SM
 
 struct GpPatchPlan {
   int slice_groups = 0;  // groups a CTA serves
-  int cpp = 0, cpp_log2 = 0, swz_shift = 0;  // 16-byte chunks a pixel; log2(8 / cpp)
+  int cpp = 0, cpp_log2 = 0;  // 16-byte chunks of the slice a pixel
+  int line = 0;               // chunks a staged pixel: cpp and the zero pad, odd
   int tile_rows = 0, tile_cols = 0;          // output positions a tile: rows x columns
   int patch[3] = {0, 0, 0};                  // the tile's input window: depth, rows, columns
   int blocks_rows = 0, blocks_cols = 0;      // tiles along an output depth's rows and columns
@@ -36,7 +39,7 @@ struct GpPatchPlan {
 
   __host__ __device__ int pixels() const { return patch[0] * patch[1] * patch[2]; }
   __host__ __device__ int positions() const { return tile_rows * tile_cols; }
-  __host__ __device__ size_t patch_bytes() const { return size_t(pixels()) * cpp * 16 + 16; }  // + a zero chunk
+  __host__ __device__ size_t patch_bytes() const { return size_t(pixels()) * line * 16; }
 };
 
 // The largest power-of-two group count whose channels fit a 128-byte line
@@ -56,7 +59,7 @@ inline GpPatchPlan GpPlanPatch(const ConvGeometry& g, size_t fixed_bytes, size_t
   pl.slice_groups = GpSliceGroups(g);
   pl.cpp = int(pl.slice_groups * g.cin_g() / 8);
   pl.cpp_log2 = Log2Exact(pl.cpp);
-  pl.swz_shift = 3 - pl.cpp_log2;
+  pl.line = pl.cpp == 1 ? 3 : pl.cpp + 1;
   const int oh = int(g.out[1]), ow = int(g.out[2]);
   int cols = ow < kGpTiledPositions ? ow : kGpTiledPositions;
   int rows = kGpTiledPositions / cols;
@@ -130,31 +133,38 @@ __device__ __forceinline__ GpTile GpTileAt(const GpPatchPlan& pl, int out_depth,
   return t;
 }
 
-// The shared-memory chunk (in 16-byte units from the patch's start) of pixel
-// `pix`'s chunk c.
-__device__ __forceinline__ int GpPatchChunk(const GpPatchPlan& pl, int pix, int c) {
-  return (pix << pl.cpp_log2) + (c ^ ((pix >> pl.swz_shift) & (pl.cpp - 1)));
-}
-
 // Starts the copies of a tile's input window (its slice's channels) into
-// `patch`; zeros for padding. x is [N, in depth, in rows, in cols, C].
+// `patch`, pixel p's chunk c at p * line + c; zeros for padding. x is
+// [N, in depth, in rows, in cols, C]. A thread walks its pixels by a fixed
+// step, carrying columns into rows and rows into depth (no divisions).
 template <typename T>
-__device__ void GpStagePatch(const GpPatchPlan& pl, const GpDims& g, const T* x, int slice,
-                             const GpTile& t, uint4* patch) {
-  const int total = pl.pixels() << pl.cpp_log2;
+__device__ void GpStagePatch(const GpPatchPlan& pl, const GpDims& g, const T* x, int slice, const GpTile& t,
+                             uint4* patch) {
   const int d0 = t.od * g.stride[0] - g.pad_lo[0];
   const int h0 = t.oh0 * g.stride[1] - g.pad_lo[1];
   const int w0 = t.ow0 * g.stride[2] - g.pad_lo[2];
   const T* base = x + t.n * g.in_positions * g.channels + int64_t(slice) * (pl.cpp * 8);
-  for (int i = threadIdx.x; i < total; i += blockDim.x) {
-    const int pix = i >> pl.cpp_log2, c = i & (pl.cpp - 1);
-    const int pc = pix % pl.patch[2], rest = pix / pl.patch[2];
-    const int pr = rest % pl.patch[1], pd = rest / pl.patch[1];
+  const int step = blockDim.x >> pl.cpp_log2, c = threadIdx.x & (pl.cpp - 1);
+  const int cols = pl.patch[2], rows = pl.patch[1], pixels = pl.pixels();
+  const int dcol = step % cols, drow = step / cols;
+  int pix = threadIdx.x >> pl.cpp_log2;
+  int pc = pix % cols, pr = (pix / cols) % rows, pd = pix / (cols * rows);
+  for (; pix < pixels; pix += step) {
     const int id = d0 + pd, ih = h0 + pr, iw = w0 + pc;
     const bool valid = unsigned(id) < unsigned(g.in[0]) && unsigned(ih) < unsigned(g.in[1]) &&
                        unsigned(iw) < unsigned(g.in[2]);
-    const T* src = valid ? base + (int64_t((id * g.in[1] + ih)) * g.in[2] + iw) * g.channels + c * 8 : base;
-    CpAsync16(patch + GpPatchChunk(pl, pix, c), src, valid ? 16 : 0);
+    const T* src = valid ? base + (int64_t(id * g.in[1] + ih) * g.in[2] + iw) * g.channels + c * 8 : base;
+    CpAsync16(patch + pix * pl.line + c, src, valid ? 16 : 0);
+    pc += dcol;
+    pr += drow;
+    if (pc >= cols) {
+      pc -= cols;
+      ++pr;
+    }
+    while (pr >= rows) {
+      pr -= rows;
+      ++pd;
+    }
   }
 }
 

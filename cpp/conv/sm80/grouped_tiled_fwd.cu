@@ -29,60 +29,152 @@ struct GpTiledFwdParams {
   float act_param, alpha, beta;
 };
 
-// The slice's output channels, and the float32 staging's row pitch (4
-// floats of padding spread the rows over the banks).
-inline int OutSlice(const GpTiledFwdParams& p) { return p.pl.slice_groups * p.cout_g; }
-__host__ __device__ inline int StagePitch(int out_slice) { return out_slice + 4; }
+// Shared memory, in this order (16-byte units; every part a whole number):
+// the patch; the slice's window rows [chunks_even * 8][wline] (k rows, its
+// output channels, zero rows past the window, wline odd against bank
+// conflicts); each K chunk's offset into a pixel's window; each position's
+// window corner; the bias; the float32 sums [positions][out_slice + 4].
+struct TiledLayout {
+  int out_slice, vecs, wline, pitch;
+  size_t patch, wrows, koff, qbase, bias, stage, total;
+};
 
-__host__ __device__ inline size_t WeightBytes(int slice_groups, int chunks_even, int nt) {
-  return size_t(slice_groups) * chunks_even * nt * 32 * 4;
+__host__ __device__ inline TiledLayout LayoutOf(const GpTiledFwdParams& p) {
+  TiledLayout l;
+  l.out_slice = p.pl.slice_groups * p.cout_g;
+  l.vecs = l.out_slice / 8;
+  l.wline = l.vecs % 2 == 1 ? l.vecs : l.vecs + 1;
+  l.pitch = l.out_slice + 4;
+  const int rows = p.pl.m_pairs * 2 * kGpRows;
+  l.patch = 0;
+  l.wrows = l.patch + p.pl.patch_bytes() / 16;
+  l.koff = l.wrows + size_t(p.chunks_even) * 8 * l.wline;
+  l.qbase = l.koff + (p.chunks_even + 3) / 4;
+  l.bias = l.qbase + rows / 4;
+  l.stage = l.bias + (l.out_slice + 3) / 4;
+  l.total = (l.stage + size_t(rows) * l.pitch / 4) * 16;
+  return l;
 }
-__host__ __device__ inline size_t TapBytes(int taps) { return size_t((taps + 3) / 4) * 16; }
+
+// y (and z) of a tile from its float32 sums, 8 channels a thread at a time.
+template <Act A, typename OT>
+__device__ __forceinline__ void FinishTile(const GpTiledFwdParams& p, const TiledLayout& l, const GpTile& t,
+                                           int slice, const float* stage, const float* bias) {
+  const GpPatchPlan& pl = p.pl;
+  const int total = pl.positions() * l.vecs;
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    const int q = i / l.vecs, v = i - q * l.vecs;
+    const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
+    const int oh = t.oh0 + tr, ow = t.ow0 + tc;
+    if (oh >= p.d.out[1] || ow >= p.d.out[2]) continue;
+    const int64_t row = ((t.n * p.d.out[0] + t.od) * p.d.out[1] + oh) * int64_t(p.d.out[2]) + ow;
+    const int64_t at = row * p.out_channels + int64_t(slice) * l.out_slice + v * 8;
+    const float4* s = reinterpret_cast<const float4*>(stage + q * l.pitch + v * 8);
+    const float4 s0 = s[0], s1 = s[1];
+    float f[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] *= p.alpha;
+    if (p.bias != nullptr) {
+      const float4* b = reinterpret_cast<const float4*>(bias + v * 8);
+      const float4 b0 = b[0], b1 = b[1];
+      const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] += bv[e];
+    }
+    if (p.residual != nullptr) {
+      float r[8];
+      LoadOut<OT, 8>(static_cast<const OT*>(p.residual) + at, r);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) f[e] += p.beta * r[e];
+    }
+    if (p.z != nullptr) StoreOut<OT, 8>(static_cast<OT*>(p.z) + at, f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = Apply<A>(f[e], p.act_param);
+    StoreOut<OT, 8>(static_cast<OT*>(p.y) + at, f);
+  }
+}
+
+template <typename OT>
+__device__ void FinishTileAct(const GpTiledFwdParams& p, const TiledLayout& l, const GpTile& t, int slice,
+                              const float* stage, const float* bias) {
+  switch (static_cast<Act>(p.act)) {
+    case Act::kRelu: return FinishTile<Act::kRelu, OT>(p, l, t, slice, stage, bias);
+    case Act::kRelu6: return FinishTile<Act::kRelu6, OT>(p, l, t, slice, stage, bias);
+    case Act::kGeluErf: return FinishTile<Act::kGeluErf, OT>(p, l, t, slice, stage, bias);
+    case Act::kGeluTanh: return FinishTile<Act::kGeluTanh, OT>(p, l, t, slice, stage, bias);
+    case Act::kSilu: return FinishTile<Act::kSilu, OT>(p, l, t, slice, stage, bias);
+    case Act::kSigmoid: return FinishTile<Act::kSigmoid, OT>(p, l, t, slice, stage, bias);
+    case Act::kTanh: return FinishTile<Act::kTanh, OT>(p, l, t, slice, stage, bias);
+    case Act::kElu: return FinishTile<Act::kElu, OT>(p, l, t, slice, stage, bias);
+    case Act::kSoftplus: return FinishTile<Act::kSoftplus, OT>(p, l, t, slice, stage, bias);
+    case Act::kLeakyRelu: return FinishTile<Act::kLeakyRelu, OT>(p, l, t, slice, stage, bias);
+    case Act::kSquaredRelu: return FinishTile<Act::kSquaredRelu, OT>(p, l, t, slice, stage, bias);
+    default: return FinishTile<Act::kIdentity, OT>(p, l, t, slice, stage, bias);
+  }
+}
+
+__device__ __forceinline__ void LdMatrixX2Trans(uint32_t (&r)[2], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(sm80::SmemAddr(smem)));
+}
 
 template <typename T, typename OT>
 __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledFwdKernel(GpTiledFwdParams p) {
   extern __shared__ uint4 smem[];
   const GpPatchPlan& pl = p.pl;
-  uint4* patch = smem;
-  const int zero_chunk = pl.pixels() << pl.cpp_log2;
-  int* tapoff = reinterpret_cast<int*>(smem + zero_chunk + 1);
-  uint32_t* words = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(tapoff) + TapBytes(p.taps));
-  float* stage =
-      reinterpret_cast<float*>(reinterpret_cast<char*>(words) + WeightBytes(pl.slice_groups, p.chunks_even, p.nt));
-  const int out_slice = pl.slice_groups * p.cout_g, pitch = StagePitch(out_slice);
+  const TiledLayout l = LayoutOf(p);
+  uint4* patch = smem + l.patch;
+  uint4* wrows = smem + l.wrows;
+  int* koff = reinterpret_cast<int*>(smem + l.koff);
+  int* qbase = reinterpret_cast<int*>(smem + l.qbase);
+  float* bias = reinterpret_cast<float*>(smem + l.bias);
+  float* stage = reinterpret_cast<float*>(smem + l.stage);
   const int slice = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int cpt = 1 << p.cpt_log2;
 
-  // Each tap's offset in patch pixels; the zero chunk (odd chunk counts,
-  // dead rows); the slice's windows as B fragments: word (g, c, nt, lane)
-  // holds W[k][n], W[k + 1][n] of group g for k = 8c + 2 (lane % 4),
-  // n = 8 nt + lane / 4.
-  for (int t = threadIdx.x; t < p.taps; t += blockDim.x) {
-    const int kw = t % p.d.window[2], kh = (t / p.d.window[2]) % p.d.window[1],
-              kd = t / (p.d.window[2] * p.d.window[1]);
-    tapoff[t] = (kd * p.d.k_dil[0] * pl.patch[1] + kh * p.d.k_dil[1]) * pl.patch[2] + kw * p.d.k_dil[2];
-  }
-  if (threadIdx.x == 0) patch[zero_chunk] = make_uint4(0, 0, 0, 0);
-  const uint16_t* w = static_cast<const uint16_t*>(p.w);
-  const int nwords = pl.slice_groups * p.chunks_even * p.nt * 32;
-  for (int i = threadIdx.x; i < nwords; i += blockDim.x) {
-    const int l = i & 31, nt = (i >> 5) % p.nt, gc = (i >> 5) / p.nt;
-    const int c = gc % p.chunks_even, gl = gc / p.chunks_even;
-    uint32_t word = 0;
-    if (c < p.chunks) {
-      const int64_t k = int64_t(c) * 8 + (l & 3) * 2;
-      const int64_t n = int64_t(slice * pl.slice_groups + gl) * p.cout_g + nt * 8 + (l >> 2);
-      word = uint32_t(w[k * p.out_channels + n]) | (uint32_t(w[(k + 1) * p.out_channels + n]) << 16);
+  // The slice's window rows (zeros past the window), by 16-byte copies.
+  {
+    const int rows = p.chunks_even * 8, real = p.chunks * 8;
+    const T* w = static_cast<const T*>(p.w) + int64_t(slice) * l.out_slice;
+    for (int i = threadIdx.x; i < rows * l.vecs; i += blockDim.x) {
+      const int r = i / l.vecs, v = i - r * l.vecs;
+      CpAsync16(wrows + r * l.wline + v, w + int64_t(r < real ? r : 0) * p.out_channels + v * 8,
+                r < real ? 16 : 0);
     }
-    words[i] = word;
   }
+  // K chunk kc = (tap, 8-channel chunk) -> its chunk offset from a window
+  // corner; a position's window corner (dead positions read pixel 0: their
+  // rows are never stored); the pad chunks' zeros; the bias as float32.
+  for (int kc = threadIdx.x; kc < p.chunks; kc += blockDim.x) {
+    const int tap = kc >> p.cpt_log2;
+    const int kw = tap % p.d.window[2], kh = (tap / p.d.window[2]) % p.d.window[1],
+              kd = tap / (p.d.window[2] * p.d.window[1]);
+    const int pix = (kd * p.d.k_dil[0] * pl.patch[1] + kh * p.d.k_dil[1]) * pl.patch[2] + kw * p.d.k_dil[2];
+    koff[kc] = pix * pl.line + (kc & (cpt - 1));
+  }
+  for (int q = threadIdx.x; q < pl.m_pairs * 2 * kGpRows; q += blockDim.x) {
+    const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
+    qbase[q] = q < pl.positions() ? (tr * p.d.stride[1] * pl.patch[2] + tc * p.d.stride[2]) * pl.line : 0;
+  }
+  for (int i = threadIdx.x; i < pl.pixels() * (pl.line - pl.cpp); i += blockDim.x) {
+    const int pix = i / (pl.line - pl.cpp), c = pl.cpp + i - pix * (pl.line - pl.cpp);
+    patch[pix * pl.line + c] = make_uint4(0, 0, 0, 0);
+  }
+  if (p.bias != nullptr)
+    for (int c = threadIdx.x; c < l.out_slice; c += blockDim.x)
+      bias[c] = BiasAt(p.bias, p.bias_dtype, int64_t(slice) * l.out_slice + c);
 
   const T* x = static_cast<const T*>(p.x);
   int64_t tile = blockIdx.y;
   if (tile < pl.tiles) GpStagePatch(pl, p.d, x, slice, GpTileAt(pl, p.d.out[0], tile), patch);
   CpAsyncCommit();
 
-  const int gid = lane >> 2, tig = lane & 3, cpt = 1 << p.cpt_log2;
+  const int gid = lane >> 2, tig = lane & 3;
   const int items = pl.slice_groups * pl.m_pairs;
+  // This lane's ldmatrix rows: A (positions) and B (window rows k).
+  const int arow = (lane & 7) + 8 * ((lane >> 3) & 1);
+  const int brow = arow * l.wline + (lane >> 4);
   for (; tile < pl.tiles; tile += gridDim.y) {
     const GpTile t = GpTileAt(pl, p.d.out[0], tile);
     CpAsyncWaitAll();
@@ -90,37 +182,32 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledFwdKernel(GpTi
 
     for (int item = warp; item < items; item += kGpTiledWarps) {
       const int gl = item / pl.m_pairs, mp = item - gl * pl.m_pairs;
-      // This lane's ldmatrix row in each of the two m tiles: its position's
-      // window corner in the patch, or -1 (past the tile or the output).
-      int base[2];
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        const int q = (2 * mp + m) * kGpRows + (lane & 7) + 8 * ((lane >> 3) & 1);
-        const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
-        const bool live = tr < pl.tile_rows && t.oh0 + tr < p.d.out[1] && t.ow0 + tc < p.d.out[2];
-        base[m] = live ? tr * p.d.stride[1] * pl.patch[2] + tc * p.d.stride[2] : -1;
-      }
+      const int a0 = qbase[2 * mp * kGpRows + arow], a1 = qbase[(2 * mp + 1) * kGpRows + arow];
+      const int gcol = gl * cpt;
+      const uint4* b = wrows + brow + gl * p.nt;
       float acc[2][kGpMaxNt][4] = {};
-      const uint32_t* b = words + gl * p.chunks_even * p.nt * 32 + lane;
-      for (int c = 0; c < p.chunks_even; c += 2) {
-        // Matrices (rows 0-7 | 8-15) x (chunk c | c + 1): the A fragment.
+      for (int c = 0; c < p.chunks_even; c += 2, b += 16 * l.wline) {
+        // Matrices (rows 0-7 | 8-15) x (chunk c | c + 1): the A fragments;
+        // past an odd chunk count, the pad chunk's zeros.
         const int kc = c + (lane >> 4);
-        const bool kin = kc < p.chunks;
-        const int off = kin ? tapoff[kc >> p.cpt_log2] : 0;
-        const int ch = gl * cpt + (kc & (cpt - 1));
+        const int off = kc < p.chunks ? koff[kc] + gcol : pl.cpp;
         uint32_t a[2][4];
+        sm80::LdMatrixX4(a[0], patch + a0 + off);
+        sm80::LdMatrixX4(a[1], patch + a1 + off);
 #pragma unroll
-        for (int m = 0; m < 2; ++m) {
-          const int pix = base[m] + off;
-          const int at = (kin && base[m] >= 0) ? GpPatchChunk(pl, pix, ch) : zero_chunk;
-          sm80::LdMatrixX4(a[m], patch + at);
-        }
-#pragma unroll
-        for (int nt = 0; nt < kGpMaxNt; ++nt) {
-          if (nt < p.nt) {
-            const uint32_t b0 = b[(c * p.nt + nt) * 32], b1 = b[((c + 1) * p.nt + nt) * 32];
-            sm80::MmaOp<T>::Run(acc[0][nt], a[0], b0, b1);
-            sm80::MmaOp<T>::Run(acc[1][nt], a[1], b0, b1);
+        for (int j = 0; j < kGpMaxNt; j += 2) {
+          if (j + 1 < p.nt) {
+            uint32_t bf[4];
+            sm80::LdMatrixX4Trans(bf, b + j);
+            sm80::MmaOp<T>::Run(acc[0][j], a[0], bf[0], bf[1]);
+            sm80::MmaOp<T>::Run(acc[1][j], a[1], bf[0], bf[1]);
+            sm80::MmaOp<T>::Run(acc[0][j + 1], a[0], bf[2], bf[3]);
+            sm80::MmaOp<T>::Run(acc[1][j + 1], a[1], bf[2], bf[3]);
+          } else if (j < p.nt) {
+            uint32_t bf[2];
+            LdMatrixX2Trans(bf, b + j);
+            sm80::MmaOp<T>::Run(acc[0][j], a[0], bf[0], bf[1]);
+            sm80::MmaOp<T>::Run(acc[1][j], a[1], bf[0], bf[1]);
           }
         }
       }
@@ -131,8 +218,8 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledFwdKernel(GpTi
         for (int nt = 0; nt < kGpMaxNt; ++nt) {
           if (nt < p.nt) {
             const int col = gl * p.cout_g + nt * 8 + tig * 2;
-            *reinterpret_cast<float2*>(stage + q * pitch + col) = make_float2(acc[m][nt][0], acc[m][nt][1]);
-            *reinterpret_cast<float2*>(stage + (q + 8) * pitch + col) =
+            *reinterpret_cast<float2*>(stage + q * l.pitch + col) = make_float2(acc[m][nt][0], acc[m][nt][1]);
+            *reinterpret_cast<float2*>(stage + (q + 8) * l.pitch + col) =
                 make_float2(acc[m][nt][2], acc[m][nt][3]);
           }
         }
@@ -144,31 +231,7 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledFwdKernel(GpTi
     if (tile + gridDim.y < pl.tiles)
       GpStagePatch(pl, p.d, x, slice, GpTileAt(pl, p.d.out[0], tile + gridDim.y), patch);
     CpAsyncCommit();
-
-    const int vecs = out_slice / 8, total = pl.positions() * vecs;
-    for (int i = threadIdx.x; i < total; i += blockDim.x) {
-      const int q = i / vecs, v = i - q * vecs;
-      const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
-      const int oh = t.oh0 + tr, ow = t.ow0 + tc;
-      if (oh >= p.d.out[1] || ow >= p.d.out[2]) continue;
-      const int64_t row = ((t.n * p.d.out[0] + t.od) * p.d.out[1] + oh) * int64_t(p.d.out[2]) + ow;
-      const int64_t col = int64_t(slice) * out_slice + v * 8;
-      const int64_t at = row * p.out_channels + col;
-      const float* s = stage + q * pitch + v * 8;
-      float res[8];
-      if (p.residual != nullptr) LoadOut<OT, 8>(static_cast<const OT*>(p.residual) + at, res);
-      float zf[8], yf[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        float val = p.alpha * s[e];
-        if (p.bias != nullptr) val += BiasAt(p.bias, p.bias_dtype, col + e);
-        if (p.residual != nullptr) val += p.beta * res[e];
-        zf[e] = val;
-        yf[e] = ApplyAct(p.act, val, p.act_param);
-      }
-      StoreOut<OT, 8>(static_cast<OT*>(p.y) + at, yf);
-      if (p.z != nullptr) StoreOut<OT, 8>(static_cast<OT*>(p.z) + at, zf);
-    }
+    FinishTileAct<OT>(p, l, t, slice, stage, bias);
     __syncthreads();
   }
 }
@@ -185,32 +248,36 @@ GpTiledFwdParams PlanOf(const ConvGeometry& g) {
   d.taps = int(g.taps());
   d.chunks = int(g.taps() * (g.cin_g() / 8));
   d.chunks_even = int(GpChunksEven(g));
-  const int slice_groups = GpSliceGroups(g);
-  const size_t fixed = TapBytes(d.taps) + WeightBytes(slice_groups, d.chunks_even, d.nt);
-  const size_t per_position = size_t(StagePitch(slice_groups * d.cout_g)) * 4;
-  d.pl = GpPlanPatch(g, fixed, per_position);
+  // The layout's parts that do not scale with the tile, and those that do.
+  d.pl.slice_groups = GpSliceGroups(g);
+  d.pl.m_pairs = 0;
+  const TiledLayout fixed = LayoutOf(d);
+  const size_t per_position = size_t(fixed.pitch) * 4 + 4;
+  d.pl = GpPlanPatch(g, fixed.total, per_position);
   return d;
-}
-
-size_t SmemOf(const GpTiledFwdParams& d) {
-  return d.pl.patch_bytes() + TapBytes(d.taps) + WeightBytes(d.pl.slice_groups, d.chunks_even, d.nt) +
-         size_t(d.pl.m_pairs) * 2 * kGpRows * StagePitch(OutSlice(d)) * 4;
 }
 
 template <typename T, typename OT>
 LaunchStatus Launch(const GpTiledFwdParams& d, int64_t groups, cudaStream_t stream) {
-  const size_t smem = SmemOf(d);
+  const size_t smem = LayoutOf(d).total;
   auto kernel = GroupedTiledFwdKernel<T, OT>;
   // Over 48 KiB of dynamic shared memory needs the kernel's opt-in (a
   // function attribute, not a stream operation: capture-safe).
   if (smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess) return e;
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (err != cudaSuccess) return err;
   }
+  int dev = 0, sms = 0, per_sm = 0;
+  cudaError_t e;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGpTiledWarps * 32, smem)) != cudaSuccess)
+    return e;
   const int64_t slices = groups / d.pl.slice_groups;
-  // A few waves of persistent CTAs a slice: the window's weights staged once
-  // a CTA, each CTA's next patch loading under its epilogue.
-  const int64_t grid_y = std::min<int64_t>({d.pl.tiles, std::max<int64_t>(1, 1024 / slices), 65535});
+  // Two waves of persistent CTAs: the window's rows staged once a CTA, each
+  // CTA's next patch loading under its epilogue.
+  const int64_t ctas = int64_t(sms) * std::max(per_sm, 1) * 2;
+  const int64_t grid_y = std::min<int64_t>({d.pl.tiles, std::max<int64_t>(1, ctas / slices), 65535});
   kernel<<<dim3(unsigned(slices), unsigned(grid_y)), kGpTiledWarps * 32, smem, stream>>>(d);
   return cudaGetLastError();
 }
