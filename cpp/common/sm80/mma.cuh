@@ -34,6 +34,12 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* sm
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(SmemAddr(smem)));
 }
+// Two 8x8 matrices, transposed (lanes 0-15 give the row addresses).
+__device__ __forceinline__ void LdMatrixX2Trans(uint32_t (&r)[2], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(SmemAddr(smem)));
+}
 
 template <typename T>
 struct MmaOp;

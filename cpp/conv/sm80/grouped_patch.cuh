@@ -120,14 +120,17 @@ struct GpTile {
   int od, oh0, ow0;
 };
 
+// 32-bit divisions: tiles < 2^31 (GroupedGeometryRefusal bounds the output
+// rows), and a 64-bit division is a loop of some hundred instructions.
 __device__ __forceinline__ GpTile GpTileAt(const GpPatchPlan& pl, int out_depth, int64_t tile) {
   GpTile t;
-  const int64_t cb = tile % pl.blocks_cols;
-  int64_t rest = tile / pl.blocks_cols;
-  const int64_t rb = rest % pl.blocks_rows;
-  rest /= pl.blocks_rows;
-  t.od = int(rest % out_depth);
-  t.n = rest / out_depth;
+  uint32_t rest = uint32_t(tile);
+  const uint32_t cb = rest % uint32_t(pl.blocks_cols);
+  rest /= uint32_t(pl.blocks_cols);
+  const uint32_t rb = rest % uint32_t(pl.blocks_rows);
+  rest /= uint32_t(pl.blocks_rows);
+  t.od = int(rest % uint32_t(out_depth));
+  t.n = rest / uint32_t(out_depth);
   t.oh0 = int(rb) * pl.tile_rows;
   t.ow0 = int(cb) * pl.tile_cols;
   return t;

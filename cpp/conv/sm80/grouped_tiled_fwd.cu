@@ -62,8 +62,9 @@ __device__ __forceinline__ void FinishTile(const GpTiledFwdParams& p, const Tile
                                            int slice, const float* stage, const float* bias) {
   const GpPatchPlan& pl = p.pl;
   const int total = pl.positions() * l.vecs;
+  const int vecs_log2 = (l.vecs & (l.vecs - 1)) == 0 ? __ffs(l.vecs) - 1 : -1;
   for (int i = threadIdx.x; i < total; i += blockDim.x) {
-    const int q = i / l.vecs, v = i - q * l.vecs;
+    const int q = vecs_log2 >= 0 ? i >> vecs_log2 : i / l.vecs, v = i - q * l.vecs;
     const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
     const int oh = t.oh0 + tr, ow = t.ow0 + tc;
     if (oh >= p.d.out[1] || ow >= p.d.out[2]) continue;
@@ -113,14 +114,8 @@ __device__ void FinishTileAct(const GpTiledFwdParams& p, const TiledLayout& l, c
   }
 }
 
-__device__ __forceinline__ void LdMatrixX2Trans(uint32_t (&r)[2], const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(sm80::SmemAddr(smem)));
-}
-
 template <typename T, typename OT>
-__global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledFwdKernel(GpTiledFwdParams p) {
+__global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(GpTiledFwdParams p) {
   extern __shared__ uint4 smem[];
   const GpPatchPlan& pl = p.pl;
   const TiledLayout l = LayoutOf(p);
@@ -167,16 +162,16 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledFwdKernel(GpTi
 
   const T* x = static_cast<const T*>(p.x);
   int64_t tile = blockIdx.y;
-  if (tile < pl.tiles) GpStagePatch(pl, p.d, x, slice, GpTileAt(pl, p.d.out[0], tile), patch);
-  CpAsyncCommit();
 
   const int gid = lane >> 2, tig = lane & 3;
   const int items = pl.slice_groups * pl.m_pairs;
   // This lane's ldmatrix rows: A (positions) and B (window rows k).
   const int arow = (lane & 7) + 8 * ((lane >> 3) & 1);
   const int brow = arow * l.wline + (lane >> 4);
+  GpTile t = GpTileAt(pl, p.d.out[0], tile);
+  if (tile < pl.tiles) GpStagePatch(pl, p.d, x, slice, t, patch);
+  CpAsyncCommit();
   for (; tile < pl.tiles; tile += gridDim.y) {
-    const GpTile t = GpTileAt(pl, p.d.out[0], tile);
     CpAsyncWaitAll();
     __syncthreads();
 
@@ -205,7 +200,7 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledFwdKernel(GpTi
             sm80::MmaOp<T>::Run(acc[1][j + 1], a[1], bf[2], bf[3]);
           } else if (j < p.nt) {
             uint32_t bf[2];
-            LdMatrixX2Trans(bf, b + j);
+            sm80::LdMatrixX2Trans(bf, b + j);
             sm80::MmaOp<T>::Run(acc[0][j], a[0], bf[0], bf[1]);
             sm80::MmaOp<T>::Run(acc[1][j], a[1], bf[0], bf[1]);
           }
@@ -228,10 +223,13 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledFwdKernel(GpTi
     __syncthreads();
 
     // The patch is free: the next tile's loads run under this epilogue.
-    if (tile + gridDim.y < pl.tiles)
-      GpStagePatch(pl, p.d, x, slice, GpTileAt(pl, p.d.out[0], tile + gridDim.y), patch);
+    const GpTile now = t;
+    if (tile + gridDim.y < pl.tiles) {
+      t = GpTileAt(pl, p.d.out[0], tile + gridDim.y);
+      GpStagePatch(pl, p.d, x, slice, t, patch);
+    }
     CpAsyncCommit();
-    FinishTileAct<OT>(p, l, t, slice, stage, bias);
+    FinishTileAct<OT>(p, l, now, slice, stage, bias);
     __syncthreads();
   }
 }

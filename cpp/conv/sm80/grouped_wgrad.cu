@@ -6,6 +6,7 @@
 
 #include "conv/sm80/depthwise_common.cuh"
 #include "conv/sm80/grouped_common.cuh"
+#include "conv/sm80/grouped_wgrad_reduce.cuh"
 #include "conv/sm90/conv_sm90_workspace.h"
 
 namespace jaxdnn::conv {
@@ -160,36 +161,6 @@ __global__ void __launch_bounds__(kGpWarps * 32) GroupedWgradKernel(GpWgradParam
     p.bias_partials[slice * p.out_group + threadIdx.x] = sums[wk * p.out_group + threadIdx.x];
 }
 
-// dw = alpha * the slices' sum (in order); the bias gradient likewise.
-template <typename T>
-__global__ void __launch_bounds__(256)
-    GroupedWgradReduce(const float* partials, const float* bias_partials, int64_t slices, int64_t wk,
-                       int out_group, int64_t out_channels, float alpha, T* dw, void* dbias, int bias_dtype) {
-  const int64_t total = wk * out_channels;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total + out_channels;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    if (i < total) {
-      const int64_t k = i / out_channels, co = i % out_channels;
-      const int64_t g = co / out_group, n = co % out_group;
-      const float* src = partials + (g * slices * wk + k) * out_group + n;
-      float s = 0.0f;
-      for (int64_t sl = 0; sl < slices; ++sl) s += src[sl * wk * out_group];
-      Vec16<T>::Store1(dw + i, alpha * s);
-    } else if (bias_partials != nullptr) {
-      const int64_t co = i - total, g = co / out_group, n = co % out_group;
-      const float* src = bias_partials + g * slices * out_group + n;
-      float s = 0.0f;
-      for (int64_t sl = 0; sl < slices; ++sl) s += src[sl * out_group];
-      switch (static_cast<ffi::DataType>(bias_dtype)) {
-        case ffi::DataType::F32: static_cast<float*>(dbias)[co] = s; break;
-        case ffi::DataType::BF16: static_cast<__nv_bfloat16*>(dbias)[co] = __float2bfloat16(s); break;
-        case ffi::DataType::F16: static_cast<__half*>(dbias)[co] = __float2half(s); break;
-        default: break;
-      }
-    }
-  }
-}
-
 template <typename T, int kNT, int kMaxMt>
 LaunchStatus LaunchNt(const GpWgradParams& d, const WgradPlan& plan, int groups, bool in_dil,
                       cudaStream_t stream) {
@@ -220,13 +191,7 @@ LaunchStatus Launch(const ConvWgradArgs& p, const GpWgradParams& d, const WgradP
     default: s = LaunchNt<T, 4, kGpAccTiles / 4>(d, plan, groups, in_dil, stream); break;
   }
   if (!s.ok()) return s;
-  const int64_t wk = p.g.taps() * p.g.cin_g();
-  const int64_t total = wk * p.g.out_channels + p.g.out_channels;
-  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
-  GroupedWgradReduce<T><<<unsigned(blocks), 256, 0, stream>>>(
-      d.partials, d.bias_partials, plan.slices, wk, d.out_group, p.g.out_channels, p.e.alpha,
-      static_cast<T*>(p.dw), p.dbias, static_cast<int>(p.bias_dtype));
-  return cudaGetLastError();
+  return LaunchGroupedWgradReduce(p, d.partials, d.bias_partials, plan.slices, stream);
 }
 
 }  // namespace
@@ -240,6 +205,7 @@ const char* GroupedWgradRefusal(const ConvWgradArgs& p) {
     return "grouped_wgrad: takes dz (the activation's derivative applied by the caller)";
   if (p.e.has_bias && !DwIsFloat(p.bias_dtype))
     return "grouped_wgrad: the bias gradient must be float32, bfloat16 or float16";
+  if (GroupedTiledWgradServes(p)) return nullptr;
   const int nt = int(p.g.cout_g() / 8);
   if (nt == 3) return "grouped_wgrad: 24 output channels a group are not served";
   if (GpChunksEven(p.g) / 2 * nt > kGpAccTiles)
@@ -249,12 +215,18 @@ const char* GroupedWgradRefusal(const ConvWgradArgs& p) {
 }
 
 size_t GroupedWgradWorkspace(const ConvWgradArgs& p) {
+  if (GroupedTiledWgradServes(p)) return GroupedTiledWgradWorkspace(p);
   const WgradPlan w = PlanOf(p.g, p.e.has_bias);
   return w.partial_bytes + w.bias_bytes;
 }
 
 LaunchStatus GroupedWgradCuda(const ConvWgradArgs& p, cudaStream_t stream) {
   if (const char* why = GroupedWgradRefusal(p)) return LaunchStatus::Refused(why);
+  if (p.e.has_bias && p.dbias == nullptr)
+    return LaunchStatus::Refused("grouped_wgrad: the bias gradient is null");
+  if (!Aligned16(p.x) || !Aligned16(p.dy))
+    return LaunchStatus::Refused("grouped_wgrad: x and dz must be 16-byte aligned");
+  if (GroupedTiledWgradServes(p)) return GroupedTiledWgradCuda(p, stream);
   const WgradPlan plan = PlanOf(p.g, p.e.has_bias);
   if (p.workspace == nullptr || p.workspace_bytes < plan.partial_bytes + plan.bias_bytes)
     return LaunchStatus::Refused("grouped_wgrad: workspace smaller than GroupedWgradWorkspace");

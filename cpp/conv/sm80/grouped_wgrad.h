@@ -31,4 +31,12 @@ size_t GroupedWgradWorkspace(const ConvWgradArgs& p);
 
 LaunchStatus GroupedWgradCuda(const ConvWgradArgs& p, cudaStream_t stream);
 
+// The tiled kernel (grouped_tiled_wgrad.cu: a CTA a channel slice, each
+// tile's input window staged once), which GroupedWgradCuda runs where it
+// serves: no input dilation, up to 40 (group, 16 window rows) units a slice,
+// a tile's window and dz rows in shared memory.
+bool GroupedTiledWgradServes(const ConvWgradArgs& p);
+size_t GroupedTiledWgradWorkspace(const ConvWgradArgs& p);
+LaunchStatus GroupedTiledWgradCuda(const ConvWgradArgs& p, cudaStream_t stream);
+
 }  // namespace jaxdnn::conv
