@@ -272,9 +272,13 @@ LaunchStatus Launch(const GpTiledFwdParams& d, int64_t groups, cudaStream_t stre
   if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGpTiledWarps * 32, smem)) != cudaSuccess)
     return e;
   const int64_t slices = groups / d.pl.slice_groups;
-  // Two waves of persistent CTAs: the window's rows staged once a CTA, each
-  // CTA's next patch loading under its epilogue.
-  const int64_t ctas = int64_t(sms) * std::max(per_sm, 1) * 2;
+  // Persistent CTAs, each CTA's next patch loading under its epilogue: two
+  // waves, or one where the window's rows (staged once a CTA) outweigh a
+  // tile's patch (32 channels a group: 7x7x1024 read 41 KB of rows for
+  // three 12 KB patches).
+  const TiledLayout l = LayoutOf(d);
+  const bool heavy = (l.koff - l.wrows) * 16 > d.pl.patch_bytes();
+  const int64_t ctas = int64_t(sms) * std::max(per_sm, 1) * (heavy ? 1 : 2);
   const int64_t grid_y = std::min<int64_t>({d.pl.tiles, std::max<int64_t>(1, ctas / slices), 65535});
   kernel<<<dim3(unsigned(slices), unsigned(grid_y)), kGpTiledWarps * 32, smem, stream>>>(d);
   return cudaGetLastError();
