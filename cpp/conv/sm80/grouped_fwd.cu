@@ -215,8 +215,8 @@ const char* GroupedFwdRefusal(const ConvFwdArgs& p) {
 
 LaunchStatus GroupedFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
   if (const char* why = GroupedFwdRefusal(p)) return LaunchStatus::Refused(why);
-  if (!Aligned16(p.x) || !Aligned16(p.y) || !Aligned16(p.z) || !Aligned16(p.residual))
-    return LaunchStatus::Refused("grouped_fwd: x, y, z and the residual must be 16-byte aligned");
+  if (!Aligned16(p.x) || !Aligned16(p.w) || !Aligned16(p.y) || !Aligned16(p.z) || !Aligned16(p.residual))
+    return LaunchStatus::Refused("grouped_fwd: x, w, y, z and the residual must be 16-byte aligned");
   if (p.e.saved == kSavePreact && p.z == nullptr)
     return LaunchStatus::Refused("grouped_fwd: the pre-activation output z is missing");
   if (p.g.batch * p.g.out_positions() == 0) return cudaSuccess;

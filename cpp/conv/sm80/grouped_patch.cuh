@@ -136,6 +136,27 @@ __device__ __forceinline__ GpTile GpTileAt(const GpPatchPlan& pl, int out_depth,
   return t;
 }
 
+// Each K chunk kc = (tap, 8-channel chunk of a group)'s offset, in chunks,
+// from a position's window corner in the patch.
+__device__ inline void GpFillChunkOffsets(const GpPatchPlan& pl, const GpDims& g, int cpt_log2, int chunks,
+                                          int* koff) {
+  for (int kc = threadIdx.x; kc < chunks; kc += blockDim.x) {
+    const int tap = kc >> cpt_log2;
+    const int kw = tap % g.window[2], kh = (tap / g.window[2]) % g.window[1], kd = tap / (g.window[2] * g.window[1]);
+    const int pix = (kd * g.k_dil[0] * pl.patch[1] + kh * g.k_dil[1]) * pl.patch[2] + kw * g.k_dil[2];
+    koff[kc] = pix * pl.line + (kc & ((1 << cpt_log2) - 1));
+  }
+}
+
+// Zeros the pixels' pad chunks (no copy writes them, so once a kernel).
+__device__ inline void GpZeroPads(const GpPatchPlan& pl, uint4* patch) {
+  const int pads = pl.line - pl.cpp;
+  for (int i = threadIdx.x; i < pl.pixels() * pads; i += blockDim.x) {
+    const int pix = i / pads;
+    patch[pix * pl.line + pl.cpp + i - pix * pads] = make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Starts the copies of a tile's input window (its slice's channels) into
 // `patch`, pixel p's chunk c at p * line + c; zeros for padding. x is
 // [N, in depth, in rows, in cols, C]. A thread walks its pixels by a fixed

@@ -138,24 +138,15 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
                 r < real ? 16 : 0);
     }
   }
-  // K chunk kc = (tap, 8-channel chunk) -> its chunk offset from a window
-  // corner; a position's window corner (dead positions read pixel 0: their
-  // rows are never stored); the pad chunks' zeros; the bias as float32.
-  for (int kc = threadIdx.x; kc < p.chunks; kc += blockDim.x) {
-    const int tap = kc >> p.cpt_log2;
-    const int kw = tap % p.d.window[2], kh = (tap / p.d.window[2]) % p.d.window[1],
-              kd = tap / (p.d.window[2] * p.d.window[1]);
-    const int pix = (kd * p.d.k_dil[0] * pl.patch[1] + kh * p.d.k_dil[1]) * pl.patch[2] + kw * p.d.k_dil[2];
-    koff[kc] = pix * pl.line + (kc & (cpt - 1));
-  }
+  // Each K chunk's offset from a window corner; a position's window corner
+  // (dead positions read pixel 0: their rows are never stored); the pad
+  // chunks' zeros; the bias as float32.
+  GpFillChunkOffsets(pl, p.d, p.cpt_log2, p.chunks, koff);
   for (int q = threadIdx.x; q < pl.m_pairs * 2 * kGpRows; q += blockDim.x) {
     const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
     qbase[q] = q < pl.positions() ? (tr * p.d.stride[1] * pl.patch[2] + tc * p.d.stride[2]) * pl.line : 0;
   }
-  for (int i = threadIdx.x; i < pl.pixels() * (pl.line - pl.cpp); i += blockDim.x) {
-    const int pix = i / (pl.line - pl.cpp), c = pl.cpp + i - pix * (pl.line - pl.cpp);
-    patch[pix * pl.line + c] = make_uint4(0, 0, 0, 0);
-  }
+  GpZeroPads(pl, patch);
   if (p.bias != nullptr)
     for (int c = threadIdx.x; c < l.out_slice; c += blockDim.x)
       bias[c] = BiasAt(p.bias, p.bias_dtype, int64_t(slice) * l.out_slice + c);

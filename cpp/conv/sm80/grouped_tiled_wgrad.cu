@@ -70,18 +70,8 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
   const int slice = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cpt = 1 << p.cpt_log2, rows = pl.m_pairs * 2 * kGpRows;
 
-  for (int kc = threadIdx.x; kc < p.chunks; kc += blockDim.x) {
-    const int tap = kc >> p.cpt_log2;
-    const int kw = tap % p.d.window[2], kh = (tap / p.d.window[2]) % p.d.window[1],
-              kd = tap / (p.d.window[2] * p.d.window[1]);
-    const int pix = (kd * p.d.k_dil[0] * pl.patch[1] + kh * p.d.k_dil[1]) * pl.patch[2] + kw * p.d.k_dil[2];
-    koff[kc] = pix * pl.line + (kc & (cpt - 1));
-  }
-  // The pad chunks stay zero (no copy writes them).
-  for (int i = threadIdx.x; i < pl.pixels() * (pl.line - pl.cpp); i += blockDim.x) {
-    const int pix = i / (pl.line - pl.cpp), c = pl.cpp + i - pix * (pl.line - pl.cpp);
-    patch[pix * pl.line + c] = make_uint4(0, 0, 0, 0);
-  }
+  GpFillChunkOffsets(pl, p.d, p.cpt_log2, p.chunks, koff);
+  GpZeroPads(pl, patch);
 
   float acc[kUnits][kNT][4];
 #pragma unroll
