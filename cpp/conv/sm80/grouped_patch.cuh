@@ -24,18 +24,18 @@
 namespace jaxdnn::conv {
 
 constexpr int kGpTiledWarps = 8;
-constexpr int kGpTiledPositions = 128;           // output positions a tile aims at
+constexpr int kGpTiledPositions = 128;            // output positions a tile aims at
 constexpr size_t kGpTiledSmemBudget = 112 << 10;  // two CTAs an SM
 
 struct GpPatchPlan {
-  int slice_groups = 0;  // groups a CTA serves
-  int cpp = 0, cpp_log2 = 0;  // 16-byte chunks of the slice a pixel
-  int line = 0;               // chunks a staged pixel: cpp and the zero pad, odd
-  int tile_rows = 0, tile_cols = 0;          // output positions a tile: rows x columns
-  int patch[3] = {0, 0, 0};                  // the tile's input window: depth, rows, columns
-  int blocks_rows = 0, blocks_cols = 0;      // tiles along an output depth's rows and columns
-  int64_t tiles = 0;                          // N * out depth * blocks_rows * blocks_cols
-  int m_pairs = 0;                            // pairs of 16-position mma tiles covering a tile
+  int slice_groups = 0;                  // groups a CTA serves
+  int cpp = 0, cpp_log2 = 0;             // 16-byte chunks of the slice a pixel
+  int line = 0;                          // chunks a staged pixel: cpp and the zero pad, odd
+  int tile_rows = 0, tile_cols = 0;      // output positions a tile: rows x columns
+  int patch[3] = {0, 0, 0};              // the tile's input window: depth, rows, columns
+  int blocks_rows = 0, blocks_cols = 0;  // tiles along an output depth's rows and columns
+  int64_t tiles = 0;                     // N * out depth * blocks_rows * blocks_cols
+  int m_pairs = 0;                       // pairs of 16-position mma tiles covering a tile
 
   __host__ __device__ int pixels() const { return patch[0] * patch[1] * patch[2]; }
   __host__ __device__ int positions() const { return tile_rows * tile_cols; }
@@ -142,7 +142,8 @@ __device__ inline void GpFillChunkOffsets(const GpPatchPlan& pl, const GpDims& g
                                           int* koff) {
   for (int kc = threadIdx.x; kc < chunks; kc += blockDim.x) {
     const int tap = kc >> cpt_log2;
-    const int kw = tap % g.window[2], kh = (tap / g.window[2]) % g.window[1], kd = tap / (g.window[2] * g.window[1]);
+    const int kw = tap % g.window[2], kh = (tap / g.window[2]) % g.window[1],
+              kd = tap / (g.window[2] * g.window[1]);
     const int pix = (kd * g.k_dil[0] * pl.patch[1] + kh * g.k_dil[1]) * pl.patch[2] + kw * g.k_dil[2];
     koff[kc] = pix * pl.line + (kc & ((1 << cpt_log2) - 1));
   }

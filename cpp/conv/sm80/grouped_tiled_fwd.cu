@@ -253,14 +253,16 @@ LaunchStatus Launch(const GpTiledFwdParams& d, int64_t groups, cudaStream_t stre
   // Over 48 KiB of dynamic shared memory needs the kernel's opt-in (a
   // function attribute, not a stream operation: capture-safe).
   if (smem > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (err != cudaSuccess) return err;
   }
   int dev = 0, sms = 0, per_sm = 0;
   cudaError_t e;
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGpTiledWarps * 32, smem)) != cudaSuccess)
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGpTiledWarps * 32, smem)) !=
+      cudaSuccess)
     return e;
   const int64_t slices = groups / d.pl.slice_groups;
   // Persistent CTAs, each CTA's next patch loading under its epilogue: two

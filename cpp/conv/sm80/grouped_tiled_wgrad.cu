@@ -29,7 +29,7 @@ struct GpTiledWgradParams {
   GpDims d;
   GpPatchPlan pl;
   const void* x;
-  const void* dz;  // [rows, C_out]
+  const void* dz;        // [rows, C_out]
   float* partials;       // [groups, ctas a slice, taps * cin_g, cout_g]
   float* bias_partials;  // [groups, ctas a slice, cout_g] or null
   int out_channels, cpt_log2, cout_g, nt, chunks, chunks_even, units;
@@ -101,8 +101,7 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
           ((t.n * p.d.out[0] + t.od) * p.d.out[1] + t.oh0 + tr) * int64_t(p.d.out[2]) + t.ow0 + tc;
       const T* src = live ? dz + row * p.out_channels + int64_t(slice) * l.out_slice + v * 8 : dz;
       CpAsync16(dzs + q * l.dline + v, src, live ? 16 : 0);
-      if (v == 0)
-        qbase[q] = live ? (tr * p.d.stride[1] * pl.patch[2] + tc * p.d.stride[2]) * pl.line : 0;
+      if (v == 0) qbase[q] = live ? (tr * p.d.stride[1] * pl.patch[2] + tc * p.d.stride[2]) * pl.line : 0;
     }
     CpAsyncCommit();
     CpAsyncWaitAll();
@@ -157,7 +156,8 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
       if (j >= p.nt) break;
       const int n = j * 8 + tig * 2;
       const int64_t k0 = int64_t(mt) * 16 + gid;
-      if (k0 < wk) *reinterpret_cast<float2*>(out + k0 * p.cout_g + n) = make_float2(acc[u][j][0], acc[u][j][1]);
+      if (k0 < wk)
+        *reinterpret_cast<float2*>(out + k0 * p.cout_g + n) = make_float2(acc[u][j][0], acc[u][j][1]);
       if (k0 + 8 < wk)
         *reinterpret_cast<float2*>(out + (k0 + 8) * p.cout_g + n) = make_float2(acc[u][j][2], acc[u][j][3]);
     }
@@ -207,7 +207,8 @@ template <typename T, int kNT>
 LaunchStatus LaunchNt(const TiledWgradPlan& w, int64_t slices, cudaStream_t stream) {
   auto kernel = GroupedTiledWgradKernel<T, kNT>;
   if (w.smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(w.smem));
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(w.smem));
     if (e != cudaSuccess) return e;
   }
   kernel<<<dim3(unsigned(slices), unsigned(w.ctas_per_slice)), kGpTiledWarps * 32, w.smem, stream>>>(w.d);
@@ -225,7 +226,8 @@ size_t GroupedTiledWgradWorkspace(const ConvWgradArgs& p) {
 
 LaunchStatus GroupedTiledWgradCuda(const ConvWgradArgs& p, cudaStream_t stream) {
   TiledWgradPlan w = PlanOf(p.g, p.e.has_bias);
-  if (w.d.pl.tiles == 0) return LaunchStatus::Refused("grouped_wgrad: the tiled kernel does not serve this geometry");
+  if (w.d.pl.tiles == 0)
+    return LaunchStatus::Refused("grouped_wgrad: the tiled kernel does not serve this geometry");
   if (p.workspace == nullptr || p.workspace_bytes < w.partial_bytes + w.bias_bytes)
     return LaunchStatus::Refused("grouped_wgrad: workspace smaller than GroupedWgradWorkspace");
   char* ws = static_cast<char*>(p.workspace);

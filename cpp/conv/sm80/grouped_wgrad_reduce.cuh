@@ -48,7 +48,8 @@ __global__ void __launch_bounds__(256)
 
 // Enqueues the reduction into p.dw (and p.dbias).
 inline LaunchStatus LaunchGroupedWgradReduce(const ConvWgradArgs& p, const float* partials,
-                                             const float* bias_partials, int64_t slices, cudaStream_t stream) {
+                                             const float* bias_partials, int64_t slices,
+                                             cudaStream_t stream) {
   const int64_t wk = p.g.taps() * p.g.cin_g();
   const int64_t total = wk * p.g.out_channels + p.g.out_channels;
   const int64_t blocks = std::min<int64_t>((total + 255) / 256, 4096);
