@@ -490,9 +490,17 @@ def _autotuned(c: _Call, decide, kwargs, *, measure: bool) -> _Call:
   return (_as_native_xla(tuned) if name == "xla" else tuned)._replace(reason=reason)
 
 
+def _winograd_output_tile(g) -> int:
+  """The CPU Winograd's output tile side: F(4x4, 3x3) where the output has 4
+  rows and 4 columns or more, F(2x2, 3x3) below (cpp/conv/cpu/winograd.h's
+  WinogradOutputTile)."""
+  spatial = tuple(g.out)
+  return 4 if len(spatial) >= 2 and min(spatial[-2:]) >= 4 else 2
+
+
 def _winograd_serves(g) -> bool:
-  """The problems the CPU's Winograd F(2x2, 3x3) forward takes
-  (cpp/conv/cpu/winograd.h's WinogradServes)."""
+  """The problems the CPU's Winograd forward takes (cpp/conv/cpu/winograd.h's
+  WinogradServes)."""
   return (
     g.ndim >= 2
     and g.window[-2:] == (3, 3)
@@ -648,10 +656,11 @@ def _plan_report(c: _Call) -> dict:
       )
     report["gradients"] = _cuda_gradients(c)
   elif c.platform == "cpu":
+    m = _winograd_output_tile(c.g)
     kernels = {
       "direct": "channel-vector loop",
-      "winograd": "Winograd F(2x2, 3x3): 16 GEMMs over transformed 4x4 input tiles "
-      "(6x16 float32 register tiles)",
+      "winograd": f"Winograd F({m}x{m}, 3x3): {(m + 2) ** 2} GEMMs over transformed "
+      f"{m + 2}x{m + 2} input tiles (6x16 float32 register tiles)",
     }
     report["config"] = dict(kernel=kernels.get(c.algorithm, "6x16 float32 register tiles"))
     report["gradients"] = "the CPU kernels (data gradient on the transposed problem)"
@@ -801,8 +810,9 @@ def conv(
       forward and gradients apart) or one of "direct", "implicit_gemm",
       "winograd", "fft"; one with no kernel yet is refused by name. A forced
       "implicit_gemm" also runs the gradients on their sm90 kernels wherever
-      those serve the problem. "winograd" (F(2x2, 3x3): 3x3 windows, stride
-      1, no dilation) runs on the CPU so far, its gradients on
+      those serve the problem. "winograd" (3x3 windows, stride 1, no
+      dilation; F(4x4, 3x3), or F(2x2, 3x3) where the output has fewer than 4
+      rows or columns) runs on the CPU so far, its gradients on
       the CPU's implicit-GEMM kernels. "fft" (stride 1, no input dilation:
       XLA's float32 real FFTs around jaxdnn's per-frequency channel mixing,
       gradients the same way; jaxdnn/conv/fft.py) is the default for windows

@@ -1,4 +1,6 @@
-"""algorithm="winograd": the CPU's F(2x2, 3x3) forward (cpp/conv/cpu/winograd.cc)
+"""algorithm="winograd": the CPU's F(4x4, 3x3) and F(2x2, 3x3) forwards
+(cpp/conv/cpu/winograd.cc; the 4x4 tile where the output has 4 rows and 4
+columns, so the cases below run both)
 against the oracle on the problems it serves, with gradients (on the CPU's
 implicit-GEMM kernels), vmap over weights (folded into groups), the custom
 call in the HLO, and the refusal of problems it does not serve. CPU only:
@@ -85,14 +87,23 @@ def test_vmap_over_weights_folds_into_groups(rng):
   assert_close(got, f(implementation="xla")(x, w), 2e-5)
 
 
-def test_plan_and_nan():
-  x = jnp.ones((1, 6, 6, 2)).at[0, 2, 3, 1].set(jnp.nan)
+@pytest.mark.parametrize("size, tile", [(6, 4), (3, 2)])
+def test_plan_and_nan(size, tile):
+  """The plan names the tile; a NaN input reaches every output the direct
+  sum's does, and beyond those only outputs of the same output tiles (the
+  transforms mix a tile's inputs)."""
+  x = jnp.ones((1, size, size, 2)).at[0, 2, 1, 1].set(jnp.nan)
   w = jnp.ones((3, 3, 2, 3))
   plan = jaxdnn.conv_plan(x, w, algorithm="winograd")
-  assert plan["algorithm"] == "winograd" and "Winograd" in plan["config"]["kernel"], plan
-  got = jaxdnn.conv(x, w, algorithm="winograd")
-  want = jaxdnn.conv(x, w, implementation="xla")
-  assert bool(jnp.all(jnp.isnan(got) == jnp.isnan(want)))
+  assert plan["algorithm"] == "winograd", plan
+  assert f"Winograd F({tile}x{tile}, 3x3)" in plan["config"]["kernel"], plan
+  got = np.isnan(np.asarray(jaxdnn.conv(x, w, algorithm="winograd")))
+  want = np.isnan(np.asarray(jaxdnn.conv(x, w, implementation="xla")))
+  assert np.all(got[want])
+  tiles = np.zeros_like(want)
+  for r, c in zip(*np.nonzero(want[0, :, :, 0])):
+    tiles[0, r // tile * tile : (r // tile + 1) * tile, c // tile * tile : (c // tile + 1) * tile] = True
+  assert not np.any(got & ~tiles)
 
 
 @pytest.mark.parametrize(

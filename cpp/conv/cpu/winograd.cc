@@ -12,34 +12,57 @@
 namespace jaxdnn::conv {
 namespace {
 
-constexpr int kTile = 4;                // input tile side (2 outputs + 3 taps - 1)
-constexpr int kPoints = kTile * kTile;  // products a tile and channel pair
+// The transforms of F(M x M, 3x3), M outputs a side from T = M + 2 inputs
+// (Lavin and Gray's matrices: F(2, 3) over the points 0, 1, -1, infinity;
+// F(4, 3) over 0, 1, -1, 2, -2, infinity).
+template <int M>
+struct Transforms;
+template <>
+struct Transforms<2> {
+  static constexpr int kT = 4;
+  static constexpr float kBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  static constexpr float kG[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  static constexpr float kAt[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+};
+template <>
+struct Transforms<4> {
+  static constexpr int kT = 6;
+  static constexpr float kBt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                      {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static constexpr float kG[6][3] = {{0.25f, 0, 0},
+                                     {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                     {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                     {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                     {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                     {0, 0, 1}};
+  static constexpr float kAt[4][6] = {
+      {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+};
 
-// U = G g G^T for every (ci, co) of each group: [16][groups][C_in/g][ld]
+// U = G g G^T for every (ci, co) of each group: [T * T][groups][C_in/g][ld]
 // floats, ld = C_out/g rounded up to the GEMM's 16 columns (zero past it).
 // g is w[j1 * 3 + j2][ci][co] (ci within co's group).
-template <typename T>
+template <int M, typename T>
 std::vector<float> TransformWeights(const ConvGeometry& g, const T* w, int64_t ld) {
+  using X = Transforms<M>;
+  constexpr int kT = X::kT;
   const int64_t cin_g = g.cin_g(), cout_g = g.cout_g(), cout = g.out_channels;
-  std::vector<float> u(size_t(kPoints * g.groups * cin_g * ld), 0.0f);
+  std::vector<float> u(size_t(kT * kT * g.groups * cin_g * ld), 0.0f);
   for (int64_t ci = 0; ci < cin_g; ++ci) {
     for (int64_t co = 0; co < cout; ++co) {
-      float k[3][3], t[4][3];
+      float k[3][3], t[kT][3];
       for (int a = 0; a < 3; ++a) {
         for (int b = 0; b < 3; ++b) k[a][b] = ToFloat(w[((a * 3 + b) * cin_g + ci) * cout + co]);
       }
-      for (int b = 0; b < 3; ++b) {  // t = G k
-        t[0][b] = k[0][b];
-        t[1][b] = 0.5f * (k[0][b] + k[1][b] + k[2][b]);
-        t[2][b] = 0.5f * (k[0][b] - k[1][b] + k[2][b]);
-        t[3][b] = k[2][b];
+      for (int a = 0; a < kT; ++a) {  // t = G k
+        for (int b = 0; b < 3; ++b)
+          t[a][b] = X::kG[a][0] * k[0][b] + X::kG[a][1] * k[1][b] + X::kG[a][2] * k[2][b];
       }
       const int64_t gr = co / cout_g;
-      for (int a = 0; a < 4; ++a) {  // u = t G^T
-        const float r[4] = {t[a][0], 0.5f * (t[a][0] + t[a][1] + t[a][2]),
-                            0.5f * (t[a][0] - t[a][1] + t[a][2]), t[a][2]};
-        for (int b = 0; b < 4; ++b) {
-          u[size_t((((a * 4 + b) * g.groups + gr) * cin_g + ci) * ld + co % cout_g)] = r[b];
+      for (int a = 0; a < kT; ++a) {  // u = t G^T
+        for (int b = 0; b < kT; ++b) {
+          const float r = t[a][0] * X::kG[b][0] + t[a][1] * X::kG[b][1] + t[a][2] * X::kG[b][2];
+          u[size_t((((a * kT + b) * g.groups + gr) * cin_g + ci) * ld + co % cout_g)] = r;
         }
       }
     }
@@ -48,71 +71,95 @@ std::vector<float> TransformWeights(const ConvGeometry& g, const T* w, int64_t l
 }
 
 // V = B^T d B of one tile for channels [0, cin): d[r][c] the tile's input
-// rows (null: outside the input, zeros), v[point * v_stride + ci].
-template <typename T>
-void TransformTile(const T* const (&d)[kTile][kTile], int64_t cin, float* v, int64_t v_stride) {
+// rows (null: outside the input, zeros), v[point * v_stride + ci]. B's
+// zeros are skipped, so an infinite input spreads only where B mixes it.
+template <int M, typename T>
+void TransformTile(const T* const (&d)[Transforms<M>::kT][Transforms<M>::kT], int64_t cin, float* v,
+                   int64_t v_stride) {
+  using X = Transforms<M>;
+  constexpr int kT = X::kT;
   for (int64_t ci = 0; ci < cin; ++ci) {
-    float x[kTile][kTile], t[kTile][kTile];
-    for (int r = 0; r < kTile; ++r) {
-      for (int c = 0; c < kTile; ++c) x[r][c] = d[r][c] ? ToFloat(d[r][c][ci]) : 0.0f;
+    float x[kT][kT], t[kT][kT];
+    for (int r = 0; r < kT; ++r) {
+      for (int c = 0; c < kT; ++c) x[r][c] = d[r][c] ? ToFloat(d[r][c][ci]) : 0.0f;
     }
-    for (int c = 0; c < kTile; ++c) {  // t = B^T x
-      t[0][c] = x[0][c] - x[2][c];
-      t[1][c] = x[1][c] + x[2][c];
-      t[2][c] = x[2][c] - x[1][c];
-      t[3][c] = x[1][c] - x[3][c];
+    for (int a = 0; a < kT; ++a) {  // t = B^T x
+      for (int c = 0; c < kT; ++c) {
+        float s = 0.0f;
+        for (int r = 0; r < kT; ++r) {
+          if (X::kBt[a][r] != 0.0f) s += X::kBt[a][r] * x[r][c];
+        }
+        t[a][c] = s;
+      }
     }
-    for (int r = 0; r < kTile; ++r) {  // v = t B
-      float* out = v + r * kTile * v_stride + ci;
-      out[0] = t[r][0] - t[r][2];
-      out[v_stride] = t[r][1] + t[r][2];
-      out[2 * v_stride] = t[r][2] - t[r][1];
-      out[3 * v_stride] = t[r][1] - t[r][3];
+    for (int a = 0; a < kT; ++a) {  // v = t B
+      for (int b = 0; b < kT; ++b) {
+        float s = 0.0f;
+        for (int c = 0; c < kT; ++c) {
+          if (X::kBt[b][c] != 0.0f) s += t[a][c] * X::kBt[b][c];
+        }
+        v[(a * kT + b) * v_stride + ci] = s;
+      }
     }
   }
 }
 
-// y = A^T m A: the 2x2 outputs of one tile and output channel from its 16
-// products m[point].
-inline void OutputTransform(const float (&m)[kPoints], float (&y)[2][2]) {
-  float t[2][kTile];
-  for (int c = 0; c < kTile; ++c) {
-    t[0][c] = m[c] + m[4 + c] + m[8 + c];
-    t[1][c] = m[4 + c] - m[8 + c] - m[12 + c];
+// y = A^T m A: the M x M outputs of one tile and output channel from its
+// T * T products m[point].
+template <int M>
+void OutputTransform(const float (&m)[Transforms<M>::kT * Transforms<M>::kT], float (&y)[M][M]) {
+  using X = Transforms<M>;
+  constexpr int kT = X::kT;
+  float t[M][kT];
+  for (int a = 0; a < M; ++a) {
+    for (int c = 0; c < kT; ++c) {
+      float s = 0.0f;
+      for (int r = 0; r < kT; ++r) {
+        if (X::kAt[a][r] != 0.0f) s += X::kAt[a][r] * m[r * kT + c];
+      }
+      t[a][c] = s;
+    }
   }
-  for (int r = 0; r < 2; ++r) {
-    y[r][0] = t[r][0] + t[r][1] + t[r][2];
-    y[r][1] = t[r][1] - t[r][2] - t[r][3];
+  for (int a = 0; a < M; ++a) {
+    for (int b = 0; b < M; ++b) {
+      float s = 0.0f;
+      for (int c = 0; c < kT; ++c) {
+        if (X::kAt[b][c] != 0.0f) s += t[a][c] * X::kAt[b][c];
+      }
+      y[a][b] = s;
+    }
   }
 }
 
-// One work item per (sample, depth position, pair of output rows): the row
-// pair's tiles transformed, 16 GEMMs, the output transform, the epilogue.
-template <typename T>
+// One work item per (sample, depth position, M output rows): the rows'
+// tiles transformed, T * T GEMMs, the output transform, the epilogue.
+template <int M, typename T>
 void Forward(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
+  constexpr int kT = Transforms<M>::kT, kPoints = kT * kT;
   const ConvGeometry& g = p.g;
   const int64_t cin = g.in_channels, cout = g.out_channels, ow = g.out[2];
   const int64_t cin_g = g.cin_g(), cout_g = g.cout_g(), ld = RoundUp(cout_g, kTileCols);
-  const std::vector<float> u = TransformWeights(g, static_cast<const T*>(p.w), ld);
-  const int64_t row_pairs = (g.out[1] + 1) / 2, tiles = (ow + 1) / 2, rows = RoundUp(tiles, kTileRows);
+  const std::vector<float> u = TransformWeights<M>(g, static_cast<const T*>(p.w), ld);
+  const int64_t row_blocks = (g.out[1] + M - 1) / M, tiles = (ow + M - 1) / M,
+                rows = RoundUp(tiles, kTileRows);
   const T* x = static_cast<const T*>(p.x);
-  ParallelFor(pool, g.batch * g.out[0] * row_pairs, [&](int64_t item) {
-    const int64_t n = item / (g.out[0] * row_pairs), o0 = (item / row_pairs) % g.out[0];
-    const int64_t o1 = 2 * (item % row_pairs);
+  ParallelFor(pool, g.batch * g.out[0] * row_blocks, [&](int64_t item) {
+    const int64_t n = item / (g.out[0] * row_blocks), o0 = (item / row_blocks) % g.out[0];
+    const int64_t o1 = M * (item % row_blocks);
     std::vector<float> v(size_t(kPoints * rows * cin), 0.0f), m(size_t(kPoints * tiles * cout), 0.0f);
     const int64_t i0 = o0 - g.pad_lo[0];
     const bool depth_in = i0 >= 0 && i0 < g.in[0];
     for (int64_t t = 0; t < tiles; ++t) {
-      const T* d[kTile][kTile];
-      for (int r = 0; r < kTile; ++r) {
+      const T* d[kT][kT];
+      for (int r = 0; r < kT; ++r) {
         const int64_t i1 = o1 - g.pad_lo[1] + r;
-        for (int c = 0; c < kTile; ++c) {
-          const int64_t i2 = 2 * t - g.pad_lo[2] + c;
+        for (int c = 0; c < kT; ++c) {
+          const int64_t i2 = M * t - g.pad_lo[2] + c;
           const bool in = depth_in && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
           d[r][c] = in ? x + ((n * g.in[0] + i0) * g.in[1] + i1) * g.in[2] * cin + i2 * cin : nullptr;
         }
       }
-      TransformTile(d, cin, v.data() + t * cin, rows * cin);
+      TransformTile<M>(d, cin, v.data() + t * cin, rows * cin);
     }
     for (int point = 0; point < kPoints; ++point) {
       for (int64_t gr = 0; gr < g.groups; ++gr) {
@@ -121,20 +168,20 @@ void Forward(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
                 m.data() + point * tiles * cout + gr * cout_g, cout, tiles, cout_g);
       }
     }
-    std::vector<float> acc(size_t(2 * ow * cout));
+    std::vector<float> acc(size_t(M * ow * cout));
     for (int64_t t = 0; t < tiles; ++t) {
       for (int64_t co = 0; co < cout; ++co) {
-        float mt[kPoints], y[2][2];
+        float mt[kPoints], y[M][M];
         for (int point = 0; point < kPoints; ++point) mt[point] = m[size_t((point * tiles + t) * cout + co)];
-        OutputTransform(mt, y);
-        for (int r = 0; r < 2; ++r) {
-          for (int c = 0; c < 2; ++c) {
-            if (2 * t + c < ow) acc[size_t((r * ow + 2 * t + c) * cout + co)] = y[r][c];
+        OutputTransform<M>(mt, y);
+        for (int r = 0; r < M; ++r) {
+          for (int c = 0; c < M; ++c) {
+            if (M * t + c < ow) acc[size_t((r * ow + M * t + c) * cout + co)] = y[r][c];
           }
         }
       }
     }
-    for (int r = 0; r < 2 && o1 + r < g.out[1]; ++r) {
+    for (int r = 0; r < M && o1 + r < g.out[1]; ++r) {
       const int64_t base = ((n * g.out[0] + o0) * g.out[1] + o1 + r) * ow * cout;
       StoreForwardOutputs(p, base, acc.data() + r * ow * cout, ow * cout);
     }
@@ -142,6 +189,8 @@ void Forward(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
 }
 
 }  // namespace
+
+int WinogradOutputTile(const ConvGeometry& g) { return g.out[1] >= 4 && g.out[2] >= 4 ? 4 : 2; }
 
 bool WinogradServes(const ConvGeometry& g) {
   for (int k = 0; k < 3; ++k) {
@@ -155,8 +204,14 @@ ffi::Error WinogradFwdCpu(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
     return ffi::Error::InvalidArgument(
         "jaxdnn conv forward: algorithm winograd serves 3x3 windows, stride 1, no dilation");
   }
-  return ByDtypeCpu(p.dtype, "jaxdnn conv forward (winograd)",
-                    [&](auto t) { Forward<decltype(t)>(p, pool); });
+  const bool four = WinogradOutputTile(p.g) == 4;
+  return ByDtypeCpu(p.dtype, "jaxdnn conv forward (winograd)", [&](auto t) {
+    if (four) {
+      Forward<4, decltype(t)>(p, pool);
+    } else {
+      Forward<2, decltype(t)>(p, pool);
+    }
+  });
 }
 
 }  // namespace jaxdnn::conv
