@@ -1,11 +1,12 @@
 """The grouped tensor-core kernels (cpp/conv/sm80/grouped_fwd.cu,
-grouped_wgrad.cu, and the tiled grouped_tiled_*.cu they run where they serve) against the float32 oracle: 8/16/32 channels a group in,
-8-32 out, 1D-3D, strides, kernel and input dilation, asymmetric padding,
-bias, residual, activations, bfloat16 and float16 (and a float32 output);
-the data gradient through the forward kernel on the transposed problem, the
-weight gradient on its own kernel (bitwise deterministic) or on XLA where it
-refuses; algorithm="direct" choosing them (the default keeps XLA's). Skipped without a GPU
-whose build has the kernels."""
+grouped_wgrad.cu, and the tiled grouped_tiled_*.cu they run where they
+serve) against the float32 oracle: 8/16/32 channels a group in, 8-32 out,
+1D-3D, strides, kernel and input dilation, asymmetric padding, bias,
+residual, activations, bfloat16 and float16 (and a float32 output); the
+data gradient through the forward kernel on the transposed problem, the
+weight gradient on its own kernel (bitwise deterministic) or on XLA where
+it refuses; algorithm="direct" choosing them (the default keeps XLA's).
+Skipped without a GPU whose build has the kernels."""
 
 import jax
 import jax.numpy as jnp

@@ -102,7 +102,8 @@ def test_plan_and_nan(size, tile):
   assert np.all(got[want])
   tiles = np.zeros_like(want)
   for r, c in zip(*np.nonzero(want[0, :, :, 0])):
-    tiles[0, r // tile * tile : (r // tile + 1) * tile, c // tile * tile : (c // tile + 1) * tile] = True
+    r0, c0 = r // tile * tile, c // tile * tile
+    tiles[0, r0 : r0 + tile, c0 : c0 + tile] = True
   assert not np.any(got & ~tiles)
 
 
