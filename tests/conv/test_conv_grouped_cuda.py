@@ -42,6 +42,12 @@ CASES = [
   # slice of 2 groups of 16 writing 32 channels each.
   ((2, 300, 64), (7, 8, 64), 8, dict(padding="SAME"), True),
   ((2, 12, 30, 64), (3, 3, 16, 128), 4, dict(activation="tanh"), True),
+  # Stride 2 in depth under a depth window of 3; 129 columns over several
+  # rows (a second column tile of one live column); 3 groups (a one-group
+  # slice, 16-byte pixel lines) with an odd chunk count.
+  ((1, 7, 6, 6, 24), (3, 3, 3, 8, 48), 3, dict(strides=(2, 1, 1)), True),
+  ((2, 3, 129, 32), (3, 3, 16, 32), 2, dict(padding="SAME"), True),
+  ((2, 9, 9, 24), (3, 3, 8, 24), 3, dict(activation="relu6"), True),
 ]
 
 
@@ -147,3 +153,20 @@ def test_grouped_vmap_of_grad_folds_into_groups():
   )
   for a, e in zip(got, want):
     assert_close(a.astype(jnp.float32), e, 5e-2)
+
+
+@pytest.mark.parametrize(
+  "ws, groups", [((3, 3, 32, 32), 2), ((3, 3, 8, 48), 2)], ids=["32in16out", "24out"]
+)
+def test_grouped_empty_batch_gradients_are_zeros(ws, groups):
+  """Geometries only the tiled weight gradient serves (more than 20
+  accumulator tiles; 24 channels out) stay on it at batch 0: zeros, not an
+  error."""
+  x = jnp.zeros((0, 8, 8, ws[2] * groups), jnp.bfloat16)
+  w = normal(np.random.default_rng(5), ws, jnp.bfloat16, scale=0.3)
+  b = jnp.ones((ws[-1],), jnp.bfloat16)
+  loss = lambda w, b: jnp.sum(
+    jaxdnn.conv(x, w, b, feature_group_count=groups, algorithm="direct").astype(jnp.float32)
+  )
+  dw, db = jax.jit(jax.grad(loss, argnums=(0, 1)))(w, b)
+  assert not np.any(np.asarray(dw, np.float32)) and not np.any(np.asarray(db, np.float32))

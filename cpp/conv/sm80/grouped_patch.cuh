@@ -34,7 +34,8 @@ struct GpPatchPlan {
   int tile_rows = 0, tile_cols = 0;      // output positions a tile: rows x columns
   int patch[3] = {0, 0, 0};              // the tile's input window: depth, rows, columns
   int blocks_rows = 0, blocks_cols = 0;  // tiles along an output depth's rows and columns
-  int64_t tiles = 0;                     // N * out depth * blocks_rows * blocks_cols
+  int64_t tiles = 0;                     // N * out depth * blocks_rows * blocks_cols: 0 for an empty batch
+  bool fits = false;                     // whether the kernel serves the geometry, whatever the batch
   int m_pairs = 0;                       // pairs of 16-position mma tiles covering a tile
 
   __host__ __device__ int pixels() const { return patch[0] * patch[1] * patch[2]; }
@@ -50,9 +51,11 @@ inline int GpSliceGroups(const ConvGeometry& g) {
   return s;
 }
 
-// The plan for g, or one with tiles == 0 when no tile fits `budget` bytes of
-// shared memory together with `fixed_bytes` (the caller's other buffers)
-// and `per_position` bytes an output position (the caller's staging).
+// The plan for g: fits == false when no tile fits `budget` bytes of shared
+// memory together with `fixed_bytes` (the caller's other buffers) and
+// `per_position` bytes an output position (the caller's staging), or the
+// output is empty along a row or column. Whether it fits does not depend on
+// the batch (the plan queries ask at batch 1).
 inline GpPatchPlan GpPlanPatch(const ConvGeometry& g, size_t fixed_bytes, size_t per_position,
                                size_t budget = kGpTiledSmemBudget) {
   GpPatchPlan pl;
@@ -60,31 +63,39 @@ inline GpPatchPlan GpPlanPatch(const ConvGeometry& g, size_t fixed_bytes, size_t
   pl.cpp = int(pl.slice_groups * g.cin_g() / 8);
   pl.cpp_log2 = Log2Exact(pl.cpp);
   pl.line = pl.cpp == 1 ? 3 : pl.cpp + 1;
+  if (g.out[0] < 1 || g.out[1] < 1 || g.out[2] < 1) return pl;
   const int oh = int(g.out[1]), ow = int(g.out[2]);
   int cols = ow < kGpTiledPositions ? ow : kGpTiledPositions;
   int rows = kGpTiledPositions / cols;
   if (rows > oh) rows = oh;
   if (rows < 1) rows = 1;
   rows = (oh + (oh + rows - 1) / rows - 1) / ((oh + rows - 1) / rows);  // balanced blocks
-  auto fill = [&]() {
+  // The bytes a tile of rows x cols needs, in 64 bits (a dilated window's
+  // extent can pass 2^31 pixels); SIZE_MAX past 2^20 pixels a dim.
+  auto need = [&]() -> size_t {
+    const int64_t ext[3] = {(g.window[0] - 1) * g.k_dilation[0] + 1,
+                            (rows - 1) * g.stride[1] + (g.window[1] - 1) * g.k_dilation[1] + 1,
+                            (cols - 1) * g.stride[2] + (g.window[2] - 1) * g.k_dilation[2] + 1};
+    for (int64_t e : ext)
+      if (e > (int64_t(1) << 20)) return SIZE_MAX;
     pl.tile_rows = rows;
     pl.tile_cols = cols;
-    pl.patch[0] = int((g.window[0] - 1) * g.k_dilation[0] + 1);
-    pl.patch[1] = int((rows - 1) * g.stride[1] + (g.window[1] - 1) * g.k_dilation[1] + 1);
-    pl.patch[2] = int((cols - 1) * g.stride[2] + (g.window[2] - 1) * g.k_dilation[2] + 1);
+    for (int k = 0; k < 3; ++k) pl.patch[k] = int(ext[k]);
     pl.m_pairs = (rows * cols + 2 * kGpRows - 1) / (2 * kGpRows);
-    return pl.patch_bytes() + fixed_bytes + size_t(pl.m_pairs) * 2 * kGpRows * per_position;
+    const size_t pixels = size_t(ext[0]) * size_t(ext[1]) * size_t(ext[2]);
+    if (pixels > budget) return SIZE_MAX;
+    return pixels * pl.line * 16 + fixed_bytes + size_t(pl.m_pairs) * 2 * kGpRows * per_position;
   };
-  while (fill() > budget) {
+  while (need() > budget) {
     if (rows > 1) {
       --rows;
     } else if (cols > 16) {
       cols = (cols + 1) / 2;
     } else {
-      pl.tiles = 0;
       return pl;
     }
   }
+  pl.fits = true;
   pl.blocks_rows = (oh + rows - 1) / rows;
   pl.blocks_cols = (ow + cols - 1) / cols;
   pl.tiles = g.batch * g.out[0] * pl.blocks_rows * pl.blocks_cols;

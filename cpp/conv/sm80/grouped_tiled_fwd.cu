@@ -250,11 +250,13 @@ template <typename T, typename OT>
 LaunchStatus Launch(const GpTiledFwdParams& d, int64_t groups, cudaStream_t stream) {
   const size_t smem = LayoutOf(d).total;
   auto kernel = GroupedTiledFwdKernel<T, OT>;
-  // Over 48 KiB of dynamic shared memory needs the kernel's opt-in (a
-  // function attribute, not a stream operation: capture-safe).
-  if (smem > 48 * 1024) {
+  // The opt-in is the budget every plan fits, not this launch's size: one
+  // value, so host threads launching other geometries cannot lower it under
+  // this launch (a function attribute, not a stream operation:
+  // capture-safe).
+  {
     const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGpTiledSmemBudget));
     if (err != cudaSuccess) return err;
   }
   int dev = 0, sms = 0, per_sm = 0;
@@ -281,13 +283,14 @@ LaunchStatus Launch(const GpTiledFwdParams& d, int64_t groups, cudaStream_t stre
 
 bool GroupedTiledFwdServes(const ConvFwdArgs& p) {
   if (GpInputDilated(p.g)) return false;
-  return PlanOf(p.g).pl.tiles > 0;
+  return PlanOf(p.g).pl.fits;
 }
 
 LaunchStatus GroupedTiledFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
   GpTiledFwdParams d = PlanOf(p.g);
-  if (GpInputDilated(p.g) || d.pl.tiles == 0)
+  if (GpInputDilated(p.g) || !d.pl.fits)
     return LaunchStatus::Refused("grouped_fwd: the tiled kernel does not serve this geometry");
+  if (d.pl.tiles == 0) return cudaSuccess;
   d.x = p.x;
   d.w = p.w;
   d.bias = p.e.has_bias ? p.bias : nullptr;

@@ -193,7 +193,7 @@ TiledWgradPlan PlanOf(const ConvGeometry& g, bool bias) {
   const WgradLayout fixed = WgradLayoutOf(d);
   const size_t per_position = size_t(fixed.dline) * 16 + 4;
   d.pl = GpPlanPatch(g, fixed.total, per_position);
-  if (d.pl.tiles == 0) return w;
+  if (!d.pl.fits || d.pl.tiles == 0) return w;
   const int64_t slices = g.groups / d.pl.slice_groups;
   w.ctas_per_slice = std::min<int64_t>({d.pl.tiles, std::max<int64_t>(1, kTiledWgradCtas / slices), 65535});
   const int64_t wk = g.taps() * g.cin_g();
@@ -206,18 +206,23 @@ TiledWgradPlan PlanOf(const ConvGeometry& g, bool bias) {
 template <typename T, int kNT>
 LaunchStatus LaunchNt(const TiledWgradPlan& w, int64_t slices, cudaStream_t stream) {
   auto kernel = GroupedTiledWgradKernel<T, kNT>;
-  if (w.smem > 48 * 1024) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(w.smem));
-    if (e != cudaSuccess) return e;
-  }
+  // One opt-in value for every geometry (grouped_tiled_fwd.cu says why).
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGpTiledSmemBudget));
+  if (e != cudaSuccess) return e;
   kernel<<<dim3(unsigned(slices), unsigned(w.ctas_per_slice)), kGpTiledWarps * 32, w.smem, stream>>>(w.d);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-bool GroupedTiledWgradServes(const ConvWgradArgs& p) { return PlanOf(p.g, p.e.has_bias).d.pl.tiles > 0; }
+// Whether it serves does not depend on the batch (the plan queries ask at
+// batch 1; an empty batch only zeroes dw).
+bool GroupedTiledWgradServes(const ConvWgradArgs& p) {
+  ConvGeometry g = p.g;
+  g.batch = std::max<int64_t>(g.batch, 1);
+  return PlanOf(g, p.e.has_bias).d.pl.fits;
+}
 
 size_t GroupedTiledWgradWorkspace(const ConvWgradArgs& p) {
   const TiledWgradPlan w = PlanOf(p.g, p.e.has_bias);
@@ -225,6 +230,14 @@ size_t GroupedTiledWgradWorkspace(const ConvWgradArgs& p) {
 }
 
 LaunchStatus GroupedTiledWgradCuda(const ConvWgradArgs& p, cudaStream_t stream) {
+  if (p.g.batch == 0) {
+    // No positions: dw and the bias gradient are zeros.
+    cudaError_t e = cudaMemsetAsync(p.dw, 0, size_t(p.g.weights()) * 2, stream);
+    if (e == cudaSuccess && p.e.has_bias)
+      e = cudaMemsetAsync(p.dbias, 0, size_t(p.g.out_channels) * (p.bias_dtype == ffi::DataType::F32 ? 4 : 2),
+                          stream);
+    return e;
+  }
   TiledWgradPlan w = PlanOf(p.g, p.e.has_bias);
   if (w.d.pl.tiles == 0)
     return LaunchStatus::Refused("grouped_wgrad: the tiled kernel does not serve this geometry");
