@@ -310,20 +310,15 @@ def _decide(
       raise ValueError(
         f"{op}: algorithm={algorithm!r} has no jaxdnn kernel yet (built: {BUILT_ALGORITHMS})"
       )
-    if target == "cpu" and algorithm == "direct" and not depthwise:
-      raise ValueError(
-        f"{op}: algorithm='direct' serves depthwise convolutions (one channel per group) "
-        "on the CPU so far; use 'implicit_gemm' or None"
-      )
     if algorithm == "winograd" and target == "cpu" and not _winograd_serves(g):
       raise ValueError(
         f"{op}: algorithm='winograd' serves 3x3 windows over the last two spatial dims (a depth "
         "window of 1 in 3D), stride 1, no input or kernel dilation; use 'implicit_gemm' or None"
       )
-    if target == "cuda" and algorithm == "direct" and g.groups == 1:
+    if target in ("cpu", "cuda") and algorithm == "direct" and g.groups == 1:
       raise ValueError(
         f"{op}: algorithm='direct' serves depthwise and grouped convolutions "
-        "(feature_group_count > 1) on CUDA; use 'implicit_gemm' or None"
+        "(feature_group_count > 1); use 'implicit_gemm' or None"
       )
     if algorithm == "fft" and not fft.serves(g):
       raise ValueError(
@@ -350,8 +345,8 @@ def _decide(
   if fft_by_rule:
     algorithm = "fft"
   # Grouped layers stay on XLA's convolution by default: the grouped kernels
-  # measured 0.25-0.39x it on an H200 (docs/perf/conv.md); algorithm="direct"
-  # runs them.
+  # measured 0.56-0.72x it forward+backward on an H200 (docs/perf/conv.md);
+  # algorithm="direct" runs them.
   chosen_by_rule = algorithm is None and _dilated_depthwise_goes_direct(
     g, target, implementation, wide, lambda: cuda_forward_plan("direct") >= 0
   )
@@ -658,7 +653,10 @@ def _plan_report(c: _Call) -> dict:
   elif c.platform == "cpu":
     m = _winograd_output_tile(c.g)
     kernels = {
-      "direct": "channel-vector loop",
+      "direct": "channel-vector loop"
+      if c.g.groups == c.g.in_channels == c.g.out_channels
+      else "grouped direct sum (per output, group, tap and input channel, a row of "
+      "C_out/groups products)",
       "winograd": f"Winograd F({m}x{m}, 3x3): {(m + 2) ** 2} GEMMs over transformed "
       f"{m + 2}x{m + 2} input tiles (6x16 float32 register tiles)",
     }
@@ -808,7 +806,10 @@ def conv(
     algorithm: None (chosen per problem: on a GPU the measured rules of
       cpp/conv/heuristics.h pick the sm90 kernels or XLA's convolution,
       forward and gradients apart) or one of "direct", "implicit_gemm",
-      "winograd", "fft"; one with no kernel yet is refused by name. A forced
+      "winograd", "fft"; one with no kernel yet is refused by name. "direct"
+      serves depthwise and grouped convolutions (feature_group_count > 1;
+      on CUDA, grouped layers of 8, 16 or 32 input and 8-32 output channels
+      a group in bfloat16/float16), gradients included. A forced
       "implicit_gemm" also runs the gradients on their sm90 kernels wherever
       those serve the problem. "winograd" (3x3 windows, stride 1, no
       dilation; F(4x4, 3x3), or F(2x2, 3x3) where the output has fewer than 4

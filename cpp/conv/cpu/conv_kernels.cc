@@ -11,7 +11,10 @@
 //            positions' x^T dz in chunks, in a fixed order
 // Items own their outputs, so results never depend on the threads.
 // Depthwise convolutions (one channel per group) run a channel-vector loop
-// instead of 1x1 GEMMs.
+// instead of 1x1 GEMMs; grouped ones with algorithm="direct" a direct sum
+// (per output, group, tap and input channel, a row of C_out/g products), the
+// CPU's counterpart of the CUDA grouped kernels, so CI checks that
+// algorithm's numerics and gradient paths.
 #include "conv/cpu/conv_kernels.h"
 
 #include <algorithm>
@@ -129,6 +132,27 @@ void ConvRow(const ConvGeometry& g, const InputMaps& maps, const T* x, const Pac
           const T* xs = xrow + i2 * cin;
           const float* wt = pw.w.data() + (tap0 + j2) * cin;
           for (int64_t c = 0; c < cin; ++c) a[c] += ToFloat(xs[c]) * wt[c];
+        }
+      }
+    }
+    return;
+  }
+  if (g.algorithm == kAlgoDirect) {
+    for (const auto& [tap0, xrow] : taps) {
+      for (int64_t o2 = 0; o2 < ow; ++o2) {
+        for (int64_t j2 = 0; j2 < w2; ++j2) {
+          const int64_t i2 = maps.at(2, o2, j2, g);
+          if (i2 < 0) continue;
+          for (int64_t gr = 0; gr < g.groups; ++gr) {
+            const T* xs = xrow + i2 * cin + gr * cin_g;
+            const float* wg = pw.group(gr, g) + (tap0 + j2) * cin_g * pw.ld;
+            float* a = acc + o2 * cout + gr * cout_g;
+            for (int64_t ci = 0; ci < cin_g; ++ci) {
+              const float xv = ToFloat(xs[ci]);
+              const float* wr = wg + ci * pw.ld;
+              for (int64_t co = 0; co < cout_g; ++co) a[co] += xv * wr[co];
+            }
+          }
         }
       }
     }
