@@ -48,6 +48,8 @@ CASES = [
   ((1, 7, 6, 6, 24), (3, 3, 3, 8, 48), 3, dict(strides=(2, 1, 1)), True),
   ((2, 3, 129, 32), (3, 3, 16, 32), 2, dict(padding="SAME"), True),
   ((2, 9, 9, 24), (3, 3, 8, 24), 3, dict(activation="relu6"), True),
+  # 24 output channels a group (three n tiles: the x4 + x2 B loads).
+  ((2, 13, 11, 64), (3, 3, 8, 192), 8, dict(activation="relu"), True),
 ]
 
 
