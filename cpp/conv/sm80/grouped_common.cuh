@@ -62,6 +62,7 @@ struct GpGeometry {
   int in[3], stride[3], in_dil[3], pad_lo[3];
   int window[3], k_dil[3];
   GpDiv out_div[3];
+  __host__ __device__ int out(int k) const { return int(out_div[k].d); }
 };
 
 inline int Log2Exact(int v) {

@@ -102,29 +102,6 @@ inline GpPatchPlan GpPlanPatch(const ConvGeometry& g, size_t fixed_bytes, size_t
   return pl;
 }
 
-// The geometry the device code reads (ints: GroupedGeometryRefusal bounds
-// the sizes).
-struct GpDims {
-  int in[3], out[3], stride[3], pad_lo[3], window[3], k_dil[3];
-  int64_t in_positions;
-  int channels;  // the input's row pitch
-};
-
-inline GpDims GpDimsOf(const ConvGeometry& g) {
-  GpDims d{};
-  for (int k = 0; k < 3; ++k) {
-    d.in[k] = int(g.in[k]);
-    d.out[k] = int(g.out[k]);
-    d.stride[k] = int(g.stride[k]);
-    d.pad_lo[k] = int(g.pad_lo[k]);
-    d.window[k] = int(g.window[k]);
-    d.k_dil[k] = int(g.k_dilation[k]);
-  }
-  d.in_positions = g.in_positions();
-  d.channels = int(g.in_channels);
-  return d;
-}
-
 // Where a tile starts: its image, output depth, first output row and column.
 struct GpTile {
   int64_t n;
@@ -149,14 +126,13 @@ __device__ __forceinline__ GpTile GpTileAt(const GpPatchPlan& pl, int out_depth,
 
 // Each K chunk kc = (tap, 8-channel chunk of a group)'s offset, in chunks,
 // from a position's window corner in the patch.
-__device__ inline void GpFillChunkOffsets(const GpPatchPlan& pl, const GpDims& g, int cpt_log2, int chunks,
-                                          int* koff) {
-  for (int kc = threadIdx.x; kc < chunks; kc += blockDim.x) {
-    const int tap = kc >> cpt_log2;
+__device__ inline void GpFillChunkOffsets(const GpPatchPlan& pl, const GpGeometry& g, int* koff) {
+  for (int kc = threadIdx.x; kc < g.chunks; kc += blockDim.x) {
+    const int tap = kc >> g.cpt_log2;
     const int kw = tap % g.window[2], kh = (tap / g.window[2]) % g.window[1],
               kd = tap / (g.window[2] * g.window[1]);
     const int pix = (kd * g.k_dil[0] * pl.patch[1] + kh * g.k_dil[1]) * pl.patch[2] + kw * g.k_dil[2];
-    koff[kc] = pix * pl.line + (kc & ((1 << cpt_log2) - 1));
+    koff[kc] = pix * pl.line + (kc & ((1 << g.cpt_log2) - 1));
   }
 }
 
@@ -174,8 +150,8 @@ __device__ inline void GpZeroPads(const GpPatchPlan& pl, uint4* patch) {
 // [N, in depth, in rows, in cols, C]. A thread walks its pixels by a fixed
 // step, carrying columns into rows and rows into depth (no divisions).
 template <typename T>
-__device__ void GpStagePatch(const GpPatchPlan& pl, const GpDims& g, const T* x, int slice, const GpTile& t,
-                             uint4* patch) {
+__device__ void GpStagePatch(const GpPatchPlan& pl, const GpGeometry& g, const T* x, int slice,
+                             const GpTile& t, uint4* patch) {
   const int d0 = t.od * g.stride[0] - g.pad_lo[0];
   const int h0 = t.oh0 * g.stride[1] - g.pad_lo[1];
   const int w0 = t.ow0 * g.stride[2] - g.pad_lo[2];

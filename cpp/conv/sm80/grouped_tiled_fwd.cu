@@ -16,15 +16,14 @@ namespace jaxdnn::conv {
 namespace {
 
 struct GpTiledFwdParams {
-  GpDims d;
+  GpGeometry s;  // x's side (s.src: x)
   GpPatchPlan pl;
-  const void* x;
   const void* w;  // [taps * cin_g, C_out]
   const void* bias;
   const void* residual;
   void* y;
   void* z;
-  int out_channels, cin_g, cpt_log2, cout_g, nt, taps, chunks, chunks_even;
+  int out_channels, cout_g, nt;
   int bias_dtype, act;
   float act_param, alpha, beta;
 };
@@ -48,8 +47,8 @@ __host__ __device__ inline TiledLayout LayoutOf(const GpTiledFwdParams& p) {
   const int rows = p.pl.m_pairs * 2 * kGpRows;
   l.patch = 0;
   l.wrows = l.patch + p.pl.patch_bytes() / 16;
-  l.koff = l.wrows + size_t(p.chunks_even) * 8 * l.wline;
-  l.qbase = l.koff + (p.chunks_even + 3) / 4;
+  l.koff = l.wrows + size_t(p.s.chunks_even) * 8 * l.wline;
+  l.qbase = l.koff + (p.s.chunks_even + 3) / 4;
   l.bias = l.qbase + rows / 4;
   l.stage = l.bias + (l.out_slice + 3) / 4;
   l.total = (l.stage + size_t(rows) * l.pitch / 4) * 16;
@@ -67,8 +66,8 @@ __device__ __forceinline__ void FinishTile(const GpTiledFwdParams& p, const Tile
     const int q = vecs_log2 >= 0 ? i >> vecs_log2 : i / l.vecs, v = i - q * l.vecs;
     const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
     const int oh = t.oh0 + tr, ow = t.ow0 + tc;
-    if (oh >= p.d.out[1] || ow >= p.d.out[2]) continue;
-    const int64_t row = ((t.n * p.d.out[0] + t.od) * p.d.out[1] + oh) * int64_t(p.d.out[2]) + ow;
+    if (oh >= p.s.out(1) || ow >= p.s.out(2)) continue;
+    const int64_t row = ((t.n * p.s.out(0) + t.od) * p.s.out(1) + oh) * int64_t(p.s.out(2)) + ow;
     const int64_t at = row * p.out_channels + int64_t(slice) * l.out_slice + v * 8;
     const float4* s = reinterpret_cast<const float4*>(stage + q * l.pitch + v * 8);
     const float4 s0 = s[0], s1 = s[1];
@@ -126,11 +125,11 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
   float* bias = reinterpret_cast<float*>(smem + l.bias);
   float* stage = reinterpret_cast<float*>(smem + l.stage);
   const int slice = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int cpt = 1 << p.cpt_log2;
+  const int cpt = 1 << p.s.cpt_log2;
 
   // The slice's window rows (zeros past the window), by 16-byte copies.
   {
-    const int rows = p.chunks_even * 8, real = p.chunks * 8;
+    const int rows = p.s.chunks_even * 8, real = p.s.chunks * 8;
     const T* w = static_cast<const T*>(p.w) + int64_t(slice) * l.out_slice;
     for (int i = threadIdx.x; i < rows * l.vecs; i += blockDim.x) {
       const int r = i / l.vecs, v = i - r * l.vecs;
@@ -141,17 +140,17 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
   // Each K chunk's offset from a window corner; a position's window corner
   // (dead positions read pixel 0: their rows are never stored); the pad
   // chunks' zeros; the bias as float32.
-  GpFillChunkOffsets(pl, p.d, p.cpt_log2, p.chunks, koff);
+  GpFillChunkOffsets(pl, p.s, koff);
   for (int q = threadIdx.x; q < pl.m_pairs * 2 * kGpRows; q += blockDim.x) {
     const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
-    qbase[q] = q < pl.positions() ? (tr * p.d.stride[1] * pl.patch[2] + tc * p.d.stride[2]) * pl.line : 0;
+    qbase[q] = q < pl.positions() ? (tr * p.s.stride[1] * pl.patch[2] + tc * p.s.stride[2]) * pl.line : 0;
   }
   GpZeroPads(pl, patch);
   if (p.bias != nullptr)
     for (int c = threadIdx.x; c < l.out_slice; c += blockDim.x)
       bias[c] = BiasAt(p.bias, p.bias_dtype, int64_t(slice) * l.out_slice + c);
 
-  const T* x = static_cast<const T*>(p.x);
+  const T* x = static_cast<const T*>(p.s.src);
   int64_t tile = blockIdx.y;
 
   const int gid = lane >> 2, tig = lane & 3;
@@ -159,8 +158,8 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
   // This lane's ldmatrix rows: A (positions) and B (window rows k).
   const int arow = (lane & 7) + 8 * ((lane >> 3) & 1);
   const int brow = arow * l.wline + (lane >> 4);
-  GpTile t = GpTileAt(pl, p.d.out[0], tile);
-  if (tile < pl.tiles) GpStagePatch(pl, p.d, x, slice, t, patch);
+  GpTile t = GpTileAt(pl, p.s.out(0), tile);
+  if (tile < pl.tiles) GpStagePatch(pl, p.s, x, slice, t, patch);
   CpAsyncCommit();
   for (; tile < pl.tiles; tile += gridDim.y) {
     CpAsyncWaitAll();
@@ -172,11 +171,11 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
       const int gcol = gl * cpt;
       const uint4* b = wrows + brow + gl * p.nt;
       float acc[2][kGpMaxNt][4] = {};
-      for (int c = 0; c < p.chunks_even; c += 2, b += 16 * l.wline) {
+      for (int c = 0; c < p.s.chunks_even; c += 2, b += 16 * l.wline) {
         // Matrices (rows 0-7 | 8-15) x (chunk c | c + 1): the A fragments;
         // past an odd chunk count, the pad chunk's zeros.
         const int kc = c + (lane >> 4);
-        const int off = kc < p.chunks ? koff[kc] + gcol : pl.cpp;
+        const int off = kc < p.s.chunks ? koff[kc] + gcol : pl.cpp;
         uint32_t a[2][4];
         sm80::LdMatrixX4(a[0], patch + a0 + off);
         sm80::LdMatrixX4(a[1], patch + a1 + off);
@@ -216,8 +215,8 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
     // The patch is free: the next tile's loads run under this epilogue.
     const GpTile now = t;
     if (tile + gridDim.y < pl.tiles) {
-      t = GpTileAt(pl, p.d.out[0], tile + gridDim.y);
-      GpStagePatch(pl, p.d, x, slice, t, patch);
+      t = GpTileAt(pl, p.s.out(0), tile + gridDim.y);
+      GpStagePatch(pl, p.s, x, slice, t, patch);
     }
     CpAsyncCommit();
     FinishTileAct<OT>(p, l, now, slice, stage, bias);
@@ -225,18 +224,13 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
   }
 }
 
-// The plan (tiles == 0: the tiled kernel does not serve g).
+// The plan (pl.fits == false: the tiled kernel does not serve g).
 GpTiledFwdParams PlanOf(const ConvGeometry& g) {
   GpTiledFwdParams d{};
-  d.d = GpDimsOf(g);
+  d.s = GpGeometryOf(g, nullptr);
   d.out_channels = int(g.out_channels);
-  d.cin_g = int(g.cin_g());
-  d.cpt_log2 = Log2Exact(d.cin_g / 8);
   d.cout_g = int(g.cout_g());
   d.nt = d.cout_g / 8;
-  d.taps = int(g.taps());
-  d.chunks = int(g.taps() * (g.cin_g() / 8));
-  d.chunks_even = int(GpChunksEven(g));
   // The layout's parts that do not scale with the tile, and those that do.
   d.pl.slice_groups = GpSliceGroups(g);
   d.pl.m_pairs = 0;
@@ -248,7 +242,8 @@ GpTiledFwdParams PlanOf(const ConvGeometry& g) {
 
 template <typename T, typename OT>
 LaunchStatus Launch(const GpTiledFwdParams& d, int64_t groups, cudaStream_t stream) {
-  const size_t smem = LayoutOf(d).total;
+  const TiledLayout l = LayoutOf(d);
+  const size_t smem = l.total;
   auto kernel = GroupedTiledFwdKernel<T, OT>;
   // The opt-in is the budget every plan fits, not this launch's size: one
   // value, so host threads launching other geometries cannot lower it under
@@ -271,7 +266,6 @@ LaunchStatus Launch(const GpTiledFwdParams& d, int64_t groups, cudaStream_t stre
   // waves, or one where the window's rows (staged once a CTA) outweigh a
   // tile's patch (32 channels a group: 7x7x1024 read 41 KB of rows for
   // three 12 KB patches).
-  const TiledLayout l = LayoutOf(d);
   const bool heavy = (l.koff - l.wrows) * 16 > d.pl.patch_bytes();
   const int64_t ctas = int64_t(sms) * std::max(per_sm, 1) * (heavy ? 1 : 2);
   const int64_t grid_y = std::min<int64_t>({d.pl.tiles, std::max<int64_t>(1, ctas / slices), 65535});
@@ -291,7 +285,7 @@ LaunchStatus GroupedTiledFwdCuda(const ConvFwdArgs& p, cudaStream_t stream) {
   if (GpInputDilated(p.g) || !d.pl.fits)
     return LaunchStatus::Refused("grouped_fwd: the tiled kernel does not serve this geometry");
   if (d.pl.tiles == 0) return cudaSuccess;
-  d.x = p.x;
+  d.s.src = p.x;
   d.w = p.w;
   d.bias = p.e.has_bias ? p.bias : nullptr;
   d.residual = p.e.has_residual ? p.residual : nullptr;

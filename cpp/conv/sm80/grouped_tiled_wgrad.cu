@@ -26,13 +26,12 @@ constexpr int kUnits = 5;  // (group, 16 window rows) units a warp: up to 80 acc
 constexpr int64_t kTiledWgradCtas = 264;
 
 struct GpTiledWgradParams {
-  GpDims d;
+  GpGeometry s;  // x's side (s.src: x)
   GpPatchPlan pl;
-  const void* x;
   const void* dz;        // [rows, C_out]
   float* partials;       // [groups, ctas a slice, taps * cin_g, cout_g]
   float* bias_partials;  // [groups, ctas a slice, cout_g] or null
-  int out_channels, cpt_log2, cout_g, nt, chunks, chunks_even, units;
+  int out_channels, cout_g, nt, units;
 };
 
 // Shared memory (16-byte units): the patch; dz rows [positions][dline]
@@ -53,7 +52,7 @@ __host__ __device__ inline WgradLayout WgradLayoutOf(const GpTiledWgradParams& p
   l.patch = 0;
   l.dz = l.patch + p.pl.patch_bytes() / 16;
   l.koff = l.dz + size_t(rows) * l.dline;
-  l.qbase = l.koff + (p.chunks_even + 3) / 4;
+  l.qbase = l.koff + (p.s.chunks_even + 3) / 4;
   l.total = (l.qbase + rows / 4) * 16;
   return l;
 }
@@ -68,9 +67,9 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
   int* koff = reinterpret_cast<int*>(smem + l.koff);
   int* qbase = reinterpret_cast<int*>(smem + l.qbase);
   const int slice = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int cpt = 1 << p.cpt_log2, rows = pl.m_pairs * 2 * kGpRows;
+  const int cpt = 1 << p.s.cpt_log2, rows = pl.m_pairs * 2 * kGpRows;
 
-  GpFillChunkOffsets(pl, p.d, p.cpt_log2, p.chunks, koff);
+  GpFillChunkOffsets(pl, p.s, koff);
   GpZeroPads(pl, patch);
 
   float acc[kUnits][kNT][4];
@@ -80,28 +79,28 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
     for (int j = 0; j < kNT; ++j) acc[u][j][0] = acc[u][j][1] = acc[u][j][2] = acc[u][j][3] = 0.0f;
   float bias_sum = 0.0f;  // thread c < out_slice: channel c's dz sum
 
-  const T* x = static_cast<const T*>(p.x);
+  const T* x = static_cast<const T*>(p.s.src);
   const T* dz = static_cast<const T*>(p.dz);
-  const int mts = p.chunks_even / 2;
+  const int mts = p.s.chunks_even / 2;
   // Transposing ldmatrix rows: A's lane reads position (lane & 7) + 8 (lane
   // >> 4) at window chunk + ((lane >> 3) & 1); B's reads position (lane & 7)
   // + 8 ((lane >> 3) & 1) at output chunk + (lane >> 4).
   const int a_pos = (lane & 7) + 8 * (lane >> 4), a_chunk = (lane >> 3) & 1;
   const int b_row = ((lane & 7) + 8 * ((lane >> 3) & 1)) * l.dline + (lane >> 4);
   for (int64_t tile = blockIdx.y; tile < pl.tiles; tile += gridDim.y) {
-    const GpTile t = GpTileAt(pl, p.d.out[0], tile);
-    GpStagePatch(pl, p.d, x, slice, t, patch);
+    const GpTile t = GpTileAt(pl, p.s.out(0), tile);
+    GpStagePatch(pl, p.s, x, slice, t, patch);
     // dz rows (zeros for positions past the tile or the output) and the
     // window corners.
     for (int i = threadIdx.x; i < rows * l.vecs; i += blockDim.x) {
       const int q = i / l.vecs, v = i - q * l.vecs;
       const int tr = q / pl.tile_cols, tc = q - tr * pl.tile_cols;
-      const bool live = q < pl.positions() && t.oh0 + tr < p.d.out[1] && t.ow0 + tc < p.d.out[2];
+      const bool live = q < pl.positions() && t.oh0 + tr < p.s.out(1) && t.ow0 + tc < p.s.out(2);
       const int64_t row =
-          ((t.n * p.d.out[0] + t.od) * p.d.out[1] + t.oh0 + tr) * int64_t(p.d.out[2]) + t.ow0 + tc;
+          ((t.n * p.s.out(0) + t.od) * p.s.out(1) + t.oh0 + tr) * int64_t(p.s.out(2)) + t.ow0 + tc;
       const T* src = live ? dz + row * p.out_channels + int64_t(slice) * l.out_slice + v * 8 : dz;
       CpAsync16(dzs + q * l.dline + v, src, live ? 16 : 0);
-      if (v == 0) qbase[q] = live ? (tr * p.d.stride[1] * pl.patch[2] + tc * p.d.stride[2]) * pl.line : 0;
+      if (v == 0) qbase[q] = live ? (tr * p.s.stride[1] * pl.patch[2] + tc * p.s.stride[2]) * pl.line : 0;
     }
     CpAsyncCommit();
     CpAsyncWaitAll();
@@ -121,7 +120,7 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
         const int gl = unit / mts, mt = unit - gl * mts;
         const int kc = 2 * mt + a_chunk;
         uint32_t a[4];
-        sm80::LdMatrixX4Trans(a, patch + pos + (kc < p.chunks ? koff[kc] + gl * cpt : pl.cpp));
+        sm80::LdMatrixX4Trans(a, patch + pos + (kc < p.s.chunks ? koff[kc] + gl * cpt : pl.cpp));
         const uint4* b = brow + gl * p.nt;
 #pragma unroll
         for (int j = 0; j < kNT; j += 2) {
@@ -142,7 +141,7 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
   }
 
   // This CTA's partial: group g's window rows k, channels n.
-  const int64_t wk = int64_t(p.chunks) * 8;
+  const int64_t wk = int64_t(p.s.chunks) * 8;
   const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
   for (int u = 0; u < kUnits; ++u) {
@@ -169,7 +168,8 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
   }
 }
 
-// The plan: tiles == 0 where the tiled kernel does not serve g.
+// The plan: pl.tiles == 0 where the tiled kernel does not serve g (or the
+// batch is empty).
 struct TiledWgradPlan {
   GpTiledWgradParams d{};
   int64_t ctas_per_slice = 0;
@@ -179,15 +179,12 @@ struct TiledWgradPlan {
 TiledWgradPlan PlanOf(const ConvGeometry& g, bool bias) {
   TiledWgradPlan w;
   GpTiledWgradParams& d = w.d;
-  d.d = GpDimsOf(g);
+  d.s = GpGeometryOf(g, nullptr);
   d.out_channels = int(g.out_channels);
-  d.cpt_log2 = Log2Exact(int(g.cin_g() / 8));
   d.cout_g = int(g.cout_g());
   d.nt = d.cout_g / 8;
-  d.chunks = int(g.taps() * (g.cin_g() / 8));
-  d.chunks_even = int(GpChunksEven(g));
   d.pl.slice_groups = GpSliceGroups(g);
-  d.units = d.pl.slice_groups * (d.chunks_even / 2);
+  d.units = d.pl.slice_groups * (d.s.chunks_even / 2);
   if (GpInputDilated(g) || d.units > kUnits * kGpTiledWarps) return w;
   // The parts that do not scale with the tile, and those that do.
   const WgradLayout fixed = WgradLayoutOf(d);
@@ -244,7 +241,7 @@ LaunchStatus GroupedTiledWgradCuda(const ConvWgradArgs& p, cudaStream_t stream) 
   if (p.workspace == nullptr || p.workspace_bytes < w.partial_bytes + w.bias_bytes)
     return LaunchStatus::Refused("grouped_wgrad: workspace smaller than GroupedWgradWorkspace");
   char* ws = static_cast<char*>(p.workspace);
-  w.d.x = p.x;
+  w.d.s.src = p.x;
   w.d.dz = p.dy;
   w.d.partials = reinterpret_cast<float*>(ws);
   w.d.bias_partials = p.e.has_bias ? reinterpret_cast<float*>(ws + w.partial_bytes) : nullptr;
