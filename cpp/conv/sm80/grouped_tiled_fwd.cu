@@ -24,6 +24,7 @@ struct GpTiledFwdParams {
   void* y;
   void* z;
   int out_channels, cout_g, nt;
+  int group_runs, run_groups;  // a tile's items: m pairs x runs of run_groups groups
   int bias_dtype, act;
   float act_param, alpha, beta;
 };
@@ -113,6 +114,55 @@ __device__ void FinishTileAct(const GpTiledFwdParams& p, const TiledLayout& l, c
   }
 }
 
+// One group's sums over a pair of 16-position m tiles, into the float32
+// stage: kNT n tiles (a template, so the accumulators, the mma's and the
+// stores are those the group has, not the widest's predicated off).
+template <typename T, int kNT>
+__device__ __forceinline__ void MultiplyGroup(const GpTiledFwdParams& p, const TiledLayout& l,
+                                              const uint4* patch, const uint4* wrows, const int* koff, int a0,
+                                              int a1, int brow, int gl, int mp, float* stage) {
+  const int lane = threadIdx.x & 31, gcol = gl << p.s.cpt_log2;
+  const uint4* b = wrows + brow + gl * p.nt;
+  float acc[2][kNT][4] = {};
+  for (int c = 0; c < p.s.chunks_even; c += 2, b += 16 * l.wline) {
+    // Matrices (rows 0-7 | 8-15) x (chunk c | c + 1): the A fragments; past
+    // an odd chunk count, the pad chunk's zeros.
+    const int kc = c + (lane >> 4);
+    const int off = kc < p.s.chunks ? koff[kc] + gcol : p.pl.cpp;
+    uint32_t a[2][4];
+    sm80::LdMatrixX4(a[0], patch + a0 + off);
+    sm80::LdMatrixX4(a[1], patch + a1 + off);
+#pragma unroll
+    for (int j = 0; j < kNT; j += 2) {
+      if (j + 1 < kNT && j + 1 < p.nt) {
+        uint32_t bf[4];
+        sm80::LdMatrixX4Trans(bf, b + j);
+        sm80::MmaOp<T>::Run(acc[0][j], a[0], bf[0], bf[1]);
+        sm80::MmaOp<T>::Run(acc[1][j], a[1], bf[0], bf[1]);
+        sm80::MmaOp<T>::Run(acc[0][j + 1], a[0], bf[2], bf[3]);
+        sm80::MmaOp<T>::Run(acc[1][j + 1], a[1], bf[2], bf[3]);
+      } else {
+        uint32_t bf[2];
+        sm80::LdMatrixX2Trans(bf, b + j);
+        sm80::MmaOp<T>::Run(acc[0][j], a[0], bf[0], bf[1]);
+        sm80::MmaOp<T>::Run(acc[1][j], a[1], bf[0], bf[1]);
+      }
+    }
+  }
+  const int gid = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    float* row = stage + ((2 * mp + m) * kGpRows + gid) * l.pitch + gl * p.cout_g + tig * 2;
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+      if (j < p.nt) {
+        *reinterpret_cast<float2*>(row + j * 8) = make_float2(acc[m][j][0], acc[m][j][1]);
+        *reinterpret_cast<float2*>(row + 8 * l.pitch + j * 8) = make_float2(acc[m][j][2], acc[m][j][3]);
+      }
+    }
+  }
+}
+
 template <typename T, typename OT>
 __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(GpTiledFwdParams p) {
   extern __shared__ uint4 smem[];
@@ -153,8 +203,7 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
   const T* x = static_cast<const T*>(p.s.src);
   int64_t tile = blockIdx.y;
 
-  const int gid = lane >> 2, tig = lane & 3;
-  const int items = pl.slice_groups * pl.m_pairs;
+  const int items = p.group_runs * pl.m_pairs;
   // This lane's ldmatrix rows: A (positions) and B (window rows k).
   const int arow = (lane & 7) + 8 * ((lane >> 3) & 1);
   const int brow = arow * l.wline + (lane >> 4);
@@ -165,49 +214,19 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32, 3) GroupedTiledFwdKernel(G
     CpAsyncWaitAll();
     __syncthreads();
 
+    // An item: one m pair (its lanes' window corners read once) and a run
+    // of the slice's groups, so a tile has about as many items as warps.
     for (int item = warp; item < items; item += kGpTiledWarps) {
-      const int gl = item / pl.m_pairs, mp = item - gl * pl.m_pairs;
+      const int run = item / pl.m_pairs, mp = item - run * pl.m_pairs;
       const int a0 = qbase[2 * mp * kGpRows + arow], a1 = qbase[(2 * mp + 1) * kGpRows + arow];
-      const int gcol = gl * cpt;
-      const uint4* b = wrows + brow + gl * p.nt;
-      float acc[2][kGpMaxNt][4] = {};
-      for (int c = 0; c < p.s.chunks_even; c += 2, b += 16 * l.wline) {
-        // Matrices (rows 0-7 | 8-15) x (chunk c | c + 1): the A fragments;
-        // past an odd chunk count, the pad chunk's zeros.
-        const int kc = c + (lane >> 4);
-        const int off = kc < p.s.chunks ? koff[kc] + gcol : pl.cpp;
-        uint32_t a[2][4];
-        sm80::LdMatrixX4(a[0], patch + a0 + off);
-        sm80::LdMatrixX4(a[1], patch + a1 + off);
-#pragma unroll
-        for (int j = 0; j < kGpMaxNt; j += 2) {
-          if (j + 1 < p.nt) {
-            uint32_t bf[4];
-            sm80::LdMatrixX4Trans(bf, b + j);
-            sm80::MmaOp<T>::Run(acc[0][j], a[0], bf[0], bf[1]);
-            sm80::MmaOp<T>::Run(acc[1][j], a[1], bf[0], bf[1]);
-            sm80::MmaOp<T>::Run(acc[0][j + 1], a[0], bf[2], bf[3]);
-            sm80::MmaOp<T>::Run(acc[1][j + 1], a[1], bf[2], bf[3]);
-          } else if (j < p.nt) {
-            uint32_t bf[2];
-            sm80::LdMatrixX2Trans(bf, b + j);
-            sm80::MmaOp<T>::Run(acc[0][j], a[0], bf[0], bf[1]);
-            sm80::MmaOp<T>::Run(acc[1][j], a[1], bf[0], bf[1]);
-          }
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        const int q = (2 * mp + m) * kGpRows + gid;
-#pragma unroll
-        for (int nt = 0; nt < kGpMaxNt; ++nt) {
-          if (nt < p.nt) {
-            const int col = gl * p.cout_g + nt * 8 + tig * 2;
-            *reinterpret_cast<float2*>(stage + q * l.pitch + col) = make_float2(acc[m][nt][0], acc[m][nt][1]);
-            *reinterpret_cast<float2*>(stage + (q + 8) * l.pitch + col) =
-                make_float2(acc[m][nt][2], acc[m][nt][3]);
-          }
-        }
+      const int g_end = min(pl.slice_groups, (run + 1) * p.run_groups);
+      for (int gl = run * p.run_groups; gl < g_end; ++gl) {
+        if (p.nt == 1)
+          MultiplyGroup<T, 1>(p, l, patch, wrows, koff, a0, a1, brow, gl, mp, stage);
+        else if (p.nt == 2)
+          MultiplyGroup<T, 2>(p, l, patch, wrows, koff, a0, a1, brow, gl, mp, stage);
+        else
+          MultiplyGroup<T, 4>(p, l, patch, wrows, koff, a0, a1, brow, gl, mp, stage);
       }
     }
     __syncthreads();
@@ -237,6 +256,12 @@ GpTiledFwdParams PlanOf(const ConvGeometry& g) {
   const TiledLayout fixed = LayoutOf(d);
   const size_t per_position = size_t(fixed.pitch) * 4 + 4;
   d.pl = GpPlanPatch(g, fixed.total, per_position);
+  if (d.pl.tiles > 0) {
+    const int wanted = (kGpTiledWarps + d.pl.m_pairs - 1) / d.pl.m_pairs;
+    d.group_runs = std::max(1, std::min(d.pl.slice_groups, wanted));
+    d.run_groups = (d.pl.slice_groups + d.group_runs - 1) / d.group_runs;
+    d.group_runs = (d.pl.slice_groups + d.run_groups - 1) / d.run_groups;
+  }
   return d;
 }
 

@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
 
   GpFillChunkOffsets(pl, p.s, koff);
   GpZeroPads(pl, patch);
+  __syncthreads();  // the units' offsets below read koff
 
   float acc[kUnits][kNT][4];
 #pragma unroll
@@ -86,6 +87,16 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
   // >> 4) at window chunk + ((lane >> 3) & 1); B's reads position (lane & 7)
   // + 8 ((lane >> 3) & 1) at output chunk + (lane >> 4).
   const int a_pos = (lane & 7) + 8 * (lane >> 4), a_chunk = (lane >> 3) & 1;
+  // Each unit's A offset (its window chunk in a pixel's line, or the pad
+  // chunk past an odd chunk count) and B column, fixed for the whole kernel.
+  int a_off[kUnits], b_col[kUnits];
+#pragma unroll
+  for (int u = 0; u < kUnits; ++u) {
+    const int unit = min(warp + u * kGpTiledWarps, p.units - 1);
+    const int gl = unit / mts, kc = 2 * (unit - gl * mts) + a_chunk;
+    a_off[u] = kc < p.s.chunks ? koff[kc] + gl * cpt : pl.cpp;
+    b_col[u] = gl * p.nt;
+  }
   const int b_row = ((lane & 7) + 8 * ((lane >> 3) & 1)) * l.dline + (lane >> 4);
   for (int64_t tile = blockIdx.y; tile < pl.tiles; tile += gridDim.y) {
     const GpTile t = GpTileAt(pl, p.s.out(0), tile);
@@ -115,13 +126,10 @@ __global__ void __launch_bounds__(kGpTiledWarps * 32) GroupedTiledWgradKernel(Gp
       const uint4* brow = dzs + ks * kGpRows * l.dline + b_row;
 #pragma unroll
       for (int u = 0; u < kUnits; ++u) {
-        const int unit = warp + u * kGpTiledWarps;
-        if (unit >= p.units) break;
-        const int gl = unit / mts, mt = unit - gl * mts;
-        const int kc = 2 * mt + a_chunk;
+        if (warp + u * kGpTiledWarps >= p.units) break;
         uint32_t a[4];
-        sm80::LdMatrixX4Trans(a, patch + pos + (kc < p.s.chunks ? koff[kc] + gl * cpt : pl.cpp));
-        const uint4* b = brow + gl * p.nt;
+        sm80::LdMatrixX4Trans(a, patch + pos + a_off[u]);
+        const uint4* b = brow + b_col[u];
 #pragma unroll
         for (int j = 0; j < kNT; j += 2) {
           if (j + 1 < p.nt) {
