@@ -141,7 +141,7 @@ __device__ __forceinline__ void MultiplyGroup(const GpTiledFwdParams& p, const T
         sm80::MmaOp<T>::Run(acc[1][j], a[1], bf[0], bf[1]);
         sm80::MmaOp<T>::Run(acc[0][j + 1], a[0], bf[2], bf[3]);
         sm80::MmaOp<T>::Run(acc[1][j + 1], a[1], bf[2], bf[3]);
-      } else {
+      } else if (j < p.nt) {
         uint32_t bf[2];
         sm80::LdMatrixX2Trans(bf, b + j);
         sm80::MmaOp<T>::Run(acc[0][j], a[0], bf[0], bf[1]);
@@ -256,11 +256,17 @@ GpTiledFwdParams PlanOf(const ConvGeometry& g) {
   const TiledLayout fixed = LayoutOf(d);
   const size_t per_position = size_t(fixed.pitch) * 4 + 4;
   d.pl = GpPlanPatch(g, fixed.total, per_position);
-  if (d.pl.tiles > 0) {
-    const int wanted = (kGpTiledWarps + d.pl.m_pairs - 1) / d.pl.m_pairs;
-    d.group_runs = std::max(1, std::min(d.pl.slice_groups, wanted));
-    d.run_groups = (d.pl.slice_groups + d.group_runs - 1) / d.group_runs;
-    d.group_runs = (d.pl.slice_groups + d.run_groups - 1) / d.run_groups;
+  if (d.pl.fits) {
+    // Runs of a power-of-two count of groups dividing the slice, the one
+    // whose busiest warp multiplies the fewest groups (ties: longer runs).
+    int best = 0, best_load = 0;
+    for (int rg = d.pl.slice_groups; rg >= 1; rg /= 2) {
+      const int items = (d.pl.slice_groups / rg) * d.pl.m_pairs;
+      const int load = (items + kGpTiledWarps - 1) / kGpTiledWarps * rg;
+      if (best == 0 || load < best_load) best = rg, best_load = load;
+    }
+    d.run_groups = best;
+    d.group_runs = d.pl.slice_groups / best;
   }
   return d;
 }
