@@ -83,6 +83,25 @@ JAXDNN_HD float Backprop(float x, float g, float param) {
   return g;
 }
 
+// f(x) for a runtime code (one kernel instantiation serves every
+// activation); an unknown code is the identity.
+JAXDNN_HD float ApplyCode(int32_t act, float x, float param) {
+  switch (static_cast<Act>(act)) {
+    case Act::kRelu: return Apply<Act::kRelu>(x, param);
+    case Act::kRelu6: return Apply<Act::kRelu6>(x, param);
+    case Act::kGeluErf: return Apply<Act::kGeluErf>(x, param);
+    case Act::kGeluTanh: return Apply<Act::kGeluTanh>(x, param);
+    case Act::kSilu: return Apply<Act::kSilu>(x, param);
+    case Act::kSigmoid: return Apply<Act::kSigmoid>(x, param);
+    case Act::kTanh: return Apply<Act::kTanh>(x, param);
+    case Act::kElu: return Apply<Act::kElu>(x, param);
+    case Act::kSoftplus: return Apply<Act::kSoftplus>(x, param);
+    case Act::kLeakyRelu: return Apply<Act::kLeakyRelu>(x, param);
+    case Act::kSquaredRelu: return Apply<Act::kSquaredRelu>(x, param);
+    default: return x;
+  }
+}
+
 // fn(std::integral_constant<Act, A>{}) for the runtime code `act`; false for
 // a code with no activation.
 template <typename Fn>

@@ -1,5 +1,6 @@
-// XLA FFI handlers for CUDA convolution: the forward, the data gradient and
-// the weight gradient on CUTLASS's sm90 implicit GEMMs (the forward of a
+// XLA FFI handlers for CUDA convolution: the forward (Winograd where the
+// call asks for it), the data gradient and the weight gradient on CUTLASS's
+// sm90 implicit GEMMs (the forward of a
 // 1x1 stride-1 layer on CUTLASS's persistent sm90 GEMM where
 // PreferConv1x1Gemm picks it) where the build has the CUTLASS headers
 // (JAXDNN_HAVE_CUTLASS); without them, or where a plan refuses a problem,
@@ -23,6 +24,7 @@
 #include "conv/sm80/depthwise_wgrad_call.h"
 #include "conv/sm80/grouped_fwd.h"
 #include "conv/sm80/grouped_wgrad.h"
+#include "conv/sm80/winograd_fwd.h"
 #include "conv/sm90/conv_dgrad_sm90.h"
 #include "conv/sm90/conv_fprop_sm90.h"
 #include "conv/sm90/conv_wgrad_sm90.h"
@@ -85,10 +87,12 @@ ffi::Error Fwd(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets 
                         alpha,       beta,         saved,      has_bias, has_residual, algorithm};
   auto p = Decode(args, rets, attrs, ReadConvFwdCall);
   if (!p.has_value()) return p.error();
-  if (p->g.algorithm == kAlgoWinograd) {
-    return ffi::Error::InvalidArgument("jaxdnn conv forward: algorithm winograd has no CUDA kernel yet");
-  }
   ClearStaleLaunchError();
+  if (p->g.algorithm == kAlgoWinograd) {
+    const LaunchStatus s = WinogradFwdCuda(*p, stream);
+    if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (winograd): " + s.Text());
+    return ffi::Error::Success();
+  }
   if (ForwardOnDepthwise(*p)) {
     const LaunchStatus s = DepthwiseFwdCuda(*p, stream);
     if (!s.ok()) return ffi::Error::Internal("jaxdnn conv forward (depthwise direct): " + s.Text());
@@ -202,7 +206,7 @@ ConvFwdArgs FwdArgsOf(const QueryArgs& q) {
 
 int64_t FwdWorkspace(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
-  if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
+  if (p.g.algorithm == kAlgoWinograd) return WinogradFwdRefusal(p) ? -1 : int64_t(WinogradFwdWorkspace(p));
   if (ForwardOnDepthwise(p) || ForwardOnGrouped(p)) return 0;
   if (ForwardOnGemm(p)) return int64_t(Conv1x1GemmSm90Workspace(p));
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
@@ -213,7 +217,7 @@ int64_t FwdWorkspace(const QueryArgs& q) {
 // problem (the same arguments as FwdWorkspace), or -1 where it refuses.
 int64_t FwdTileN(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
-  if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
+  if (p.g.algorithm == kAlgoWinograd) return -1;  // no CTA tile of output channels to report
   if (ForwardOnDepthwise(p) || ForwardOnGrouped(p)) return -1;
   if (ForwardOnGemm(p)) return Conv1x1GemmSm90TileN(p);
   if (ConvFpropSm90Refusal(p) != nullptr) return -1;
@@ -223,10 +227,11 @@ int64_t FwdTileN(const QueryArgs& q) {
 // Which kernel the forward runs for a problem (the same arguments as
 // FwdWorkspace): 1 the 1x1 persistent GEMM, 0 the implicit-GEMM
 // convolution, 2 the depthwise direct loop, 3 the grouped tensor-core
-// kernel, -1 none (the plans refuse it).
+// kernel, 4 Winograd with the 2x2 output tile and 5 with the 4x4, -1 none
+// (the plans refuse it).
 int64_t FwdKernel(const QueryArgs& q) {
   const ConvFwdArgs p = FwdArgsOf(q);
-  if (p.g.algorithm == kAlgoWinograd) return -1;  // no CUDA Winograd kernel yet
+  if (p.g.algorithm == kAlgoWinograd) return WinogradFwdRefusal(p) ? -1 : (WinogradCudaTile(p) == 4 ? 5 : 4);
   if (ForwardOnDepthwise(p)) return 2;
   if (ForwardOnGrouped(p)) return 3;
   if (ForwardOnGemm(p)) return 1;

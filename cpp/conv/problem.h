@@ -30,8 +30,8 @@ enum Saved : int32_t { kSaveNothing = 0, kSaveOutput = 1, kSavePreact = 2 };
 
 // The algorithm a call asked for (jaxdnn/conv/api.py's codes); the CPU
 // kernels run depthwise problems on a channel-vector loop unless told
-// kImplicitGemm, and the forward on Winograd's F(2x2, 3x3) when told
-// kWinograd (conv/cpu/winograd.h; no CUDA kernel yet).
+// kImplicitGemm, and the forward on Winograd's F(4x4, 3x3) or F(2x2, 3x3)
+// when told kWinograd (conv/cpu/winograd.h, conv/sm80/winograd_fwd.h).
 enum Algorithm : int32_t { kAlgoAuto = 0, kAlgoImplicitGemm = 1, kAlgoDirect = 2, kAlgoWinograd = 3 };
 
 struct ConvGeometry {

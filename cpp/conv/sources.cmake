@@ -22,5 +22,6 @@ if(JAXDNN_HAVE_CUTLASS)
     sm90/conv_dgrad_sm90.cu sm90/conv_dgrad_sm90_n64.cu sm90/conv_dgrad_sm90_n128.cu
     sm90/conv_wgrad_sm90.cu sm90/conv_wgrad_sm90_m64.cu sm90/conv_wgrad_sm90_m128.cu
     sm80/depthwise_fwd.cu sm80/depthwise_wgrad.cu sm80/depthwise_wgrad_call.cu
-    sm80/grouped_fwd.cu sm80/grouped_tiled_fwd.cu sm80/grouped_wgrad.cu sm80/grouped_tiled_wgrad.cu)
+    sm80/grouped_fwd.cu sm80/grouped_tiled_fwd.cu sm80/grouped_wgrad.cu sm80/grouped_tiled_wgrad.cu
+    sm80/winograd_fwd.cu)
 endif()

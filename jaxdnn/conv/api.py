@@ -310,7 +310,7 @@ def _decide(
       raise ValueError(
         f"{op}: algorithm={algorithm!r} has no jaxdnn kernel yet (built: {BUILT_ALGORITHMS})"
       )
-    if algorithm == "winograd" and target == "cpu" and not _winograd_serves(g):
+    if algorithm == "winograd" and target in ("cpu", "cuda") and not _winograd_serves(g):
       raise ValueError(
         f"{op}: algorithm='winograd' serves 3x3 windows over the last two spatial dims (a depth "
         "window of 1 in 3D), stride 1, no input or kernel dilation; use 'implicit_gemm' or None"
@@ -325,8 +325,6 @@ def _decide(
         f"{op}: algorithm='fft' serves stride-1 convolutions without input dilation (any "
         "window, padding, kernel dilation and groups); use 'implicit_gemm' or None"
       )
-    if target == "cuda" and algorithm not in ("implicit_gemm", "direct", "fft"):
-      raise ValueError(f"{op}: algorithm={algorithm!r} has no CUDA kernel yet")
 
   def cuda_forward_plan(algorithm):
     return forward_plan(
@@ -359,6 +357,12 @@ def _decide(
     if not _extension.has_cuda_target("jaxdnn_conv_fwd"):
       return "this build has no CUDA convolution kernel (CUTLASS headers missing)"
     if cuda_forward_plan(algorithm) < 0:
+      if algorithm == "winograd":
+        return (
+          "the CUDA Winograd kernel does not serve this call (it takes float32, bfloat16 or "
+          "float16 x and w, an output of x's dtype or float32, a residual of the output's dtype, "
+          "at most 1820 groups)"
+        )
       if algorithm == "direct" and not depthwise:
         return (
           "the CUDA grouped kernel does not serve this call (it takes bfloat16/float16 x and w, "
@@ -428,6 +432,12 @@ def _decide(
       "direct",
       "algorithm='direct' asked for: the CUDA "
       + ("depthwise channel-vector loop" if depthwise else "grouped tensor-core kernel"),
+    )
+  elif platform == "cuda" and algorithm == "winograd":
+    chosen, reason = (
+      "winograd",
+      "algorithm='winograd' asked for: the CUDA Winograd forward (transforms, batched "
+      "tensor-core GEMMs, the output transform with the epilogue)",
     )
   elif platform == "cuda":
     chosen = "implicit_gemm"
@@ -629,7 +639,16 @@ def _plan_report(c: _Call) -> dict:
       algorithm=ALGORITHM_CODES[c.algorithm] if c.forced else 0,
     )
     kernel = forward_plan(c.g, c.g.batch, query="conv_fwd_kernel", **static)
-    if kernel == 3:
+    if kernel in (4, 5):
+      m = 2 if kernel == 4 else 4
+      report["config"] = dict(
+        kernel=f"Winograd F({m}x{m}, 3x3) (CUDA): the weights' and the input's transforms, "
+        f"{(m + 2) ** 2} GEMMs a group ("
+        + ("float32 FMAs" if m == 4 else "mma.sync tensor cores, float32 sums")
+        + "), the output transform with the epilogue",
+        workspace_bytes=forward_plan(c.g, c.g.batch, **static),
+      )
+    elif kernel == 3:
       report["config"] = dict(
         kernel="grouped direct (CUDA): mma.sync tensor cores, a CTA a group, each warp's 16 "
         "output positions' window rows staged in shared memory",
@@ -812,9 +831,10 @@ def conv(
       a group in bfloat16/float16), gradients included. A forced
       "implicit_gemm" also runs the gradients on their sm90 kernels wherever
       those serve the problem. "winograd" (3x3 windows, stride 1, no
-      dilation; F(4x4, 3x3), or F(2x2, 3x3) where the output has fewer than 4
-      rows or columns) runs on the CPU so far, its gradients on
-      the CPU's implicit-GEMM kernels. "fft" (stride 1, no input dilation:
+      dilation) runs the forward as F(4x4, 3x3), or F(2x2, 3x3) where the
+      output has fewer than 4 rows or columns; on CUDA bfloat16/float16 always
+      F(2x2, 3x3), whose transforms keep 16-bit rounding small. Its
+      gradients run where algorithm=None would run them. "fft" (stride 1, no input dilation:
       XLA's float32 real FFTs around jaxdnn's per-frequency channel mixing,
       gradients the same way; jaxdnn/conv/fft.py) is the default for windows
       of 256 taps or more on CUDA, 64 on the CPU; a NaN or Inf in a sample reaches all of that

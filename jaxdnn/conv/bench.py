@@ -260,8 +260,13 @@ def _jax_row(name, mode, impl, kw, x, w, b, flops):
   try:
     if impl == "xla":
       f = _xla_fn(kw, mode)
-    else:  # "sm90" / "direct" / "fft": jaxdnn with that algorithm forced
-      algorithm = {"sm90": "implicit_gemm", "direct": "direct", "fft": "fft"}.get(impl)
+    else:  # "sm90" / "direct" / "winograd" / "fft": jaxdnn with that algorithm forced
+      algorithm = {
+        "sm90": "implicit_gemm",
+        "direct": "direct",
+        "fft": "fft",
+        "winograd": "winograd",
+      }.get(impl)
       f = _jax_fn(None, kw, mode, algorithm=algorithm)
     if mode == "fwd+bwd":
       cot = _cotangent(f, x, w, b)
@@ -353,7 +358,8 @@ def main(argv=None):
     "--impls",
     default="jaxdnn,xla,torch",
     help="jaxdnn (its default choices), sm90 (the sm90 kernels forced), direct (the direct"
-    " depthwise or grouped kernels forced), fft (the FFT convolution forced, stride-1 cases),"
+    " depthwise or grouped kernels forced), winograd (3x3 stride-1 cases), fft (the FFT"
+    " convolution forced, stride-1 cases),"
     " xla, torch",
   )
   ap.add_argument("--gpu-busy", action="store_true", help="also GPU-busy time (CUPTI, PyTorch)")

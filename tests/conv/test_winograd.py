@@ -3,8 +3,10 @@
 columns, so the cases below run both)
 against the oracle on the problems it serves, with gradients (on the CPU's
 implicit-GEMM kernels), vmap over weights (folded into groups), the custom
-call in the HLO, and the refusal of problems it does not serve. CPU only:
-there is no CUDA Winograd kernel yet."""
+call in the HLO, and the refusal of problems it does not serve. On a GPU
+the same cases run the CUDA forward (cpp/conv/sm80/winograd_fwd.cu:
+F(2x2, 3x3) for 16-bit dtypes, the CPU's tile rule for float32), plus
+GPU-only cases with the channel counts its vector and GEMM paths take."""
 
 import zlib
 
@@ -17,8 +19,6 @@ from conftest import on_gpu
 from jax.test_util import check_grads
 
 import jaxdnn
-
-pytestmark = pytest.mark.skipif(on_gpu(), reason="Winograd runs on the CPU kernels only so far")
 
 
 @pytest.fixture
@@ -121,3 +121,54 @@ def test_refuses_what_it_does_not_serve(ws, kw):
   x = jnp.ones((1, 8, 8, 4)) if len(ws) == 4 else jnp.ones((1, 8, 4))
   with pytest.raises(ValueError, match="winograd"):
     jaxdnn.conv(x, jnp.ones(ws), algorithm="winograd", **kw)
+
+
+# GPU: wide channels (16-byte input transform, several GEMM k blocks and
+# n blocks), groups of 40 channels, float32 output from 16-bit inputs.
+GPU_CASES = [
+  ((2, 13, 11, 64), (3, 3, 64, 72), jnp.bfloat16, dict(padding="SAME", activation="relu")),
+  ((3, 8, 9, 80), (3, 3, 40, 96), jnp.float16, dict(feature_group_count=2, activation="silu")),
+  (
+    (2, 6, 7, 48),
+    (3, 3, 48, 40),
+    jnp.bfloat16,
+    dict(padding=((0, 1), (2, 0)), preferred_element_type=jnp.float32),
+  ),
+  ((1, 17, 15, 96), (3, 3, 96, 130), jnp.float32, dict(padding="SAME", activation="gelu")),
+]
+
+
+@pytest.mark.skipif(not on_gpu(), reason="needs a GPU")
+@pytest.mark.parametrize("case", range(len(GPU_CASES)))
+def test_cuda_wide_channels(rng, case):
+  xs, ws, dtype, kw = GPU_CASES[case]
+  x, w, b = _args(rng, xs, ws, dtype)
+  f = jax.jit(lambda x, w, b: jaxdnn.conv(x, w, b, algorithm="winograd", **kw))
+  got = f(x, w, b)
+  want = jaxdnn.conv(x, w, b, implementation="xla", **kw)
+  assert got.dtype == want.dtype
+  assert_close(got, want, TOL[dtype])
+  assert "jaxdnn_conv_fwd" in custom_call_targets(f.lower(x, w, b).compile().as_text())
+  tile = 4 if dtype == jnp.float32 else 2
+  plan = jaxdnn.conv_plan(x, w, b, algorithm="winograd", **kw)
+  assert (
+    plan["implementation"] == "cuda"
+    and f"Winograd F({tile}x{tile}, 3x3) (CUDA)" in (plan["config"]["kernel"])
+  ), plan
+
+
+@pytest.mark.skipif(not on_gpu(), reason="needs a GPU")
+def test_cuda_grad_and_vmap_of_grad(rng):
+  x, w, b = _args(rng, (3, 2, 9, 7, 16), (3, 3, 16, 24), jnp.bfloat16)
+  loss = lambda **k: (
+    lambda x, w, b: jnp.sum(
+      jnp.tanh(jaxdnn.conv(x, w, b, activation="relu", **k).astype(jnp.float32))
+    )
+  )
+  per_example = lambda **k: jax.vmap(
+    jax.grad(loss(**k), argnums=(0, 1, 2)), in_axes=(0, None, None)
+  )
+  got = jax.jit(per_example(algorithm="winograd"))(x, w, b)
+  want = per_example(implementation="xla")(x, w, b)
+  for a, e in zip(got, want):
+    assert_close(a, e, 5e-2)

@@ -12,32 +12,8 @@
 namespace jaxdnn::conv {
 namespace {
 
-// The transforms of F(M x M, 3x3), M outputs a side from T = M + 2 inputs
-// (Lavin and Gray's matrices: F(2, 3) over the points 0, 1, -1, infinity;
-// F(4, 3) over 0, 1, -1, 2, -2, infinity).
 template <int M>
-struct Transforms;
-template <>
-struct Transforms<2> {
-  static constexpr int kT = 4;
-  static constexpr float kBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
-  static constexpr float kG[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
-  static constexpr float kAt[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
-};
-template <>
-struct Transforms<4> {
-  static constexpr int kT = 6;
-  static constexpr float kBt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
-                                      {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
-  static constexpr float kG[6][3] = {{0.25f, 0, 0},
-                                     {-1.0f / 6, -1.0f / 6, -1.0f / 6},
-                                     {-1.0f / 6, 1.0f / 6, -1.0f / 6},
-                                     {1.0f / 24, 1.0f / 12, 1.0f / 6},
-                                     {1.0f / 24, -1.0f / 12, 1.0f / 6},
-                                     {0, 0, 1}};
-  static constexpr float kAt[4][6] = {
-      {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
-};
+using Transforms = WinogradMatrices<M>;
 
 // U = G g G^T for every (ci, co) of each group: [T * T][groups][C_in/g][ld]
 // floats, ld = C_out/g rounded up to the GEMM's 16 columns (zero past it).
@@ -56,12 +32,12 @@ std::vector<float> TransformWeights(const ConvGeometry& g, const T* w, int64_t l
       }
       for (int a = 0; a < kT; ++a) {  // t = G k
         for (int b = 0; b < 3; ++b)
-          t[a][b] = X::kG[a][0] * k[0][b] + X::kG[a][1] * k[1][b] + X::kG[a][2] * k[2][b];
+          t[a][b] = X::G(a, 0) * k[0][b] + X::G(a, 1) * k[1][b] + X::G(a, 2) * k[2][b];
       }
       const int64_t gr = co / cout_g;
       for (int a = 0; a < kT; ++a) {  // u = t G^T
         for (int b = 0; b < kT; ++b) {
-          const float r = t[a][0] * X::kG[b][0] + t[a][1] * X::kG[b][1] + t[a][2] * X::kG[b][2];
+          const float r = t[a][0] * X::G(b, 0) + t[a][1] * X::G(b, 1) + t[a][2] * X::G(b, 2);
           u[size_t((((a * kT + b) * g.groups + gr) * cin_g + ci) * ld + co % cout_g)] = r;
         }
       }
@@ -87,7 +63,7 @@ void TransformTile(const T* const (&d)[Transforms<M>::kT][Transforms<M>::kT], in
       for (int c = 0; c < kT; ++c) {
         float s = 0.0f;
         for (int r = 0; r < kT; ++r) {
-          if (X::kBt[a][r] != 0.0f) s += X::kBt[a][r] * x[r][c];
+          if (X::Bt(a, r) != 0.0f) s += X::Bt(a, r) * x[r][c];
         }
         t[a][c] = s;
       }
@@ -96,7 +72,7 @@ void TransformTile(const T* const (&d)[Transforms<M>::kT][Transforms<M>::kT], in
       for (int b = 0; b < kT; ++b) {
         float s = 0.0f;
         for (int c = 0; c < kT; ++c) {
-          if (X::kBt[b][c] != 0.0f) s += t[a][c] * X::kBt[b][c];
+          if (X::Bt(b, c) != 0.0f) s += t[a][c] * X::Bt(b, c);
         }
         v[(a * kT + b) * v_stride + ci] = s;
       }
@@ -115,7 +91,7 @@ void OutputTransform(const float (&m)[Transforms<M>::kT * Transforms<M>::kT], fl
     for (int c = 0; c < kT; ++c) {
       float s = 0.0f;
       for (int r = 0; r < kT; ++r) {
-        if (X::kAt[a][r] != 0.0f) s += X::kAt[a][r] * m[r * kT + c];
+        if (X::At(a, r) != 0.0f) s += X::At(a, r) * m[r * kT + c];
       }
       t[a][c] = s;
     }
@@ -124,7 +100,7 @@ void OutputTransform(const float (&m)[Transforms<M>::kT * Transforms<M>::kT], fl
     for (int b = 0; b < M; ++b) {
       float s = 0.0f;
       for (int c = 0; c < kT; ++c) {
-        if (X::kAt[b][c] != 0.0f) s += t[a][c] * X::kAt[b][c];
+        if (X::At(b, c) != 0.0f) s += t[a][c] * X::At(b, c);
       }
       y[a][b] = s;
     }
@@ -191,13 +167,6 @@ void Forward(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
 }  // namespace
 
 int WinogradOutputTile(const ConvGeometry& g) { return g.out[1] >= 4 && g.out[2] >= 4 ? 4 : 2; }
-
-bool WinogradServes(const ConvGeometry& g) {
-  for (int k = 0; k < 3; ++k) {
-    if (g.stride[k] != 1 || g.in_dilation[k] != 1 || g.k_dilation[k] != 1) return false;
-  }
-  return g.window[0] == 1 && g.window[1] == 3 && g.window[2] == 3;
-}
 
 ffi::Error WinogradFwdCpu(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
   if (!WinogradServes(p.g)) {

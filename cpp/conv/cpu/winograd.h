@@ -13,13 +13,9 @@
 
 #include "common/ffi_util.h"
 #include "conv/problem.h"
+#include "conv/winograd_math.h"
 
 namespace jaxdnn::conv {
-
-// The problems it serves: a 3x3 window over the last two spatial dims (a
-// depth window of 1 in 3D), stride 1, no input or kernel dilation; any
-// groups (a vmapped weight folds into them).
-bool WinogradServes(const ConvGeometry& g);
 
 // The output tile side it uses: 4 where the output has at least 4 rows and
 // 4 columns, 2 below that (a 4x4 tile would be mostly padding).

@@ -169,21 +169,8 @@ __device__ __forceinline__ void StageChunk(const GpGeometry& s, const int4* taps
 }
 
 // The activation for a runtime code (one kernel instantiation serves all).
-__device__ inline float ApplyAct(int32_t act, float v, float param) {
-  switch (static_cast<Act>(act)) {
-    case Act::kRelu: return Apply<Act::kRelu>(v, param);
-    case Act::kRelu6: return Apply<Act::kRelu6>(v, param);
-    case Act::kGeluErf: return Apply<Act::kGeluErf>(v, param);
-    case Act::kGeluTanh: return Apply<Act::kGeluTanh>(v, param);
-    case Act::kSilu: return Apply<Act::kSilu>(v, param);
-    case Act::kSigmoid: return Apply<Act::kSigmoid>(v, param);
-    case Act::kTanh: return Apply<Act::kTanh>(v, param);
-    case Act::kElu: return Apply<Act::kElu>(v, param);
-    case Act::kSoftplus: return Apply<Act::kSoftplus>(v, param);
-    case Act::kLeakyRelu: return Apply<Act::kLeakyRelu>(v, param);
-    case Act::kSquaredRelu: return Apply<Act::kSquaredRelu>(v, param);
-    default: return v;
-  }
+__device__ __forceinline__ float ApplyAct(int32_t act, float v, float param) {
+  return ApplyCode(act, v, param);
 }
 
 // Where the grouped kernels serve a geometry (both need 8-channel chunks of
