@@ -29,7 +29,7 @@ IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run withou
 # memory-bound ops cnn_cases runs, for a short sanitizer run; "paged": only
 # paged_attention's in-place decode; "bias": only the attention bias forwards;
 # "dims": only the head dim 96 / 192 forwards; "grouped": only the grouped
-# convolution kernels.
+# convolution kernels; "winograd": only the Winograd forwards.
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 key = iter(jax.random.split(jax.random.key(0), 128))
 
@@ -122,6 +122,10 @@ def main():
     grouped_conv_cases()
     print("memcheck smoke (grouped): ALL PASSED")
     return
+  if ONLY == "winograd":
+    winograd_cases()
+    print("memcheck smoke (winograd): ALL PASSED")
+    return
   if ONLY == "cnn":
     cnn_cases()
     print("memcheck smoke (cnn): ALL PASSED")
@@ -187,6 +191,40 @@ def grouped_conv_cases():
     )
 
 
+def winograd_cases():
+  """The Winograd forward (CUDA: transforms, batched GEMMs, output
+  transform): tail tiles, the 16-byte and scalar input paths, groups, every
+  dtype (float32 takes the 4x4 tile), a residual and float32 output."""
+  for xs, ws, groups, dtype, kw in (
+    ((3, 13, 11, 64), (3, 3, 64, 72), 1, jnp.bfloat16, dict(padding="SAME")),
+    ((2, 7, 9, 10), (3, 3, 5, 6), 2, jnp.float16, dict(padding=((2, 0), (1, 1)))),
+    ((2, 9, 10, 24), (3, 3, 24, 40), 1, jnp.float32, dict(padding="SAME")),
+    (
+      (1, 3, 6, 5, 16),
+      (1, 3, 3, 16, 16),
+      1,
+      jnp.bfloat16,
+      dict(preferred_element_type=jnp.float32),
+    ),
+  ):
+    x, w, b = normal(xs, dtype), normal(ws, dtype) * 0.1, normal(ws[-1:])
+    y = jaxdnn.conv(x, w, b, feature_group_count=groups, implementation=IMPL, **kw)
+    r = normal(y.shape, y.dtype)
+    jax.block_until_ready(
+      jaxdnn.conv(
+        x,
+        w,
+        b,
+        residual=r,
+        feature_group_count=groups,
+        activation="gelu",
+        algorithm="winograd",
+        implementation=IMPL,
+        **kw,
+      )  # fmt: skip
+    )
+
+
 def cnn_cases():
   for c in (64, 13):
     x = normal((3, 17, 15, c))
@@ -249,6 +287,7 @@ def cnn_cases():
   )
   _grad_of(lambda x, s: jaxdnn.group_norm(x, s, num_groups=8, implementation=IMPL), x, s)
   grouped_conv_cases()
+  winograd_cases()
 
 
 def rnn_cases():
