@@ -357,7 +357,8 @@ def main(argv=None):
     default="dense,packed,decode",
     help="comma-separated parts: dense (the grid), packed, decode, extras (issue 24: bias,"
     " sinks, MLA; not in the default), bias (issue 24's bias table over --seqs from 1024:"
-    " [1, H, T, T] and [B, H, T, T], causal and not; not in the default)",
+    " [1, H, T, T] and [B, H, T, T], causal and not; not in the default), mla (issue 24's"
+    " MLA 192/128 table over --seqs, batch x seq = 16k tokens; not in the default)",
   )
   ap.add_argument(
     "--gpu-busy",
@@ -394,6 +395,10 @@ def main(argv=None):
 
     bias_seqs = [256] if args.quick else [s for s in seqs if s >= 1024]
     bias_grid(records, seqs=bias_seqs, print_case=_print_case)
+  if "mla" in parts:
+    from jaxdnn.attention.bench_extras import mla_grid
+
+    mla_grid(records, with_torch, seqs=[256] if args.quick else seqs, print_case=_print_case)
   add_ratios(records)
   summ = summary(records)
   print("jaxdnn vs cuDNN (head dim 128, seq >= 2k):", json.dumps(summ))
