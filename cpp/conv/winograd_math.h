@@ -5,9 +5,10 @@
 // T = M + 2, as Y = A^T [(G g G^T) .* (B^T d B)] A. F(2, 3) interpolates at
 // 0, 1, -1 and infinity; F(4, 3) at 0, 1, -1, 2, -2 and infinity.
 // The matrices are functions, not arrays, so device code can read them; every
-// caller's loops are unrolled, so each entry folds to a constant and a zero
-// entry's term disappears (an infinite input then spreads only where the
-// matrices mix it, as in the CPU kernel).
+// caller's loops are unrolled, so each entry folds to a constant. The input
+// and output transforms skip B's and A's zero entries (an infinite input
+// then spreads only where the matrices mix it); the weight transform does
+// not (an infinite weight gives NaN), on the CPU and CUDA alike.
 #pragma once
 
 #include "common/host_device.h"

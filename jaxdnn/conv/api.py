@@ -437,7 +437,8 @@ def _decide(
     chosen, reason = (
       "winograd",
       "algorithm='winograd' asked for: the CUDA Winograd forward (transforms, batched "
-      "tensor-core GEMMs, the output transform with the epilogue)",
+      + ("float32 FMA" if jnp.dtype(x.dtype) == jnp.float32 else "tensor-core")
+      + " GEMMs, the output transform with the epilogue)",
     )
   elif platform == "cuda":
     chosen = "implicit_gemm"
@@ -591,7 +592,7 @@ def _execute(c: _Call):
     # The code asked for (0 where the algorithm was chosen): the CUDA forward
     # runs a 1x1 stride-1 layer as a GEMM only when asked (heuristics.h).
     algorithm=ALGORITHM_CODES[c.algorithm] if c.forced else 0,
-    forced=c.forced,
+    forced=_gradients_forced(c),
     out_dtype=str(np.dtype(c.out_dtype)),
     x_dtype=str(np.dtype(x.dtype)),
     w_dtype=str(np.dtype(w.dtype)),
@@ -644,7 +645,11 @@ def _plan_report(c: _Call) -> dict:
       report["config"] = dict(
         kernel=f"Winograd F({m}x{m}, 3x3) (CUDA): the weights' and the input's transforms, "
         f"{(m + 2) ** 2} GEMMs a group ("
-        + ("float32 FMAs" if m == 4 else "mma.sync tensor cores, float32 sums")
+        + (
+          "float32 FMAs"
+          if jnp.dtype(c.x.dtype) == jnp.float32
+          else "mma.sync tensor cores, float32 sums"
+        )
         + "), the output transform with the epilogue",
         workspace_bytes=forward_plan(c.g, c.g.batch, **static),
       )
@@ -684,6 +689,13 @@ def _plan_report(c: _Call) -> dict:
   else:
     report["gradients"] = "jax.grad of the XLA composition"
   return report
+
+
+def _gradients_forced(c: _Call) -> bool:
+  """Whether the gradients run on the sm90 kernels wherever they serve (a
+  forced algorithm's), rather than by the default rule. Winograd is a
+  forward algorithm: its gradients take the default's path."""
+  return c.forced and c.algorithm != "winograd"
 
 
 def _cuda_gradients(c: _Call) -> str:
@@ -745,7 +757,7 @@ def _cuda_gradients(c: _Call) -> str:
       )
     )
 
-  if not c.forced and not prefer_sm90(c.g, c.g.batch, gradients=True):
+  if not _gradients_forced(c) and not prefer_sm90(c.g, c.g.batch, gradients=True):
     return (
       "data and weight gradients: XLA's convolution (measured faster than the sm90 kernels; "
       "algorithm='implicit_gemm' forces them)"

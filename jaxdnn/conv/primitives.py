@@ -264,15 +264,23 @@ class ConvForward(_ConvOp):
     return [jax.ShapeDtypeStruct((max(nbytes, 1),), jnp.uint8)]
 
   def fallback(self, platform, **params):
-    if platform != "cuda" or _extension.has_cuda_target(self.target):
+    """XLA's convolution where the CUDA build has no kernel, or where the
+    plan refuses a problem the call did not see: a vmap folded into the
+    groups can take Winograd past its grid's group limit (the refusals never
+    depend on the batch, so the plan is asked at batch 1)."""
+    if platform != "cuda":
+      return None
+    if _extension.has_cuda_target(self.target) and _plan_of(None, params["g"], params) >= 0:
       return None
     return lambda *args: _forward_composed(*args, **params)
 
 
 def _plan_of(avals_in, g, params):
+  """The forward plan's workspace bytes (-1: refused), at avals_in's batch
+  or, without avals, at batch 1."""
   return forward_plan(
     g,
-    avals_in[0].shape[0],
+    avals_in[0].shape[0] if avals_in is not None else 1,
     params["x_dtype"],
     params["out_dtype"],
     params["bias_dtype"],
