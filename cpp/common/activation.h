@@ -105,7 +105,7 @@ JAXDNN_HD float ApplyCode(int32_t act, float x, float param) {
 // fn(std::integral_constant<Act, A>{}) for the runtime code `act`; false for
 // a code with no activation.
 template <typename Fn>
-bool ByAct(int32_t act, Fn&& fn) {
+JAXDNN_HD bool ByAct(int32_t act, Fn&& fn) {
   switch (static_cast<Act>(act)) {
 #define JAXDNN_ACT_CASE(A) \
   case A: fn(std::integral_constant<Act, A>{}); return true;

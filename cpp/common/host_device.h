@@ -7,3 +7,11 @@
 #else
 #define JAXDNN_HD inline
 #endif
+
+// JAXDNN_UNROLL: unroll the next loop in device code (shared functions'
+// small constant loops, so their constants fold); nothing on the host.
+#if defined(__CUDACC__)
+#define JAXDNN_UNROLL _Pragma("unroll")
+#else
+#define JAXDNN_UNROLL
+#endif

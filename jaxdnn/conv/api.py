@@ -343,7 +343,7 @@ def _decide(
   if fft_by_rule:
     algorithm = "fft"
   # Grouped layers stay on XLA's convolution by default: the grouped kernels
-  # measured 0.56-0.72x it forward+backward on an H200 (docs/perf/conv.md);
+  # measured 0.65-0.99x it forward+backward on an H200 (docs/perf/conv.md);
   # algorithm="direct" runs them.
   chosen_by_rule = algorithm is None and _dilated_depthwise_goes_direct(
     g, target, implementation, wide, lambda: cuda_forward_plan("direct") >= 0

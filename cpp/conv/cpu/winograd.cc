@@ -13,33 +13,27 @@ namespace jaxdnn::conv {
 namespace {
 
 template <int M>
-using Transforms = WinogradMatrices<M>;
+constexpr int kTileSide = WinogradMatrices<M>::kT;  // T = M + 2 inputs a side
 
 // U = G g G^T for every (ci, co) of each group: [T * T][groups][C_in/g][ld]
 // floats, ld = C_out/g rounded up to the GEMM's 16 columns (zero past it).
 // g is w[j1 * 3 + j2][ci][co] (ci within co's group).
 template <int M, typename T>
 std::vector<float> TransformWeights(const ConvGeometry& g, const T* w, int64_t ld) {
-  using X = Transforms<M>;
-  constexpr int kT = X::kT;
+  constexpr int kT = kTileSide<M>;
   const int64_t cin_g = g.cin_g(), cout_g = g.cout_g(), cout = g.out_channels;
   std::vector<float> u(size_t(kT * kT * g.groups * cin_g * ld), 0.0f);
   for (int64_t ci = 0; ci < cin_g; ++ci) {
     for (int64_t co = 0; co < cout; ++co) {
-      float k[3][3], t[kT][3];
+      float k[3][3], r[kT][kT];
       for (int a = 0; a < 3; ++a) {
         for (int b = 0; b < 3; ++b) k[a][b] = ToFloat(w[((a * 3 + b) * cin_g + ci) * cout + co]);
       }
-      for (int a = 0; a < kT; ++a) {  // t = G k
-        for (int b = 0; b < 3; ++b)
-          t[a][b] = X::G(a, 0) * k[0][b] + X::G(a, 1) * k[1][b] + X::G(a, 2) * k[2][b];
-      }
+      WinogradWeightTransform<M>(k, r);
       const int64_t gr = co / cout_g;
-      for (int a = 0; a < kT; ++a) {  // u = t G^T
-        for (int b = 0; b < kT; ++b) {
-          const float r = t[a][0] * X::G(b, 0) + t[a][1] * X::G(b, 1) + t[a][2] * X::G(b, 2);
-          u[size_t((((a * kT + b) * g.groups + gr) * cin_g + ci) * ld + co % cout_g)] = r;
-        }
+      for (int a = 0; a < kT; ++a) {
+        for (int b = 0; b < kT; ++b)
+          u[size_t((((a * kT + b) * g.groups + gr) * cin_g + ci) * ld + co % cout_g)] = r[a][b];
       }
     }
   }
@@ -47,62 +41,18 @@ std::vector<float> TransformWeights(const ConvGeometry& g, const T* w, int64_t l
 }
 
 // V = B^T d B of one tile for channels [0, cin): d[r][c] the tile's input
-// rows (null: outside the input, zeros), v[point * v_stride + ci]. B's
-// zeros are skipped, so an infinite input spreads only where B mixes it.
+// rows (null: outside the input, zeros), v[point * v_stride + ci].
 template <int M, typename T>
-void TransformTile(const T* const (&d)[Transforms<M>::kT][Transforms<M>::kT], int64_t cin, float* v,
-                   int64_t v_stride) {
-  using X = Transforms<M>;
-  constexpr int kT = X::kT;
+void TransformTile(const T* const (&d)[kTileSide<M>][kTileSide<M>], int64_t cin, float* v, int64_t v_stride) {
+  constexpr int kT = kTileSide<M>;
   for (int64_t ci = 0; ci < cin; ++ci) {
-    float x[kT][kT], t[kT][kT];
-    for (int r = 0; r < kT; ++r) {
-      for (int c = 0; c < kT; ++c) x[r][c] = d[r][c] ? ToFloat(d[r][c][ci]) : 0.0f;
+    float x[kT][kT], r[kT][kT];
+    for (int a = 0; a < kT; ++a) {
+      for (int c = 0; c < kT; ++c) x[a][c] = d[a][c] ? ToFloat(d[a][c][ci]) : 0.0f;
     }
-    for (int a = 0; a < kT; ++a) {  // t = B^T x
-      for (int c = 0; c < kT; ++c) {
-        float s = 0.0f;
-        for (int r = 0; r < kT; ++r) {
-          if (X::Bt(a, r) != 0.0f) s += X::Bt(a, r) * x[r][c];
-        }
-        t[a][c] = s;
-      }
-    }
-    for (int a = 0; a < kT; ++a) {  // v = t B
-      for (int b = 0; b < kT; ++b) {
-        float s = 0.0f;
-        for (int c = 0; c < kT; ++c) {
-          if (X::Bt(b, c) != 0.0f) s += t[a][c] * X::Bt(b, c);
-        }
-        v[(a * kT + b) * v_stride + ci] = s;
-      }
-    }
-  }
-}
-
-// y = A^T m A: the M x M outputs of one tile and output channel from its
-// T * T products m[point].
-template <int M>
-void OutputTransform(const float (&m)[Transforms<M>::kT * Transforms<M>::kT], float (&y)[M][M]) {
-  using X = Transforms<M>;
-  constexpr int kT = X::kT;
-  float t[M][kT];
-  for (int a = 0; a < M; ++a) {
-    for (int c = 0; c < kT; ++c) {
-      float s = 0.0f;
-      for (int r = 0; r < kT; ++r) {
-        if (X::At(a, r) != 0.0f) s += X::At(a, r) * m[r * kT + c];
-      }
-      t[a][c] = s;
-    }
-  }
-  for (int a = 0; a < M; ++a) {
-    for (int b = 0; b < M; ++b) {
-      float s = 0.0f;
-      for (int c = 0; c < kT; ++c) {
-        if (X::At(b, c) != 0.0f) s += t[a][c] * X::At(b, c);
-      }
-      y[a][b] = s;
+    WinogradInputTransform<M>(x, r);
+    for (int a = 0; a < kT; ++a) {
+      for (int b = 0; b < kT; ++b) v[(a * kT + b) * v_stride + ci] = r[a][b];
     }
   }
 }
@@ -111,7 +61,7 @@ void OutputTransform(const float (&m)[Transforms<M>::kT * Transforms<M>::kT], fl
 // tiles transformed, T * T GEMMs, the output transform, the epilogue.
 template <int M, typename T>
 void Forward(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
-  constexpr int kT = Transforms<M>::kT, kPoints = kT * kT;
+  constexpr int kT = kTileSide<M>, kPoints = kT * kT;
   const ConvGeometry& g = p.g;
   const int64_t cin = g.in_channels, cout = g.out_channels, ow = g.out[2];
   const int64_t cin_g = g.cin_g(), cout_g = g.cout_g(), ld = RoundUp(cout_g, kTileCols);
@@ -147,9 +97,10 @@ void Forward(const ConvFwdArgs& p, ffi::ThreadPool* pool) {
     std::vector<float> acc(size_t(M * ow * cout));
     for (int64_t t = 0; t < tiles; ++t) {
       for (int64_t co = 0; co < cout; ++co) {
-        float mt[kPoints], y[M][M];
-        for (int point = 0; point < kPoints; ++point) mt[point] = m[size_t((point * tiles + t) * cout + co)];
-        OutputTransform<M>(mt, y);
+        float mt[kT][kT], y[M][M];
+        for (int point = 0; point < kPoints; ++point)
+          mt[point / kT][point % kT] = m[size_t((point * tiles + t) * cout + co)];
+        WinogradOutputTransform<M>(mt, y);
         for (int r = 0; r < M; ++r) {
           for (int c = 0; c < M; ++c) {
             if (M * t + c < ow) acc[size_t((r * ow + M * t + c) * cout + co)] = y[r][c];

@@ -168,11 +168,6 @@ __device__ __forceinline__ void StageChunk(const GpGeometry& s, const int4* taps
   CpAsync16L1(dst, src, valid ? 16 : 0);
 }
 
-// The activation for a runtime code (one kernel instantiation serves all).
-__device__ __forceinline__ float ApplyAct(int32_t act, float v, float param) {
-  return ApplyCode(act, v, param);
-}
-
 // Where the grouped kernels serve a geometry (both need 8-channel chunks of
 // a group on 16-byte boundaries): nullptr, or why not.
 inline const char* GroupedGeometryRefusal(const ConvGeometry& g) {

@@ -79,7 +79,8 @@ __device__ __forceinline__ void Finish2(const GpFwdParams& p, int64_t row, int64
     v1 += p.beta * r.y;
   }
   if (p.z != nullptr) Store2<OT>(static_cast<OT*>(p.z) + at, v0, v1);
-  Store2<OT>(static_cast<OT*>(p.y) + at, ApplyAct(p.act, v0, p.act_param), ApplyAct(p.act, v1, p.act_param));
+  Store2<OT>(static_cast<OT*>(p.y) + at, ApplyCode(p.act, v0, p.act_param),
+             ApplyCode(p.act, v1, p.act_param));
 }
 
 template <typename T, typename OT, bool kInDil>

@@ -52,8 +52,7 @@ __device__ __forceinline__ int64_t FirstIndex() { return int64_t(blockIdx.x) * b
 // zero in the padding.
 template <int M, typename T>
 __global__ void __launch_bounds__(256) WinogradFilterKernel(WgShape s, const T* w, T* u) {
-  using X = WinogradMatrices<M>;
-  constexpr int kT = X::kT;
+  constexpr int kT = WinogradMatrices<M>::kT;
   const int64_t total = s.groups * s.cp * s.kp;
   for (int64_t i = FirstIndex(); i < total; i += GridStride()) {
     const int64_t co = i % s.kp, ci = (i / s.kp) % s.cp, gr = i / (s.kp * s.cp);
@@ -66,32 +65,23 @@ __global__ void __launch_bounds__(256) WinogradFilterKernel(WgShape s, const T* 
           k[a][b] = Vec16<T>::Load1(w + ((a * 3 + b) * s.cin_g + ci) * s.cout + gr * s.cout_g + co);
       }
     }
-    float t[kT][3];
+    float r[kT][kT];
+    WinogradWeightTransform<M>(k, r);
 #pragma unroll
     for (int a = 0; a < kT; ++a) {
 #pragma unroll
-      for (int b = 0; b < 3; ++b)
-        t[a][b] = X::G(a, 0) * k[0][b] + X::G(a, 1) * k[1][b] + X::G(a, 2) * k[2][b];
-    }
-#pragma unroll
-    for (int a = 0; a < kT; ++a) {
-#pragma unroll
-      for (int b = 0; b < kT; ++b) {
-        const float r = t[a][0] * X::G(b, 0) + t[a][1] * X::G(b, 1) + t[a][2] * X::G(b, 2);
-        Vec16<T>::Store1(u + (((a * kT + b) * s.groups + gr) * s.cp + ci) * s.kp + co, r);
-      }
+      for (int b = 0; b < kT; ++b)
+        Vec16<T>::Store1(u + (((a * kT + b) * s.groups + gr) * s.cp + ci) * s.kp + co, r[a][b]);
     }
   }
 }
 
 // V[point][group][t][c] = (B^T d B)[point] of tile t, kVec channels a
 // thread (16-byte accesses where kVec > 1); zero for padded tiles and
-// channels. A zero entry of B^T is skipped, so an infinity reaches only
-// the points that mix it (as in the CPU kernel).
+// channels.
 template <int M, typename T, int kVec>
 __global__ void __launch_bounds__(256) WinogradInputKernel(WgShape s, const T* x, T* v) {
-  using X = WinogradMatrices<M>;
-  constexpr int kT = X::kT;
+  constexpr int kT = WinogradMatrices<M>::kT;
   const int64_t vecs = s.cp / kVec, total = s.groups * s.tp * vecs;
   for (int64_t i = FirstIndex(); i < total; i += GridStride()) {
     const int64_t c0 = (i % vecs) * kVec, t = (i / vecs) % s.tp, gr = i / (vecs * s.tp);
@@ -119,41 +109,31 @@ __global__ void __launch_bounds__(256) WinogradInputKernel(WgShape s, const T* x
         }
       }
     }
-    float bt[kT][kT][kVec];  // B^T d
+    float out[kT][kT][kVec];
 #pragma unroll
-    for (int a = 0; a < kT; ++a) {
+    for (int e = 0; e < kVec; ++e) {
+      float de[kT][kT], ve[kT][kT];
 #pragma unroll
-      for (int c = 0; c < kT; ++c) {
+      for (int r = 0; r < kT; ++r) {
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          float acc = 0.0f;
+        for (int c = 0; c < kT; ++c) de[r][c] = d[r][c][e];
+      }
+      WinogradInputTransform<M>(de, ve);
 #pragma unroll
-          for (int r = 0; r < kT; ++r) {
-            if (X::Bt(a, r) != 0.0f) acc += X::Bt(a, r) * d[r][c][e];
-          }
-          bt[a][c][e] = acc;
-        }
+      for (int a = 0; a < kT; ++a) {
+#pragma unroll
+        for (int b = 0; b < kT; ++b) out[a][b][e] = ve[a][b];
       }
     }
 #pragma unroll
     for (int a = 0; a < kT; ++a) {
 #pragma unroll
       for (int b = 0; b < kT; ++b) {
-        float out[kVec];
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          float acc = 0.0f;
-#pragma unroll
-          for (int c = 0; c < kT; ++c) {
-            if (X::Bt(b, c) != 0.0f) acc += bt[a][c][e] * X::Bt(b, c);
-          }
-          out[e] = acc;
-        }
         T* dst = v + (((a * kT + b) * s.groups + gr) * s.tp + t) * s.cp + c0;
         if constexpr (kVec == 1) {
-          Vec16<T>::Store1(dst, out[0]);
+          Vec16<T>::Store1(dst, out[a][b][0]);
         } else {
-          *reinterpret_cast<uint4*>(dst) = Vec16<T>::Pack(out);
+          *reinterpret_cast<uint4*>(dst) = Vec16<T>::Pack(out[a][b]);
         }
       }
     }
@@ -173,8 +153,7 @@ struct WgEpilogue {
 // of its outputs inside the image.
 template <int M, typename OT>
 __global__ void __launch_bounds__(256) WinogradOutputKernel(WgShape s, const float* m, WgEpilogue e) {
-  using X = WinogradMatrices<M>;
-  constexpr int kT = X::kT;
+  constexpr int kT = WinogradMatrices<M>::kT;
   const int64_t total = s.tiles * s.cout;
   for (int64_t i = FirstIndex(); i < total; i += GridStride()) {
     const int64_t co = i % s.cout, t = i / s.cout, gr = co / s.cout_g, cl = co % s.cout_g;
@@ -185,19 +164,8 @@ __global__ void __launch_bounds__(256) WinogradOutputKernel(WgShape s, const flo
       for (int b = 0; b < kT; ++b)
         mt[a][b] = __ldg(m + (((a * kT + b) * s.groups + gr) * s.tp + t) * s.kp + cl);
     }
-    float at[M][kT];  // A^T M
-#pragma unroll
-    for (int a = 0; a < M; ++a) {
-#pragma unroll
-      for (int c = 0; c < kT; ++c) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int r = 0; r < kT; ++r) {
-          if (X::At(a, r) != 0.0f) acc += X::At(a, r) * mt[r][c];
-        }
-        at[a][c] = acc;
-      }
-    }
+    float y[M][M];
+    WinogradOutputTransform<M>(mt, y);
     const WgTile tile = DecodeTile(s, t);
     const float bias = e.bias != nullptr ? BiasAt(e.bias, e.bias_dtype, co) : 0.0f;
 #pragma unroll
@@ -207,13 +175,8 @@ __global__ void __launch_bounds__(256) WinogradOutputKernel(WgShape s, const flo
       for (int b = 0; b < M; ++b) {
         const int64_t ow = tile.tw * M + b;
         if (oh >= s.out_h || ow >= s.out_w) continue;
-        float acc = 0.0f;
-#pragma unroll
-        for (int c = 0; c < kT; ++c) {
-          if (X::At(b, c) != 0.0f) acc += at[a][c] * X::At(b, c);
-        }
         const int64_t out = (((tile.n * s.out_d + tile.od) * s.out_h + oh) * s.out_w + ow) * s.cout + co;
-        float z = e.alpha * acc + bias;
+        float z = e.alpha * y[a][b] + bias;
         if (e.residual != nullptr) z += e.beta * Vec16<OT>::Load1(static_cast<const OT*>(e.residual) + out);
         if (e.z != nullptr) Vec16<OT>::Store1(static_cast<OT*>(e.z) + out, z);
         Vec16<OT>::Store1(static_cast<OT*>(e.y) + out, ApplyCode(e.act, z, e.act_param));
