@@ -16,16 +16,13 @@ namespace jaxdnn::attention {
 namespace {
 
 // What the CUDA kernels cover; the Python side routes everything else elsewhere.
-// Head dims 96 (both directions) and 192 (forward) where the plan's
-// ForwardNativeHeadDim / BackwardNativeHeadDim say so (the launchers refuse
-// the rest).
-enum class NativeDims { kNone, kBackward, kForward };  // +96, +96 and 192
-ffi::Error CheckCudaProblem(const AttnShape& s, ffi::DataType dtype, NativeDims native) {
-  const bool native_dim = (native != NativeDims::kNone && s.head_dim == 96) ||
-                          (native == NativeDims::kForward && s.head_dim == 192);
+// Head dims 96 and 192 where the plan's ForwardNativeHeadDim /
+// BackwardNativeHeadDim say so (the launchers refuse the rest).
+ffi::Error CheckCudaProblem(const AttnShape& s, ffi::DataType dtype, bool native_dims) {
+  const bool native_dim = native_dims && (s.head_dim == 96 || s.head_dim == 192);
   if (!CudaHeadDimSupported(s.head_dim) && !native_dim) {
-    return InvalidArg("jaxdnn attention", std::string("the CUDA kernel takes head_dim 64, 128 or 256 (96 on "
-                                                      "sm90, 192 forward on sm90), got ") +
+    return InvalidArg("jaxdnn attention", std::string("the CUDA kernel takes head_dim 64, 128 or 256 (96 and "
+                                                      "192 on sm90), got ") +
                                               std::to_string(s.head_dim));
   }
   if (dtype != ffi::DataType::BF16 && dtype != ffi::DataType::F16) {
@@ -44,7 +41,7 @@ ffi::Error FwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
                    float dropout_rate) {
   auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right, dropout_rate);
   if (!p.has_value()) return p.error();
-  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype, NativeDims::kForward); e.failure()) return e;
+  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype, /*native_dims=*/true); e.failure()) return e;
   if (cudaError_t err = StreamDevice(stream, &p->device); err != cudaSuccess) {
     return ffi::Error::Internal(std::string("jaxdnn attention forward: the stream's device: ") +
                                 cudaGetErrorString(err));
@@ -70,7 +67,7 @@ ffi::Error BwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingR
   // Only the fused sm90 backward's opt-in atomic dQ mode uses this; every
   // other CUDA backward is deterministic whatever it says.
   p->deterministic = deterministic != 0;
-  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype, NativeDims::kBackward); e.failure()) return e;
+  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype, /*native_dims=*/true); e.failure()) return e;
   if (cudaError_t err = StreamDevice(stream, &p->device); err != cudaSuccess) {
     return ffi::Error::Internal(std::string("jaxdnn attention backward: the stream's device: ") +
                                 cudaGetErrorString(err));
@@ -105,7 +102,7 @@ ffi::Error PagedFwdCuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::Remai
                         float softcap, int32_t window_left, int32_t window_right) {
   auto p = ReadPagedFwdCall(args, rets, scale, softcap, window_left, window_right);
   if (!p.has_value()) return p.error();
-  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype, NativeDims::kNone); e.failure()) return e;
+  if (ffi::Error e = CheckCudaProblem(p->shape, p->dtype, /*native_dims=*/false); e.failure()) return e;
   if (p->workspace_elems < PagedDecodeWorkspaceElems(p->shape)) {
     return InvalidArg("jaxdnn paged attention", "the workspace is smaller than the decode plan's");
   }

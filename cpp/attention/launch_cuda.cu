@@ -113,7 +113,8 @@ LaunchStatus BwdByHeadDim(const AttnBwdArgs& p, cudaStream_t stream) {
     case 256: return LaunchBwd<T, 256>(p, stream);
     default:
       return LaunchStatus::Refused(
-          "no sm80 backward is compiled for this head dim (64, 128, 256; 96 runs unpadded on sm90 only, "
+          "no sm80 backward is compiled for this head dim (64, 128, 256; 96 and 192 run unpadded on sm90 "
+          "only, "
           "where the call was traced on an sm90 device)");
   }
 }

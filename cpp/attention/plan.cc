@@ -107,7 +107,8 @@ bool ForwardNativeHeadDim(const AttnProblem& p) {
 }
 
 bool BackwardNativeHeadDim(const AttnProblem& p) {
-  if (p.shape.head_dim != 96 || SwitchInt(Switch::kAttentionSm90Bwd, -1) == 0) return false;
+  const int64_t d = p.shape.head_dim;
+  if ((d != 96 && d != 192) || SwitchInt(Switch::kAttentionSm90Bwd, -1) == 0) return false;
   if (!Sm90BackwardShapeFits(p)) return false;
   return jaxdnn::sm90::Sm90DeviceReady(-1);
 }
@@ -131,19 +132,23 @@ int32_t OperandsOf(const AttnBwdArgs& a) {
 bool Sm90BackwardShapeFits(const AttnProblem& p) {
   const AttnShape& s = p.shape;
   if (!Is16Bit(p.dtype)) return false;
-  // Head dim 256 (attention/sm90/backward_d256.cuh, the dQ kernel at 32-key
-  // steps) is on unless JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps the
-  // mma.sync backward (docs/perf/attention.md, Standing decisions: d256 on
-  // the two-kernel sm90 backward).
+  // Head dim 256 (attention/sm90/backward_dkdv_wide.cuh, the dQ kernel at
+  // 32-key steps) is on unless JAXDNN_ATTENTION_SM90_BWD_D256=0, which keeps
+  // the mma.sync backward (docs/perf/attention.md, Standing decisions: d256
+  // on the two-kernel sm90 backward). Head dims 96 and 192 (native, unless
+  // JAXDNN_ATTENTION_SM90_NATIVE_DIMS=0; 192 on the 256 kernels' plan, so
+  // under both switches).
+  const bool native = SwitchOn(Switch::kAttentionSm90NativeDims);
   const bool d256 = s.head_dim == 256 && SwitchOn(Switch::kAttentionSm90BwdD256);
-  const bool d96 = s.head_dim == 96 && SwitchOn(Switch::kAttentionSm90NativeDims);
-  if (s.head_dim != 64 && s.head_dim != 128 && !d256 && !d96) return false;
+  const bool d192 = s.head_dim == 192 && native && SwitchOn(Switch::kAttentionSm90BwdD256);
+  const bool d96 = s.head_dim == 96 && native;
+  if (s.head_dim != 64 && s.head_dim != 128 && !d256 && !d192 && !d96) return false;
   if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.heads < 1 || s.kv_heads < 1) return false;
   if (s.heads % s.kv_heads != 0) return false;
   // Grid limits: x = batch * heads < 2^31, y = blocks along a sequence < 65536.
   if (s.batch * s.heads * ((std::max(s.q_len, s.kv_len) + 63) / 64) > int64_t{0x7fffffff}) return false;
   if ((s.q_len + 127) / 128 > 65535 || (s.kv_len + 127) / 128 > 65535) return false;
-  if (s.head_dim == 256 && (s.kv_len + 63) / 64 > 65535) return false;  // its 64-key dK/dV blocks
+  if (s.head_dim >= 192 && (s.kv_len + 63) / 64 > 65535) return false;  // their 64-key dK/dV blocks
   if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
   if (p.operands & (kHasMask | kHasDlse | kHasDropout)) return false;
   if ((p.operands & (kHasBias | kWantDbias)) != 0) {

@@ -58,7 +58,7 @@ bool FusedBackwardShapeFits(const AttnProblem& p);
 // current at trace time (an unpadded executable runs on sm90 only). Plan
 // query "attention_fwd_native_head_dim".
 bool ForwardNativeHeadDim(const AttnProblem& p);
-// The same for the backward: head dim 96 where the two-kernel sm90 backward
+// The same for the backward: head dims 96 and 192 where the two-kernel sm90 backward
 // takes the problem (Sm90BackwardShapeFits; not with dlse, a bias or a
 // mask), on a compute capability 9.0 device. Plan query
 // "attention_bwd_native_head_dim".

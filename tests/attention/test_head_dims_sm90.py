@@ -3,7 +3,7 @@ forward_config.cuh: the 128 and 256 layouts with the gemms over the head
 dim's own columns, TMA zero-filling the rest): output and log-sum-exp
 against the "xla" oracle with odd lengths, GQA, causal (top-left and
 bottom-right), windows, lengths, segment ids and softcap; gradients (head
-dim 96 on its own sm90 backward kernels, 192 and a log-sum-exp cotangent
+dims 96 and 192 on their own sm90 backward kernels, a log-sum-exp cotangent
 padded); the compiled calls take the unpadded operands.
 MLA 192/128 rides on the 192 kernel (test_mla.py). GPU only: on the CPU the
 same head dims run through the attention suite's CPU kernel."""
@@ -67,7 +67,7 @@ GRAD_OPTIONS = ["plain", "causal", "window_pair", "both_lengths", "segments", "s
 
 
 @pytest.mark.parametrize("option", GRAD_OPTIONS)
-@pytest.mark.parametrize("dims", [DIMS[0], DIMS[2], DIMS[4]], ids=str)
+@pytest.mark.parametrize("dims", [DIMS[0], DIMS[2], DIMS[3], DIMS[4], DIMS[5]], ids=str)
 def test_gradients_match_oracle(dims, option):
   q, k, v = qkv(dims, jnp.bfloat16)
   kw = OPTIONS[option](dims)
@@ -78,9 +78,10 @@ def test_gradients_match_oracle(dims, option):
     assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
 
 
+@pytest.mark.parametrize("head_dim", [96, 192])
 @pytest.mark.parametrize("option", ["causal", "causal_segments_kvlen"])
-def test_float16_gradients_at_96(option):
-  dims = Dims(1, 1537, 1537, 4, 2, 96)
+def test_float16_gradients(option, head_dim):
+  dims = Dims(1, 1537, 1537, 4, 2, head_dim)
   q, k, v = qkv(dims, jnp.float16)
   kw = OPTIONS[option](dims)
   w = cotangent_like(q)
@@ -100,8 +101,9 @@ def test_lse_gradient_at_96():
     assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
 
 
-def test_backward_runs_unpadded_at_96():
-  dims = Dims(1, 512, 512, 4, 4, 96)
+@pytest.mark.parametrize("head_dim", [96, 192])
+def test_backward_runs_unpadded(head_dim):
+  dims = Dims(1, 512, 512, 4, 4, head_dim)
   q, k, v = qkv(dims, jnp.bfloat16)
 
   def loss(q, k, v):

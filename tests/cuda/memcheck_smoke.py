@@ -81,15 +81,16 @@ def head_dim_cases():
   """Head dims 96 and 192 on their own sm90 forwards (the second panel of 96
   zero-filled by TMA, stores clipped) and their gradients: dense persistent
   and uneven tiles, partial query and key blocks, GQA, the extended path
-  with lengths."""
-  for dim in (96, 192):
+  with lengths; 192's backward with and without GQA (partials, or dK and dV
+  stored by one consumer each)."""
+  for dim, kv_heads in ((96, 2), (192, 2), (192, 8)):
     q = normal((2, 300, 8, dim))
-    k, v = normal((2, 1031, 2, dim)), normal((2, 1031, 2, dim))
+    k, v = normal((2, 1031, kv_heads, dim)), normal((2, 1031, kv_heads, dim))
     for kw in (dict(), dict(is_causal=True), dict(key_value_seq_lengths=jnp.array([1031, 517]))):
       f = lambda q, k, v: jnp.sum(
         jaxdnn.dot_product_attention(q, k, v, implementation=IMPL, **kw).astype(jnp.float32)
       )
-      # (96: its own backward kernels; 192: the padded 256 ones)
+      # (their own backward kernels)
       jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2))(q, k, v))
 
 

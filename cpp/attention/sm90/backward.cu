@@ -28,12 +28,16 @@ struct DkDvKernelFor {
   using Cfg = sm90::DkDvConfig<kD>;
   static auto Kernel() { return sm90::AttnBwdDkDvSm90Kernel<kD, kF16, kOverlapKV, kExt, kBias>; }
 };
-template <bool kF16, bool kOverlapKV, bool kExt, bool kBias>
-struct DkDvKernelFor<256, kF16, kOverlapKV, kExt, kBias> {
-  static_assert(!kBias, "no head dim 256 bias backward");
-  using Cfg = sm90::DkDvD256Config;
-  static auto Kernel() { return sm90::AttnBwdDkDvD256Kernel<kF16, kExt>; }
+template <int kD, bool kF16, bool kExt, bool kBias>
+struct WideDkDvKernelFor {
+  static_assert(!kBias, "no head dim 192 / 256 bias backward");
+  using Cfg = sm90::DkDvWideConfig<kD>;
+  static auto Kernel() { return sm90::AttnBwdDkDvWideKernel<kD, kF16, kExt>; }
 };
+template <bool kF16, bool kOverlapKV, bool kExt, bool kBias>
+struct DkDvKernelFor<192, kF16, kOverlapKV, kExt, kBias> : WideDkDvKernelFor<192, kF16, kExt, kBias> {};
+template <bool kF16, bool kOverlapKV, bool kExt, bool kBias>
+struct DkDvKernelFor<256, kF16, kOverlapKV, kExt, kBias> : WideDkDvKernelFor<256, kF16, kExt, kBias> {};
 
 // The float32 elements of the workspace before the dbias staging area
 // (GQA's dK/dV partials, delta), rounded to 16 bytes.
@@ -242,7 +246,7 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
   int64_t staging = 0;
   if (p.bias.data != nullptr) {
     if (!Sm90BackwardBiasEnabled() || !sm90::Sm90BiasFits(p.bias, p.bias_dtype, s) || m.softcap != 0.f ||
-        s.head_dim == 256 || p.dbias == nullptr || !Aligned16(p.dbias)) {
+        s.head_dim > 128 || p.dbias == nullptr || !Aligned16(p.dbias)) {
       return false;
     }
     staging = DbiasStagingOffset(s) + DbiasExtraElems(p);
@@ -314,7 +318,8 @@ LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t st
     JAXDNN_SM90_BWD_EXT_CASE(64, 128)
     JAXDNN_SM90_BWD_EXT_CASE(64, 64)
 #undef JAXDNN_SM90_BWD_EXT_CASE
-    if (d != 256) return LaunchStatus::Refused("no masked sm90 backward is compiled for this head dim");
+    if (d != 192 && d != 256)
+      return LaunchStatus::Refused("no masked sm90 backward is compiled for this head dim");
   }
 #define JAXDNN_SM90_BWD_CASE(D, BN, OK, OQ)                                                    \
   if (d == D && dq128 == (BN == 128) && ov_kv == OK && ov_q == OQ) {                           \
@@ -332,8 +337,16 @@ LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t st
   JAXDNN_SM90_BWD_CASES(true, true)
 #undef JAXDNN_SM90_BWD_CASES
 #undef JAXDNN_SM90_BWD_CASE
-  // Head dim 256: one instantiation per path (32-key dQ steps, no overlap:
-  // variant bits 1, 16 and 32 are ignored; 2, 4 and 8 apply).
+  // Head dims 192 and 256: one instantiation per path (32-key dQ steps, no
+  // overlap: variant bits 1, 16 and 32 are ignored; 2, 4 and 8 apply).
+  if (d == 192) {
+    if (ext) {
+      return f16 ? Launch<192, true, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major)
+                 : Launch<192, false, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major);
+    }
+    return f16 ? Launch<192, true, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major)
+               : Launch<192, false, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major);
+  }
   if (d == 256) {
     if (ext) {
       return f16 ? Launch<256, true, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major)

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) attention backward: head dim 64, 96 (the 128 kernels over
-// 96 columns), 128 or 256 (its dK/dV
-// kernel splits the head dim over the consumers,
-// attention/sm90/backward_d256.cuh), bf16 or f16; no
+// 96 columns), 128, 192 or 256 (their dK/dV kernel splits the head dim or
+// the operands over the consumers, attention/sm90/backward_dkdv_wide.cuh),
+// bf16 or f16; no
 // bias/mask/dropout/dlse. Deterministic: no atomics, every sum has a fixed
 // order. The dense case is below; padding lengths, bottom-right causal, a
 // sliding window, softcap and segment ids go through the dK/dV and dQ
@@ -26,10 +26,9 @@
 //     forward: Q, dO once, K, V blocks of kBlockN keys in a 2-stage ring;
 //     S = Q K^T, P, dP = dO V^T, dS, dQ += dS K (B = K MN-major); dq *= scale.
 #pragma once
-#pragma once
 
 #include "attention/sm90/backward_common.cuh"
 #include "attention/sm90/backward_prepost.cuh"
 #include "attention/sm90/backward_dkdv.cuh"
 #include "attention/sm90/backward_dq.cuh"
-#include "attention/sm90/backward_d256.cuh"
+#include "attention/sm90/backward_dkdv_wide.cuh"

@@ -10,15 +10,16 @@
 namespace jaxdnn::attention {
 
 // True when the sm_90a backward handles this problem: bf16/f16, head dim 64 or
-// 128, no bias/mask/dropout, no dlse, no dbias, scale > 0, 16-byte aligned
+// 128 (96, 192 and 256 below), no bias/mask/dropout, no dlse, no dbias, scale > 0, 16-byte aligned
 // operands, a workspace of at least batch*heads*q_len (+
 // 2*batch*kv_len*heads*head_dim when heads > kv_heads) floats, and the current
 // device has compute capability 9.0. Padding lengths, segment ids (both or
 // neither), a sliding window, softcap (>= 0) and causal with q_len != kv_len
 // (bottom-right) go through the kernels' extended path (see
 // Sm90BackwardNeedsMasking) unless JAXDNN_ATTENTION_SM90_BWD_EXT=0.
-// Head dim 256 (dense and masked) unless JAXDNN_ATTENTION_SM90_BWD_D256=0
-// (read once; kv_len <= 65535 * 64 there). The fused backward refuses it.
+// Head dims 192 and 256 (dense and masked) unless JAXDNN_ATTENTION_SM90_BWD_D256=0
+// (read once; kv_len <= 65535 * 64 there); 96 and 192 unless
+// JAXDNN_ATTENTION_SM90_NATIVE_DIMS=0. The fused backward refuses them.
 // Note: Sm90FusedBackwardSupports builds on this check and of the masked
 // cases takes segment ids alone (it checks that itself).
 bool Sm90BackwardSupports(const AttnBwdArgs& p);

@@ -1,4 +1,4 @@
-// The dK/dV kernels' epilogue (two-kernel d64/d128 and d256, fused): one
+// The dK/dV kernels' epilogue (two-kernel d64/d96/d128 and d192/d256, fused): one
 // consumer thread's accumulator rows out to global memory.
 #pragma once
 
@@ -45,6 +45,38 @@ __device__ __forceinline__ void StoreDkDvRows(const BwdParams& p, const float (&
         *reinterpret_cast<float2*>(gk + col) =
             make_float2(dk[4 * j + 2 * r] * scale, dk[4 * j + 2 * r + 1] * scale);
         *reinterpret_cast<float2*>(gv + col) = make_float2(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+      }
+    }
+  }
+}
+
+// Head dim 192's split operands (attention/sm90/backward_dkdv_wide.cuh): this
+// thread's two key rows of one operand, all kD columns: dK (times the softmax
+// scale) when is_dk, else dV; in the data type, or as float32 partials with
+// GQA, as StoreDkDvRows.
+template <int kD, bool kF16>
+__device__ __forceinline__ void StoreDkOrDvRows(const BwdParams& p, const float (&acc)[kD / 2], bool is_dk,
+                                                int b, int h, int hk, int key0, int t) {
+  const float mult = is_dk ? p.scale : 1.f;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + 8 * r;
+    if (key >= p.kv_len) continue;
+    if (p.group == 1) {
+      const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.kv_heads + hk) * kD;
+      uint16_t* g = static_cast<uint16_t*>(is_dk ? p.dk : p.dv) + base;
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(g + 8 * j + 2 * t) =
+            PackPair<kF16>(acc[4 * j + 2 * r] * mult, acc[4 * j + 2 * r + 1] * mult);
+      }
+    } else {
+      const int64_t base = ((static_cast<int64_t>(b) * p.kv_len + key) * p.heads + h) * kD;
+      float* g = (is_dk ? p.dk_part : p.dv_part) + base;
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        *reinterpret_cast<float2*>(g + 8 * j + 2 * t) =
+            make_float2(acc[4 * j + 2 * r] * mult, acc[4 * j + 2 * r + 1] * mult);
       }
     }
   }

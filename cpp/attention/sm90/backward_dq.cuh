@@ -12,14 +12,15 @@ namespace jaxdnn::attention::sm90 {
 // 3. dQ.
 template <int kD, int kBlockN_>
 struct DqConfig {
-  // Head dim 256: 32-key steps (kBlockN_ = 32) in 3 stages, so that Q and dO
-  // (128 KB) and the K/V ring (96 KB) fit; dq is 128 registers per thread.
-  static_assert(kD == 64 || kD == 96 || kD == 128 || (kD == 256 && kBlockN_ == 32),
-                "head dim 64, 96, 128 or 256");
+  // Head dims 192 and 256: 32-key steps (kBlockN_ = 32) in 3 stages, so that
+  // Q and dO (96 / 128 KB) and the K/V ring (72 / 96 KB) fit; dq is 96 / 128
+  // registers per thread.
+  static_assert(kD == 64 || kD == 96 || kD == 128 || ((kD == 192 || kD == 256) && kBlockN_ == 32),
+                "head dim 64, 96, 128, 192 or 256");
   static constexpr int kThreads = 384;
   static constexpr int kBlockM = 128;  // queries per CTA (2 consumers x 64)
   static constexpr int kBlockN = kBlockN_;
-  static constexpr int kStages = kD == 256 ? 3 : (kBlockN_ == 64 ? 3 : 2);
+  static constexpr int kStages = kD >= 192 ? 3 : (kBlockN_ == 64 ? 3 : 2);
   static constexpr int kDBlocks = (kD + 63) / 64;  // head dim 96: two panels, the second half zero
   static constexpr int kQBytes = kBlockM * kDBlocks * 128;
   static constexpr int kKVBytes = kBlockN * kDBlocks * 128;

@@ -14,11 +14,17 @@ namespace jaxdnn::attention::sm90 {
 //    (b, h) = accum_rows, D] float32), each row's accumulator row is zeroed in
 //    the same pass instead of by a separate memset (rows past q_len are never
 //    read, so they are left as they are).
+// Lanes per row: kD / 8 rounded up to a power of two (the shuffle sum's
+// groups); head dim 96: 16, the last 4 idle; 192: 32, the last 8 idle.
+template <int kD>
+constexpr int DeltaLanes() {
+  return kD == 96 ? 16 : kD == 192 ? 32 : kD / 8;
+}
+
 template <int kD, bool kF16>
 __global__ void __launch_bounds__(256)
     AttnBwdDeltaKernel(const BwdParams p, float* dq_accum, int64_t accum_rows) {
-  // 8, 16 or 32 lanes per row (head dim 96: 16, the last 4 idle).
-  constexpr int kLanes = kD == 96 ? 16 : kD / 8;
+  constexpr int kLanes = DeltaLanes<kD>();
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t row = tid / kLanes;
   const int lane = static_cast<int>(tid % kLanes);
@@ -53,7 +59,7 @@ __global__ void __launch_bounds__(256)
   if (dq_accum != nullptr) {
     float4* a = reinterpret_cast<float4*>(dq_accum + (bh * accum_rows + i) * kD);
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    // kD / 4 chunks over kD / 8 lanes: two each (head dim 96 has no fused backward).
+    // kD / 4 chunks over kD / 8 lanes: two each (head dims 96 and 192 have no fused backward).
     static_assert(kD != 96 || kLanes == 16, "head dim 96's lanes");
     if (lane * 4 < kD) a[lane] = zero;
     if ((lane + kLanes) * 4 < kD) a[lane + kLanes] = zero;
@@ -64,7 +70,7 @@ __global__ void __launch_bounds__(256)
 template <int kD, bool kF16>
 cudaError_t LaunchBwdDelta(const BwdParams& p, cudaStream_t stream, float* dq_accum = nullptr,
                            int64_t accum_rows = 0) {
-  const int64_t threads_total = static_cast<int64_t>(p.batch) * p.q_len * p.heads * (kD == 96 ? 16 : kD / 8);
+  const int64_t threads_total = static_cast<int64_t>(p.batch) * p.q_len * p.heads * DeltaLanes<kD>();
   const int threads = 256;
   const int64_t blocks = (threads_total + threads - 1) / threads;
   AttnBwdDeltaKernel<kD, kF16>

@@ -228,7 +228,7 @@ JAXDNN_WGMMA_DISPATCH(192, 96, true, f16)
 JAXDNN_WGMMA_DISPATCH(256, 128, false, bf16)
 JAXDNN_WGMMA_DISPATCH(256, 128, true, f16)
 
-// ---- Head dim 256 backward (attention/sm90/backward_d256.cuh) ----
+// ---- Head dims 192 and 256 backward (attention/sm90/backward_dkdv_wide.cuh) ----
 // m64n32k16 (S^T / dP^T halves and the dQ kernel's 32-key scores: 16
 // accumulator registers), and SS with B MN-major (tnsp-b 1: dV += P^T dO and
 // dK += dS^T Q with P^T / dS^T shared through shared memory).
@@ -277,6 +277,8 @@ JAXDNN_WGMMA_DISPATCH(80, 40, true, f16)
   }
 JAXDNN_WGMMA_SS_BT(128, 64, "bf16", bf16, JAXDNN_WG_REGS64, "%64", "%65", "%66")
 JAXDNN_WGMMA_SS_BT(128, 64, "f16", f16, JAXDNN_WG_REGS64, "%64", "%65", "%66")
+JAXDNN_WGMMA_SS_BT(192, 96, "bf16", bf16, JAXDNN_WG_REGS96, "%96", "%97", "%98")
+JAXDNN_WGMMA_SS_BT(192, 96, "f16", f16, JAXDNN_WG_REGS96, "%96", "%97", "%98")
 template <int N, bool kF16>
 struct WgmmaBt;
 template <>
@@ -289,6 +291,18 @@ template <>
 struct WgmmaBt<128, true> {
   static __device__ __forceinline__ void SS(float (&d)[64], uint64_t a, uint64_t b, int s) {
     WgmmaSSBt_m64n128k16_f16(d, a, b, s);
+  }
+};
+template <>
+struct WgmmaBt<192, false> {
+  static __device__ __forceinline__ void SS(float (&d)[96], uint64_t a, uint64_t b, int s) {
+    WgmmaSSBt_m64n192k16_bf16(d, a, b, s);
+  }
+};
+template <>
+struct WgmmaBt<192, true> {
+  static __device__ __forceinline__ void SS(float (&d)[96], uint64_t a, uint64_t b, int s) {
+    WgmmaSSBt_m64n192k16_f16(d, a, b, s);
   }
 };
 

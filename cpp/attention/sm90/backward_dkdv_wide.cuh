@@ -1,6 +1,6 @@
-// Head dim 256 in the sm90 two-kernel attention backward: the dK/dV kernel.
-// (The delta pre-pass, the dQ kernel and the GQA sum are the head-dim-generic
-// ones: the dQ kernel runs with 32-key steps, DqConfig<256, 32>.)
+// Head dims 256 and 192 in the sm90 two-kernel attention backward: the dK/dV
+// kernel. (The delta pre-pass, the dQ kernel and the GQA sum are the
+// head-dim-generic ones: the dQ kernel runs with 32-key steps, DqConfig<kD, 32>.)
 // On by default (self-test passed on an H200; docs/perf/attention.md,
 // Standing decisions: d256 on the two-kernel sm90 backward);
 // JAXDNN_ATTENTION_SM90_BWD_D256=0 sends head dim 256 to the mma.sync backward.
@@ -34,6 +34,14 @@
 //    (232,064 with the extended path's slots) of the 232,448 allowed.
 //  - Registers: 128 accumulators + 32 score registers; 24 / 240 (dense),
 //    40 / 232 (extended path: the producer's segment votes).
+// Head dim 192 (kSplitOperands): the same CTA, scores and P^T / dS^T panels
+// over three 64-column panels, but the operands are split instead of the
+// columns: consumer 0 keeps all of dV, consumer 1 all of dK (96 accumulator
+// registers each, m64n192k16 over whole panels). Splitting 192 columns in
+// two would start a B operand half way into a 128-byte-swizzled panel.
+// Consumer 1 waits for the dV product no longer (it issues none) and consumer
+// 0 for the dK product; the tensor cores see the same work. Shared memory:
+// 2 x 24 KB resident, 2 stages x 2 x 24 KB, the panels: 182 KB.
 // Costs against head dim 128: the scores are computed once (no redundant
 // S^T / dP^T), but at N = 32, and P^T / dS^T take a round trip through
 // shared memory; deterministic as before (fixed order, no atomics).
@@ -54,13 +62,18 @@
 
 namespace jaxdnn::attention::sm90 {
 
-struct DkDvD256Config {
-  static constexpr int kD = 256;
+template <int kD_>
+struct DkDvWideConfig {
+  static_assert(kD_ == 192 || kD_ == 256, "head dim 192 or 256");
+  static constexpr int kD = kD_;
+  // 192: each consumer owns one operand whole (dV, dK); 256: half of each.
+  static constexpr bool kSplitOperands = kD == 192;
   static constexpr int kThreads = 384;
   static constexpr int kBlockN = 64;  // keys per CTA (shared by both consumers)
   static constexpr int kBlockM = 64;  // queries per pipeline step (32 per consumer for the scores)
   static constexpr int kHalfM = kBlockM / 2;
-  static constexpr int kHalfD = kD / 2;  // dK / dV columns per consumer
+  static constexpr int kHalfD = kD / 2;                          // dK / dV columns per consumer (256)
+  static constexpr int kAccCols = kSplitOperands ? kD : kHalfD;  // columns of each accumulator
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;
   static constexpr int kKBytes = kBlockN * kD * 2;
@@ -114,15 +127,17 @@ __device__ __forceinline__ void StoreScoreHalf(const float (&v)[16], uint8_t* pa
   }
 }
 
-template <bool kF16, bool kExt = false>
+template <int kD_, bool kF16, bool kExt = false>
 __global__ void __launch_bounds__(384, 1)
-    AttnBwdDkDvD256Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+    AttnBwdDkDvWideKernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
                           const BwdKernelParams<kExt> p) {
-  using Cfg = DkDvD256Config;
+  using Cfg = DkDvWideConfig<kD_>;
   constexpr int kD = Cfg::kD;
+  constexpr bool kSplit = Cfg::kSplitOperands;
+  constexpr int kAccCols = Cfg::kAccCols;
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
-  constexpr int kHalfM = Cfg::kHalfM, kHalfD = Cfg::kHalfD;
+  constexpr int kHalfM = Cfg::kHalfM;
   constexpr int kDBlocks = Cfg::kDBlocks;
 
   extern __shared__ uint8_t smem_raw[];
@@ -239,22 +254,25 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t k_base = SmemAddr(sm.k);
     const uint32_t v_base = SmemAddr(sm.v);
     // This consumer's 32 query rows of a Q / dO stage (B of the scores), and
-    // its two 64-column panels (B of the dK / dV gemms).
+    // the columns of its dK / dV gemms' B (256: its two 64-column panels;
+    // 192: all three).
     const uint32_t q_rows = SmemAddr(sm.q) + cw * kHalfM * 128;
     const uint32_t do_rows = SmemAddr(sm.dout) + cw * kHalfM * 128;
-    const uint32_t q_cols = SmemAddr(sm.q) + cw * 2 * Cfg::kPanelBytes;
-    const uint32_t do_cols = SmemAddr(sm.dout) + cw * 2 * Cfg::kPanelBytes;
+    const uint32_t own_cols = kSplit ? 0 : cw * 2 * Cfg::kPanelBytes;
+    const uint32_t q_cols = SmemAddr(sm.q) + own_cols;
+    const uint32_t do_cols = SmemAddr(sm.dout) + own_cols;
     const float scale_log2 = p.scale_log2;
     const int key0 = cta.n_block * kBlockN + warp * 16 + g;  // +8 for r = 1
     const int col0 = cw * kHalfM;                            // this consumer's score columns
 
-    float dv[kHalfD / 2];
-    float dk[kHalfD / 2];
+    // 256: this consumer's columns of dV and dK. 192: dv holds consumer 0's
+    // dV or consumer 1's dK (all columns), dk is unused.
+    float dv[kAccCols / 2];
+    float dk[kSplit ? 1 : kAccCols / 2];
 #pragma unroll
-    for (int i = 0; i < kHalfD / 2; ++i) {
-      dv[i] = 0.f;
-      dk[i] = 0.f;
-    }
+    for (int i = 0; i < kAccCols / 2; ++i) dv[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < (kSplit ? 1 : kAccCols / 2); ++i) dk[i] = 0.f;
     float s[kHalfM / 2];
     float dp[kHalfM / 2];
 
@@ -277,17 +295,28 @@ __global__ void __launch_bounds__(384, 1)
       FenceProxyAsyncShared();
       NamedBarrierSync(bar, 256);
     };
-    // dV += P^T dO, then (after dS^T is published) dK += dS^T Q: own columns.
+    // dV += P^T dO, then (after dS^T is published) dK += dS^T Q: own columns
+    // (192: own operand). A consumer without the product commits an empty
+    // group, so the waits below count the same groups on both.
     auto gemm_dv = [&](int it) {
       WgmmaFence();
-      TileGemmSmemA64<kHalfD, kF16, Cfg::kPanelBytes>(dv, SmemAddr(p_panel(it)),
-                                                      do_cols + (it % kStages) * Cfg::kQBytes);
+      if (!kSplit || cw == 0) {
+        TileGemmSmemA64<kAccCols, kF16, Cfg::kPanelBytes>(dv, SmemAddr(p_panel(it)),
+                                                          do_cols + (it % kStages) * Cfg::kQBytes);
+      }
       WgmmaCommit();
     };
     auto gemm_dk = [&](int it) {
       WgmmaFence();
-      TileGemmSmemA64<kHalfD, kF16, Cfg::kPanelBytes>(dk, SmemAddr(ds_panel(it)),
-                                                      q_cols + (it % kStages) * Cfg::kQBytes);
+      if constexpr (kSplit) {
+        if (cw == 1) {
+          TileGemmSmemA64<kAccCols, kF16, Cfg::kPanelBytes>(dv, SmemAddr(ds_panel(it)),
+                                                            q_cols + (it % kStages) * Cfg::kQBytes);
+        }
+      } else {
+        TileGemmSmemA64<kAccCols, kF16, Cfg::kPanelBytes>(dk, SmemAddr(ds_panel(it)),
+                                                          q_cols + (it % kStages) * Cfg::kQBytes);
+      }
       WgmmaCommit();
     };
     auto release = [&](int it) {
@@ -372,8 +401,13 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     // ---------------------------- epilogue ----------------------------
-    // This consumer's columns [128 cw, 128 cw + 128) of the block's 64 keys.
-    StoreDkDvRows<kD, kHalfD, kF16>(p, dk, dv, cta.b, cta.h, cta.hk, key0, t, cw);
+    if constexpr (kSplit) {
+      // Consumer 0's dV, consumer 1's dK: all columns of the block's 64 keys.
+      StoreDkOrDvRows<kD, kF16>(p, dv, cw == 1, cta.b, cta.h, cta.hk, key0, t);
+    } else {
+      // This consumer's columns [128 cw, 128 cw + 128) of the block's 64 keys.
+      StoreDkDvRows<kD, kAccCols, kF16>(p, dk, dv, cta.b, cta.h, cta.hk, key0, t, cw);
+    }
   }
 }
 
