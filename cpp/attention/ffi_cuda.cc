@@ -174,6 +174,8 @@ FamilyExports CudaExports() {
         [](const QueryArgs& q) { return static_cast<int64_t>(ForwardNativeHeadDim(QueryProblem(q))); }},
        {"attention_bwd_native_head_dim",
         [](const QueryArgs& q) { return static_cast<int64_t>(BackwardNativeHeadDim(QueryProblem(q))); }},
+       {"attention_mask_as_bias",
+        [](const QueryArgs& q) { return static_cast<int64_t>(MaskAsBias(QueryProblem(q))); }},
        {"attention_bwd_workspace",
         [](const QueryArgs& q) { return BackwardWorkspaceElems(QueryProblem(q)); }}}};
 }

@@ -113,6 +113,20 @@ bool BackwardNativeHeadDim(const AttnProblem& p) {
   return jaxdnn::sm90::Sm90DeviceReady(-1);
 }
 
+bool MaskAsBias(const AttnProblem& p) {
+  const AttnShape& s = p.shape;
+  if (!SwitchOn(Switch::kAttentionSm90MaskAsBias) || !SwitchOn(Switch::kAttentionSm90) ||
+      !SwitchOn(Switch::kAttentionSm90Bias) || !SwitchOn(Switch::kAttentionSm90Ext)) {
+    return false;
+  }
+  if (!Is16Bit(p.dtype) || !p.scale_positive || (s.head_dim != 64 && s.head_dim != 128)) return false;
+  if (p.softcap != 0.f || p.dropout_rate != 0.f || (p.operands & kHasDropout)) return false;
+  // The bias stages copy whole key rows (Sm90BiasFits: keys contiguous).
+  if (p.bias_dims[3] != s.kv_len && s.kv_len != 1) return false;
+  if (s.q_len > (int64_t{1} << 30) || s.kv_len > (int64_t{1} << 30)) return false;
+  return jaxdnn::sm90::Sm90DeviceReady(-1);
+}
+
 int64_t ForwardWorkspaceElems(const AttnProblem& p) { return std::max(Sm90ForwardElems(p), DecodeElems(p)); }
 
 int32_t OperandsOf(const AttnBwdArgs& a) {
@@ -152,10 +166,11 @@ bool Sm90BackwardShapeFits(const AttnProblem& p) {
   if (s.batch * s.q_len * s.heads * 32 / 256 > int64_t{0x7fffffff}) return false;
   if (p.operands & (kHasMask | kHasDlse | kHasDropout)) return false;
   if ((p.operands & (kHasBias | kWantDbias)) != 0) {
-    // A bias with its gradient (attention/sm90/backward_bias.cuh): head dims
-    // 64 and 128, no softcap; its dtype and layout are checked at launch
-    // (Sm90BackwardSupports), which falls back to the mma.sync backward.
-    if ((p.operands & (kHasBias | kWantDbias)) != (kHasBias | kWantDbias)) return false;
+    // A bias, with its gradient or without (a boolean mask sent as 0 / -inf)
+    // (attention/sm90/backward_bias.cuh): head dims 64 and 128, no softcap;
+    // its dtype and layout are checked at launch (Sm90BackwardSupports),
+    // which falls back to the mma.sync backward.
+    if (!(p.operands & kHasBias)) return false;
     if (!SwitchOn(Switch::kAttentionSm90Bias) || s.head_dim > 128 || s.head_dim == 96 || p.softcap != 0.f) {
       return false;
     }

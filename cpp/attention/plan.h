@@ -64,6 +64,17 @@ bool ForwardNativeHeadDim(const AttnProblem& p);
 // "attention_bwd_native_head_dim".
 bool BackwardNativeHeadDim(const AttnProblem& p);
 
+// Whether the API sends a boolean mask to the sm90 bias kernels as an
+// additive bias of 0 / -inf (the oracle's own rule: a -inf logit is a masked
+// pair) rather than to the mma.sync kernels, which alone take a mask array:
+// p describes the call with that bias in the mask's place (bias_dims its
+// broadcast shape). Where the sm90 forward and backward take a 16-bit bias:
+// head dims 64 and 128, keys contiguous, no softcap or dropout, unless
+// JAXDNN_ATTENTION_SM90_MASK_AS_BIAS=0, on a compute capability 9.0 device.
+// The backward then writes no dbias unless a bias of the caller's was
+// summed in. Plan query "attention_mask_as_bias".
+bool MaskAsBias(const AttnProblem& p);
+
 // float32 workspace elements of each direction on CUDA (0: none). The
 // backward's is sized to the kernel the problem takes: the Hopper kernels
 // need delta (and dK/dV partials with grouped heads), the sm80 fallback

@@ -44,6 +44,9 @@ class _Config:
   # the plan says so): else the backward pads its operands to this width
   # (0: no padding).
   backward_width: int = 0
+  # False when the bias is a boolean mask sent as 0 / -inf alone
+  # (_mask_as_bias): the backward writes no dbias for it.
+  bias_grad: bool = True
 
   def params(self, operands):
     return dict(
@@ -124,7 +127,8 @@ def _attention_bwd(cfg, saved, ct):
   bits = _operand_bits(bias, mask, q_len, kv_len, q_seg, seeds)
   if dlse is not None:
     bits |= OPERAND_BITS["dlse"]
-  if bias is not None:
+  want_dbias = bias is not None and cfg.bias_grad
+  if want_dbias:
     bits |= OPERAND_BITS["dbias"]
   dout = dout.astype(q.dtype)
   width = q.shape[-1]
@@ -140,7 +144,7 @@ def _attention_bwd(cfg, saved, ct):
   dq, dk, dv = (g[..., :width] for g in grads[:3])
   # Inside shard_map a replicated bias or sinks gets its gradient summed over
   # the axes the data varies on (its own type), as JAX's autodiff would.
-  dbias = match_vma(grads[3].astype(bias.dtype), bias) if bias is not None else None
+  dbias = match_vma(grads[3].astype(bias.dtype), bias) if want_dbias else None
   dsinks = None if sinks is None else match_vma(_sinks_grad(sinks, out, lse, dout, dlse), sinks)
   return dq, dk, dv, dbias, None, None, None, None, None, None, dsinks
 
@@ -203,6 +207,25 @@ def _native_head_dim(direction, q, k, width, bits, cfg):
   avals = [jax.ShapeDtypeStruct(x.shape[:3] + (width,), x.dtype) for x in (q, k)]
   args = plan_args(avals, FORWARD_FIXED, deterministic=cfg.deterministic, **cfg.params(bits))
   return bool(_extension.plan_query(f"attention_{direction}_native_head_dim", **args))
+
+
+def _mask_as_bias(q, k, width, bias, mask, bits, cfg):
+  """The mask as an additive 0 / -inf bias (summed into the caller's bias)
+  where the C++ plan sends it to the sm90 bias kernels (plan.h, MaskAsBias),
+  else None. A -inf logit is a masked pair to the kernels as to the oracle,
+  and its dS is zero, so the caller's dbias is unchanged."""
+  if mask is None or (bias is not None and bias.dtype not in (jnp.bfloat16, jnp.float16)):
+    return None
+  dtype = q.dtype if bias is None else bias.dtype
+  shape = mask.shape if bias is None else jnp.broadcast_shapes(mask.shape, bias.shape)
+  q_aval, k_aval = (jax.ShapeDtypeStruct(x.shape[:3] + (width,), x.dtype) for x in (q, k))
+  avals = [q_aval, k_aval, k_aval, jax.ShapeDtypeStruct(shape, dtype)]  # q, k, v, bias
+  bits = (bits & ~OPERAND_BITS["mask"]) | OPERAND_BITS["bias"]
+  args = plan_args(avals, FORWARD_FIXED, deterministic=cfg.deterministic, **cfg.params(bits))
+  if not _extension.plan_query("attention_mask_as_bias", **args):
+    return None
+  blocked = jnp.where(mask, jnp.zeros((), dtype), jnp.array(-jnp.inf, dtype))
+  return blocked if bias is None else bias + blocked
 
 
 def _pad_head_dim(x, to):
@@ -401,6 +424,10 @@ def dot_product_attention(
         cfg = dataclasses.replace(cfg, backward_width=padded)
       else:
         width = padded
+      as_bias = _mask_as_bias(query, key, width, bias, mask, bits, cfg)
+      if as_bias is not None:
+        cfg = dataclasses.replace(cfg, bias_grad=bias is not None)
+        bias, mask = as_bias, None
     q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
     res = _attention(
       cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg, seeds, sinks

@@ -358,7 +358,9 @@ def main(argv=None):
     help="comma-separated parts: dense (the grid), packed, decode, extras (issue 24: bias,"
     " sinks, MLA; not in the default), bias (issue 24's bias table over --seqs from 1024:"
     " [1, H, T, T] and [B, H, T, T], causal and not; not in the default), mla (issue 24's"
-    " MLA 192/128 table over --seqs, batch x seq = 16k tokens; not in the default)",
+    " MLA 192/128 table over --seqs, batch x seq = 16k tokens; not in the default), mask"
+    " (boolean masks [B, 1, T, T] and [B, 1, 1, T] over --seqs from 1024, causal and not,"
+    " no mask gradient; not in the default)",
   )
   ap.add_argument(
     "--gpu-busy",
@@ -395,6 +397,11 @@ def main(argv=None):
 
     bias_seqs = [256] if args.quick else [s for s in seqs if s >= 1024]
     bias_grid(records, seqs=bias_seqs, print_case=_print_case)
+  if "mask" in parts:
+    from jaxdnn.attention.bench_extras import mask_grid
+
+    mask_seqs = [256] if args.quick else [s for s in seqs if s >= 1024]
+    mask_grid(records, seqs=mask_seqs, print_case=_print_case)
   if "mla" in parts:
     from jaxdnn.attention.bench_extras import mla_grid
 

@@ -15,14 +15,14 @@ from jaxdnn.bench import timing
 HEADS = 16
 
 
-def _timed(records, case, impl, f, args, flops):
-  """Forward, then forward+backward with the gradient of every argument."""
+def _timed(records, case, impl, f, args, flops, diff=None):
+  """Forward, then forward+backward with the gradient of the first `diff`
+  arguments (default: every one)."""
   from jaxdnn.attention.bench import _record
 
   fwd = jax.jit(f)
-  grad = jax.jit(
-    jax.grad(lambda *a: jnp.sum(f(*a).astype(jnp.float32)), argnums=tuple(range(len(args))))
-  )
+  argnums = tuple(range(len(args) if diff is None else diff))
+  grad = jax.jit(jax.grad(lambda *a: jnp.sum(f(*a).astype(jnp.float32)), argnums=argnums))
   for direction, fn, mult in (("fwd", fwd, 1.0), ("fwd+bwd", grad, 3.5)):
     try:
       t = timing.time_jax(fn, *args, warmup=2, repeats=7)
@@ -86,6 +86,43 @@ def bias_grid(records, seqs=(1024, 2048, 4096, 8192), batch=2, print_case=None):
     for bias_batch in (1, batch):
       for causal in (False, True):
         _bias_case(records, normal, batch, seq, causal, bias_batch, print_case)
+
+
+def _mask_case(records, normal, batch, seq, causal, kind, print_case):
+  """A boolean mask at head dim 128, its gradient not wanted: "B1TT" (each
+  pair kept with probability 0.9) or "B11T" (key padding: sequence b keeps
+  its first seq * (1 - b / (2 batch)) keys). jaxdnn and cuDNN through
+  jax.nn (which adds it as a bias)."""
+  q, k, v = (normal((batch, seq, HEADS, 128)) for _ in range(3))
+  flops = 4 * batch * HEADS * seq * seq * 128 / (2 if causal else 1)
+  if kind == "B1TT":
+    mask = normal((batch, 1, seq, seq), jnp.float32) > -1.2816  # ~0.9 kept
+  else:
+    kept = jnp.array([seq - seq * b // (2 * batch) for b in range(batch)])
+    mask = (jnp.arange(seq)[None, :] < kept[:, None])[:, None, None, :]
+  case = f"mask{kind} b{batch}s{seq}d128{'c' if causal else ''}"
+  for impl in ("jaxdnn", "cudnn"):
+    f = (
+      (lambda q, k, v, m: jaxdnn.dot_product_attention(q, k, v, mask=m, is_causal=causal))
+      if impl == "jaxdnn"
+      else (
+        lambda q, k, v, m: jax.nn.dot_product_attention(
+          q, k, v, mask=m, is_causal=causal, implementation="cudnn"
+        )
+      )
+    )
+    _timed(records, case, impl, f, (q, k, v, mask), flops, diff=3)
+  print_case and print_case(records, case)
+
+
+def mask_grid(records, seqs=(1024, 2048, 4096, 8192), batch=2, print_case=None):
+  """Boolean masks [B, 1, T, T] and [B, 1, 1, T], causal and not."""
+  keys = iter(jax.random.split(jax.random.PRNGKey(26), 4 * 2 * 2 * len(seqs) + 1))
+  normal = lambda shape, dtype=jnp.bfloat16: jax.random.normal(next(keys), shape, dtype)
+  for seq in seqs:
+    for kind in ("B1TT", "B11T"):
+      for causal in (False, True):
+        _mask_case(records, normal, batch, seq, causal, kind, print_case)
 
 
 def extras(records, with_torch, seq=4096, batch=2, print_case=None):

@@ -27,7 +27,8 @@ import jaxdnn  # noqa: E402
 IMPL = sys.argv[1] if len(sys.argv) > 1 else "cuda"  # "cpu": a smoke run without a GPU
 # "cnn": only the CNN families (convolution, pooling, the CNN norms) and the
 # memory-bound ops cnn_cases runs, for a short sanitizer run; "paged": only
-# paged_attention's in-place decode; "bias": only the attention bias forwards;
+# paged_attention's in-place decode; "bias": only the attention bias kernels
+# (a boolean mask as a bias too);
 # "dims": only the head dim 96 / 192 forwards; "grouped": only the grouped
 # convolution kernels; "winograd": only the Winograd forwards.
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
@@ -75,6 +76,17 @@ def bias_cases():
         )
       )
       jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2, 3))(q, k, v, normal(shape)))
+  # A boolean mask: the same kernels with a 0 / -inf bias and no dbias
+  # target, alone and summed into a bias, a row with no key.
+  q, k, v = normal((2, 300, 8, 128)), normal((2, 1031, 2, 128)), normal((2, 1031, 2, 128))
+  mask = (normal((2, 1, 300, 1031), jnp.float32) > -1.0).at[0, 0, 3, :].set(False)
+  for bias in (None, normal((1, 8, 300, 1031))):
+    f = lambda q, k, v: jnp.sum(
+      jaxdnn.dot_product_attention(q, k, v, bias=bias, mask=mask, implementation=IMPL).astype(
+        jnp.float32
+      )
+    )
+    jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2))(q, k, v))
 
 
 def head_dim_cases():

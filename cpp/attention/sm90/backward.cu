@@ -65,8 +65,10 @@ DbiasMode DbiasModeOf(const AttnBwdArgs& a) {
 // The chains' progress counters: a warp's blocks done per (batch, head, query tile).
 int64_t DbiasProgressInts(const AttnShape& s) { return s.batch * s.heads * ((s.q_len + 127) / 128) * 8; }
 
-// The float32 workspace elements a bias backward needs beyond delta and partials.
+// The float32 workspace elements a bias backward needs beyond delta and
+// partials (none without dbias: a mask sent as a bias).
 int64_t DbiasExtraElems(const AttnBwdArgs& a) {
+  if (a.dbias == nullptr) return 0;
   switch (DbiasModeOf(a)) {
     case DbiasMode::kDirect: return 0;
     case DbiasMode::kChained: return DbiasProgressInts(a.shape);
@@ -128,8 +130,10 @@ cudaError_t Launch(const AttnBwdArgs& a, cudaStream_t stream, bool run_dkdv, boo
     p.bias.bias = sm90::MakeSm90BiasParams(a.bias, a.bias_dtype, a.mask_params);
     // Natural units (the forward's): the kernels scale the raw scores and add
     // the bias (no softcap with a bias here); P = exp2((s - lse) * log2 e).
+    // Without dbias (a boolean mask sent as 0 / -inf) no target: dS is not
+    // stored.
     p.scale_log2 = 1.4426950408889634f;
-    const DbiasMode mode = DbiasModeOf(a);
+    const DbiasMode mode = a.dbias == nullptr ? DbiasMode::kDirect : DbiasModeOf(a);
     staging = mode == DbiasMode::kStaged;
     const int64_t* d = a.bias.dims;
     const int64_t rows = s.q_len * s.kv_len;
@@ -240,16 +244,16 @@ bool Sm90BackwardSupports(const AttnBwdArgs& p) {
     if (m.softcap < 0.f || !(m.softcap == m.softcap)) return false;
   }
   // A bias: 16-bit with contiguous keys (the stages' rule), without softcap
-  // (whose gradient factor the kernels rebuild from P), head dims 64 and 128,
-  // its gradient wanted (Python always asks for it); the staging area of a
-  // broadcast one after the workspace's other regions.
+  // (whose gradient factor the kernels rebuild from P), head dims 64 and 128;
+  // with its gradient, the staging area of a broadcast one after the
+  // workspace's other regions.
   int64_t staging = 0;
   if (p.bias.data != nullptr) {
     if (!Sm90BackwardBiasEnabled() || !sm90::Sm90BiasFits(p.bias, p.bias_dtype, s) || m.softcap != 0.f ||
-        s.head_dim > 128 || p.dbias == nullptr || !Aligned16(p.dbias)) {
+        s.head_dim > 128 || (p.dbias != nullptr && !Aligned16(p.dbias))) {
       return false;
     }
-    staging = DbiasStagingOffset(s) + DbiasExtraElems(p);
+    if (p.dbias != nullptr) staging = DbiasStagingOffset(s) + DbiasExtraElems(p);
   }
   if (!Aligned16(p.q) || !Aligned16(p.k) || !Aligned16(p.v) || !Aligned16(p.out) || !Aligned16(p.dout) ||
       !Aligned16(p.dq) || !Aligned16(p.dk) || !Aligned16(p.dv) || !Aligned16(p.workspace) ||

@@ -293,10 +293,12 @@ __global__ void __launch_bounds__(384, 1)
           [&](int row, int& l, int& u) { FwdRowKeys(p.mask, geo, p.causal, row, l, u); }, full_lo, full_hi);
       const bool softcap = p.mask.softcap > 0.f;
       const float inv_cap_log2e = p.inv_cap_log2e;
-      // Bias: the warp's 16 query rows; dS rows in dbias_full.
+      // Bias: the warp's 16 query rows; dS rows in dbias_full. No target: a
+      // bias whose gradient nobody wants (a boolean mask sent as 0 / -inf).
       const int w_row0 = m_block * kBlockM + cw * 64 + warp * 16;
       BwdBiasWalk<BwdBiasStageRows<kBlockN>> bias_walk;
       float* ds_rows = nullptr;
+      const bool want_ds = kBias && p.bias.target != nullptr;
       if constexpr (kBias) {
         const FwdBiasParams& bp = p.bias.bias;
         bias_walk.stage = SmemAddr(smem + Cfg::kOffBias) + (cw * 4 + warp) * FwdBiasStage<kBlockN>::kBytes;
@@ -304,20 +306,22 @@ __global__ void __launch_bounds__(384, 1)
         bias_walk.base = static_cast<const uint8_t*>(bp.data) +
                          2 * (b * bp.stride_b + h * bp.stride_h +
                               static_cast<long long>(bias_walk.valid > 0 ? w_row0 : 0) * bp.stride_t);
-        ds_rows = p.bias.target + b * p.bias.slice_b + h * p.bias.slice_h +
-                  static_cast<int64_t>(w_row0) * p.kv_len;  // the warp's first row
+        if (want_ds) {
+          ds_rows = p.bias.target + b * p.bias.slice_b + h * p.bias.slice_h +
+                    static_cast<int64_t>(w_row0) * p.kv_len;  // the warp's first row
+        }
       }
       // A chain's later contributor adds after its predecessor's same warp
       // (see BwdBiasParams); the first zero-fills the blocks outside the
       // band (above it, between skipped ones, below it) as the walk passes.
-      const int pred = kBias ? BwdBiasPredecessor(p.bias, b, h, p.heads) : -1;
+      const int pred = want_ds ? BwdBiasPredecessor(p.bias, b, h, p.heads) : -1;
       const int n_tiles = (p.q_len + kBlockM - 1) / kBlockM;
       auto progress = [&](int bh_of) {
         return p.bias.progress + ((static_cast<int64_t>(bh_of) * n_tiles + m_block) * 8 + cw * 4 + warp);
       };
       int zero_above = 0;  // the first: blocks from here up are done
       if constexpr (kBias) {
-        if (pred < 0) {
+        if (want_ds && pred < 0) {
           int n_lo, n_hi;
           FwdTileBlocks<kBlockM, kBlockN>(p.mask, geo, p.causal, m_block * kBlockM, n_lo, n_hi);
           BwdZeroDs(ds_rows, p.kv_len, bias_walk.valid, n_hi * kBlockN, p.kv_len, lane);
@@ -356,7 +360,7 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kBias) {
           if (pred >= 0) {
             BwdWaitProgress(progress(pred), it + 1);
-          } else {
+          } else if (want_ds) {
             BwdZeroDs(ds_rows, p.kv_len, bias_walk.valid, n0 + kBlockN, zero_above * kBlockN, lane);
             zero_above = info >> 2;
           }
@@ -376,7 +380,7 @@ __global__ void __launch_bounds__(384, 1)
             }
             if constexpr (kBias) {
               // dbias = dS: element i0 is (row0 + 8 r, n0 + 8 (2 kk + q / 2) + 2 t).
-              if (row0 + 8 * r < p.q_len) {
+              if (want_ds && row0 + 8 * r < p.q_len) {
                 float* row = ds_rows + (g + 8 * r) * static_cast<int64_t>(p.kv_len);
                 const int col = n0 + 16 * kk + 8 * (q / 2) + 2 * t;
                 BwdStoreDsPair(row, col, p.kv_len, d0, d1, pred >= 0);
@@ -395,7 +399,7 @@ __global__ void __launch_bounds__(384, 1)
       }
       if constexpr (kBias) {
         CpAsyncWaitAll();  // the predicted copy below the last block
-        if (pred < 0) BwdZeroDs(ds_rows, p.kv_len, bias_walk.valid, 0, zero_above * kBlockN, lane);
+        if (want_ds && pred < 0) BwdZeroDs(ds_rows, p.kv_len, bias_walk.valid, 0, zero_above * kBlockN, lane);
       }
     } else if constexpr (!kOverlap) {
       for (int it = 0; it < n_blocks; ++it) {
