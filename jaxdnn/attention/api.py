@@ -212,20 +212,33 @@ def _native_head_dim(direction, q, k, width, bits, cfg):
 def _mask_as_bias(q, k, width, bias, mask, bits, cfg):
   """The mask as an additive 0 / -inf bias (summed into the caller's bias)
   where the C++ plan sends it to the sm90 bias kernels (plan.h, MaskAsBias),
-  else None. A -inf logit is a masked pair to the kernels as to the oracle,
-  and its dS is zero, so the caller's dbias is unchanged."""
-  if mask is None or (bias is not None and bias.dtype not in (jnp.bfloat16, jnp.float16)):
+  else None. A -inf logit is a masked pair to the kernels as to the oracle
+  (for a finite score: an inf or NaN score at a masked pair gives NaN here,
+  as in jax.nn's cuDNN path, where the oracle drops the pair), and its dS is
+  zero, so the caller's dbias is unchanged. With a bias, only a mask that
+  broadcasts into the bias's own shape: a larger sum would cost memory (an
+  [1, N, T, S] bias with a [B, 1, 1, S] mask grows B-fold) and a dbias
+  summed back in 16 bits."""
+  if mask is None:
+    return None
+  if bias is not None and (
+    bias.dtype not in (jnp.bfloat16, jnp.float16)
+    or jnp.broadcast_shapes(mask.shape, bias.shape) != bias.shape
+  ):
     return None
   dtype = q.dtype if bias is None else bias.dtype
-  shape = mask.shape if bias is None else jnp.broadcast_shapes(mask.shape, bias.shape)
+  shape = mask.shape if bias is None else bias.shape
   q_aval, k_aval = (jax.ShapeDtypeStruct(x.shape[:3] + (width,), x.dtype) for x in (q, k))
   avals = [q_aval, k_aval, k_aval, jax.ShapeDtypeStruct(shape, dtype)]  # q, k, v, bias
   bits = (bits & ~OPERAND_BITS["mask"]) | OPERAND_BITS["bias"]
   args = plan_args(avals, FORWARD_FIXED, deterministic=cfg.deterministic, **cfg.params(bits))
   if not _extension.plan_query("attention_mask_as_bias", **args):
     return None
-  blocked = jnp.where(mask, jnp.zeros((), dtype), jnp.array(-jnp.inf, dtype))
-  return blocked if bias is None else bias + blocked
+  # -inf by design: eager calls under jax.debug_infs must not stop here
+  # (the primitive's own results are guarded the same way).
+  with jax.debug_infs(False), jax.debug_nans(False):
+    blocked = jnp.where(mask, jnp.zeros((), dtype), jnp.array(-jnp.inf, dtype))
+    return blocked if bias is None else bias + blocked
 
 
 def _pad_head_dim(x, to):

@@ -194,7 +194,9 @@ class AttentionBackward(FfiOp):
     # dbias must come out per vmapped element, so the bias is expanded to the
     # full batch and its gradient summed back to the bias's batch size.
     kinds = operand_kinds(BACKWARD_FIXED, params["operands"])
-    new, size, batch = _fold_batch(args, dims, kinds, expand_bias=True)
+    # (Without dbias, a bias broadcast over the batch stays broadcast.)
+    want_dbias = bool(params["operands"] & OPERAND_BITS["dbias"])
+    new, size, batch = _fold_batch(args, dims, kinds, expand_bias=want_dbias)
     outs = [_unfold(o, size) for o in self.bind(*new, **params)]
     if params["operands"] & OPERAND_BITS["dbias"]:
       i = kinds.index("bias")

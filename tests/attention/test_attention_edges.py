@@ -166,3 +166,16 @@ def test_cuda_float16_large_logits_stay_finite_where_the_reference_does():
     got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
     finite = np.isfinite(want)
     assert np.isfinite(got[finite]).all(), f"{name}: {np.sum(~np.isfinite(got[finite]))} not finite"
+
+
+def test_a_mask_joins_a_bias_only_within_the_bias_shape():
+  # On Hopper a mask rides on the bias kernels as a 0 / -inf bias; summed into
+  # a bias it may not grow it (an [1, N, T, S] bias with a [B, 1, 1, S] mask
+  # would grow B-fold), nor join a float32 bias (the kernels take 16 bits).
+  from jaxdnn.attention import api
+
+  q, k, _ = _qkv(jnp.bfloat16)
+  bias = jnp.zeros((1, 4, 6, 7), jnp.bfloat16)
+  mask = jnp.ones((2, 1, 1, 7), bool)
+  assert api._mask_as_bias(q, k, 16, bias, mask, 0, None) is None
+  assert api._mask_as_bias(q, k, 16, bias.astype(jnp.float32), mask[:1], 0, None) is None

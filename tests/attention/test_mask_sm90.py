@@ -92,6 +92,59 @@ def test_mask_gradients_match_oracle(name, option):
     assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
 
 
+@pytest.mark.parametrize("name", ["B1TS_d128", "BNTS_d64_odd"])
+def test_float16_mask_gradients(name):
+  dims, kind = CASES[name]
+  q, k, v = qkv(dims, jnp.float16)
+  kw = dict(mask=_mask(dims, kind), is_causal=True)
+  w = cotangent_like(q)
+  got, want = grads("cuda", q, k, v, kw, w), grads("xla", q, k, v, kw, w)
+  for label, a, b in zip(["dq", "dk", "dv"], got, want):
+    assert_close(a, b, grad_tol(jnp.float16), err_msg=label)
+
+
+def test_mask_with_an_lse_gradient():
+  # A log-sum-exp cotangent takes the mma.sync backward, with the bias and no dbias.
+  dims, kind = CASES["11TS_d64"]
+  q, k, v = qkv(dims, jnp.bfloat16)
+  m = np.array(_mask(dims, kind))
+  m[0, 0, 5, :] = False
+  kw = dict(mask=jnp.asarray(m))
+  w, w_lse = cotangent_like(q), cotangent_like(jnp.zeros((dims.batch, dims.q_len, dims.heads)))
+  got = grads("cuda", q, k, v, kw, w, w_lse)
+  want = grads("xla", q, k, v, kw, w, w_lse)
+  for label, a, b in zip(["dq", "dk", "dv"], got, want):
+    assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
+
+
+def test_vmapped_mask_gradients():
+  dims, kind = CASES["B11S_d128_odd"]
+  q, k, v = qkv(dims, jnp.bfloat16)
+  m = _mask(dims, kind)
+
+  def grad_of(impl):
+    loss = lambda q, k, v, m: jnp.sum(
+      jaxdnn.dot_product_attention(
+        q[None], k[None], v[None], mask=m[None], implementation=impl
+      ).astype(jnp.float32)
+      ** 2
+    )
+    return jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1, 2))))(q, k, v, m)
+
+  for label, a, b in zip(["dq", "dk", "dv"], grad_of("cuda"), grad_of("xla")):
+    assert_close(a, b, grad_tol(jnp.bfloat16), err_msg=label)
+
+
+def test_eager_mask_under_debug_infs():
+  # The 0 / -inf bias is -inf by design: an eager call must not stop on it.
+  dims, kind = CASES["B1TS_d128"]
+  q, k, v = qkv(dims, jnp.bfloat16)
+  m = _mask(dims, kind)
+  with jax.debug_infs(True):
+    out = jaxdnn.dot_product_attention(q, k, v, mask=m)
+  assert_close(out, run("xla", q, k, v, mask=m), tol(jnp.bfloat16))
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize(
   "bias_kind,mask_kind", [("1NTS", "B1TS"), ("BNTS", "11TS"), ("1N1S", "B11S")]

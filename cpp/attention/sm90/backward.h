@@ -10,7 +10,8 @@
 namespace jaxdnn::attention {
 
 // True when the sm_90a backward handles this problem: bf16/f16, head dim 64 or
-// 128 (96, 192 and 256 below), no bias/mask/dropout, no dlse, no dbias, scale > 0, 16-byte aligned
+// 128 (96, 192 and 256 below), no mask array or dropout, no dlse, a 16-bit
+// bias at head dims 64/128 (with its dbias or without), scale > 0, 16-byte aligned
 // operands, a workspace of at least batch*heads*q_len (+
 // 2*batch*kv_len*heads*head_dim when heads > kv_heads) floats, and the current
 // device has compute capability 9.0. Padding lengths, segment ids (both or

@@ -3,7 +3,8 @@
 // head-dim-generic ones: the dQ kernel runs with 32-key steps, DqConfig<kD, 32>.)
 // On by default (self-test passed on an H200; docs/perf/attention.md,
 // Standing decisions: d256 on the two-kernel sm90 backward);
-// JAXDNN_ATTENTION_SM90_BWD_D256=0 sends head dim 256 to the mma.sync backward.
+// JAXDNN_ATTENTION_SM90_BWD_D256=0 sends head dim 256 to the mma.sync backward
+// and pads 192 to 256 there.
 //
 // Plan. The head-dim-128 kernel gives each of two consumer warpgroups 64 keys
 // of its own and keeps that block's dK and dV in registers: at head dim 256
@@ -41,7 +42,7 @@
 // two would start a B operand half way into a 128-byte-swizzled panel.
 // Consumer 1 waits for the dV product no longer (it issues none) and consumer
 // 0 for the dK product; the tensor cores see the same work. Shared memory:
-// 2 x 24 KB resident, 2 stages x 2 x 24 KB, the panels: 182 KB.
+// 2 x 24 KB resident, 2 stages x 2 x 24 KB, the panels: 178 KiB.
 // Costs against head dim 128: the scores are computed once (no redundant
 // S^T / dP^T), but at N = 32, and P^T / dS^T take a round trip through
 // shared memory; deterministic as before (fixed order, no atomics).
@@ -72,8 +73,8 @@ struct DkDvWideConfig {
   static constexpr int kBlockN = 64;  // keys per CTA (shared by both consumers)
   static constexpr int kBlockM = 64;  // queries per pipeline step (32 per consumer for the scores)
   static constexpr int kHalfM = kBlockM / 2;
-  static constexpr int kHalfD = kD / 2;                          // dK / dV columns per consumer (256)
-  static constexpr int kAccCols = kSplitOperands ? kD : kHalfD;  // columns of each accumulator
+  // Columns of each accumulator: 256, half of dK and of dV; 192, one whole.
+  static constexpr int kAccCols = kSplitOperands ? kD : kD / 2;
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = kD / 64;
   static constexpr int kKBytes = kBlockN * kD * 2;
