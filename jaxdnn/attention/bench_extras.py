@@ -57,6 +57,19 @@ def _torch_mla(records, case, q, k, v, causal, flops):
       )
 
 
+def _with_array(name, causal):
+  """jaxdnn's and cuDNN's (through jax.nn) attention of (q, k, v, x) with x
+  passed as `name` (bias or mask)."""
+  return {
+    "jaxdnn": lambda q, k, v, x: jaxdnn.dot_product_attention(
+      q, k, v, is_causal=causal, **{name: x}
+    ),
+    "cudnn": lambda q, k, v, x: jax.nn.dot_product_attention(
+      q, k, v, is_causal=causal, implementation="cudnn", **{name: x}
+    ),
+  }
+
+
 def _bias_case(records, normal, batch, seq, causal, bias_batch, print_case):
   """A learned bias [bias_batch, H, T, T] at head dim 128: jaxdnn and cuDNN."""
   q, k, v = (normal((batch, seq, HEADS, 128)) for _ in range(3))
@@ -64,16 +77,7 @@ def _bias_case(records, normal, batch, seq, causal, bias_batch, print_case):
   bias = normal((bias_batch, HEADS, seq, seq)) * 0.5
   shape = "1HTT" if bias_batch == 1 else "BHTT"
   case = f"bias{shape} b{batch}s{seq}d128{'c' if causal else ''}"
-  for impl in ("jaxdnn", "cudnn"):
-    f = (
-      (lambda q, k, v, b: jaxdnn.dot_product_attention(q, k, v, bias=b, is_causal=causal))
-      if impl == "jaxdnn"
-      else (
-        lambda q, k, v, b: jax.nn.dot_product_attention(
-          q, k, v, bias=b, is_causal=causal, implementation="cudnn"
-        )
-      )
-    )
+  for impl, f in _with_array("bias", causal).items():
     _timed(records, case, impl, f, (q, k, v, bias), flops)
   print_case and print_case(records, case)
 
@@ -101,16 +105,7 @@ def _mask_case(records, normal, batch, seq, causal, kind, print_case):
     kept = jnp.array([seq - seq * b // (2 * batch) for b in range(batch)])
     mask = (jnp.arange(seq)[None, :] < kept[:, None])[:, None, None, :]
   case = f"mask{kind} b{batch}s{seq}d128{'c' if causal else ''}"
-  for impl in ("jaxdnn", "cudnn"):
-    f = (
-      (lambda q, k, v, m: jaxdnn.dot_product_attention(q, k, v, mask=m, is_causal=causal))
-      if impl == "jaxdnn"
-      else (
-        lambda q, k, v, m: jax.nn.dot_product_attention(
-          q, k, v, mask=m, is_causal=causal, implementation="cudnn"
-        )
-      )
-    )
+  for impl, f in _with_array("mask", causal).items():
     _timed(records, case, impl, f, (q, k, v, mask), flops, diff=3)
   print_case and print_case(records, case)
 
