@@ -75,7 +75,11 @@ bool FusedBackwardShapeFits(const AttnProblem& p) {
   constexpr int32_t kRefused =
       kHasBias | kHasMask | kHasQLengths | kHasKvLengths | kHasDropout | kHasDlse | kWantDbias;
   const AttnShape& s = p.shape;
-  return (s.head_dim == 64 || s.head_dim == 128) && !(p.operands & kRefused) && p.softcap == 0.f &&
+  // Head dim 96 under JAXDNN_ATTENTION_SM90_BWD_FUSED_D96 (dense only: no
+  // segment path at 96).
+  const bool d96 = s.head_dim == 96 && SwitchOn(Switch::kAttentionSm90BwdFusedD96) &&
+                   SwitchOn(Switch::kAttentionSm90NativeDims) && !(p.operands & kHasSegments);
+  return (s.head_dim == 64 || s.head_dim == 128 || d96) && !(p.operands & kRefused) && p.softcap == 0.f &&
          p.window_left < 0 && p.window_right < 0 && (!p.causal || s.q_len == s.kv_len);
 }
 

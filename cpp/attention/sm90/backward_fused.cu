@@ -275,8 +275,11 @@ bool Sm90FusedBackwardSupports(const AttnBwdArgs& p) {
   // The fused requirement is at least the two-kernel one, so this checks the
   // same problem support (dtype, dims, masks, alignment, device).
   if (!Sm90BackwardSupports(p)) return false;
-  // Head dims 64 and 128 only (Sm90BackwardSupports may take 256).
-  if (s.head_dim != 64 && s.head_dim != 128) return false;
+  // Head dims 64 and 128, and 96 (dense, no segment ids) under
+  // JAXDNN_ATTENTION_SM90_BWD_FUSED_D96 (Sm90BackwardSupports may take 192, 256).
+  const bool d96 =
+      s.head_dim == 96 && SwitchOn(Switch::kAttentionSm90BwdFusedD96) && p.mask_params.q_segments == nullptr;
+  if (s.head_dim != 64 && s.head_dim != 128 && !d96) return false;
   // No bias (the two-kernel backward takes it, dbias included).
   if (p.bias.data != nullptr || p.dbias != nullptr) return false;
   // Of the masked problems the fused kernel takes segment ids alone
@@ -340,6 +343,13 @@ LaunchStatus LaunchFusedVariant(const AttnBwdArgs& p, cudaStream_t stream, int v
     return LaunchFused<64, kF16, 2, 1, kOrdered, kWide>(p, stream);
   }
   if (d == 64) return LaunchFusedOpts<64, kF16, 4, 2, kOrdered, kRot>(p, stream, variant);
+  if (d == 96) {
+    // One build a mode: 64-query steps, 3 Q/dO stages and 1 dQ buffer (223 KB
+    // of shared memory), TMA first, the rotated dQ swizzle (d128's 37 without
+    // its 80-query bit); the variant bits are ignored.
+    constexpr int kOpts = sm90::kFusedOptTmaFirst | sm90::kFusedOptDqRot;
+    return LaunchFused<96, kF16, 3, 1, kOrdered, kOpts>(p, stream);
+  }
   if (d == 128) {
     if (variant & 1) return LaunchFusedOpts<128, kF16, 3, 1, kOrdered, kRot>(p, stream, variant);
     return LaunchFusedOpts<128, kF16, 2, 2, kOrdered, kRot>(p, stream, variant);

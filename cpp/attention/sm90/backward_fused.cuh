@@ -30,6 +30,10 @@
 //     warpgroup computes the full 64x64 dQ_m over its own 64 keys (A = its own
 //     half of dS: a 128-thread barrier), and the two partials are summed in
 //     shared memory in a fixed order (warpgroup 1 stores, warpgroup 0 adds).
+//   D = 96 (JAXDNN_ATTENTION_SM90_BWD_FUSED_D96; compiled without spills, not
+//     yet run on a GPU): as D = 64, at N = 96 (m64n96k16, B = K over one and a
+//     half panels); K, V, Q and dO in two 128-byte panels, the second half
+//     zero-filled by TMA and never read; 64-query steps, 3 stages, 1 dQ buffer.
 //
 // dQ accumulation (deterministic): the consumers store dQ_m (float32) into a
 // shared [64][D] buffer (kDqBufs-deep ring, 16-byte chunks XOR-swizzled by
@@ -178,21 +182,31 @@ __device__ __forceinline__ bool FusedSegMay(int2 q, int2 k) { return q.y >= k.x 
 
 // kWide: 128-query steps at D = 64 (kFusedOptWideSteps); kQ80: 80-query
 // steps at D = 128 (kFusedOptQ80); kSeg: segment ids (kFusedOptSeg).
-template <int kD, int kStages_, int kDqBufs_, bool kWide = false, bool kQ80 = false, bool kSeg = false>
+template <int kD_, int kStages_, int kDqBufs_, bool kWide = false, bool kQ80 = false, bool kSeg = false>
 struct FusedBwdConfig {
-  static_assert(kD == 64 || kD == 128, "head dim 64 or 128");
+  static constexpr int kD = kD_;
+  static_assert(kD == 64 || kD == 96 || kD == 128, "head dim 64, 96 or 128");
   static_assert(!kWide || kD == 64, "128-query steps at head dim 64 only");
   static_assert(!kQ80 || kD == 128, "80-query steps at head dim 128 only");
+  static_assert(kD != 96 || !kSeg, "no segment path at head dim 96");
   static constexpr int kThreads = 384;
   static constexpr int kBlockN = 128;                           // keys per CTA (2 consumers x 64)
   static constexpr int kBlockM = kWide ? 128 : kQ80 ? 80 : 64;  // queries per step
   static constexpr int kStages = kStages_;
   static constexpr int kDqBufs = kDqBufs_;
-  // dQ: split keys (D=64) or head dim (D=128); wide: split queries (neither).
-  static constexpr bool kSplitKeys = kD == 64 && !kWide;
-  static constexpr int kDBlocks = kD / 64;
-  static constexpr int kKBytes = kBlockN * kD * 2;
-  static constexpr int kQBytes = kBlockM * kD * 2;
+  // dQ: split keys (D = 64, 96) or head dim (D = 128); wide: split queries
+  // (neither). At 96 a 48-column split would start a warpgroup's B operand
+  // inside a 128-byte swizzled row, so each warpgroup forms all 96 columns
+  // over its own keys, as at 64.
+  static constexpr bool kSplitKeys = (kD == 64 || kD == 96) && !kWide;
+  // 128-byte panels: head dim 96 takes two, the second half zero-filled by
+  // TMA and never read (the gemms run over the head dim's own columns).
+  static constexpr int kDBlocks = (kD + 63) / 64;
+  static constexpr int kKBytes = kBlockN * kDBlocks * 128;
+  static constexpr int kQBytes = kBlockM * kDBlocks * 128;
+  // dQ columns one warpgroup forms per step: all of them over its own keys
+  // (split keys), else 64 (its panel of 128, or with wide steps its queries).
+  static constexpr int kDqCols = kSplitKeys ? kD : 64;
   // [128 keys][kBlockM queries] 16-bit, as kBlockM / 64 panels of [128 keys][64 queries].
   static constexpr int kDsBytes = kBlockN * kBlockM * 2;
   static constexpr int kDsPanelBytes = kBlockN * 64 * 2;
@@ -426,7 +440,7 @@ template <class Cfg, bool kOrdered>
 __device__ __forceinline__ void FusedSegWriter(const BwdParams& p, const FusedBwdParams& fp, uint8_t* smem,
                                                const BwdKeyBlock& cta, uint64_t* dq_full, uint64_t* dq_empty,
                                                int lane) {
-  constexpr int kD = Cfg::kDBlocks * 64, kDqBufs = Cfg::kDqBufs, kBlockN = Cfg::kBlockN;
+  constexpr int kD = Cfg::kD, kDqBufs = Cfg::kDqBufs, kBlockN = Cfg::kBlockN;
   // 24 registers (the loader warpgroup's): offsets from the (batch, head)'s
   // first block, pointers formed where used.
   const int64_t first_m = static_cast<int64_t>(cta.bh) * cta.num_m;
@@ -593,7 +607,7 @@ template <class Cfg>
 __device__ __forceinline__ void FusedSegWriterQ80(const BwdParams& p, const FusedBwdParams& fp, uint8_t* smem,
                                                   const BwdKeyBlock& cta, uint64_t* dq_full,
                                                   uint64_t* dq_empty, int lane) {
-  constexpr int kD = Cfg::kDBlocks * 64, kDqBufs = Cfg::kDqBufs, kBlockM = Cfg::kBlockM;
+  constexpr int kD = Cfg::kD, kDqBufs = Cfg::kDqBufs, kBlockM = Cfg::kBlockM;
   if (lane != 0) return;
   float* accum = fp.dq_accum + static_cast<int64_t>(cta.bh) * fp.num_m * 64 * kD;
 #pragma unroll 1
@@ -907,7 +921,8 @@ __global__ void __launch_bounds__(384, 1)
     float dp[kBlockM / 2];
     uint32_t pa[kBlockM / 16][4];
     uint32_t dsa[kBlockM / 16][4];
-    float dqa[kQ80 ? kBlockM / 2 : 32];  // kQ80: dQ^T, 64 head-dim rows x 80 queries
+    constexpr int kDqCols = Cfg::kDqCols;
+    float dqa[kQ80 ? kBlockM / 2 : kDqCols / 2];  // kQ80: dQ^T, 64 head-dim rows x 80 queries
 
     auto gemm_s_dp = [&](int it) {
       const int st = it % kStages;
@@ -1014,12 +1029,13 @@ __global__ void __launch_bounds__(384, 1)
       const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes;
       WgmmaFence();
       if constexpr (kSplitKeys) {
-        // Own 64 keys, all 64 head-dim columns.
+        // Own 64 keys, all kD head-dim columns (96: one and a half panels of
+        // K, kBlockN * 128 bytes apart).
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
           const uint64_t da = MakeDescSw128(ds_tile + cw * 64 * 128 + kk * 2048, 64 * 128, 1024);
           const uint64_t db = MakeDescSw128(k_base + kk * 2048, kBlockN * 128, 1024);
-          WgmmaSSTT64<kF16>(dqa, da, db, kk > 0 ? 1 : 0);
+          WgmmaSSTT<kDqCols, kF16>(dqa, da, db, kk > 0 ? 1 : 0);
         }
       } else if constexpr (kQ80) {
         // dQ^T for head-dim rows [64cw, 64cw + 64) (A = K panel cw, MN-major),
@@ -1097,7 +1113,7 @@ __global__ void __launch_bounds__(384, 1)
         // warpgroup 0 adds its own and stores the sum.
         if (cw == 1) {
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
+          for (int j = 0; j < kDqCols / 8; ++j) {
 #pragma unroll
             for (int r = 0; r < 2; ++r)
               StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);
@@ -1106,7 +1122,7 @@ __global__ void __launch_bounds__(384, 1)
         NamedBarrierSync(kFusedBarDqXchg, 256);
         if (cw == 0) {
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
+          for (int j = 0; j < kDqCols / 8; ++j) {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
               const uint32_t a = buf + dq_off(j, r);
@@ -1122,7 +1138,7 @@ __global__ void __launch_bounds__(384, 1)
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
+        for (int j = 0; j < kDqCols / 8; ++j) {
 #pragma unroll
           for (int r = 0; r < 2; ++r)
             StShared64F(buf + dq_off(j, r), dqa[4 * j + 2 * r], dqa[4 * j + 2 * r + 1]);

@@ -44,7 +44,8 @@ inline int64_t Sm90FusedBwdWorkspaceElems(const AttnShape& s) {
 }
 
 // True when the fused backward handles this problem: the support of
-// Sm90BackwardSupports (bf16/f16, head dim 64/128, causal only with q_len ==
+// Sm90BackwardSupports (bf16/f16, head dim 64/128, and 96 without segment ids
+// under JAXDNN_ATTENTION_SM90_BWD_FUSED_D96, causal only with q_len ==
 // kv_len, compute capability 9.0, ...) with no mask feature but segment ids
 // on both sides (kFusedOptSeg; JAXDNN_ATTENTION_SM90_BWD_FUSED_SEG=0 keeps
 // those on the two-kernel backward), and a workspace of at least

@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(256)
   if (dq_accum != nullptr) {
     float4* a = reinterpret_cast<float4*>(dq_accum + (bh * accum_rows + i) * kD);
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    // kD / 4 chunks over kD / 8 lanes: two each (head dims 96 and 192 have no fused backward).
-    static_assert(kD != 96 || kLanes == 16, "head dim 96's lanes");
+    // kD / 4 chunks over kLanes >= kD / 8 lanes: at most two each.
+    static_assert(2 * kLanes * 4 >= kD, "the accumulator row's chunks");
     if (lane * 4 < kD) a[lane] = zero;
     if ((lane + kLanes) * 4 < kD) a[lane + kLanes] = zero;
   }

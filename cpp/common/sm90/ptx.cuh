@@ -505,8 +505,9 @@ __device__ __forceinline__ void NamedBarrierArrive(int id, int threads) {
 // ---- used by the fused attention backward: SS wgmma with both operands
 // MN-major, bulk shared->global stores and reductions, gpu-scope flags ----
 // wgmma m64nNk16, A and B both from shared memory, both MN-major
-// (imm-trans-a = imm-trans-b = 1; 16-bit types only): N = 64 (dQ^T of the
-// 64-query steps) and N = 80 (dQ^T = K^T dS^T, kFusedOptQ80). IA/IB/IS are the
+// (imm-trans-a = imm-trans-b = 1; 16-bit types only): N = 64 (dQ of the
+// 64-query steps), N = 80 (dQ^T = K^T dS^T, kFusedOptQ80) and N = 96 (dQ at
+// head dim 96). IA/IB/IS are the
 // descriptor and scale operand numbers after the N/2 accumulators.
 #define JAXDNN_WGMMA_SS_TT(N, REGS, ACC, IA, IB, IS, TY, SUFFIX)                                      \
   __device__ __forceinline__ void WgmmaSSTT_m64n##N##k16_##SUFFIX(float (&d)[N / 2], uint64_t desc_a, \
@@ -524,6 +525,8 @@ JAXDNN_WGMMA_SS_TT(64, JAXDNN_WG_REGS32, JAXDNN_WG_ACC32, "32", "33", "34", "bf1
 JAXDNN_WGMMA_SS_TT(64, JAXDNN_WG_REGS32, JAXDNN_WG_ACC32, "32", "33", "34", "f16", f16)
 JAXDNN_WGMMA_SS_TT(80, JAXDNN_WG_REGS40, JAXDNN_WG_ACC40, "40", "41", "42", "bf16", bf16)
 JAXDNN_WGMMA_SS_TT(80, JAXDNN_WG_REGS40, JAXDNN_WG_ACC40, "40", "41", "42", "f16", f16)
+JAXDNN_WGMMA_SS_TT(96, JAXDNN_WG_REGS48, JAXDNN_WG_ACC48, "48", "49", "50", "bf16", bf16)
+JAXDNN_WGMMA_SS_TT(96, JAXDNN_WG_REGS48, JAXDNN_WG_ACC48, "48", "49", "50", "f16", f16)
 #undef JAXDNN_WGMMA_SS_TT
 
 template <bool kF16>
@@ -541,6 +544,19 @@ __device__ __forceinline__ void WgmmaSSTT80(float (&d)[40], uint64_t a, uint64_t
     WgmmaSSTT_m64n80k16_f16(d, a, b, scale_d);
   } else {
     WgmmaSSTT_m64n80k16_bf16(d, a, b, scale_d);
+  }
+}
+
+// By N: 64 (WgmmaSSTT64) or 96 (the fused backward's dQ at head dim 96).
+template <int N, bool kF16>
+__device__ __forceinline__ void WgmmaSSTT(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d) {
+  static_assert(N == 64 || N == 96, "N 64 or 96");
+  if constexpr (N == 64) {
+    WgmmaSSTT64<kF16>(d, a, b, scale_d);
+  } else if constexpr (kF16) {
+    WgmmaSSTT_m64n96k16_f16(d, a, b, scale_d);
+  } else {
+    WgmmaSSTT_m64n96k16_bf16(d, a, b, scale_d);
   }
 }
 
