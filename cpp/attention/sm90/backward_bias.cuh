@@ -116,13 +116,16 @@ struct BwdBiasStageT {
   }
 
   // Starts the copy of queries [q0, q0 + kBlockM) (those below q_len) of the
-  // `keys_valid` keys at `keys` (the bias at query 0, the warp's first key).
+  // `keys_valid` keys at `keys` (the bias at query 0, the warp's first key);
+  // with bp.row_broadcast only queries q0 .. q0 + 7 (every query's row is the
+  // same; a query q reads row q % 8, which is past q_len only if q is).
   static __device__ __forceinline__ void Issue(const FwdBiasParams& bp, uint32_t stage, const uint8_t* keys,
                                                int keys_valid, int q_len, int q0, int lane) {
     const long long row_bytes = bp.stride_t * 2;
+    const int rows = bp.row_broadcast ? 8 : kBlockM;
     if (bp.copy_bytes == 16) {
 #pragma unroll 1
-      for (int id = lane; id < 2 * kBlockM; id += 32) {
+      for (int id = lane; id < 2 * rows; id += 32) {
         const int q = id / 2, key = (id % 2) * 8;
         const int left = q0 + q < q_len ? (keys_valid - key) * 2 : 0;
         const int bytes = left < 0 ? 0 : (left > 16 ? 16 : left);
@@ -132,7 +135,7 @@ struct BwdBiasStageT {
       }
     } else if (bp.copy_bytes == 4) {
 #pragma unroll 1
-      for (int id = lane; id < 8 * kBlockM; id += 32) {
+      for (int id = lane; id < 8 * rows; id += 32) {
         const int q = id / 8, key = (id % 8) * 2;
         const int left = q0 + q < q_len ? (keys_valid - key) * 2 : 0;
         const int bytes = left < 0 ? 0 : (left > 4 ? 4 : left);
@@ -142,7 +145,7 @@ struct BwdBiasStageT {
       }
     } else {
 #pragma unroll 1
-      for (int id = lane; id < 16 * kBlockM; id += 32) {
+      for (int id = lane; id < 16 * rows; id += 32) {
         const int q = id / 16, key = id % 16;
         unsigned short v = 0;
         if (q0 + q < q_len && key < keys_valid) {
@@ -164,10 +167,11 @@ struct BwdBiasStageT {
     CpAsyncWaitAll();
     __syncwarp();
     const int mi = lane / 8;  // the matrix this lane addresses: (j + mi / 2, r = mi % 2)
+    const int block_rows = bp.row_broadcast ? 0 : 8;  // row_broadcast: rows 0-7 for every block
 #pragma unroll
     for (int j = 0; j < kBlockM / 8; j += 2) {
       uint32_t reg[4];
-      const uint32_t addr = stage + Offset(8 * (j + mi / 2) + lane % 8, 8 * (mi % 2));
+      const uint32_t addr = stage + Offset(block_rows * (j + mi / 2) + lane % 8, 8 * (mi % 2));
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                    : "=r"(reg[0]), "=r"(reg[1]), "=r"(reg[2]), "=r"(reg[3])
                    : "r"(addr));

@@ -34,6 +34,11 @@ struct FwdBiasParams {
   // aligned to that many bytes), or 2 (plain element loads).
   int copy_bytes = 16;
   int f16 = 0;  // 1: float16, 0: bfloat16
+  // 1: the bias broadcasts over query rows (stride_t 0, a key-padding mask's
+  // shape) and the backward's transposed stage (BwdBiasStageT) copies 8
+  // query rows once and reads them for every query block, instead of the
+  // same row for each of its queries.
+  int row_broadcast = 0;
 };
 
 template <int kBlockN>

@@ -8,6 +8,7 @@
 #include "attention/problem.h"
 #include "attention/sm90/forward_bias.cuh"
 #include "attention/sm90/forward_mask.cuh"
+#include "common/switches.h"
 
 namespace jaxdnn::attention::sm90 {
 
@@ -56,6 +57,7 @@ inline FwdBiasParams MakeSm90BiasParams(const Broadcast4& b, ffi::DataType dtype
   out.copy_bytes = aligned(8) ? 16 : aligned(2) ? 4 : 2;
   out.f16 = dtype == ffi::DataType::F16 ? 1 : 0;
   out.mul = m.softcap > 0.f ? 1.f : m.scale;
+  out.row_broadcast = out.stride_t == 0 && SwitchOn(Switch::kAttentionSm90BiasRowStage) ? 1 : 0;
   return out;
 }
 
