@@ -13,21 +13,28 @@ out=${1:?give an output folder}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PACK=0
-on=(JAXDNN_ATTENTION_SM90_BWD_FUSED_D96=1 JAXDNN_ATTENTION_SM90_BIAS_ROW_STAGE=1)
+
 case "${PART:-check}" in
   check)
     STEPS=build bash "$repo/benchmarks/gpu_run.sh" "$out/b" > "$out/build.txt" 2>&1
     tail -1 "$out/build.txt"
-    env "${on[@]}" STEPS=tests SHARDS=8 BUDGET=200 \
-      TESTS="$repo/tests/attention/test_head_dims_sm90.py $repo/tests/attention/test_mask_sm90.py $repo/tests/attention/test_bias_sm90.py" \
-      bash "$repo/benchmarks/gpu_run.sh" "$out/t" --tb=short -q > "$out/tests.txt" 2>&1
-    grep -E "^shard|FAILED|Error" "$out/tests.txt" | head -40
+    # Each switch with its own suites, so a failure names its kernel.
+    JAXDNN_ATTENTION_SM90_BWD_FUSED_D96=1 STEPS=tests SHARDS=8 BUDGET=120 \
+      TESTS="$repo/tests/attention/test_head_dims_sm90.py" \
+      bash "$repo/benchmarks/gpu_run.sh" "$out/t96" --tb=short -q > "$out/tests-d96.txt" 2>&1
+    JAXDNN_ATTENTION_SM90_BIAS_ROW_STAGE=1 STEPS=tests SHARDS=8 BUDGET=100 \
+      TESTS="$repo/tests/attention/test_mask_sm90.py $repo/tests/attention/test_bias_sm90.py" \
+      bash "$repo/benchmarks/gpu_run.sh" "$out/tmask" --tb=short -q > "$out/tests-rowstage.txt" 2>&1
+    grep -E "^shard|FAILED|Error" "$out"/tests-*.txt | head -40
     cd /tmp || exit 1
-    for mode in dims bias; do
-      env "${on[@]}" timeout 110 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        python3 "$repo/tests/cuda/memcheck_smoke.py" cuda "$mode" > "$out/memcheck-$mode.txt" 2>&1
-      echo "memcheck $mode exit $?"
-    done
+    # dims with the fused backward forced at every length (both dQ modes).
+    JAXDNN_ATTENTION_SM90_BWD_FUSED_D96=1 JAXDNN_ATTENTION_SM90_BWD=2 timeout 110 compute-sanitizer \
+      --tool memcheck --error-exitcode 9 python3 "$repo/tests/cuda/memcheck_smoke.py" cuda dims \
+      > "$out/memcheck-dims.txt" 2>&1
+    echo "memcheck dims exit $?"
+    JAXDNN_ATTENTION_SM90_BIAS_ROW_STAGE=1 timeout 110 compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 "$repo/tests/cuda/memcheck_smoke.py" cuda bias > "$out/memcheck-bias.txt" 2>&1
+    echo "memcheck bias exit $?"
     ;;
   bench)
     cd /tmp || exit 1

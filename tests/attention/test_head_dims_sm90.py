@@ -93,11 +93,11 @@ def test_float16_gradients(option, head_dim):
 @pytest.mark.parametrize("deterministic", [False, True], ids=["unordered", "ordered"])
 @pytest.mark.parametrize("option", ["plain", "causal"])
 def test_long_query_gradients_at_96(option, deterministic):
-  # From 512 query rows the backward may take the fused kernel (head dim 96
-  # there under JAXDNN_ATTENTION_SM90_BWD_FUSED_D96=1, set for the whole run;
-  # else the two-kernel one): GQA 2, an odd length, both dQ modes, and
-  # bit-identical reruns in the ordered one.
-  dims = Dims(2, 1100, 1100, 4, 2, 96)
+  # Long enough for the fused backward (head dim 96 there under
+  # JAXDNN_ATTENTION_SM90_BWD_FUSED_D96=1, set for the whole run; else the
+  # two-kernel one): from 512 query rows unordered, 8192 ordered
+  # (plan.h's thresholds); GQA 2, odd lengths, bit-identical reruns ordered.
+  dims = Dims(1, 8193, 8193, 2, 1, 96) if deterministic else Dims(2, 1100, 1100, 4, 2, 96)
   q, k, v = qkv(dims, jnp.bfloat16)
   kw = dict(OPTIONS[option](dims), deterministic=deterministic)
   w = cotangent_like(q)

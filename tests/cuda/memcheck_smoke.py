@@ -66,6 +66,7 @@ def bias_cases():
     (1030, 64, (2, 1, 1, 1030)),
     (1031, 256, (2, 8, 300, 1031)),
     (1031, 128, (2, 8, 300, 1031)),
+    (1024, 128, (2, 1, 1, 1024)),  # a key-padding row: the row stage's 16-byte copies
   ):
     q = normal((2, 300, 8, dim))
     k, v = normal((2, kv, 2, dim)), normal((2, kv, 2, dim))
@@ -95,10 +96,18 @@ def head_dim_cases():
   and uneven tiles, partial query and key blocks, GQA, the extended path
   with lengths; 192's backward with and without GQA (partials, or dK and dV
   stored by one consumer each)."""
-  for dim, kv_heads in ((96, 2), (192, 2), (192, 8)):
-    q = normal((2, 300, 8, dim))
+  for dim, kv_heads, q_len in ((96, 2, 300), (96, 2, 600), (192, 2, 300), (192, 8, 300)):
+    q = normal((2, q_len, 8, dim))
     k, v = normal((2, 1031, kv_heads, dim)), normal((2, 1031, kv_heads, dim))
-    for kw in (dict(), dict(is_causal=True), dict(key_value_seq_lengths=jnp.array([1031, 517]))):
+    # (96 over 600 queries: the fused backward where it is switched on,
+    # JAXDNN_ATTENTION_SM90_BWD_FUSED_D96; both dQ modes with
+    # JAXDNN_ATTENTION_SM90_BWD=2, which takes it at any length.)
+    for kw in (
+      dict(),
+      dict(is_causal=True),
+      dict(key_value_seq_lengths=jnp.array([1031, 517])),
+      dict(deterministic=True),
+    ):
       f = lambda q, k, v: jnp.sum(
         jaxdnn.dot_product_attention(q, k, v, implementation=IMPL, **kw).astype(jnp.float32)
       )

@@ -240,8 +240,8 @@ struct FusedBwdConfig {
 
 // Named barrier ids (0 is __syncthreads).
 constexpr int kFusedBarDs = 1;      // both consumer warpgroups: dS tile complete (D = 128)
-constexpr int kFusedBarDqXchg = 2;  // both consumer warpgroups: dQ partial exchange (D = 64)
-constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half complete (D = 64)
+constexpr int kFusedBarDqXchg = 2;  // both consumer warpgroups: dQ partial exchange (D = 64, 96)
+constexpr int kFusedBarDsWg = 3;    // + cw: one consumer warpgroup's dS half complete (D = 64, 96)
 
 // Step-order options (kOpts bits; A/B through the host launcher's variant,
 // see attention/sm90/backward_fused.h). Same results bit for bit: only the
@@ -1024,7 +1024,7 @@ __global__ void __launch_bounds__(384, 1)
       }
       WgmmaCommit();
     };
-    // dQ_m (64 queries x 64 columns) = dS . K, A = dS tile (MN-major), B = K (MN-major).
+    // dQ_m (64 queries x kDqCols columns) = dS . K, A = dS tile (MN-major), B = K (MN-major).
     auto gemm_dq = [&](int it) {
       const uint32_t ds_tile = ds_smem + (it & 1) * Cfg::kDsBytes;
       WgmmaFence();

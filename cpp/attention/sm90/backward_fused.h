@@ -88,6 +88,8 @@ LaunchStatus LaunchAttentionBwdSm90Fused(const AttnBwdArgs& p, cudaStream_t stre
 //   16 = with 128, causal only: each key block's 80-query steps start at its
 //       diagonal row 128n (no rows before it; the last step's reduce-add is
 //       cut at q_len): variants 144, 148; 181 = 165 | 16 runs as 148.
+// Head dim 96 (JAXDNN_ATTENTION_SM90_BWD_FUSED_D96) ignores the bits: 64-query
+// steps, 3 Q/dO stages, 1 dQ buffer, TMA first, rotated dQ swizzle.
 // With segment ids the bits are ignored: 64-query steps, TMA first, rotated
 // dQ swizzle, 2 Q/dO stages at head dim 128 (4 at 64), 2 dQ buffers; except
 //   256 | 128 (e.g. 404 = 256 | 128 | 16 | 4) = head dim 128, unordered mode
