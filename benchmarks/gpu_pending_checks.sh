@@ -6,7 +6,9 @@
 #   PART=check: build, the suites that reach them with both switches on,
 #               memcheck modes dims and bias (about 400 s);
 #   PART=bench: on the warm machine, each switch off and on in its own
-#               process: the d96 grid against cuDNN, the mask table at 4096.
+#               process: the d96 grid against cuDNN, the mask table at 4096;
+#               then benchmarks/attention_kernel_split.py (the paged decode's
+#               kernels against the contiguous one's among them).
 #   bash benchmarks/gpu_pending_checks.sh OUT
 set -uo pipefail
 out=${1:?give an output folder}
@@ -45,6 +47,8 @@ case "${PART:-check}" in
       JAXDNN_ATTENTION_SM90_BIAS_ROW_STAGE=$v timeout 100 python3 -m jaxdnn.bench attention --only mask \
         --seqs 4096 --gpu-busy --no-torch --out "$out/mask-rowstage$v.json" > "$out/mask-rowstage$v.txt" 2>&1
     done
+    # Where the small paged decodes lose to the contiguous one, kernel by kernel.
+    timeout 120 python3 "$repo/benchmarks/attention_kernel_split.py" "$out/split.txt" > /dev/null 2>&1
     tail -n 3 "$out"/*.txt
     ;;
 esac
