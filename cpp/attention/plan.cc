@@ -214,14 +214,16 @@ int64_t BackwardWorkspaceElems(const AttnProblem& p) {
     if (p.operands & kWantDbias) {
       // A broadcast bias: its dbias staging area or the chained sums'
       // progress counters (sm90/backward.cu, DbiasMode), 16-byte aligned
-      // after the rest; and room for the mma.sync backward the launch may
-      // fall back to.
+      // after the rest.
       const int64_t* d = p.bias_dims;
       const bool full = d[0] == s.batch && d[1] == s.heads && d[2] == s.q_len && d[3] == s.kv_len;
       const int64_t progress = s.batch * s.heads * ((s.q_len + 127) / 128) * 8;
       if (!full) elems = (elems + 3) / 4 * 4 + std::max(s.batch * s.heads * s.q_len * s.kv_len, progress);
-      elems = std::max(elems, Sm80BackwardWorkspaceElems(p));
     }
+    // A bias, with its gradient or without (a mask sent as one): room for the
+    // mma.sync backward the launch falls back to where the sm90 one refuses
+    // what the plan cannot see (a float32 bias is only known at launch).
+    if (p.operands & kHasBias) elems = std::max(elems, Sm80BackwardWorkspaceElems(p));
   } else {
     elems = Sm80BackwardWorkspaceElems(p);
   }
