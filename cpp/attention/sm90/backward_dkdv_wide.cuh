@@ -404,7 +404,9 @@ __global__ void __launch_bounds__(384, 1)
     // ---------------------------- epilogue ----------------------------
     if constexpr (kSplit) {
       // Consumer 0's dV, consumer 1's dK: all columns of the block's 64 keys.
-      StoreDkOrDvRows<kD, kF16>(p, dv, cw == 1, cta.b, cta.h, cta.hk, key0, t);
+      const bool is_dk = cw == 1;
+      StoreKeyRows<kD, kD, kF16>(p, dv, is_dk ? p.scale : 1.f, is_dk ? p.dk : p.dv,
+                                 is_dk ? p.dk_part : p.dv_part, cta.b, cta.h, cta.hk, key0, t, 0);
     } else {
       // This consumer's columns [128 cw, 128 cw + 128) of the block's 64 keys.
       StoreDkDvRows<kD, kAccCols, kF16>(p, dk, dv, cta.b, cta.h, cta.hk, key0, t, cw);

@@ -281,30 +281,18 @@ JAXDNN_WGMMA_SS_BT(192, 96, "bf16", bf16, JAXDNN_WG_REGS96, "%96", "%97", "%98")
 JAXDNN_WGMMA_SS_BT(192, 96, "f16", f16, JAXDNN_WG_REGS96, "%96", "%97", "%98")
 template <int N, bool kF16>
 struct WgmmaBt;
-template <>
-struct WgmmaBt<128, false> {
-  static __device__ __forceinline__ void SS(float (&d)[64], uint64_t a, uint64_t b, int s) {
-    WgmmaSSBt_m64n128k16_bf16(d, a, b, s);
-  }
-};
-template <>
-struct WgmmaBt<128, true> {
-  static __device__ __forceinline__ void SS(float (&d)[64], uint64_t a, uint64_t b, int s) {
-    WgmmaSSBt_m64n128k16_f16(d, a, b, s);
-  }
-};
-template <>
-struct WgmmaBt<192, false> {
-  static __device__ __forceinline__ void SS(float (&d)[96], uint64_t a, uint64_t b, int s) {
-    WgmmaSSBt_m64n192k16_bf16(d, a, b, s);
-  }
-};
-template <>
-struct WgmmaBt<192, true> {
-  static __device__ __forceinline__ void SS(float (&d)[96], uint64_t a, uint64_t b, int s) {
-    WgmmaSSBt_m64n192k16_f16(d, a, b, s);
-  }
-};
+#define JAXDNN_WGMMA_BT_DISPATCH(N, NACC, F16, SUFFIX)                                           \
+  template <>                                                                                    \
+  struct WgmmaBt<N, F16> {                                                                       \
+    static __device__ __forceinline__ void SS(float (&d)[NACC], uint64_t a, uint64_t b, int s) { \
+      WgmmaSSBt_m64n##N##k16_##SUFFIX(d, a, b, s);                                               \
+    }                                                                                            \
+  };
+JAXDNN_WGMMA_BT_DISPATCH(128, 64, false, bf16)
+JAXDNN_WGMMA_BT_DISPATCH(128, 64, true, f16)
+JAXDNN_WGMMA_BT_DISPATCH(192, 96, false, bf16)
+JAXDNN_WGMMA_BT_DISPATCH(192, 96, true, f16)
+#undef JAXDNN_WGMMA_BT_DISPATCH
 
 // ---- mbarrier ----
 __device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
