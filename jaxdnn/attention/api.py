@@ -198,15 +198,22 @@ def _padded_head_dim(head_dim):
   return next(d for d in CUDA_HEAD_DIMS if d >= head_dim)
 
 
+def _plan_says(query, q, k, width, bits, cfg, bias=None):
+  """The C++ plan query `attention_<query>` on q and k at head dim `width`
+  (v taken as k's shape) and `bias` (an aval, with the bias bit in `bits`)."""
+  q_aval, k_aval = (jax.ShapeDtypeStruct(x.shape[:3] + (width,), x.dtype) for x in (q, k))
+  avals = [q_aval, k_aval, k_aval] + ([] if bias is None else [bias])
+  args = plan_args(avals, FORWARD_FIXED, deterministic=cfg.deterministic, **cfg.params(bits))
+  return bool(_extension.plan_query(f"attention_{query}", **args))
+
+
 def _native_head_dim(direction, q, k, width, bits, cfg):
   """Whether CUDA runs head dim `width` (96, 192) unpadded in `direction`
   ("fwd" or "bwd"): the C++ plan's rule (plan.h, ForwardNativeHeadDim and
   BackwardNativeHeadDim; the backward's bits carry dlse and dbias)."""
   if width not in (96, 192) or bits & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"]):
     return False
-  avals = [jax.ShapeDtypeStruct(x.shape[:3] + (width,), x.dtype) for x in (q, k)]
-  args = plan_args(avals, FORWARD_FIXED, deterministic=cfg.deterministic, **cfg.params(bits))
-  return bool(_extension.plan_query(f"attention_{direction}_native_head_dim", **args))
+  return _plan_says(f"{direction}_native_head_dim", q, k, width, bits, cfg)
 
 
 def _mask_as_bias(q, k, width, bias, mask, bits, cfg):
@@ -228,11 +235,8 @@ def _mask_as_bias(q, k, width, bias, mask, bits, cfg):
     return None
   dtype = q.dtype if bias is None else bias.dtype
   shape = mask.shape if bias is None else bias.shape
-  q_aval, k_aval = (jax.ShapeDtypeStruct(x.shape[:3] + (width,), x.dtype) for x in (q, k))
-  avals = [q_aval, k_aval, k_aval, jax.ShapeDtypeStruct(shape, dtype)]  # q, k, v, bias
   bits = (bits & ~OPERAND_BITS["mask"]) | OPERAND_BITS["bias"]
-  args = plan_args(avals, FORWARD_FIXED, deterministic=cfg.deterministic, **cfg.params(bits))
-  if not _extension.plan_query("attention_mask_as_bias", **args):
+  if not _plan_says("mask_as_bias", q, k, width, bits, cfg, jax.ShapeDtypeStruct(shape, dtype)):
     return None
   # -inf by design: eager calls under jax.debug_infs must not stop here
   # (the primitive's own results are guarded the same way).

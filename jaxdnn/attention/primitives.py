@@ -198,7 +198,7 @@ class AttentionBackward(FfiOp):
     want_dbias = bool(params["operands"] & OPERAND_BITS["dbias"])
     new, size, batch = _fold_batch(args, dims, kinds, expand_bias=want_dbias)
     outs = [_unfold(o, size) for o in self.bind(*new, **params)]
-    if params["operands"] & OPERAND_BITS["dbias"]:
+    if want_dbias:
       i = kinds.index("bias")
       bias_shape = [n for ax, n in enumerate(args[i].shape) if ax != dims[i]]
       if bias_shape[0] == 1 and batch != 1:
