@@ -343,22 +343,18 @@ LaunchStatus LaunchAttentionBwdSm90Variant(const AttnBwdArgs& p, cudaStream_t st
 #undef JAXDNN_SM90_BWD_CASE
   // Head dims 192 and 256: one instantiation per path (32-key dQ steps, no
   // overlap: variant bits 1, 16 and 32 are ignored; 2, 4 and 8 apply).
-  if (d == 192) {
-    if (ext) {
-      return f16 ? Launch<192, true, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major)
-                 : Launch<192, false, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major);
-    }
-    return f16 ? Launch<192, true, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major)
-               : Launch<192, false, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major);
+#define JAXDNN_SM90_BWD_WIDE_CASE(D)                                                                  \
+  if (d == D) {                                                                                       \
+    if (ext) {                                                                                        \
+      return f16 ? Launch<D, true, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major)   \
+                 : Launch<D, false, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major); \
+    }                                                                                                 \
+    return f16 ? Launch<D, true, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major)    \
+               : Launch<D, false, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major);  \
   }
-  if (d == 256) {
-    if (ext) {
-      return f16 ? Launch<256, true, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major)
-                 : Launch<256, false, 32, false, false, true>(p, stream, run_dkdv, run_dq, head_major);
-    }
-    return f16 ? Launch<256, true, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major)
-               : Launch<256, false, 32, false, false, false>(p, stream, run_dkdv, run_dq, head_major);
-  }
+  JAXDNN_SM90_BWD_WIDE_CASE(192)
+  JAXDNN_SM90_BWD_WIDE_CASE(256)
+#undef JAXDNN_SM90_BWD_WIDE_CASE
   return LaunchStatus::Refused("no sm90 backward is compiled for this head dim and variant");
 }
 
