@@ -99,8 +99,8 @@ def head_dim_cases():
   for dim, kv_heads, q_len in ((96, 2, 300), (96, 2, 600), (192, 2, 300), (192, 8, 300)):
     q = normal((2, q_len, 8, dim))
     k, v = normal((2, 1031, kv_heads, dim)), normal((2, 1031, kv_heads, dim))
-    # (96 over 600 queries: the fused backward where it is switched on,
-    # JAXDNN_ATTENTION_SM90_BWD_FUSED_D96; both dQ modes with
+    # (96 over 600 queries: the fused backward (JAXDNN_ATTENTION_SM90_BWD_FUSED_D96,
+    # default on); both dQ modes with
     # JAXDNN_ATTENTION_SM90_BWD=2, which takes it at any length.)
     for kw in (
       dict(),

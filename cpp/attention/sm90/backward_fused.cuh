@@ -30,10 +30,10 @@
 //     warpgroup computes the full 64x64 dQ_m over its own 64 keys (A = its own
 //     half of dS: a 128-thread barrier), and the two partials are summed in
 //     shared memory in a fixed order (warpgroup 1 stores, warpgroup 0 adds).
-//   D = 96 (JAXDNN_ATTENTION_SM90_BWD_FUSED_D96; compiled without spills, not
-//     yet run on a GPU): as D = 64, at N = 96 (m64n96k16, B = K over one and a
-//     half panels); K, V, Q and dO in two 128-byte panels, the second half
-//     zero-filled by TMA and never read; 64-query steps, 3 stages, 1 dQ buffer.
+//   D = 96 (JAXDNN_ATTENTION_SM90_BWD_FUSED_D96, default on): as D = 64, at
+//     N = 96 (m64n96k16, B = K over one and a half panels); K, V, Q and dO in
+//     two 128-byte panels, the second half zero-filled by TMA and never read;
+//     64-query steps, 3 stages, 1 dQ buffer.
 //
 // dQ accumulation (deterministic): the consumers store dQ_m (float32) into a
 // shared [64][D] buffer (kDqBufs-deep ring, 16-byte chunks XOR-swizzled by
