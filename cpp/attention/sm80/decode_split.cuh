@@ -57,7 +57,13 @@ struct DecodePagedRows {
     if (!pg.on()) return b * kv_len + key;
     if (s_tbl == nullptr) return KvRow(pg, b, key, kv_len);
     const uint32_t k = uint32_t(key), bs = uint32_t(pg.block_size), blk = k / bs;
-    return int64_t(s_tbl[blk - first]) * bs + (k - blk * bs);
+    return int64_t(Entry(blk)) * bs + (k - blk * bs);
+  }
+  // The staged entry of table block `blk`, clamped into the pool (the
+  // entries are copied raw, so that the copy runs under the lengths' read).
+  __device__ __forceinline__ int32_t Entry(uint32_t blk) const {
+    const int32_t e = s_tbl[blk - first];
+    return e < 0 ? 0 : (e >= pg.num_blocks ? int32_t(pg.num_blocks - 1) : e);
   }
 };
 
@@ -74,27 +80,50 @@ struct DecodeSplitParams {
 // kBlockN keys from `key0` of K and V (rows at or past `limit` zero-filled).
 // k_src/v_src point at this CTA's kv head of row 0 of k/v seen as [rows,
 // kv_heads, head_dim]; KvRow finds batch row b's key (contiguous or paged).
+// A thread's rows are kRowsPerPass apart, so with staged table entries its
+// pool rows follow from one division and a step per pass (a division per row
+// ahead of each copy sits on the load's issue path of a lone CTA).
 template <typename T, int kD, int kBlockN>
 __device__ __forceinline__ void DecodeLoadKv(T* sk, T* sv, const T* k_src, const T* v_src, int64_t stride,
                                              int64_t key0, int64_t limit, const DecodePagedRows& rows,
                                              int64_t b, int64_t kv_len) {
   constexpr int kChunks = kD / 8;
   constexpr int kRowsPerPass = kDecodeThreads / kChunks;
+  constexpr int kPasses = kBlockN / kRowsPerPass;
   static_assert(kBlockN % kRowsPerPass == 0, "a block must be whole passes");
-  const int ch = threadIdx.x % kChunks;
+  const int ch = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
+  const bool staged = rows.s_tbl != nullptr;
+  const uint32_t bs = uint32_t(rows.pg.block_size), k0 = uint32_t(key0 + r0);
+  uint32_t blk = staged ? k0 / bs : 0, in_blk = staged ? k0 - blk * bs : 0;
 #pragma unroll
-  for (int r = threadIdx.x / kChunks; r < kBlockN; r += kRowsPerPass) {
-    const int64_t key = key0 + r;
-    const bool ok = key < limit;
-    const int64_t off = (ok ? rows.Row(b, key, kv_len) : 0) * stride + ch * 8;
+  for (int i = 0; i < kPasses; ++i) {
+    const int r = r0 + i * kRowsPerPass;
+    const bool ok = key0 + r < limit;
+    // (rows past `limit` may lie past the staged entries: not read)
+    const int64_t row =
+        !ok ? 0 : (staged ? int64_t(rows.Entry(blk)) * bs + in_blk : rows.Row(b, key0 + r, kv_len));
+    const int64_t off = row * stride + ch * 8;
     const int at = sm80::SwizzledTile<kD>::Offset(r, ch);
     sm80::CpAsync16(sk + at, k_src + off, ok ? 16 : 0);
     sm80::CpAsync16(sv + at, v_src + off, ok ? 16 : 0);
+    in_blk += kRowsPerPass;
+    while (in_blk >= bs && staged) {  // once per pass at block sizes >= kRowsPerPass
+      in_blk -= bs;
+      ++blk;
+    }
   }
 }
 
+// Resident CTAs asked of ptxas: 3 at head dim 128 keeps its 2- and 4-tile
+// builds at 168 registers (3 CTAs an SM, as the occupancy query expects);
+// left free, ptxas capped head dim 64's 4-tile build at 128 and spilled.
+template <int kD>
+constexpr int DecodeMinCtas() {
+  return kD == 128 ? 3 : 1;
+}
+
 template <typename T, int kD, int kRowTiles>
-__global__ void __launch_bounds__(kDecodeThreads) DecodeSplitPartialKernel(const DecodeSplitParams dp) {
+__global__ void __launch_bounds__(kDecodeThreads, DecodeMinCtas<kD>()) DecodeSplitPartialKernel(const DecodeSplitParams dp) {
   constexpr int kKeyGroups = kDecodeWarps / kRowTiles;
   constexpr int kWarpKeys = DecodeWarpKeys<kD, kKeyGroups>();
   constexpr int kBlockN = DecodeBlockKeys<kD, kKeyGroups>();
@@ -133,10 +162,31 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeSplitPartialKernel(const
     }
   }
 
-  // The keys this split covers, narrowed to the union of its rows' allowed
-  // keys (bottom-right causal, window, padding): blocks outside are never read.
+  // A paged CTA copies its key range's table entries to shared memory
+  // (cp.async, in flight while the lengths below are read): the range is the
+  // split's chunk plus a block past it (a block starting inside the chunk may
+  // end past it), which stays inside the table's max_blocks * block_size keys.
   const int64_t c0 = split * dp.chunk;
   const int64_t c1 = c0 + dp.chunk < s.kv_len ? c0 + dp.chunk : s.kv_len;
+  DecodePagedRows rows;
+  if (p.paged.on()) {
+    rows.pg = p.paged;
+    const int64_t stage_end = c1 + kBlockN < s.kv_len ? c1 + kBlockN : s.kv_len;
+    const int64_t first = c0 / p.paged.block_size, last = (stage_end - 1) / p.paged.block_size;
+    if (c1 > c0 && last - first < kDecodeTableStage) {
+      int32_t* s_tbl = reinterpret_cast<int32_t*>(sV + 2 * kBlockN * kD);
+      const int32_t* row_tbl = p.paged.block_tables + b * p.paged.max_blocks + first;
+      for (int64_t e = threadIdx.x; e <= last - first; e += kDecodeThreads) {
+        CpAsync4(s_tbl + e, row_tbl + e, 4);
+      }
+      rows.s_tbl = s_tbl;
+      rows.first = uint32_t(first);
+    }
+  }
+  sm80::CpAsyncCommit();  // Q and the table entries
+
+  // The keys this split covers, narrowed to the union of its rows' allowed
+  // keys (bottom-right causal, window, padding): blocks outside are never read.
   int64_t union_lo = c1, union_hi = c0;
   {
     const int64_t last_row = cta_row0 + kRows - 1 < dp.rows - 1 ? cta_row0 + kRows - 1 : dp.rows - 1;
@@ -179,30 +229,14 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeSplitPartialKernel(const
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // max in log2 units
 
   const int64_t n_blocks = union_hi > union_lo ? (union_hi - union_lo + kBlockN - 1) / kBlockN : 0;
-  DecodePagedRows rows;
-  if (p.paged.on()) {
-    rows.pg = p.paged;
-    // The table entries of every key the blocks below load (keys < limit).
-    const int64_t keys_end = union_lo + n_blocks * kBlockN < limit ? union_lo + n_blocks * kBlockN : limit;
-    if (n_blocks > 0 && keys_end > union_lo) {
-      const int64_t first = union_lo / p.paged.block_size, last = (keys_end - 1) / p.paged.block_size;
-      if (last - first < kDecodeTableStage) {
-        int32_t* s_tbl = reinterpret_cast<int32_t*>(sV + 2 * kBlockN * kD);
-        const int32_t* row_tbl = p.paged.block_tables + b * p.paged.max_blocks;
-        for (int64_t e = threadIdx.x; e <= last - first; e += kDecodeThreads) {
-          const int32_t blk = row_tbl[first + e];
-          s_tbl[e] = blk < 0 ? 0 : (blk >= p.paged.num_blocks ? int32_t(p.paged.num_blocks - 1) : blk);
-        }
-        __syncthreads();
-        rows.s_tbl = s_tbl;
-        rows.first = uint32_t(first);
-      }
-    }
+  if (rows.s_tbl != nullptr) {  // the staged entries, for every thread's first loads
+    sm80::CpAsyncWait<0>();
+    __syncthreads();
   }
   if (n_blocks > 0) {
     DecodeLoadKv<T, kD, kBlockN>(sK, sV, k_src, v_src, kv_stride, union_lo, limit, rows, b, s.kv_len);
   }
-  sm80::CpAsyncCommit();  // Q (and the first block)
+  sm80::CpAsyncCommit();  // the first block
   const float scale_log2 = m.scale * kDecodeLog2e;
   const bool softcap = m.softcap > 0.f;
 
