@@ -192,8 +192,10 @@ def test_attention_plan_sizes_the_workspaces():
     )
     == base(2, 256, 4, 64) + 2 * 4 * 256 * 256
   )
-  # Head dim 96: the two-kernel sm90 backward (no fused one).
-  assert bwd(2, 1024, 1024, 4, 4, 96) == delta(2, 1024, 4)
+  # Head dim 96: the fused backward from 512 query rows unordered (its dQ
+  # accumulator), the two-kernel one below 8192 ordered.
+  assert bwd(2, 1024, 1024, 4, 4, 96) > delta(2, 1024, 4) + 2 * 1024 * 4 * 96 - 1
+  assert bwd(2, 1024, 1024, 4, 4, 96, deterministic=1) == delta(2, 1024, 4)
   # Whether head dims 96 / 192 run unpadded: never with a bias, a mask,
   # dropout or float32, nor at other head dims (the rest needs an sm90 device).
   native = lambda d, *a, **kw: _extension.plan_query(
@@ -207,6 +209,14 @@ def test_attention_plan_sizes_the_workspaces():
   assert native("bwd", 2, 256, 256, 4, 4, 192) == 0
   assert native("fwd", 2, 256, 0, 4, 4, 96) == 0  # no key: the sm90 forward's shape rules
   assert native("fwd", 2, 1, 4096, 8, 2, 96) == 0  # a decode: the padded split-KV kernels
+  # Value at its own head dim (MLA): 192/128 only, never with a bias or lengths.
+  own_value = lambda *a, **kw: _extension.plan_query(
+    "attention_fwd_native_value_dim", **args(*a, **kw)
+  )
+  assert own_value(2, 256, 256, 4, 4, 192, value_dim=96) == 0
+  assert own_value(2, 256, 256, 4, 4, 192, value_dim=128, operands=1) == 0
+  assert own_value(2, 256, 256, 4, 4, 192, value_dim=128, operands=8) == 0
+  assert own_value(2, 256, 256, 4, 4, 192) == 0  # value at the query's head dim
   # (GQA, where the fused kernel also keeps per-query-head dK/dV partials).
   assert bwd(2, 1024, 1024, 8, 2, 128) > base(2, 1024, 8, 128)
   assert bwd(2, 1024, 1024, 8, 2, 128, deterministic=1) == base(2, 1024, 8, 128)

@@ -43,7 +43,10 @@ ffi::Error CheckDims(const ffi::AnyBuffer& b, std::initializer_list<int64_t> wan
   return ffi::Error::Success();
 }
 
-ffi::ErrorOr<AttnShape> ShapeOf(const ffi::AnyBuffer& q, const ffi::AnyBuffer& k, const ffi::AnyBuffer& v) {
+// own_value_dim: value may have a head dim of its own (the forward: MLA),
+// which the shape records as value_dim; the launchers refuse what they lack.
+ffi::ErrorOr<AttnShape> ShapeOf(const ffi::AnyBuffer& q, const ffi::AnyBuffer& k, const ffi::AnyBuffer& v,
+                                bool own_value_dim = false) {
   auto qd = q.dimensions(), kd = k.dimensions();
   if (qd.size() != 4 || kd.size() != 4) {
     return ffi::Unexpected(Fail("query and key must be [batch, seq, heads, head_dim]"));
@@ -62,7 +65,9 @@ ffi::ErrorOr<AttnShape> ShapeOf(const ffi::AnyBuffer& q, const ffi::AnyBuffer& k
   if (s.kv_heads <= 0 || s.heads % s.kv_heads != 0) {
     return ffi::Unexpected(Fail("key heads must divide query heads"));
   }
-  ffi::Error e = CheckDims(v, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, q.element_type(), "value");
+  auto vd = v.dimensions();
+  if (own_value_dim && vd.size() == 4 && vd[3] > 0 && vd[3] != s.head_dim) s.value_dim = vd[3];
+  ffi::Error e = CheckDims(v, {s.batch, s.kv_len, s.kv_heads, s.vdim()}, q.element_type(), "value");
   if (e.failure()) return ffi::Unexpected(std::move(e));
   return s;
 }
@@ -163,7 +168,7 @@ ffi::Error ReadFwdResults(ffi::RemainingRets rets, AttnFwdArgs& p) {
   size_t r = 0;
   auto out = Ret(rets, r, "out");
   if (!out.has_value()) return out.error();
-  if (ffi::Error e = CheckDims(**out, {s.batch, s.q_len, s.heads, s.head_dim}, p.dtype, "out"); e.failure()) {
+  if (ffi::Error e = CheckDims(**out, {s.batch, s.q_len, s.heads, s.vdim()}, p.dtype, "out"); e.failure()) {
     return e;
   }
   auto lse = Ret(rets, r, "lse");
@@ -194,7 +199,7 @@ ffi::ErrorOr<AttnFwdArgs> ReadFwdCall(ffi::RemainingArgs args, ffi::RemainingRet
   JAXDNN_TRY(q, Arg(args, a, "query"));
   JAXDNN_TRY(k, Arg(args, a, "key"));
   JAXDNN_TRY(v, Arg(args, a, "value"));
-  JAXDNN_TRY(s, ShapeOf(q, k, v));
+  JAXDNN_TRY(s, ShapeOf(q, k, v, /*own_value_dim=*/true));
   JAXDNN_TRY(opt, ReadOptionals(args, a, operands, s, m));
   p.shape = s;
   p.dtype = q.element_type();

@@ -12,6 +12,10 @@ ffi::Error FwdCpu(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingR
                   float dropout_rate) {
   auto p = ReadFwdCall(args, rets, operands, scale, softcap, causal, window_left, window_right, dropout_rate);
   if (!p.has_value()) return p.error();
+  if (p->shape.vdim() != p->shape.head_dim) {  // Python pads value to the query's head dim for the CPU
+    return InvalidArg("jaxdnn attention",
+                      "the CPU kernel takes value at the query's head_dim, got " + ShapeText(p->shape));
+  }
   return RunCatching("jaxdnn attention forward", [&] { return AttentionFwdCpu(*p, &pool); });
 }
 

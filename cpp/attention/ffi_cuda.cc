@@ -143,6 +143,8 @@ AttnProblem QueryProblem(const QueryArgs& q) {
   AttnProblem p;
   p.shape = {QueryArg(q, "batch"), QueryArg(q, "q_len"),    QueryArg(q, "kv_len"),
              QueryArg(q, "heads"), QueryArg(q, "kv_heads"), QueryArg(q, "head_dim")};
+  // value's head dim (MLA); absent: the query's.
+  if (auto it = q.find("value_dim"); it != q.end()) p.shape.value_dim = it->second;
   p.dtype = DataTypeFromCode(QueryArg(q, "dtype"));
   p.operands = static_cast<int32_t>(QueryArg(q, "operands"));
   p.causal = QueryArg(q, "causal") != 0;
@@ -172,6 +174,8 @@ FamilyExports CudaExports() {
         }},
        {"attention_fwd_native_head_dim",
         [](const QueryArgs& q) { return static_cast<int64_t>(ForwardNativeHeadDim(QueryProblem(q))); }},
+       {"attention_fwd_native_value_dim",
+        [](const QueryArgs& q) { return static_cast<int64_t>(ForwardNativeValueDim(QueryProblem(q))); }},
        {"attention_bwd_native_head_dim",
         [](const QueryArgs& q) { return static_cast<int64_t>(BackwardNativeHeadDim(QueryProblem(q))); }},
        {"attention_mask_as_bias",

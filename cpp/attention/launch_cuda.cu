@@ -184,6 +184,12 @@ static bool DecodeSplitEnabled() { return SwitchOn(Switch::kAttentionDecode); }
 
 LaunchStatus AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   if (p.shape.batch == 0 || p.shape.q_len == 0 || p.shape.heads == 0) return cudaSuccess;
+  if (p.shape.vdim() != p.shape.head_dim) {  // MLA: the sm90 kernels only
+    if (Sm90ForwardEnabled() && Sm90ForwardSupports(p)) return LaunchAttentionFwdSm90(p, stream);
+    return LaunchStatus::Refused(
+        "a value head dim of its own runs on the sm90 forward only (192/128, dense, no bias, mask or "
+        "dropout)");
+  }
   if (DecodeSplitEnabled() && DecodeSplitSupports(p)) {
     DecodeSplitPlan plan;
     if (LaunchStatus st = FitDecodeSplitPlanToWaves(p, MakeDecodeSplitPlan(p.shape), &plan); !st.ok()) {

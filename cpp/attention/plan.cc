@@ -110,6 +110,15 @@ bool ForwardNativeHeadDim(const AttnProblem& p) {
   return jaxdnn::sm90::Sm90DeviceReady(-1);
 }
 
+bool ForwardNativeValueDim(const AttnProblem& p) {
+  const AttnShape& s = p.shape;
+  if (s.head_dim != 192 || s.vdim() != 128 || !SwitchOn(Switch::kAttentionSm90NativeValueDim)) return false;
+  const bool masked = (p.operands & (kHasQLengths | kHasKvLengths | kHasSegments)) != 0 ||
+                      p.window_left >= 0 || p.window_right >= 0 || p.softcap != 0.f ||
+                      (p.causal && s.q_len != s.kv_len);
+  return !masked && ForwardNativeHeadDim(p);
+}
+
 bool BackwardNativeHeadDim(const AttnProblem& p) {
   const int64_t d = p.shape.head_dim;
   if ((d != 96 && d != 192) || SwitchInt(Switch::kAttentionSm90Bwd, -1) == 0) return false;

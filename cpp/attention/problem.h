@@ -31,14 +31,17 @@ enum OperandBits : int32_t {
 
 struct AttnShape {
   int64_t batch = 0, q_len = 0, kv_len = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t value_dim = 0;  // value's (and the output's) head dim; 0: head_dim's (MLA: its own)
   JAXDNN_HD int64_t group() const { return heads / kv_heads; }
+  JAXDNN_HD int64_t vdim() const { return value_dim > 0 ? value_dim : head_dim; }
 };
 
 // "(batch B, q_len T, kv_len S, heads N/K, head_dim D)": the shape in error messages.
 inline std::string ShapeText(const AttnShape& s) {
   return "(batch " + std::to_string(s.batch) + ", q_len " + std::to_string(s.q_len) + ", kv_len " +
          std::to_string(s.kv_len) + ", heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) +
-         ", head_dim " + std::to_string(s.head_dim) + ")";
+         ", head_dim " + std::to_string(s.head_dim) +
+         (s.vdim() != s.head_dim ? ", value head_dim " + std::to_string(s.vdim()) : std::string()) + ")";
 }
 
 // A broadcastable 4-D operand [B, H, T, S]: element strides, 0 where broadcast.

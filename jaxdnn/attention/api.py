@@ -132,6 +132,11 @@ def _attention_bwd(cfg, saved, ct):
     bits |= OPERAND_BITS["dbias"]
   dout = dout.astype(q.dtype)
   width = q.shape[-1]
+  value_width = v.shape[-1]
+  if value_width != width:
+    # The forward ran value at its own head dim (MLA); the backward kernels
+    # take one head dim: v, out and dout zero-padded (exact, as in the forward).
+    v, out, dout = (_pad_head_dim(x, width) for x in (v, out, dout))
   if cfg.backward_width > width and not _native_head_dim("bwd", q, k, width, bits, cfg):
     q, k, v, out, dout = (_pad_head_dim(x, cfg.backward_width) for x in (q, k, v, out, dout))
   fixed = [q, k, v, out, lse, dout] + ([dlse] if dlse is not None else [])
@@ -142,6 +147,7 @@ def _attention_bwd(cfg, saved, ct):
     **cfg.params(bits),
   )
   dq, dk, dv = (g[..., :width] for g in grads[:3])
+  dv = dv[..., :value_width]
   # Inside shard_map a replicated bias or sinks gets its gradient summed over
   # the axes the data varies on (its own type), as JAX's autodiff would.
   dbias = match_vma(grads[3].astype(bias.dtype), bias) if want_dbias else None
@@ -198,11 +204,13 @@ def _padded_head_dim(head_dim):
   return next(d for d in CUDA_HEAD_DIMS if d >= head_dim)
 
 
-def _plan_says(query, q, k, width, bits, cfg, bias=None):
+def _plan_says(query, q, k, width, bits, cfg, bias=None, value_width=None):
   """The C++ plan query `attention_<query>` on q and k at head dim `width`
-  (v taken as k's shape) and `bias` (an aval, with the bias bit in `bits`)."""
+  (v taken as k's shape, at `value_width` columns where given) and `bias` (an
+  aval, with the bias bit in `bits`)."""
   q_aval, k_aval = (jax.ShapeDtypeStruct(x.shape[:3] + (width,), x.dtype) for x in (q, k))
-  avals = [q_aval, k_aval, k_aval] + ([] if bias is None else [bias])
+  v_aval = jax.ShapeDtypeStruct(k.shape[:3] + (value_width or width,), k.dtype)
+  avals = [q_aval, k_aval, v_aval] + ([] if bias is None else [bias])
   args = plan_args(avals, FORWARD_FIXED, deterministic=cfg.deterministic, **cfg.params(bits))
   return bool(_extension.plan_query(f"attention_{query}", **args))
 
@@ -214,6 +222,15 @@ def _native_head_dim(direction, q, k, width, bits, cfg):
   if width not in (96, 192) or bits & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"]):
     return False
   return _plan_says(f"{direction}_native_head_dim", q, k, width, bits, cfg)
+
+
+def _native_value_dim(q, k, width, value_width, bits, cfg):
+  """Whether the CUDA forward takes value at its own `value_width` columns
+  under a query/key head dim of `width` (MLA 192/128; plan.h,
+  ForwardNativeValueDim), not zero-padded to `width`."""
+  if value_width >= width or bits & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"]):
+    return False
+  return _plan_says("fwd_native_value_dim", q, k, width, bits, cfg, value_width=value_width)
 
 
 def _mask_as_bias(q, k, width, bias, mask, bits, cfg):
@@ -434,18 +451,21 @@ def dot_product_attention(
       deterministic=bool(deterministic),
       with_lse=return_logsumexp or return_residual,
     )
+    own_value = False  # value at its own head dim in the forward (MLA), not padded
     if run_on_cuda:
       padded = _padded_head_dim(width)
       bits = _operand_bits(bias, mask, q_len_arr, kv_len_arr, q_seg, seeds)
       if padded != width and _native_head_dim("fwd", query, key, width, bits, cfg):
         cfg = dataclasses.replace(cfg, backward_width=padded)
+        own_value = _native_value_dim(query, key, width, value_dim, bits, cfg)
       else:
         width = padded
       as_bias = _mask_as_bias(query, key, width, bias, mask, bits, cfg)
       if as_bias is not None:
         cfg = dataclasses.replace(cfg, bias_grad=bias is not None)
         bias, mask = as_bias, None
-    q_in, k_in, v_in = (_pad_head_dim(x, width) for x in (query, key, value))
+    q_in, k_in = (_pad_head_dim(x, width) for x in (query, key))
+    v_in = value if own_value else _pad_head_dim(value, width)
     res = _attention(
       cfg, q_in, k_in, v_in, bias, mask, q_len_arr, kv_len_arr, q_seg, kv_seg, seeds, sinks
     )

@@ -115,9 +115,11 @@ class AttentionForward(FfiOp):
   name = "jaxdnn_attention_fwd"
   target = "jaxdnn_attention_fwd"
 
-  def abstract_eval(self, q, *rest, **params):
+  def abstract_eval(self, q, k, v, *rest, **params):
     batch, q_len, heads, _ = q.shape
-    return [shaped(q.shape, q.dtype), shaped((batch, heads, q_len), jnp.float32)]
+    # The output takes value's head dim (MLA: its own, where the plan runs it).
+    out = shaped(q.shape[:3] + v.shape[3:], q.dtype)
+    return [out, shaped((batch, heads, q_len), jnp.float32)]
 
   def ffi_attributes(self, *, implementation, **params):
     return _attrs(**params)
@@ -270,7 +272,7 @@ def plan_args(
   **_,
 ):
   """The problem as the C++ plan queries take it (cpp/attention/ffi_cuda.cc: QueryProblem)."""
-  q, k = avals_in[0], avals_in[1]
+  q, k, v = avals_in[0], avals_in[1], avals_in[2]
   batch, q_len, heads, head_dim = q.shape
   bias_dims = (1, 1, 1, 1)
   if operands & OPERAND_BITS["bias"]:
@@ -283,6 +285,7 @@ def plan_args(
     heads=heads,
     kv_heads=k.shape[2],
     head_dim=head_dim,
+    value_dim=v.shape[-1],
     dtype=_extension.dtype_code(q.dtype),
     operands=operands,
     causal=int(bool(causal)),

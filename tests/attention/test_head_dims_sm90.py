@@ -94,8 +94,9 @@ def test_float16_gradients(option, head_dim):
 @pytest.mark.parametrize("option", ["plain", "causal"])
 def test_long_query_gradients_at_96(option, deterministic):
   # Long enough for the fused backward (head dim 96 there unless
-  # JAXDNN_ATTENTION_SM90_BWD_FUSED_D96=0 keeps the two-kernel one): from 512 query rows unordered, 8192 ordered
-  # (plan.h's thresholds); GQA 2, odd lengths, bit-identical reruns ordered.
+  # JAXDNN_ATTENTION_SM90_BWD_FUSED_D96=0 keeps the two-kernel one): from 512
+  # query rows unordered, 8192 ordered (plan.h's thresholds); GQA 2, odd
+  # lengths, bit-identical reruns ordered.
   dims = Dims(1, 8193, 8193, 2, 1, 96) if deterministic else Dims(2, 1100, 1100, 4, 2, 96)
   q, k, v = qkv(dims, jnp.bfloat16)
   kw = dict(OPTIONS[option](dims), deterministic=deterministic)

@@ -80,3 +80,45 @@ def test_with_sinks_and_the_kernel_in_the_hlo():
   f = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, sinks=s)
   assert FWD_TARGET in hlo(f, q, k, v)
   assert_close(_run(None, q, k, v, sinks=s), _run("xla", q, k, v, sinks=s), tol(DTYPE))
+
+
+# Value at its own 128 columns on the sm90 forward (cpp/attention/sm90/
+# forward_config.cuh, kDv): query tiles past the first, partial tiles, GQA,
+# both 16-bit dtypes, causal and not; the backward pads value to 192.
+SM90_MLA = [(2, 700, 700, 4, 2, 192, 128), (1, 257, 257, 8, 8, 192, 128)]
+
+
+@pytest.mark.skipif(not ON_GPU, reason="needs a GPU")
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=str)
+@pytest.mark.parametrize("shape", SM90_MLA, ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+def test_value_at_its_own_head_dim_on_cuda(dtype, shape, causal):
+  q, k, v = _qkv(shape, dtype)
+  out = _run("cuda", q, k, v, is_causal=causal)
+  assert_close(out, _run("xla", q, k, v, is_causal=causal), tol(dtype))
+  w = rand(out.shape)
+
+  def grads(impl):
+    loss = lambda q, k, v: jnp.sum(
+      jaxdnn.dot_product_attention(q, k, v, is_causal=causal, implementation=impl).astype(
+        jnp.float32
+      )
+      * w
+    )
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
+
+  for got, want, name in zip(grads("cuda"), grads("xla"), "qkv"):
+    assert got.shape == want.shape
+    assert_close(got, want, grad_tol(dtype), err_msg=name)
+
+
+@pytest.mark.skipif(
+  not ON_GPU or getattr(jax.devices()[0], "compute_capability", "") != "9.0",
+  reason="needs an sm90 GPU",
+)
+def test_value_runs_unpadded_on_sm90():
+  q, k, v = _qkv(SM90_MLA[0], jnp.bfloat16)
+  f = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, implementation="cuda")
+  text = hlo(f, q, k, v)
+  assert FWD_TARGET in text
+  assert " pad(" not in text, "the forward should take value at its own 128 columns"

@@ -113,6 +113,16 @@ def head_dim_cases():
       )
       # (their own backward kernels)
       jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2))(q, k, v))
+  # MLA 192/128: value's own 128 columns on the dense 192 forwards (partial
+  # query tiles and key blocks, GQA, causal and not).
+  q, k, v = normal((2, 300, 8, 192)), normal((2, 300, 2, 192)), normal((2, 300, 2, 128))
+  for causal in (False, True):
+    f = lambda q, k, v: jnp.sum(
+      jaxdnn.dot_product_attention(q, k, v, is_causal=causal, implementation=IMPL).astype(
+        jnp.float32
+      )
+    )
+    jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2))(q, k, v))
 
 
 def paged_cases():

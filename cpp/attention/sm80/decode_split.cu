@@ -111,6 +111,7 @@ bool DecodeSplitKernelTakes(const AttnFwdArgs& p) {
   const AttnMaskParams& m = p.mask_params;
   if (p.dtype != ffi::DataType::BF16 && p.dtype != ffi::DataType::F16) return false;
   if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) return false;
+  if (s.vdim() != s.head_dim) return false;
   if (s.batch < 1 || s.q_len < 1 || s.q_len > kDecodeMaxQueryLen || s.kv_len < 1) return false;
   if (s.heads < 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0) return false;
   if (p.bias.data != nullptr || p.mask.data != nullptr) return false;

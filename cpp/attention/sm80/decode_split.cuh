@@ -123,7 +123,8 @@ constexpr int DecodeMinCtas() {
 }
 
 template <typename T, int kD, int kRowTiles>
-__global__ void __launch_bounds__(kDecodeThreads, DecodeMinCtas<kD>()) DecodeSplitPartialKernel(const DecodeSplitParams dp) {
+__global__ void __launch_bounds__(kDecodeThreads, DecodeMinCtas<kD>())
+    DecodeSplitPartialKernel(const DecodeSplitParams dp) {
   constexpr int kKeyGroups = kDecodeWarps / kRowTiles;
   constexpr int kWarpKeys = DecodeWarpKeys<kD, kKeyGroups>();
   constexpr int kBlockN = DecodeBlockKeys<kD, kKeyGroups>();

@@ -221,9 +221,9 @@ bool ClusterMulticast(int head_dim) {
 }
 
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt, bool kDynamic = false,
-          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1, bool kBias = false>
+          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1, bool kBias = false, int kDv = kD>
 LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pairs = 0) {
-  using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>()>;
+  using Cfg = sm90::FwdConfig<kD, kBlockNOpt, kConsumers, sm90::FwdQBufs<kD, kDynamic, kExt>(), kDv>;
   const AttnShape& s = a.shape;
   // Not every 80-key or 192-row kernel has causal masking compiled in.
   if (!sm90::FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>() && a.mask_params.causal) {
@@ -236,7 +236,7 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
     return err;
   if constexpr (Cfg::kTmaStoreO) {
     // O: stored per warpgroup, 64 rows at a time (see the kernel's epilogue).
-    if ((err = sm90::MakeBhsdTensorMap(&to, a.out, kF16, s.batch, s.q_len, s.heads, kD, 64)) != cudaSuccess)
+    if ((err = sm90::MakeBhsdTensorMap(&to, a.out, kF16, s.batch, s.q_len, s.heads, kDv, 64)) != cudaSuccess)
       return err;
   }
   // Clusters: each CTA loads half of every K/V block (for both).
@@ -244,7 +244,7 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
   if ((err = sm90::MakeBhsdTensorMap(&tk, a.k, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) !=
       cudaSuccess)
     return err;
-  if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kD, kKvBoxRows)) !=
+  if ((err = sm90::MakeBhsdTensorMap(&tv, a.v, kF16, s.batch, s.kv_len, s.kv_heads, kDv, kKvBoxRows)) !=
       cudaSuccess)
     return err;
 
@@ -296,7 +296,7 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
                                     : Cfg::kSmemBytes;
 
   auto kernel = sm90::AttnFwdSm90Kernel<kD, kF16, kPingpong, kPersistent, kExt, kDynamic, kBlockNOpt,
-                                        kConsumers, kCluster, kBias>;
+                                        kConsumers, kCluster, kBias, kDv>;
   if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes)) !=
       cudaSuccess) {
     return err;
@@ -359,6 +359,13 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
 
 }  // namespace
 
+bool Sm90ForwardValueDimFits(const AttnFwdArgs& p) {
+  const AttnShape& s = p.shape;
+  return s.head_dim == 192 && s.vdim() == 128 && SwitchOn(Switch::kAttentionSm90NativeValueDim) &&
+         SwitchOn(Switch::kAttentionSm90NativeDims) && !NeedsExt(p) && p.bias.data == nullptr &&
+         p.mask.data == nullptr && p.mask_params.dropout_rate == 0.f;
+}
+
 bool Sm90ForwardSupports(const AttnFwdArgs& p) {
   const AttnShape& s = p.shape;
   const AttnMaskParams& m = p.mask_params;
@@ -373,6 +380,7 @@ bool Sm90ForwardSupports(const AttnFwdArgs& p) {
     return false;
   }
   if (p.mask.data != nullptr) return false;
+  if (s.vdim() != s.head_dim && !Sm90ForwardValueDimFits(p)) return false;
   if (p.bias.data != nullptr && (!BiasEnabled() || !sm90::Sm90BiasFits(p.bias, p.bias_dtype, s)))
     return false;
   if (m.dropout_rate != 0.f) return false;
@@ -416,6 +424,20 @@ LaunchStatus LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t st
     if (dynamic && wg3_causal) variant |= kFwdThreeConsumers;
     if (!uneven && ClusterMulticast(d)) variant |= kFwdCluster;  // taken where ClusterPairsFit, below
     if (dynamic && CausalPairs(p)) variant |= kFwdCluster;
+  }
+  if (p.shape.vdim() != p.shape.head_dim) {
+    // MLA (192/128): the dense 192 kernels of 80-key blocks with value's own
+    // 128 columns; persistent when not causal, one CTA per tile when causal.
+    if (!Sm90ForwardValueDimFits(p)) {
+      return LaunchStatus::Refused(
+          "the sm90 forward takes a value head dim of its own at 192/128, dense only");
+    }
+    if (!m.causal) {
+      return f16 ? Launch<192, true, true, true, false, false, 80, 2, 1, false, 128>(p, stream)
+                 : Launch<192, false, true, true, false, false, 80, 2, 1, false, 128>(p, stream);
+    }
+    return f16 ? Launch<192, true, true, false, false, false, 80, 2, 1, false, 128>(p, stream)
+               : Launch<192, false, true, false, false, false, 80, 2, 1, false, 128>(p, stream);
   }
   if (d == 96 || d == 192) {
     // Head dims 96 and 192: pingpong, persistent unless the tiles are uneven

@@ -119,18 +119,21 @@ namespace jaxdnn::attention::sm90 {
 // kBias (with kExt, one Q buffer): the additive bias of p.bias, staged per
 // consumer warp (attention/sm90/forward_bias.cuh); false compiles as before.
 template <int kD, bool kF16, bool kPingpong, bool kPersistent, bool kExt = false, bool kDynamic = false,
-          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1, bool kBias = false>
+          int kBlockNOpt = 0, int kConsumers = 2, int kCluster = 1, bool kBias = false, int kDv = kD>
 __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThreads, 1)
     AttnFwdSm90Kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                       const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
                       const FwdParams p) {
   constexpr int kQBufs = FwdQBufs<kD, kDynamic, kExt>();
-  using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs>;
+  using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs, kDv>;
+  static_assert(kDv == kD || (!kExt && !kDynamic && kCluster == 1 && !kBias && Cfg::kOInQ),
+                "a value head dim of its own: the dense static 192 kernels (O staged in Q's buffer)");
   static_assert(!Cfg::kNonCausalOnly || (!kExt && (!kDynamic || kConsumers == 3)),
                 "80-key blocks: the dense static path only; 192-row tiles: the dense paths");
   constexpr bool kCausal = FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>();
   constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kStages = Cfg::kStages;
   constexpr int kDBlocks = Cfg::kDBlocks;
+  constexpr int kDvBlocks = Cfg::kDvBlocks;  // V's and O's panels
   // S = Q K^T with Q's fragments in registers (see JAXDNN_SM90_FWD_Q_REGS).
   constexpr bool kQRegs = FwdQRegs<kD, kBlockNOpt, kConsumers>();
   static_assert(!kBias || (kExt && kQBufs == 1 && kConsumers == 2 && kBlockN % 64 == 0),
@@ -360,9 +363,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
               TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk,
                                                  n * kBlockN, tl.b);
               MbarWait(&v_empty[st], ph ^ 1);
-              MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-              TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk,
-                                                 n * kBlockN, tl.b);
+              MbarArriveExpectTx(&v_full[st], Cfg::kVBytes);
+              TmaLoadHeadRows<kDvBlocks, kBlockN>(smem_v + st * Cfg::kVBytes, &tm_v, &v_full[st], hk,
+                                                  n * kBlockN, tl.b);
             }
             ++kv_it;
           }
@@ -475,11 +478,11 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
                   n * kBlockN + half * kHalf, tl.b, static_cast<uint16_t>(1u << cta_rank));
             }
             MbarWait(&v_empty[st], ph ^ 1);
-            MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
+            MbarArriveExpectTx(&v_full[st], Cfg::kVBytes);
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-              TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(
-                  smem_v + st * Cfg::kKVBytes + half * kHalf * 128, &tm_v, &v_full[st], hk,
+              TmaLoadHeadRowsMulticast<kDvBlocks, kHalf, kBlockN>(
+                  smem_v + st * Cfg::kVBytes + half * kHalf * 128, &tm_v, &v_full[st], hk,
                   n * kBlockN + half * kHalf, tl.b, static_cast<uint16_t>(1u << cta_rank));
             }
           } else if constexpr (kShareLoads) {
@@ -488,16 +491,16 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
             TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_k + st * Cfg::kKVBytes + off * 128, &tm_k,
                                                                &k_full[st], hk, n * kBlockN + off, tl.b, 0x3);
             MbarWait(&v_empty[st], ph ^ 1);
-            MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-            TmaLoadHeadRowsMulticast<kDBlocks, kHalf, kBlockN>(smem_v + st * Cfg::kKVBytes + off * 128, &tm_v,
-                                                               &v_full[st], hk, n * kBlockN + off, tl.b, 0x3);
+            MbarArriveExpectTx(&v_full[st], Cfg::kVBytes);
+            TmaLoadHeadRowsMulticast<kDvBlocks, kHalf, kBlockN>(
+                smem_v + st * Cfg::kVBytes + off * 128, &tm_v, &v_full[st], hk, n * kBlockN + off, tl.b, 0x3);
           } else {
             TmaLoadHeadRows<kDBlocks, kBlockN>(smem_k + st * Cfg::kKVBytes, &tm_k, &k_full[st], hk,
                                                n * kBlockN, tl.b);
             MbarWait(&v_empty[st], ph ^ 1);
-            MbarArriveExpectTx(&v_full[st], Cfg::kKVBytes);
-            TmaLoadHeadRows<kDBlocks, kBlockN>(smem_v + st * Cfg::kKVBytes, &tm_v, &v_full[st], hk,
-                                               n * kBlockN, tl.b);
+            MbarArriveExpectTx(&v_full[st], Cfg::kVBytes);
+            TmaLoadHeadRows<kDvBlocks, kBlockN>(smem_v + st * Cfg::kVBytes, &tm_v, &v_full[st], hk,
+                                                n * kBlockN, tl.b);
           }
         }
         if constexpr (kDynamic) {
@@ -529,7 +532,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     const uint32_t v_base = SmemAddr(smem_v);
     const float scale_log2 = p.scale_log2;
 
-    float o[kD / 2];
+    float o[kDv / 2];
     float s[kBlockN / 2];
     uint32_t pa[kBlockN / 16][4];
     uint32_t qa[kQRegs ? kD / 16 : 1][4];  // kQRegs: this tile's Q fragments
@@ -552,9 +555,9 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       WgmmaCommit();
     };
     auto gemm_o = [&](int st) {
-      const uint32_t vb = v_base + st * Cfg::kKVBytes;
+      const uint32_t vb = v_base + st * Cfg::kVBytes;
       WgmmaFence();
-      TileGemmRegsA<kD, kBlockN, kF16>(o, pa, vb);
+      TileGemmRegsA<kDv, kBlockN, kF16>(o, pa, vb);
       WgmmaCommit();
     };
     auto release = [&](uint64_t* bar) {
@@ -647,7 +650,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
     auto rescale_o = [&]() {
       if (!rescale) return;
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
+      for (int j = 0; j < kDv / 8; ++j) {
         o[4 * j + 0] *= corr[0];
         o[4 * j + 1] *= corr[0];
         o[4 * j + 2] *= corr[1];
@@ -689,7 +692,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       }
       const int row0 = tl.m_block * kBlockM + cw * 64 + warp * 16 + g;  // +8 for r = 1
 #pragma unroll
-      for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+      for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
       row_max[0] = row_max[1] = -INFINITY;
       row_sum[0] = row_sum[1] = 0.f;
 
@@ -957,7 +960,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
       }
       NamedBarrierSync(1 + cw, 128);  // the previous tile's reads are done
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
+      for (int j = 0; j < kDv / 8; ++j) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int row = warp * 16 + g + 8 * r;
@@ -971,7 +974,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         NamedBarrierSync(1 + cw, 128);
         if (tid == 0) {
 #pragma unroll
-          for (int panel = 0; panel < kDBlocks; ++panel) {
+          for (int panel = 0; panel < kDvBlocks; ++panel) {
             TmaStore4d(&tm_o, o_smem + panel * kBlockM * 128, panel * 64, tl.h,
                        tl.m_block * kBlockM + cw * 64, tl.b);
           }
@@ -980,7 +983,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         continue;
       }
       NamedBarrierSync(1 + cw, 128);
-      constexpr int kChunksPerRow = kD / 8;
+      constexpr int kChunksPerRow = kDv / 8;
       uint16_t* out = static_cast<uint16_t*>(p.out);
 #pragma unroll
       for (int i = 0; i < 64 * kChunksPerRow / 128; ++i) {
@@ -992,7 +995,7 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
         const int grow = tl.m_block * kBlockM + cw * 64 + row;
         if (grow < p.q_len) {
           *reinterpret_cast<uint4*>(
-              out + ((static_cast<int64_t>(tl.b) * p.q_len + grow) * p.heads + tl.h) * kD + cc * 8) = v;
+              out + ((static_cast<int64_t>(tl.b) * p.q_len + grow) * p.heads + tl.h) * kDv + cc * 8) = v;
         }
       }
       if constexpr (Cfg::kOInQ) {

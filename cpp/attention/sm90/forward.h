@@ -20,6 +20,12 @@ namespace jaxdnn::attention {
 // tests/cuda/attention/sm90_attention_ext_selftest.cu and through jax).
 bool Sm90ForwardSupports(const AttnFwdArgs& p);
 
+// True when a value head dim of its own (p.shape.value_dim, MLA) runs on the
+// sm_90a forward: query/key 192 over value 128, dense (causal only with q_len
+// == kv_len), no bias, mask or dropout, unless
+// JAXDNN_ATTENTION_SM90_NATIVE_VALUE_DIM=0 (or _NATIVE_DIMS=0).
+bool Sm90ForwardValueDimFits(const AttnFwdArgs& p);
+
 // Launches the forward on `stream`. Allocates nothing and does not synchronize
 // (safe under CUDA graph capture; the dynamic scheduler zeroes its counter in
 // p.workspace with cudaMemsetAsync). Callers check Sm90ForwardSupports first.

@@ -50,7 +50,9 @@ struct FwdParams {
 // kConsumers: consumer warpgroups of 64 query rows each; 3 (192-row tiles) at
 // head dim 64, dense launches only (see the header comment).
 // kQBufs: query tile buffers, 1 or 2 (the dynamic scheduler, see FwdQBufs).
-template <int kD, int kBlockNOpt = 0, int kConsumers = 2, int kQBufs = 1>
+// kDv: value's head dim (O's columns), kD unless MLA: 128 under a 192-column
+// query/key (the V ring and the P.V gemm at value's own panels).
+template <int kD, int kBlockNOpt = 0, int kConsumers = 2, int kQBufs = 1, int kDv = kD>
 struct FwdConfig {
   // Head dims 96 and 192 take the layout of the next 64-column panel count
   // (96: two panels, the second half zero-filled by TMA and never read; 192:
@@ -84,7 +86,10 @@ struct FwdConfig {
   static constexpr int kStages = 2;
   static constexpr int kDBlocks = (kD + 63) / 64;  // 128-byte column blocks (panels)
   static constexpr int kQBytes = kBlockM * kDBlocks * 128;
-  static constexpr int kKVBytes = kBlockN * kDBlocks * 128;
+  static constexpr int kKVBytes = kBlockN * kDBlocks * 128;  // a K stage (and V's when kDv == kD)
+  static_assert(kDv == kD || (kD == 192 && kDv == 128), "value head dim: the query's, or 128 under 192");
+  static constexpr int kDvBlocks = (kDv + 63) / 64;
+  static constexpr int kVBytes = kBlockN * kDvBlocks * 128;  // a V stage
   // O is staged for the epilogue in its own buffer, or (head dim 256: no room
   // for one) in Q's, which then must stay unloaded until the staging is read.
   static constexpr bool kOInQ = kD > 128;
@@ -94,8 +99,8 @@ struct FwdConfig {
   static_assert(kQBufs == 1 || (kQBufs == 2 && kD <= 128), "two Q buffers up to head dim 128");
   static constexpr int kOffK = kOffQ + kQBufs * kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKVBytes;
-  static constexpr int kOffO = kOInQ ? kOffQ : kOffV + kStages * kKVBytes;  // epilogue staging
-  static constexpr int kOffBar = kOInQ ? kOffV + kStages * kKVBytes : kOffO + kQBytes;
+  static constexpr int kOffO = kOInQ ? kOffQ : kOffV + kStages * kVBytes;  // epilogue staging
+  static constexpr int kOffBar = kOInQ ? kOffV + kStages * kVBytes : kOffO + kQBytes;
   static constexpr int kNumBars = 2 * kQBufs + 4 * kStages;
   static constexpr int kSmemBytes = kOffBar + kNumBars * 8 + 1024;  // + alignment slack
   // Dynamic scheduler: the slot (one per Q buffer) where the producer posts a tile index.
@@ -136,7 +141,8 @@ struct FwdConfig {
   static_assert(kSmemBytes <= 227 * 1024 && kSmemBytesDynamic <= 227 * 1024, "shared memory per CTA");
   // TMA boxes and the 128-byte swizzle: every K/V panel (kBlockN rows of 128
   // bytes) starts on a 1024-byte swizzle atom (80 rows = 10 atoms).
-  static_assert(kBlockN % 8 == 0 && kKVBytes % 1024 == 0, "kv panels of whole 8-row swizzle atoms");
+  static_assert(kBlockN % 8 == 0 && kKVBytes % 1024 == 0 && kVBytes % 1024 == 0,
+                "kv panels of whole 8-row swizzle atoms");
   static_assert(kNonCausalOnly || kBlockM % kBlockN == 0, "a query tile's diagonal spans whole kv blocks");
 };
 
