@@ -83,10 +83,15 @@ bool FusedBackwardShapeFits(const AttnProblem& p) {
          p.window_left < 0 && p.window_right < 0 && (!p.causal || s.q_len == s.kv_len);
 }
 
-bool ForwardNativeHeadDim(const AttnProblem& p) {
+namespace {
+
+// The sm90 forward's rules for a problem the mma.sync and decode kernels
+// cannot take (a head dim or value head dim of its own), whose padded form
+// (head dim `padded_dim`) would otherwise run: Sm90ForwardSupports's shape
+// rules, and no short query the padded decode kernels serve.
+bool Sm90OnlyForwardFits(const AttnProblem& p, int64_t padded_dim) {
   const AttnShape& s = p.shape;
-  if (s.head_dim != 96 && s.head_dim != 192) return false;
-  if (!SwitchOn(Switch::kAttentionSm90) || !SwitchOn(Switch::kAttentionSm90NativeDims)) return false;
+  if (!SwitchOn(Switch::kAttentionSm90)) return false;
   if (!Is16Bit(p.dtype) || !p.scale_positive) return false;
   if (p.dropout_rate != 0.f || (p.operands & (kHasBias | kHasMask | kHasDropout))) return false;
   // The shape rules of Sm90ForwardSupports (attention/sm90/forward.cu), which
@@ -103,20 +108,32 @@ bool ForwardNativeHeadDim(const AttnProblem& p) {
                       (p.causal && s.q_len != s.kv_len);
   if (masked && !SwitchOn(Switch::kAttentionSm90Ext)) return false;
   AttnShape padded = s;
-  padded.head_dim = s.head_dim == 96 ? 128 : 256;
+  padded.head_dim = padded_dim;
+  padded.value_dim = 0;
   if (SwitchOn(Switch::kAttentionDecode) && !(p.operands & kHasSegments) && DecodeSplitShapeFits(padded)) {
     return false;  // the padded decode kernels serve short queries
   }
   return jaxdnn::sm90::Sm90DeviceReady(-1);
 }
 
+}  // namespace
+
+bool ForwardNativeHeadDim(const AttnProblem& p) {
+  const int64_t d = p.shape.head_dim;
+  if ((d != 96 && d != 192) || !SwitchOn(Switch::kAttentionSm90NativeDims)) return false;
+  return Sm90OnlyForwardFits(p, d == 96 ? 128 : 256);
+}
+
 bool ForwardNativeValueDim(const AttnProblem& p) {
   const AttnShape& s = p.shape;
-  if (s.head_dim != 192 || s.vdim() != 128 || !SwitchOn(Switch::kAttentionSm90NativeValueDim)) return false;
+  const bool mla192 = s.head_dim == 192 && s.vdim() == 128;
+  const bool mla128 = s.head_dim == 128 && s.vdim() == 64 && SwitchOn(Switch::kAttentionSm90ValueDim64);
+  if (!(mla192 || mla128) || !SwitchOn(Switch::kAttentionSm90NativeValueDim)) return false;
   const bool masked = (p.operands & (kHasQLengths | kHasKvLengths | kHasSegments)) != 0 ||
                       p.window_left >= 0 || p.window_right >= 0 || p.softcap != 0.f ||
                       (p.causal && s.q_len != s.kv_len);
-  return !masked && ForwardNativeHeadDim(p);
+  if (masked) return false;
+  return mla192 ? ForwardNativeHeadDim(p) : Sm90OnlyForwardFits(p, 128);
 }
 
 bool BackwardNativeHeadDim(const AttnProblem& p) {

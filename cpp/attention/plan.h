@@ -59,11 +59,12 @@ bool FusedBackwardShapeFits(const AttnProblem& p);
 // query "attention_fwd_native_head_dim".
 bool ForwardNativeHeadDim(const AttnProblem& p);
 
-// Whether the forward runs value at a head dim of its own (MLA: 192/128)
-// rather than zero-padded to the query's: ForwardNativeHeadDim at 192, the
-// dense case (causal only with q_len == kv_len; no lengths, segments,
-// window or softcap), unless JAXDNN_ATTENTION_SM90_NATIVE_VALUE_DIM=0. The
-// launch applies the same rule (Sm90ForwardValueDimFits). Plan query
+// Whether the forward runs value at a head dim of its own (MLA: 192/128,
+// and 128/64 under JAXDNN_ATTENTION_SM90_VALUE_DIM_64=1) rather than
+// zero-padded to the query's: ForwardNativeHeadDim's rules at the query's
+// head dim, the dense case (causal only with q_len == kv_len; no lengths,
+// segments, window or softcap), unless JAXDNN_ATTENTION_SM90_NATIVE_VALUE_DIM=0.
+// The launch applies the same rule (Sm90ForwardValueDimFits). Plan query
 // "attention_fwd_native_value_dim".
 bool ForwardNativeValueDim(const AttnProblem& p);
 // The same for the backward: head dims 96 and 192 where the two-kernel sm90 backward

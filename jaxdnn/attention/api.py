@@ -226,8 +226,8 @@ def _native_head_dim(direction, q, k, width, bits, cfg):
 
 def _native_value_dim(q, k, width, value_width, bits, cfg):
   """Whether the CUDA forward takes value at its own `value_width` columns
-  under a query/key head dim of `width` (MLA 192/128; plan.h,
-  ForwardNativeValueDim), not zero-padded to `width`."""
+  under a query/key head dim of `width` (MLA 192/128, 128/64 where switched
+  on; plan.h, ForwardNativeValueDim), not zero-padded to `width`."""
   if value_width >= width or bits & (OPERAND_BITS["bias"] | OPERAND_BITS["mask"]):
     return False
   return _plan_says("fwd_native_value_dim", q, k, width, bits, cfg, value_width=value_width)
@@ -457,9 +457,9 @@ def dot_product_attention(
       bits = _operand_bits(bias, mask, q_len_arr, kv_len_arr, q_seg, seeds)
       if padded != width and _native_head_dim("fwd", query, key, width, bits, cfg):
         cfg = dataclasses.replace(cfg, backward_width=padded)
-        own_value = _native_value_dim(query, key, width, value_dim, bits, cfg)
       else:
         width = padded
+      own_value = _native_value_dim(query, key, width, value_dim, bits, cfg)
       as_bias = _mask_as_bias(query, key, width, bias, mask, bits, cfg)
       if as_bias is not None:
         cfg = dataclasses.replace(cfg, bias_grad=bias is not None)

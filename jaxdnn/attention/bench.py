@@ -358,9 +358,14 @@ def main(argv=None):
     help="comma-separated parts: dense (the grid), packed, decode, extras (issue 24: bias,"
     " sinks, MLA; not in the default), bias (issue 24's bias table over --seqs from 1024:"
     " [1, H, T, T] and [B, H, T, T], causal and not; not in the default), mla (issue 24's"
-    " MLA 192/128 table over --seqs, batch x seq = 16k tokens; not in the default), mask"
+    " MLA table over --seqs and --mla-dims, batch x seq = 16k tokens; not in the default), mask"
     " (boolean masks [B, 1, T, T] and [B, 1, 1, T] over --seqs from 1024, causal and not,"
     " no mask gradient; not in the default)",
+  )
+  ap.add_argument(
+    "--mla-dims",
+    default="192/128",
+    help="comma-separated query-key/value head dims of the mla part, e.g. 192/128,128/64",
   )
   ap.add_argument(
     "--gpu-busy",
@@ -405,7 +410,14 @@ def main(argv=None):
   if "mla" in parts:
     from jaxdnn.attention.bench_extras import mla_grid
 
-    mla_grid(records, with_torch, seqs=[256] if args.quick else seqs, print_case=_print_case)
+    mla_dims = [tuple(int(x) for x in d.split("/")) for d in args.mla_dims.split(",")]
+    mla_grid(
+      records,
+      with_torch,
+      seqs=[256] if args.quick else seqs,
+      print_case=_print_case,
+      dims=mla_dims,
+    )
   add_ratios(records)
   summ = summary(records)
   print("jaxdnn vs cuDNN (head dim 128, seq >= 2k):", json.dumps(summ))

@@ -147,13 +147,14 @@ def extras(records, with_torch, seq=4096, batch=2, print_case=None):
     _mla_case(records, normal, batch, seq, causal, with_torch, print_case)
 
 
-def _mla_case(records, normal, batch, seq, causal, with_torch, print_case):
-  """MLA (query/key head dim 192, value 128): jaxdnn, cuDNN through jax.nn
-  (an error row where it refuses) and PyTorch's SDPA."""
-  qm, km = normal((batch, seq, HEADS, 192)), normal((batch, seq, HEADS, 192))
-  vm = normal((batch, seq, HEADS, 128))
-  flops_mla = 2 * batch * HEADS * seq * seq * (192 + 128) / (2 if causal else 1)
-  case = f"mla192/128 b{batch}s{seq}{'c' if causal else ''}"
+def _mla_case(records, normal, batch, seq, causal, with_torch, print_case, dims=(192, 128)):
+  """MLA (query/key head dim dims[0], value dims[1]): jaxdnn, cuDNN through
+  jax.nn (an error row where it refuses) and PyTorch's SDPA."""
+  dqk, dv = dims
+  qm, km = normal((batch, seq, HEADS, dqk)), normal((batch, seq, HEADS, dqk))
+  vm = normal((batch, seq, HEADS, dv))
+  flops_mla = 2 * batch * HEADS * seq * seq * (dqk + dv) / (2 if causal else 1)
+  case = f"mla{dqk}/{dv} b{batch}s{seq}{'c' if causal else ''}"
   for name, impl in (("jaxdnn", None), ("cudnn", "cudnn")):
     f = (
       (lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, is_causal=causal))
@@ -170,10 +171,21 @@ def _mla_case(records, normal, batch, seq, causal, with_torch, print_case):
   print_case and print_case(records, case)
 
 
-def mla_grid(records, with_torch, seqs=(2048, 4096, 8192, 16384), tokens=16384, print_case=None):
-  """Issue 24's MLA table: batch x seq = `tokens`, causal and not."""
-  keys = iter(jax.random.split(jax.random.PRNGKey(26), 3 * 2 * len(seqs) + 1))
+def mla_grid(
+  records,
+  with_torch,
+  seqs=(2048, 4096, 8192, 16384),
+  tokens=16384,
+  print_case=None,
+  dims=((192, 128),),
+):
+  """Issue 24's MLA table: batch x seq = `tokens`, causal and not, for each
+  (query/key, value) head dim pair in `dims`."""
+  keys = iter(jax.random.split(jax.random.PRNGKey(26), 3 * 2 * len(seqs) * len(dims) + 1))
   normal = lambda shape, dtype=jnp.bfloat16: jax.random.normal(next(keys), shape, dtype)
-  for seq in seqs:
-    for causal in (False, True):
-      _mla_case(records, normal, max(1, tokens // seq), seq, causal, with_torch, print_case)
+  for pair in dims:
+    for seq in seqs:
+      for causal in (False, True):
+        _mla_case(
+          records, normal, max(1, tokens // seq), seq, causal, with_torch, print_case, dims=pair
+        )

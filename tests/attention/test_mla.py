@@ -9,6 +9,7 @@ import pytest
 from attention_cases import FWD_TARGET, assert_close, grad_tol, hlo, rand, tol
 
 import jaxdnn
+from jaxdnn import switches
 
 ON_GPU = jax.default_backend() == "gpu"
 KERNELS = [None] + ([] if ON_GPU else ["cpu"])
@@ -82,10 +83,17 @@ def test_with_sinks_and_the_kernel_in_the_hlo():
   assert_close(_run(None, q, k, v, sinks=s), _run("xla", q, k, v, sinks=s), tol(DTYPE))
 
 
-# Value at its own 128 columns on the sm90 forward (cpp/attention/sm90/
-# forward_config.cuh, kDv): query tiles past the first, partial tiles, GQA,
-# both 16-bit dtypes, causal and not; the backward pads value to 192.
-SM90_MLA = [(2, 700, 700, 4, 2, 192, 128), (1, 257, 257, 8, 8, 192, 128)]
+# Value at its own columns on the sm90 forward (cpp/attention/sm90/
+# forward_config.cuh, kDv): 192/128, and 128/64 where
+# JAXDNN_ATTENTION_SM90_VALUE_DIM_64=1 is set for the run (else padded);
+# query tiles past the first, partial tiles, GQA, both 16-bit dtypes,
+# causal and not; the backward pads value to the query's head dim.
+SM90_MLA = [
+  (2, 700, 700, 4, 2, 192, 128),
+  (1, 257, 257, 8, 8, 192, 128),
+  (2, 700, 700, 4, 2, 128, 64),
+  (1, 257, 257, 8, 8, 128, 64),
+]
 
 
 @pytest.mark.skipif(not ON_GPU, reason="needs a GPU")
@@ -116,9 +124,12 @@ def test_value_at_its_own_head_dim_on_cuda(dtype, shape, causal):
   not ON_GPU or getattr(jax.devices()[0], "compute_capability", "") != "9.0",
   reason="needs an sm90 GPU",
 )
-def test_value_runs_unpadded_on_sm90():
-  q, k, v = _qkv(SM90_MLA[0], jnp.bfloat16)
+@pytest.mark.parametrize("shape", [SM90_MLA[0], SM90_MLA[2]], ids=str)
+def test_value_runs_unpadded_on_sm90(shape):
+  if shape[-2] == 128 and switches.value("JAXDNN_ATTENTION_SM90_VALUE_DIM_64") != "1":
+    pytest.skip("128/64 runs value at its own columns under JAXDNN_ATTENTION_SM90_VALUE_DIM_64=1")
+  q, k, v = _qkv(shape, jnp.bfloat16)
   f = lambda q, k, v: jaxdnn.dot_product_attention(q, k, v, implementation="cuda")
   text = hlo(f, q, k, v)
   assert FWD_TARGET in text
-  assert " pad(" not in text, "the forward should take value at its own 128 columns"
+  assert " pad(" not in text, "the forward should take value at its own columns"

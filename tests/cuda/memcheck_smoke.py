@@ -113,16 +113,18 @@ def head_dim_cases():
       )
       # (their own backward kernels)
       jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2))(q, k, v))
-  # MLA 192/128: value's own 128 columns on the dense 192 forwards (partial
-  # query tiles and key blocks, GQA, causal and not).
-  q, k, v = normal((2, 300, 8, 192)), normal((2, 300, 2, 192)), normal((2, 300, 2, 128))
-  for causal in (False, True):
-    f = lambda q, k, v: jnp.sum(
-      jaxdnn.dot_product_attention(q, k, v, is_causal=causal, implementation=IMPL).astype(
-        jnp.float32
+  # MLA: value's own columns on the dense forwards, 192/128 (and 128/64 under
+  # JAXDNN_ATTENTION_SM90_VALUE_DIM_64=1): partial query tiles and key
+  # blocks, GQA, causal and not.
+  for dqk, dv in ((192, 128), (128, 64)):
+    q, k, v = normal((2, 300, 8, dqk)), normal((2, 300, 2, dqk)), normal((2, 300, 2, dv))
+    for causal in (False, True):
+      f = lambda q, k, v: jnp.sum(
+        jaxdnn.dot_product_attention(q, k, v, is_causal=causal, implementation=IMPL).astype(
+          jnp.float32
+        )
       )
-    )
-    jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2))(q, k, v))
+      jax.block_until_ready(jax.grad(f, argnums=(0, 1, 2))(q, k, v))
 
 
 def paged_cases():

@@ -361,9 +361,10 @@ LaunchStatus Launch(const AttnFwdArgs& a, cudaStream_t stream, int lpt_chunk_pai
 
 bool Sm90ForwardValueDimFits(const AttnFwdArgs& p) {
   const AttnShape& s = p.shape;
-  return s.head_dim == 192 && s.vdim() == 128 && SwitchOn(Switch::kAttentionSm90NativeValueDim) &&
-         SwitchOn(Switch::kAttentionSm90NativeDims) && !NeedsExt(p) && p.bias.data == nullptr &&
-         p.mask.data == nullptr && p.mask_params.dropout_rate == 0.f;
+  const bool mla192 = s.head_dim == 192 && s.vdim() == 128 && SwitchOn(Switch::kAttentionSm90NativeDims);
+  const bool mla128 = s.head_dim == 128 && s.vdim() == 64 && SwitchOn(Switch::kAttentionSm90ValueDim64);
+  return (mla192 || mla128) && SwitchOn(Switch::kAttentionSm90NativeValueDim) && !NeedsExt(p) &&
+         p.bias.data == nullptr && p.mask.data == nullptr && p.mask_params.dropout_rate == 0.f;
 }
 
 bool Sm90ForwardSupports(const AttnFwdArgs& p) {
@@ -426,11 +427,21 @@ LaunchStatus LaunchAttentionFwdSm90Variant(const AttnFwdArgs& p, cudaStream_t st
     if (dynamic && CausalPairs(p)) variant |= kFwdCluster;
   }
   if (p.shape.vdim() != p.shape.head_dim) {
-    // MLA (192/128): the dense 192 kernels of 80-key blocks with value's own
-    // 128 columns; persistent when not causal, one CTA per tile when causal.
+    // MLA: the dense kernels with value's own columns, persistent when not
+    // causal, one CTA per tile when causal. 192/128 on the 192 kernels of
+    // 80-key blocks; 128/64 on the 128 ones without clusters or the dynamic
+    // scheduler (JAXDNN_ATTENTION_SM90_VALUE_DIM_64).
     if (!Sm90ForwardValueDimFits(p)) {
       return LaunchStatus::Refused(
-          "the sm90 forward takes a value head dim of its own at 192/128, dense only");
+          "the sm90 forward takes a value head dim of its own at 192/128 (and 128/64), dense only");
+    }
+    if (d == 128) {
+      if (!m.causal) {
+        return f16 ? Launch<128, true, true, true, false, false, 0, 2, 1, false, 64>(p, stream)
+                   : Launch<128, false, true, true, false, false, 0, 2, 1, false, 64>(p, stream);
+      }
+      return f16 ? Launch<128, true, true, false, false, false, 0, 2, 1, false, 64>(p, stream)
+                 : Launch<128, false, true, false, false, false, 0, 2, 1, false, 64>(p, stream);
     }
     if (!m.causal) {
       return f16 ? Launch<192, true, true, true, false, false, 80, 2, 1, false, 128>(p, stream)

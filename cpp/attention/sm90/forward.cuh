@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(FwdConfig<kD, kBlockNOpt, kConsumers>::kThread
                       const FwdParams p) {
   constexpr int kQBufs = FwdQBufs<kD, kDynamic, kExt>();
   using Cfg = FwdConfig<kD, kBlockNOpt, kConsumers, kQBufs, kDv>;
-  static_assert(kDv == kD || (!kExt && !kDynamic && kCluster == 1 && !kBias && Cfg::kOInQ),
-                "a value head dim of its own: the dense static 192 kernels (O staged in Q's buffer)");
+  static_assert(kDv == kD || (!kExt && !kDynamic && kCluster == 1 && !kBias),
+                "a value head dim of its own: the dense static kernels");
   static_assert(!Cfg::kNonCausalOnly || (!kExt && (!kDynamic || kConsumers == 3)),
                 "80-key blocks: the dense static path only; 192-row tiles: the dense paths");
   constexpr bool kCausal = FwdCausalCompiled<kBlockNOpt, kConsumers, kPersistent, kDynamic>();

@@ -21,9 +21,10 @@ namespace jaxdnn::attention {
 bool Sm90ForwardSupports(const AttnFwdArgs& p);
 
 // True when a value head dim of its own (p.shape.value_dim, MLA) runs on the
-// sm_90a forward: query/key 192 over value 128, dense (causal only with q_len
-// == kv_len), no bias, mask or dropout, unless
-// JAXDNN_ATTENTION_SM90_NATIVE_VALUE_DIM=0 (or _NATIVE_DIMS=0).
+// sm_90a forward: query/key 192 over value 128 (unless _NATIVE_DIMS=0), or
+// 128 over 64 under JAXDNN_ATTENTION_SM90_VALUE_DIM_64=1; dense (causal only
+// with q_len == kv_len), no bias, mask or dropout; unless
+// JAXDNN_ATTENTION_SM90_NATIVE_VALUE_DIM=0.
 bool Sm90ForwardValueDimFits(const AttnFwdArgs& p);
 
 // Launches the forward on `stream`. Allocates nothing and does not synchronize

@@ -51,7 +51,7 @@ struct FwdParams {
 // head dim 64, dense launches only (see the header comment).
 // kQBufs: query tile buffers, 1 or 2 (the dynamic scheduler, see FwdQBufs).
 // kDv: value's head dim (O's columns), kD unless MLA: 128 under a 192-column
-// query/key (the V ring and the P.V gemm at value's own panels).
+// query/key, 64 under 128 (the V ring and the P.V gemm at value's own panels).
 template <int kD, int kBlockNOpt = 0, int kConsumers = 2, int kQBufs = 1, int kDv = kD>
 struct FwdConfig {
   // Head dims 96 and 192 take the layout of the next 64-column panel count
@@ -87,7 +87,8 @@ struct FwdConfig {
   static constexpr int kDBlocks = (kD + 63) / 64;  // 128-byte column blocks (panels)
   static constexpr int kQBytes = kBlockM * kDBlocks * 128;
   static constexpr int kKVBytes = kBlockN * kDBlocks * 128;  // a K stage (and V's when kDv == kD)
-  static_assert(kDv == kD || (kD == 192 && kDv == 128), "value head dim: the query's, or 128 under 192");
+  static_assert(kDv == kD || (kD == 192 && kDv == 128) || (kD == 128 && kDv == 64),
+                "value head dim: the query's, or 128 under 192, or 64 under 128");
   static constexpr int kDvBlocks = (kDv + 63) / 64;
   static constexpr int kVBytes = kBlockN * kDvBlocks * 128;  // a V stage
   // O is staged for the epilogue in its own buffer, or (head dim 256: no room
