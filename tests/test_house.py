@@ -209,7 +209,8 @@ def test_attention_plan_sizes_the_workspaces():
   assert native("bwd", 2, 256, 256, 4, 4, 192) == 0
   assert native("fwd", 2, 256, 0, 4, 4, 96) == 0  # no key: the sm90 forward's shape rules
   assert native("fwd", 2, 1, 4096, 8, 2, 96) == 0  # a decode: the padded split-KV kernels
-  # Value at its own head dim (MLA): 192/128 only, never with a bias or lengths.
+  # Value at its own head dim (MLA): 192/128 (128/64 under a default-off
+  # switch), never with a bias or lengths.
   own_value = lambda *a, **kw: _extension.plan_query(
     "attention_fwd_native_value_dim", **args(*a, **kw)
   )
@@ -217,6 +218,8 @@ def test_attention_plan_sizes_the_workspaces():
   assert own_value(2, 256, 256, 4, 4, 192, value_dim=128, operands=1) == 0
   assert own_value(2, 256, 256, 4, 4, 192, value_dim=128, operands=8) == 0
   assert own_value(2, 256, 256, 4, 4, 192) == 0  # value at the query's head dim
+  if switches.value("JAXDNN_ATTENTION_SM90_VALUE_DIM_64") != "1":
+    assert own_value(2, 256, 256, 4, 4, 128, value_dim=64) == 0
   # (GQA, where the fused kernel also keeps per-query-head dK/dV partials).
   assert bwd(2, 1024, 1024, 8, 2, 128) > base(2, 1024, 8, 128)
   assert bwd(2, 1024, 1024, 8, 2, 128, deterministic=1) == base(2, 1024, 8, 128)

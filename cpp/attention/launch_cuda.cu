@@ -187,8 +187,8 @@ LaunchStatus AttentionFwdCuda(const AttnFwdArgs& p, cudaStream_t stream) {
   if (p.shape.vdim() != p.shape.head_dim) {  // MLA: the sm90 kernels only
     if (Sm90ForwardEnabled() && Sm90ForwardSupports(p)) return LaunchAttentionFwdSm90(p, stream);
     return LaunchStatus::Refused(
-        "a value head dim of its own runs on the sm90 forward only (192/128, dense, no bias, mask or "
-        "dropout)");
+        "a value head dim of its own runs on the sm90 forward only (192/128, 128/64 where switched on; "
+        "dense, no bias, mask or dropout)");
   }
   if (DecodeSplitEnabled() && DecodeSplitSupports(p)) {
     DecodeSplitPlan plan;

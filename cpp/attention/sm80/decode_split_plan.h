@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "attention/problem.h"
+#include "common/switches.h"
 
 namespace jaxdnn::attention {
 
@@ -30,8 +31,13 @@ constexpr int64_t kDecodeChunkAlign = 64;
 // A CTA streams at least this many keys (per kv head: 2 * 512 * D * 2 bytes),
 // so its fixed cost (Q load, partial write, combine) stays small.
 constexpr int64_t kDecodeMinChunk = 512;
+// The chunk floor in force: JAXDNN_ATTENTION_DECODE_MIN_CHUNK (read once),
+// for A/Bs of small grids, where a lone CTA's dependent chain of key blocks
+// sets the time (b1 x 1k: 8 CTAs of 8 blocks each).
+inline int64_t DecodeMinChunk() { return SwitchInt(Switch::kAttentionDecodeMinChunk, kDecodeMinChunk); }
 // Splits aim at this many CTAs: several waves' worth on a 132-SM GPU at 2-3
-// CTAs per SM, independent of the device so that Python can mirror it.
+// CTAs per SM, independent of the device (the plan query sizes the
+// workspace from the same rule).
 constexpr int64_t kDecodeTargetCtas = 1024;
 
 struct DecodeSplitPlan {
@@ -55,7 +61,7 @@ inline DecodeSplitPlan MakeDecodeSplitPlan(const AttnShape& s) {
   const int64_t base_ctas = s.batch * s.kv_heads * plan.row_groups;
   const int64_t kv = s.kv_len > 0 ? s.kv_len : 1;
   int64_t splits = base_ctas > 0 ? DecodeCeilDiv(kDecodeTargetCtas, base_ctas) : 1;
-  const int64_t most = DecodeCeilDiv(kv, kDecodeMinChunk);
+  const int64_t most = DecodeCeilDiv(kv, DecodeMinChunk());
   if (splits > most) splits = most;
   if (splits < 1) splits = 1;
   plan.chunk = DecodeCeilDiv(DecodeCeilDiv(kv, splits), kDecodeChunkAlign) * kDecodeChunkAlign;
