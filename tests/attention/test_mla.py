@@ -39,6 +39,15 @@ def _run(impl, q, k, v, **kw):
   )
 
 
+def _grads(impl, q, k, v, w, causal):
+  """d(sum(out * w)) / d(q, k, v), jitted."""
+  loss = lambda q, k, v: jnp.sum(
+    jaxdnn.dot_product_attention(q, k, v, is_causal=causal, implementation=impl).astype(jnp.float32)
+    * w
+  )
+  return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
+
+
 @pytest.mark.parametrize("impl", KERNELS, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("causal", [False, True])
@@ -50,16 +59,9 @@ def test_forward_and_gradients_match_the_oracle(impl, shape, causal):
   assert_close(out, want, tol(DTYPE))
   w = rand(out.shape)
 
-  def grads(impl):
-    loss = lambda q, k, v: jnp.sum(
-      jaxdnn.dot_product_attention(q, k, v, is_causal=causal, implementation=impl).astype(
-        jnp.float32
-      )
-      * w
-    )
-    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
-
-  for got, want, name in zip(grads(impl), grads("xla"), "qkv"):
+  for got, want, name in zip(
+    _grads(impl, q, k, v, w, causal), _grads("xla", q, k, v, w, causal), "qkv"
+  ):
     assert got.shape == want.shape
     assert_close(got, want, grad_tol(DTYPE), err_msg=name)
 
@@ -109,16 +111,9 @@ def test_value_at_its_own_head_dim_on_cuda(dtype, shape, causal):
   assert_close(out, _run("xla", q, k, v, is_causal=causal), tol(dtype))
   w = rand(out.shape)
 
-  def grads(impl):
-    loss = lambda q, k, v: jnp.sum(
-      jaxdnn.dot_product_attention(q, k, v, is_causal=causal, implementation=impl).astype(
-        jnp.float32
-      )
-      * w
-    )
-    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
-
-  for got, want, name in zip(grads("cuda"), grads("xla"), "qkv"):
+  for got, want, name in zip(
+    _grads("cuda", q, k, v, w, causal), _grads("xla", q, k, v, w, causal), "qkv"
+  ):
     assert got.shape == want.shape
     assert_close(got, want, grad_tol(dtype), err_msg=name)
 
