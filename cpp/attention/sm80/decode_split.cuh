@@ -48,17 +48,12 @@ constexpr int DecodeSmemBytes(bool paged) {
 }
 
 // Where a CTA's paged key rows are: the staged entries (s_tbl non-null,
-// entry 0 the table's entry `first`) or the table itself.
+// entry 0 the table's entry `first`) or, without them, KvRow (the table
+// itself, or a contiguous array).
 struct DecodePagedRows {
   PagedKv pg;  // a copy (the address of a kernel parameter would put the parameters in local memory)
   const int32_t* s_tbl = nullptr;
   uint32_t first = 0;
-  __device__ __forceinline__ int64_t Row(int64_t b, int64_t key, int64_t kv_len) const {
-    if (!pg.on()) return b * kv_len + key;
-    if (s_tbl == nullptr) return KvRow(pg, b, key, kv_len);
-    const uint32_t k = uint32_t(key), bs = uint32_t(pg.block_size), blk = k / bs;
-    return int64_t(Entry(blk)) * bs + (k - blk * bs);
-  }
   // The staged entry of table block `blk`, clamped into the pool (the
   // entries are copied raw, so that the copy runs under the lengths' read).
   __device__ __forceinline__ int32_t Entry(uint32_t blk) const {
@@ -101,7 +96,7 @@ __device__ __forceinline__ void DecodeLoadKv(T* sk, T* sv, const T* k_src, const
     const bool ok = key0 + r < limit;
     // (rows past `limit` may lie past the staged entries: not read)
     const int64_t row =
-        !ok ? 0 : (staged ? int64_t(rows.Entry(blk)) * bs + in_blk : rows.Row(b, key0 + r, kv_len));
+        !ok ? 0 : (staged ? int64_t(rows.Entry(blk)) * bs + in_blk : KvRow(rows.pg, b, key0 + r, kv_len));
     const int64_t off = row * stride + ch * 8;
     const int at = sm80::SwizzledTile<kD>::Offset(r, ch);
     sm80::CpAsync16(sk + at, k_src + off, ok ? 16 : 0);
